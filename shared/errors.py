@@ -1,0 +1,147 @@
+"""The one exception tree of brainhands.
+
+    BrainhandsError
+    ├── ConfigurationError          a setting is missing or invalid (raised at start-up)
+    ├── StoreError                  the session store failed (driver errors are wrapped here)
+    │   ├── StoreUnavailable        connection-level failure; retryable
+    │   ├── ConflictError           the session changed since the draft was read (stale version)
+    │   ├── StaleLeaseError         the committer's fencing token was superseded
+    │   └── NotFoundError           a row the caller named does not exist
+    ├── BrokerError                 RabbitMQ failed
+    │   ├── BrokerUnavailable       no connection, or no confirm within the bound; retryable
+    │   └── UnroutableMessage       a mandatory publish matched no queue
+    ├── LeaseError                  Redis lease operations failed
+    │   ├── LeaseUnavailable        another holder owns the lease now
+    │   └── LeaseBackendError       Redis itself failed; retryable
+    ├── InvalidMessage              a message body failed decoding or validation
+    ├── UnknownToolError            no tool of that name is registered in this worker
+    ├── UnknownTaskKindError        no handler for that task kind/version in this build
+    └── ToolError                   raised by tool code; carries its own retry behaviour
+
+    BaseException
+    └── LeaseLost                   the holder lost its lease while working; derives from
+                                    BaseException so that a tool's ``except Exception``
+                                    cannot swallow it by accident
+
+``is_retryable`` is the one place that decides whether an error is worth another attempt.
+"""
+
+from __future__ import annotations
+
+
+class BrainhandsError(Exception):
+    """Root of every error brainhands raises on purpose."""
+
+    retryable: bool = False
+
+
+class ConfigurationError(BrainhandsError):
+    """A setting is missing or invalid; the message names the variable to set."""
+
+
+class StoreError(BrainhandsError):
+    """The session store failed."""
+
+
+class StoreUnavailable(StoreError):
+    """The store could not be reached or dropped the connection."""
+
+    retryable = True
+
+
+class ConflictError(StoreError):
+    """The session's version moved since the draft was read: another commit won."""
+
+
+class StaleLeaseError(StoreError):
+    """A write carried a fencing token older than the one the store has seen."""
+
+    def __init__(self, resource: str, token: int, current: int | None) -> None:
+        self.resource = resource
+        self.token = token
+        self.current = current
+        super().__init__(
+            f"stale lease on {resource}: token {token} was superseded "
+            f"(store holds fence {current})"
+        )
+
+
+class NotFoundError(StoreError):
+    """A row the caller named does not exist."""
+
+
+class BrokerError(BrainhandsError):
+    """RabbitMQ failed."""
+
+
+class BrokerUnavailable(BrokerError):
+    """No connection to RabbitMQ, or no publisher confirm within the bound."""
+
+    retryable = True
+
+
+class UnroutableMessage(BrokerError):
+    """A mandatory publish was returned by the broker: no queue is bound to its route."""
+
+
+class LeaseError(BrainhandsError):
+    """A lease operation failed."""
+
+
+class LeaseUnavailable(LeaseError):
+    """The lease is held by another owner."""
+
+    retryable = True
+
+
+class LeaseBackendError(LeaseError):
+    """Redis failed while acquiring, renewing or releasing a lease."""
+
+    retryable = True
+
+
+class InvalidMessage(BrainhandsError):
+    """A message body could not be decoded or did not validate against the protocol."""
+
+
+class UnknownToolError(BrainhandsError):
+    """No tool of that name is registered in this worker."""
+
+
+class UnknownTaskKindError(BrainhandsError):
+    """No handler for that task kind and version is registered in this build."""
+
+
+class ToolError(BrainhandsError):
+    """Raised by tool code to report a failure with explicit retry behaviour.
+
+    ``retryable`` says whether another attempt may succeed; ``next_retry_delay`` (seconds)
+    overrides the tool's backoff for the next attempt.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        retryable: bool = False,
+        next_retry_delay: float | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.retryable = retryable
+        self.next_retry_delay = next_retry_delay
+
+
+class LeaseLost(BaseException):  # noqa: N818 - reads as an event, like KeyboardInterrupt
+    """The lease this work ran under was lost; the work must stop now."""
+
+    def __init__(self, resource: str, reason: str) -> None:
+        self.resource = resource
+        self.reason = reason
+        super().__init__(f"lease on {resource} lost: {reason}")
+
+
+def is_retryable(exc: BaseException) -> bool:
+    """Whether another attempt of the failed operation may succeed."""
+    if isinstance(exc, BrainhandsError):
+        return exc.retryable
+    return isinstance(exc, ConnectionError | TimeoutError | OSError)
