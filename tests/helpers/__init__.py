@@ -1,0 +1,1 @@
+"""Shared test helpers: real services, polling, process control."""
