@@ -1,0 +1,1 @@
+"""The ``brainhands`` command: the one module that knows the Brain, the Hands and shared."""

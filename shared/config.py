@@ -38,6 +38,8 @@ class CommonSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore")
 
     database_url: str = DEFAULT_DATABASE_URL
+    database_schema: str | None = None
+    """PostgreSQL schema holding the tables (default: the database's search path)."""
     rabbitmq_url: str = "amqp://guest:guest@127.0.0.1:5672/"
     redis_url: str = "redis://127.0.0.1:6379/0"
     namespace: str = "brainhands"

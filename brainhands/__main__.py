@@ -1,0 +1,3 @@
+from brainhands.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,29 @@
+"""The session store: schema, migrations, atomic commits, fence claims and reads."""
+
+from shared.store.draft import Draft, OutboxMessage, new_id
+from shared.store.records import (
+    CommitReceipt,
+    DocumentRecord,
+    EntryRecord,
+    OperationRecord,
+    SessionRecord,
+    SessionState,
+    SubmissionRecord,
+    TaskRecord,
+)
+from shared.store.store import Store
+
+__all__ = [
+    "CommitReceipt",
+    "DocumentRecord",
+    "Draft",
+    "EntryRecord",
+    "OperationRecord",
+    "OutboxMessage",
+    "SessionRecord",
+    "SessionState",
+    "Store",
+    "SubmissionRecord",
+    "TaskRecord",
+    "new_id",
+]

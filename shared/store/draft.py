@@ -1,0 +1,148 @@
+"""A draft: the changes one commit will apply to one session, collected before any I/O.
+
+A draft is built by code that runs outside any transaction (a task phase, the agent loop);
+``Store.commit`` then applies all of it atomically or none of it.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from shared.store import schema
+from shared.store.records import JSON
+
+_TASK_COLUMNS = frozenset(c.name for c in schema.task.columns) - {"id", "session_id", "created_at"}
+_SUBMISSION_COLUMNS = frozenset({"status", "answer", "error"})
+
+
+def new_id() -> str:
+    """A fresh random identifier for rows whose id carries no meaning."""
+    return uuid.uuid4().hex
+
+
+@dataclass(frozen=True)
+class NewEntry:
+    kind: str
+    body: JSON
+
+
+@dataclass(frozen=True)
+class DocumentWrite:
+    name: str
+    body: JSON
+    expected_version: int | None
+    """None creates the document; otherwise the version the writer read."""
+
+
+@dataclass(frozen=True)
+class TaskUpdate:
+    task_id: str
+    changes: dict[str, Any]
+    expected_status: str | None
+
+
+@dataclass(frozen=True)
+class SubmissionUpdate:
+    submission_id: str
+    changes: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class OutboxMessage:
+    routing_key: str
+    body: bytes
+    headers: dict[str, str] | None = None
+
+
+@dataclass
+class Draft:
+    """Changes for one session, guarded at commit by ``version`` and ``fence``."""
+
+    session_id: str
+    version: int
+    fence: int
+    entries: list[NewEntry] = field(default_factory=list)
+    documents: list[DocumentWrite] = field(default_factory=list)
+    new_tasks: list[dict[str, Any]] = field(default_factory=list)
+    task_updates: list[TaskUpdate] = field(default_factory=list)
+    new_submissions: list[dict[str, Any]] = field(default_factory=list)
+    submission_updates: list[SubmissionUpdate] = field(default_factory=list)
+    outbox: list[OutboxMessage] = field(default_factory=list)
+
+    def append_entry(self, kind: str, body: JSON) -> None:
+        """Append an immutable entry; its ``seq`` is assigned gap-free at commit."""
+        self.entries.append(NewEntry(kind, body))
+
+    def put_document(self, name: str, body: JSON, *, expected_version: int | None) -> None:
+        """Create (``expected_version=None``) or replace a document read at that version."""
+        self.documents.append(DocumentWrite(name, body, expected_version))
+
+    def add_task(
+        self,
+        *,
+        kind: str,
+        kind_version: int,
+        input: JSON,
+        task_id: str | None = None,
+        parent_id: str | None = None,
+        status: str = "pending",
+        phase: str | None = None,
+        **extra: Any,
+    ) -> str:
+        """Create a task in this commit and return its id."""
+        unknown = set(extra) - _TASK_COLUMNS
+        if unknown:
+            raise ValueError(f"unknown task fields: {sorted(unknown)}")
+        task_id = task_id or new_id()
+        self.new_tasks.append(
+            {
+                "id": task_id,
+                "parent_id": parent_id,
+                "kind": kind,
+                "kind_version": kind_version,
+                "input": input,
+                "status": status,
+                "phase": phase,
+                **extra,
+            }
+        )
+        return task_id
+
+    def update_task(
+        self, task_id: str, *, expected_status: str | None = None, **changes: Any
+    ) -> None:
+        """Change task fields; with ``expected_status`` the commit fails if it moved on."""
+        unknown = set(changes) - _TASK_COLUMNS
+        if unknown:
+            raise ValueError(f"unknown task fields: {sorted(unknown)}")
+        self.task_updates.append(TaskUpdate(task_id, changes, expected_status))
+
+    def add_submission(
+        self,
+        *,
+        request_id: str,
+        input: JSON,
+        status: str = "queued",
+        submission_id: str | None = None,
+    ) -> str:
+        """Record accepted input; ``(session, request_id)`` is unique."""
+        submission_id = submission_id or new_id()
+        self.new_submissions.append(
+            {"id": submission_id, "request_id": request_id, "input": input, "status": status}
+        )
+        return submission_id
+
+    def update_submission(self, submission_id: str, **changes: Any) -> None:
+        """Change a submission's status, answer or error."""
+        unknown = set(changes) - _SUBMISSION_COLUMNS
+        if unknown:
+            raise ValueError(f"unknown submission fields: {sorted(unknown)}")
+        self.submission_updates.append(SubmissionUpdate(submission_id, changes))
+
+    def add_outbox(
+        self, routing_key: str, body: bytes, headers: dict[str, str] | None = None
+    ) -> None:
+        """Queue a message that the relay publishes once this commit is durable."""
+        self.outbox.append(OutboxMessage(routing_key, body, headers))

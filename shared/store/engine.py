@@ -1,0 +1,112 @@
+"""Creating the async engine for either backend, and wrapping driver errors.
+
+SQLite runs in WAL mode with ``BEGIN IMMEDIATE`` for writing transactions, so two writers
+queue on the database lock at the start of a transaction instead of failing half way
+through it; reads use plain deferred transactions and never wait on a writer.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any
+
+from sqlalchemy import event
+from sqlalchemy.engine import Connection
+from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError, SQLAlchemyError
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+from sqlalchemy.pool import ConnectionPoolEntry
+
+from shared.errors import BrainhandsError, ConflictError, StoreError, StoreUnavailable
+
+SQLITE_BUSY_TIMEOUT_MS = 30_000
+READ_ONLY = "brainhands_read_only"
+
+
+def is_sqlite(engine: AsyncEngine) -> bool:
+    return engine.dialect.name == "sqlite"
+
+
+def create_engine(
+    url: str, *, pool_size: int = 10, db_schema: str | None = None, echo: bool = False
+) -> AsyncEngine:
+    """An engine for ``url`` with the per-backend settings the store relies on.
+
+    ``db_schema`` (PostgreSQL only) puts every table in that schema, so several deployments
+    or test runs can share one database.
+    """
+    if url.startswith("sqlite"):
+        engine = create_async_engine(url, echo=echo, connect_args={"timeout": 30})
+        _configure_sqlite(engine)
+        return engine
+    connect_args: dict[str, Any] = {}
+    if db_schema:
+        connect_args["server_settings"] = {"search_path": db_schema}
+    return create_async_engine(
+        url,
+        echo=echo,
+        pool_size=pool_size,
+        max_overflow=pool_size,
+        pool_pre_ping=True,
+        connect_args=connect_args,
+    )
+
+
+def _configure_sqlite(engine: AsyncEngine) -> None:
+    @event.listens_for(engine.sync_engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: ConnectionPoolEntry) -> None:
+        # Take transaction control away from the driver so "begin" below decides it.
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA synchronous=FULL")
+        cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.close()
+
+    @event.listens_for(engine.sync_engine, "begin")
+    def _on_begin(conn: Connection) -> None:
+        read_only = conn.get_execution_options().get(READ_ONLY, False)
+        conn.exec_driver_sql("BEGIN" if read_only else "BEGIN IMMEDIATE")
+
+
+@contextlib.asynccontextmanager
+async def write_transaction(engine: AsyncEngine) -> AsyncIterator[AsyncConnection]:
+    """One writing transaction; driver errors leave as store errors."""
+    with wrap_driver_errors():
+        async with engine.begin() as conn:
+            yield conn
+
+
+@contextlib.asynccontextmanager
+async def read_transaction(engine: AsyncEngine) -> AsyncIterator[AsyncConnection]:
+    """One consistent snapshot for several reads."""
+    options: dict[str, Any] = {READ_ONLY: True}
+    if not is_sqlite(engine):
+        options["isolation_level"] = "REPEATABLE READ"
+    with wrap_driver_errors():
+        async with engine.connect() as raw:
+            conn = await raw.execution_options(**options)
+            async with conn.begin():
+                yield conn
+
+
+@contextlib.contextmanager
+def wrap_driver_errors() -> Any:
+    """Translate SQLAlchemy/driver exceptions into the store's error tree."""
+    try:
+        yield
+    except BrainhandsError:
+        raise
+    except IntegrityError as exc:
+        raise ConflictError(f"store rejected a write: {exc.orig}") from exc
+    except OperationalError as exc:
+        raise StoreUnavailable(f"store unavailable: {exc.orig}") from exc
+    except DBAPIError as exc:
+        if exc.connection_invalidated:
+            raise StoreUnavailable(f"store connection lost: {exc.orig}") from exc
+        raise StoreError(f"store error: {exc.orig}") from exc
+    except (OSError, ConnectionError) as exc:
+        raise StoreUnavailable(f"store unreachable: {exc}") from exc
+    except SQLAlchemyError as exc:
+        raise StoreError(f"store error: {exc}") from exc

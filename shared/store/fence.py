@@ -1,0 +1,66 @@
+"""Fence claims: the store's half of a lease.
+
+A lease token from Redis means nothing until the store accepts it. A claim moves the
+resource's fence up to the token (``fence < :t``); a token at or below the stored fence is
+refused. Every claim returns the fence the store holds afterwards, so a caller whose token
+lost learns the floor that its next token must exceed -- which is how tokens stay strictly
+increasing even when Redis restarts empty and its counters start over.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from sqlalchemy import select, update
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from shared.errors import NotFoundError
+from shared.store import schema
+
+
+async def claim_session_fence(conn: AsyncConnection, session_id: str, token: int) -> int:
+    """Raise the session's fence to ``token`` if it is higher; return the stored fence."""
+    s = schema.session
+    claimed = await conn.execute(
+        update(s).where(s.c.id == session_id, s.c.fence < token).values(fence=token)
+    )
+    if claimed.rowcount == 1:
+        return token
+    current = (await conn.execute(select(s.c.fence).where(s.c.id == session_id))).scalar()
+    if current is None:
+        raise NotFoundError(f"session {session_id} does not exist")
+    return int(current)
+
+
+async def claim_operation_fence(
+    conn: AsyncConnection, operation_id: str, token: int, *, intent: dict[str, Any]
+) -> int:
+    """Create the operation row (``intended``) or raise its fence; return the stored fence.
+
+    ``intent`` holds the columns a new row needs (session_id, task_id, tool, pool,
+    arguments); it is ignored when the row exists.
+    """
+    o = schema.operation
+    now = time.time()
+    values = {
+        **intent,
+        "operation_id": operation_id,
+        "status": "intended",
+        "fence": token,
+        "created_at": now,
+        "updated_at": now,
+    }
+    dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
+    stmt = dialect.insert(o).values(**values)
+    stmt = stmt.on_conflict_do_update(
+        index_elements=[o.c.operation_id],
+        set_={"fence": token, "updated_at": now},
+        where=o.c.fence < token,
+    )
+    claimed = await conn.execute(stmt)
+    if claimed.rowcount == 1:
+        return token
+    current = await conn.execute(select(o.c.fence).where(o.c.operation_id == operation_id))
+    return int(current.scalar_one())

@@ -1,0 +1,122 @@
+"""What the store hands back when it is read: plain frozen records, one per row kind."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+JSON = Any
+TaskStatus = Literal["pending", "running", "waiting", "sleeping", "completing", "terminal"]
+TaskOutcome = Literal["succeeded", "failed", "cancelled"]
+JoinPolicy = Literal["all_settled", "fail_fast"]
+SubmissionStatus = Literal["queued", "running", "answered", "failed", "cancelled"]
+OperationStatus = Literal["intended", "started", "succeeded", "failed", "uncertain", "cancelled"]
+
+OPEN_SUBMISSION_STATUSES: tuple[SubmissionStatus, ...] = ("queued", "running")
+
+
+@dataclass(frozen=True)
+class SessionRecord:
+    id: str
+    compat: str
+    version: int
+    fence: int
+    status: str
+    entry_count: int
+    created_at: float
+    updated_at: float
+
+
+@dataclass(frozen=True)
+class EntryRecord:
+    seq: int
+    kind: str
+    body: JSON
+    created_at: float
+
+
+@dataclass(frozen=True)
+class DocumentRecord:
+    name: str
+    version: int
+    body: JSON
+
+
+@dataclass(frozen=True)
+class TaskRecord:
+    id: str
+    session_id: str
+    parent_id: str | None
+    kind: str
+    kind_version: int
+    input: JSON
+    status: TaskStatus
+    phase: str | None
+    wake_at: float | None
+    wait_for: list[str] | None
+    join_policy: JoinPolicy | None
+    operation_id: str | None
+    outcome: TaskOutcome | None
+    result: JSON
+    error: JSON
+    attempt: int
+    restarts: int
+    cancel_requested: bool
+    blocked_reason: str | None
+    created_at: float
+    updated_at: float
+
+
+@dataclass(frozen=True)
+class SubmissionRecord:
+    id: str
+    session_id: str
+    request_id: str
+    status: SubmissionStatus
+    input: JSON
+    answer: JSON
+    error: str | None
+    created_at: float
+    updated_at: float
+
+
+@dataclass(frozen=True)
+class SessionState:
+    """Everything a Brain needs to rebuild a session after a restart."""
+
+    session: SessionRecord
+    entries: list[EntryRecord] = field(default_factory=list)
+    documents: dict[str, DocumentRecord] = field(default_factory=dict)
+    open_tasks: list[TaskRecord] = field(default_factory=list)
+    open_submissions: list[SubmissionRecord] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class CommitReceipt:
+    """What a successful commit made durable."""
+
+    session_id: str
+    version: int
+    entry_seqs: list[int]
+    outbox_rows: int
+
+
+@dataclass(frozen=True)
+class OperationRecord:
+    operation_id: str
+    session_id: str
+    task_id: str | None
+    tool: str
+    pool: str
+    arguments: JSON
+    status: OperationStatus
+    attempts: int
+    fence: int
+    result: JSON
+    error: JSON
+    blob_id: str | None
+    next_attempt_at: float | None
+    created_at: float
+    started_at: float | None
+    finished_at: float | None
+    updated_at: float

@@ -1,0 +1,171 @@
+"""Tables of the session store (SQLAlchemy Core).
+
+Timestamps are epoch seconds (float): they compare the same way on every backend, and
+the hot paths (due timers, outbox age) only ever compare them with "now".
+
+Ownership: Brain writes session, entry, document, task and submission rows; Hands write
+operation and blob rows; outbox rows are written by whoever commits the state that needs
+the message, and marked sent by the relay.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    Column,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    LargeBinary,
+    MetaData,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+    text,
+)
+
+metadata = MetaData(
+    naming_convention={
+        "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+        "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+        "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+        "pk": "pk_%(table_name)s",
+    }
+)
+
+ID = String(64)
+
+session = Table(
+    "session",
+    metadata,
+    Column("id", ID, primary_key=True),
+    Column("compat", String(64), nullable=False),
+    Column("version", BigInteger, nullable=False, server_default="0"),
+    Column("fence", BigInteger, nullable=False, server_default="0"),
+    Column("status", String(16), nullable=False, server_default="active"),
+    Column("entry_count", BigInteger, nullable=False, server_default="0"),
+    Column("created_at", Float, nullable=False),
+    Column("updated_at", Float, nullable=False),
+)
+
+entry = Table(
+    "entry",
+    metadata,
+    Column("session_id", ID, ForeignKey("session.id"), primary_key=True),
+    Column("seq", BigInteger, primary_key=True),
+    Column("kind", String(32), nullable=False),
+    Column("body", JSON, nullable=False),
+    Column("created_at", Float, nullable=False),
+)
+
+document = Table(
+    "document",
+    metadata,
+    Column("session_id", ID, ForeignKey("session.id"), primary_key=True),
+    Column("name", String(128), primary_key=True),
+    Column("version", BigInteger, nullable=False),
+    Column("body", JSON, nullable=False),
+    Column("updated_at", Float, nullable=False),
+)
+
+task = Table(
+    "task",
+    metadata,
+    Column("id", ID, primary_key=True),
+    Column("session_id", ID, ForeignKey("session.id"), nullable=False),
+    Column("parent_id", ID, nullable=True),
+    Column("kind", String(128), nullable=False),
+    Column("kind_version", Integer, nullable=False),
+    Column("input", JSON, nullable=False),
+    Column("status", String(16), nullable=False),
+    Column("phase", String(64), nullable=True),
+    Column("wake_at", Float, nullable=True),
+    Column("wait_for", JSON, nullable=True),
+    Column("join_policy", String(16), nullable=True),
+    Column("operation_id", ID, nullable=True),
+    Column("outcome", String(16), nullable=True),
+    Column("result", JSON, nullable=True),
+    Column("error", JSON, nullable=True),
+    Column("attempt", Integer, nullable=False, server_default="0"),
+    Column("restarts", Integer, nullable=False, server_default="0"),
+    Column("cancel_requested", Boolean, nullable=False, server_default=text("false")),
+    Column("blocked_reason", Text, nullable=True),
+    Column("created_at", Float, nullable=False),
+    Column("updated_at", Float, nullable=False),
+    Index(None, "session_id", "status"),
+    Index(None, "status", "wake_at"),
+    Index(None, "parent_id"),
+)
+
+submission = Table(
+    "submission",
+    metadata,
+    Column("id", ID, primary_key=True),
+    Column("session_id", ID, ForeignKey("session.id"), nullable=False),
+    Column("request_id", String(128), nullable=False),
+    Column("status", String(16), nullable=False),
+    Column("input", JSON, nullable=False),
+    Column("answer", JSON, nullable=True),
+    Column("error", Text, nullable=True),
+    Column("created_at", Float, nullable=False),
+    Column("updated_at", Float, nullable=False),
+    UniqueConstraint("session_id", "request_id"),
+)
+
+outbox = Table(
+    "outbox",
+    metadata,
+    Column(
+        "id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True
+    ),
+    Column("session_id", ID, nullable=True),
+    Column("routing_key", String(255), nullable=False),
+    Column("body", LargeBinary, nullable=False),
+    Column("headers", JSON, nullable=True),
+    Column("created_at", Float, nullable=False),
+    Column("sent_at", Float, nullable=True),
+    # The relay's hot query: the oldest unsent rows. Partial, so it stays small.
+    Index(
+        "ix_outbox_unsent",
+        "id",
+        postgresql_where=text("sent_at IS NULL"),
+        sqlite_where=text("sent_at IS NULL"),
+    ),
+    Index(None, "sent_at"),
+)
+
+operation = Table(
+    "operation",
+    metadata,
+    Column("operation_id", ID, primary_key=True),
+    Column("session_id", ID, nullable=False),
+    Column("task_id", ID, nullable=True),
+    Column("tool", String(128), nullable=False),
+    Column("pool", String(64), nullable=False),
+    Column("arguments", JSON, nullable=False),
+    Column("status", String(16), nullable=False),
+    Column("attempts", Integer, nullable=False, server_default="0"),
+    Column("fence", BigInteger, nullable=False, server_default="0"),
+    Column("result", JSON, nullable=True),
+    Column("error", JSON, nullable=True),
+    Column("blob_id", ID, nullable=True),
+    Column("next_attempt_at", Float, nullable=True),
+    Column("created_at", Float, nullable=False),
+    Column("started_at", Float, nullable=True),
+    Column("finished_at", Float, nullable=True),
+    Column("updated_at", Float, nullable=False),
+    Index(None, "session_id"),
+    Index(None, "status", "updated_at"),
+)
+
+blob = Table(
+    "blob",
+    metadata,
+    Column("id", ID, primary_key=True),
+    Column("data", LargeBinary, nullable=False),
+    Column("created_at", Float, nullable=False),
+)

@@ -1,0 +1,136 @@
+"""The session store: the one source of truth every recovery decision reads."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import func, insert, select, text
+from sqlalchemy.engine import make_url
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from shared.store import fence, migrate, schema
+from shared.store.commit import apply_draft
+from shared.store.draft import Draft
+from shared.store.engine import create_engine, read_transaction, write_transaction
+from shared.store.load import load_session
+from shared.store.records import CommitReceipt, SessionRecord, SessionState
+
+log = logging.getLogger("brainhands.store")
+
+CommitListener = Callable[[CommitReceipt], None]
+
+
+class Store:
+    """Async access to the session store.
+
+    ``commit`` is the only way session state changes; listeners run after each successful
+    commit (the outbox relay uses one to publish without a polling delay).
+    """
+
+    def __init__(self, engine: AsyncEngine) -> None:
+        self.engine = engine
+        self._listeners: list[CommitListener] = []
+
+    @classmethod
+    async def open(
+        cls,
+        url: str,
+        *,
+        upgrade: bool | None = None,
+        pool_size: int = 10,
+        db_schema: str | None = None,
+    ) -> Store:
+        """Open the store at ``url``.
+
+        ``upgrade`` migrates the schema to head first; by default only the embedded SQLite
+        store does so on first use (a server database is migrated by ``brainhands migrate``).
+        """
+        parsed = make_url(url)
+        is_sqlite = parsed.get_backend_name() == "sqlite"
+        if is_sqlite and parsed.database and parsed.database != ":memory:":
+            Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
+        store = cls(create_engine(url, pool_size=pool_size, db_schema=db_schema))
+        if db_schema and not is_sqlite:
+            async with write_transaction(store.engine) as conn:
+                await conn.execute(text(f'CREATE SCHEMA IF NOT EXISTS "{db_schema}"'))
+        if is_sqlite if upgrade is None else upgrade:
+            await migrate.upgrade(store.engine)
+        return store
+
+    async def close(self) -> None:
+        await self.engine.dispose()
+
+    def add_commit_listener(self, listener: CommitListener) -> None:
+        self._listeners.append(listener)
+
+    async def create_session(self, session_id: str, *, compat: str) -> SessionRecord:
+        """Create an empty session that Brains of ``compat`` can run."""
+        now = time.time()
+        values: dict[str, Any] = {
+            "id": session_id,
+            "compat": compat,
+            "version": 0,
+            "fence": 0,
+            "status": "active",
+            "entry_count": 0,
+            "created_at": now,
+            "updated_at": now,
+        }
+        async with write_transaction(self.engine) as conn:
+            await conn.execute(insert(schema.session).values(**values))
+        return SessionRecord(**values)
+
+    async def commit(self, draft: Draft) -> CommitReceipt:
+        """Apply ``draft`` atomically.
+
+        Raises ``ConflictError`` if the session moved past ``draft.version`` and
+        ``StaleLeaseError`` if its fence moved past ``draft.fence``; either way nothing of
+        the draft is written.
+        """
+        async with write_transaction(self.engine) as conn:
+            receipt = await apply_draft(conn, draft)
+        for listener in self._listeners:
+            listener(receipt)
+        return receipt
+
+    async def load(self, session_id: str) -> SessionState:
+        """Read the session's state in one snapshot and a fixed number of queries."""
+        async with read_transaction(self.engine) as conn:
+            return await load_session(conn, session_id)
+
+    async def claim_session_fence(self, session_id: str, token: int) -> int:
+        """Claim the session for lease ``token``; returns the fence the store holds."""
+        async with write_transaction(self.engine) as conn:
+            return await fence.claim_session_fence(conn, session_id, token)
+
+    async def claim_operation_fence(
+        self, operation_id: str, token: int, *, intent: dict[str, Any]
+    ) -> int:
+        """Claim the operation for lease ``token`` (creating its row); returns the fence."""
+        async with write_transaction(self.engine) as conn:
+            return await fence.claim_operation_fence(conn, operation_id, token, intent=intent)
+
+    async def status(self) -> dict[str, Any]:
+        """Schema revision and row counts, for ``brainhands status``."""
+        counts: dict[str, Any] = {"revision": await migrate.current_revision(self.engine)}
+        async with read_transaction(self.engine) as conn:
+            tables = {
+                "sessions": schema.session,
+                "tasks": schema.task,
+                "operations": schema.operation,
+                "outbox_rows": schema.outbox,
+            }
+            for label, table in tables.items():
+                total = await conn.execute(select(func.count()).select_from(table))
+                counts[label] = total.scalar_one()
+            unsent = await conn.execute(
+                select(func.count())
+                .select_from(schema.outbox)
+                .where(schema.outbox.c.sent_at.is_(None))
+            )
+            counts["outbox_unsent"] = unsent.scalar_one()
+        return counts
