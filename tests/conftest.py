@@ -1,11 +1,15 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 
 import pytest
 
+from shared.config import normalize_database_url
+from shared.store import Store
 from tests.helpers.services import service_url
+from tests.helpers.stores import StoreTarget, drop_pg_schema
 
 
 @pytest.fixture(scope="session")
@@ -30,3 +34,23 @@ def rabbitmq_url() -> Iterator[str]:
 def namespace() -> str:
     """A unique prefix for queue names and Redis keys, so tests never share state."""
     return f"t{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def store_target(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[StoreTarget]:
+    """Where a store for one test lives: a fresh SQLite file, or a fresh PostgreSQL schema."""
+    if request.param == "sqlite":
+        yield StoreTarget(f"sqlite+aiosqlite:///{tmp_path / 'store.db'}", None)
+        return
+    url = normalize_database_url(request.getfixturevalue("postgres_url"))
+    schema = f"t{uuid.uuid4().hex[:12]}"
+    yield StoreTarget(url, schema)
+    drop_pg_schema(url, schema)
+
+
+@pytest.fixture
+async def store(store_target: StoreTarget) -> AsyncIterator[Store]:
+    """A migrated, empty store on each backend."""
+    opened = await Store.open(store_target.url, upgrade=True, db_schema=store_target.schema)
+    yield opened
+    await opened.close()

@@ -1,0 +1,68 @@
+"""A process that commits to a store and can be told to freeze mid-transaction.
+
+    python -m tests.helpers.commit_victim URL SCHEMA SESSION PAUSE_AT MARKER
+
+Each commit appends 5 entries, creates 3 tasks, writes 1 document and 3 outbox rows. With
+PAUSE_AT > 0 the process makes one commit and, right after the PAUSE_AT-th statement of
+that transaction, writes MARKER and sleeps (so the test can SIGKILL it there). With
+PAUSE_AT = 0 it commits in a loop until killed, touching MARKER after the first commit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import event
+
+from shared.store import Draft, Store
+
+ENTRIES, TASKS, OUTBOX = 5, 3, 3
+
+
+def build_draft(session_id: str, version: int) -> Draft:
+    draft = Draft(session_id, version=version, fence=1)
+    for i in range(ENTRIES):
+        draft.append_entry("note", {"commit": version, "i": i})
+    for _ in range(TASKS):
+        draft.add_task(kind="k", kind_version=1, input={"commit": version})
+    draft.put_document(f"doc{version}", {"commit": version}, expected_version=None)
+    for i in range(OUTBOX):
+        draft.add_outbox("q", f"{version}:{i}".encode())
+    return draft
+
+
+def _mark(marker: Path) -> None:
+    marker.touch()
+
+
+async def main(url: str, schema: str, session_id: str, pause_at: int, marker: Path) -> None:
+    store = await Store.open(url, db_schema=schema or None, upgrade=False)
+    if pause_at:
+        seen = 0
+
+        def freeze(_conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
+            nonlocal seen
+            if statement.startswith("BEGIN"):
+                return
+            seen += 1
+            if seen == pause_at:
+                marker.write_text("paused")
+                time.sleep(120)
+
+        event.listen(store.engine.sync_engine, "after_cursor_execute", freeze)
+        await store.commit(build_draft(session_id, 0))
+        return
+    version = (await store.load(session_id)).session.version
+    while True:
+        await store.commit(build_draft(session_id, version))
+        version += 1
+        _mark(marker)
+
+
+if __name__ == "__main__":
+    url, schema, session_id, pause_at, marker = sys.argv[1:6]
+    asyncio.run(main(url, schema, session_id, int(pause_at), Path(marker)))

@@ -1,0 +1,36 @@
+"""Starting and killing real worker processes in tests."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def spawn_module(
+    module: str, *args: str, env: dict[str, str] | None = None, log: Path | None = None
+) -> subprocess.Popen[bytes]:
+    """Run ``python -m module args`` from the project root, output to ``log``."""
+    out = open(log, "ab") if log else subprocess.DEVNULL  # noqa: SIM115 - closed by the child
+    return subprocess.Popen(
+        [sys.executable, "-m", module, *args],
+        cwd=ROOT,
+        env={**os.environ, **(env or {})},
+        stdout=out,
+        stderr=subprocess.STDOUT,
+    )
+
+
+async def wait_for(condition: Callable[[], bool], *, within: float, what: str) -> None:
+    """Poll ``condition`` until it holds or ``within`` seconds pass."""
+    deadline = time.monotonic() + within
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {within}s waiting for {what}")
+        await asyncio.sleep(0.02)

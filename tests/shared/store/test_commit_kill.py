@@ -1,0 +1,94 @@
+"""A process SIGKILLed in the middle of a commit leaves all of it or none of it."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import signal
+from pathlib import Path
+
+import pytest
+
+from shared.store import Store
+from tests.helpers import commit_victim as victim
+from tests.helpers.processes import spawn_module, wait_for
+from tests.helpers.stores import StoreTarget
+
+pytestmark = [pytest.mark.integration, pytest.mark.chaos]
+
+# Statements of one victim commit: session guard, entries, document, tasks, outbox.
+STATEMENTS = 5  # BEGIN is not counted
+
+
+def assert_whole_commits(
+    state_version: int, entries: int, tasks: int, docs: int, outbox: int
+) -> None:
+    assert entries == state_version * victim.ENTRIES
+    assert tasks == state_version * victim.TASKS
+    assert docs == state_version
+    assert outbox == state_version * victim.OUTBOX
+
+
+async def observed(store: Store, session_id: str) -> tuple[int, int, int, int, int]:
+    state = await store.load(session_id)
+    status = await store.status()
+    return (
+        state.session.version,
+        len(state.entries),
+        len(state.open_tasks),
+        len(state.documents),
+        status["outbox_rows"],
+    )
+
+
+@pytest.mark.parametrize("pause_at", range(1, STATEMENTS + 1))
+async def test_kill_between_statements_leaves_nothing(
+    store: Store, store_target: StoreTarget, tmp_path: Path, pause_at: int
+) -> None:
+    await store.create_session("s1", compat="v1")
+    await store.claim_session_fence("s1", 1)
+    marker = tmp_path / "marker"
+    proc = spawn_module(
+        "tests.helpers.commit_victim",
+        store_target.url,
+        store_target.schema or "",
+        "s1",
+        str(pause_at),
+        str(marker),
+        log=tmp_path / "victim.log",
+    )
+    try:
+        await wait_for(marker.exists, within=30, what="the victim to pause mid-commit")
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    assert await observed(store, "s1") == (0, 0, 0, 0, 0)
+
+
+async def test_kill_at_random_moments_leaves_only_whole_commits(
+    store: Store, store_target: StoreTarget, tmp_path: Path
+) -> None:
+    await store.create_session("s1", compat="v1")
+    await store.claim_session_fence("s1", 1)
+    rng = random.Random(7)
+    for round_ in range(6):
+        marker = tmp_path / f"marker{round_}"
+        proc = spawn_module(
+            "tests.helpers.commit_victim",
+            store_target.url,
+            store_target.schema or "",
+            "s1",
+            "0",
+            str(marker),
+            log=tmp_path / "victim.log",
+        )
+        try:
+            await wait_for(marker.exists, within=30, what="the victim's first commit")
+
+            await asyncio.sleep(rng.uniform(0.0, 0.15))
+        finally:
+            proc.send_signal(signal.SIGKILL)
+            proc.wait()
+        assert_whole_commits(*await observed(store, "s1"))
+    version = (await store.load("s1")).session.version
+    assert version >= 6
