@@ -1,6 +1,7 @@
 """The session store: schema, migrations, atomic commits, fence claims and reads."""
 
 from shared.store.draft import Draft, OutboxMessage, new_id
+from shared.store.ledger import OperationClaim, OperationLedger
 from shared.store.records import (
     CommitReceipt,
     DocumentRecord,
@@ -18,6 +19,8 @@ __all__ = [
     "DocumentRecord",
     "Draft",
     "EntryRecord",
+    "OperationClaim",
+    "OperationLedger",
     "OperationRecord",
     "OutboxMessage",
     "SessionRecord",

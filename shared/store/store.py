@@ -107,13 +107,6 @@ class Store:
         async with write_transaction(self.engine) as conn:
             return await fence.claim_session_fence(conn, session_id, token)
 
-    async def claim_operation_fence(
-        self, operation_id: str, token: int, *, intent: dict[str, Any]
-    ) -> int:
-        """Claim the operation for lease ``token`` (creating its row); returns the fence."""
-        async with write_transaction(self.engine) as conn:
-            return await fence.claim_operation_fence(conn, operation_id, token, intent=intent)
-
     async def status(self) -> dict[str, Any]:
         """Schema revision and row counts, for ``brainhands status``."""
         counts: dict[str, Any] = {"revision": await migrate.current_revision(self.engine)}

@@ -118,20 +118,6 @@ async def test_fence_claims_only_move_up(store: Store) -> None:
         await store.claim_session_fence("missing", 1)
 
 
-async def test_operation_fence_claim_creates_the_row_then_only_moves_up(store: Store) -> None:
-    intent = {
-        "session_id": "s1",
-        "task_id": "t1",
-        "tool": "echo",
-        "pool": "default",
-        "arguments": {"x": 1},
-    }
-    assert await store.claim_operation_fence("op1", 4, intent=intent) == 4
-    assert await store.claim_operation_fence("op1", 2, intent=intent) == 4
-    assert await store.claim_operation_fence("op1", 6, intent=intent) == 6
-    assert (await store.status())["operations"] == 1
-
-
 async def test_a_failing_statement_late_in_the_commit_leaves_nothing(store: Store) -> None:
     await claimed_session(store)
     draft = Draft("s1", version=0, fence=1)
