@@ -61,8 +61,7 @@ class StaleLeaseError(StoreError):
         self.token = token
         self.current = current
         super().__init__(
-            f"stale lease on {resource}: token {token} was superseded "
-            f"(store holds fence {current})"
+            f"stale lease on {resource}: token {token} was superseded (store holds fence {current})"
         )
 
 
@@ -131,7 +130,7 @@ class ToolError(BrainhandsError):
         self.next_retry_delay = next_retry_delay
 
 
-class LeaseLost(BaseException):  # noqa: N818 - reads as an event, like KeyboardInterrupt
+class LeaseLost(BaseException):
     """The lease this work ran under was lost; the work must stop now."""
 
     def __init__(self, resource: str, reason: str) -> None:

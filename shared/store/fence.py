@@ -2,9 +2,10 @@
 
 A lease token from Redis means nothing until the store accepts it. A claim moves the
 resource's fence up to the token (``fence < :t``); a token at or below the stored fence is
-refused. Every claim returns the fence the store holds afterwards, so a caller whose token
-lost learns the floor that its next token must exceed -- which is how tokens stay strictly
-increasing even when Redis restarts empty and its counters start over.
+refused -- equal too, since after Redis restarts empty it may hand the same token to a
+second holder. A refusal raises ``StaleLeaseError`` carrying the stored fence, so the
+caller learns the floor its next token must exceed: that is how tokens stay strictly
+increasing even when Redis counters start over.
 """
 
 from __future__ import annotations
@@ -16,12 +17,12 @@ from sqlalchemy import select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from shared.errors import NotFoundError
+from shared.errors import NotFoundError, StaleLeaseError
 from shared.store import schema
 
 
 async def claim_session_fence(conn: AsyncConnection, session_id: str, token: int) -> int:
-    """Raise the session's fence to ``token`` if it is higher; return the stored fence."""
+    """Raise the session's fence to ``token`` if it is higher; refuse otherwise."""
     s = schema.session
     claimed = await conn.execute(
         update(s).where(s.c.id == session_id, s.c.fence < token).values(fence=token)
@@ -31,13 +32,13 @@ async def claim_session_fence(conn: AsyncConnection, session_id: str, token: int
     current = (await conn.execute(select(s.c.fence).where(s.c.id == session_id))).scalar()
     if current is None:
         raise NotFoundError(f"session {session_id} does not exist")
-    return int(current)
+    raise StaleLeaseError(f"session:{session_id}", token, int(current))
 
 
 async def claim_operation_fence(
     conn: AsyncConnection, operation_id: str, token: int, *, intent: dict[str, Any]
 ) -> int:
-    """Create the operation row (``intended``) or raise its fence; return the stored fence.
+    """Create the operation row (``intended``) or raise its fence to ``token``; refuse otherwise.
 
     ``intent`` holds the columns a new row needs (session_id, task_id, tool, pool,
     arguments); it is ignored when the row exists.
@@ -63,4 +64,4 @@ async def claim_operation_fence(
     if claimed.rowcount == 1:
         return token
     current = await conn.execute(select(o.c.fence).where(o.c.operation_id == operation_id))
-    return int(current.scalar_one())
+    raise StaleLeaseError(f"operation:{operation_id}", token, int(current.scalar_one()))

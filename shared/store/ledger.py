@@ -37,10 +37,9 @@ FINAL_STATUSES: frozenset[OperationStatus] = frozenset(
 class OperationClaim:
     """The result of claiming an operation for a lease token."""
 
-    won: bool
     fence: int
-    operation: OperationRecord | None
-    """The row as it stood right after a winning claim; None when the claim lost."""
+    operation: OperationRecord
+    """The row as it stood right after the claim."""
 
 
 class OperationLedger:
@@ -52,12 +51,13 @@ class OperationLedger:
     async def claim(
         self, operation_id: str, token: int, *, intent: dict[str, Any]
     ) -> OperationClaim:
-        """Create the row or raise its fence to ``token``, and read it back in one go."""
+        """Create the row or raise its fence to ``token``, and read it back in one go.
+
+        Raises ``StaleLeaseError`` (with the stored fence) when ``token`` is not above it.
+        """
         async with write_transaction(self.store.engine) as conn:
-            current = await fence.claim_operation_fence(conn, operation_id, token, intent=intent)
-            if current != token:
-                return OperationClaim(False, current, None)
-            return OperationClaim(True, token, await _read(conn, operation_id))
+            await fence.claim_operation_fence(conn, operation_id, token, intent=intent)
+            return OperationClaim(token, await _read(conn, operation_id))
 
     async def get(self, operation_id: str) -> OperationRecord:
         async with read_transaction(self.store.engine) as conn:

@@ -103,7 +103,7 @@ class Store:
             return await load_session(conn, session_id)
 
     async def claim_session_fence(self, session_id: str, token: int) -> int:
-        """Claim the session for lease ``token``; returns the fence the store holds."""
+        """Claim the session for lease ``token``; ``StaleLeaseError`` if not above the fence."""
         async with write_transaction(self.engine) as conn:
             return await fence.claim_session_fence(conn, session_id, token)
 

@@ -21,15 +21,15 @@ INTENT = {
 async def test_claim_creates_the_row_then_fence_only_moves_up(store: Store) -> None:
     ledger = OperationLedger(store)
     first = await ledger.claim("op1", 4, intent=INTENT)
-    assert first.won and first.operation is not None
     assert first.operation.status == "intended"
     assert first.operation.arguments == {"x": 1}
 
-    lower = await ledger.claim("op1", 2, intent=INTENT)
-    assert not lower.won and lower.fence == 4 and lower.operation is None
+    for refused in (4, 2):
+        with pytest.raises(StaleLeaseError) as caught:
+            await ledger.claim("op1", refused, intent=INTENT)
+        assert caught.value.current == 4
 
     higher = await ledger.claim("op1", 6, intent={**INTENT, "arguments": {"x": "changed"}})
-    assert higher.won and higher.operation is not None
     assert higher.operation.arguments == {"x": 1}  # frozen at first claim
     assert higher.operation.fence == 6
 
@@ -58,7 +58,7 @@ async def test_writes_with_a_superseded_token_change_nothing(store: Store) -> No
     ledger = OperationLedger(store)
     await ledger.claim("op1", 1, intent=INTENT)
     await ledger.mark_started("op1", 1)
-    assert (await ledger.claim("op1", 2, intent=INTENT)).won
+    await ledger.claim("op1", 2, intent=INTENT)
 
     with pytest.raises(StaleLeaseError) as caught:
         await ledger.record_outcome(

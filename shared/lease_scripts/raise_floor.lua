@@ -1,0 +1,13 @@
+-- Move a resource's token counter up to a floor; never down.
+--
+-- KEYS[1]  fence key: the resource's token counter
+-- ARGV[1]  floor: the highest fence the store has seen for the resource
+--
+-- Returns the counter afterwards.
+
+local counter = tonumber(redis.call('GET', KEYS[1]) or '0')
+if counter < tonumber(ARGV[1]) then
+  redis.call('SET', KEYS[1], ARGV[1])
+  return tonumber(ARGV[1])
+end
+return counter

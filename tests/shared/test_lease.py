@@ -1,0 +1,414 @@
+"""Leases against a real Redis: ownership, expiry, fencing tokens and ``hold()``."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import socket
+import time
+from collections.abc import AsyncIterator
+
+import pytest
+from redis.asyncio import Redis
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+from redis.exceptions import RedisError
+
+from shared.errors import LeaseBackendError, LeaseLost, StaleLeaseError
+from shared.keys import Keys
+from shared.lease import Lease, LeaseManager
+
+pytestmark = pytest.mark.timeout(10)
+
+TTL_MS = 400
+RESOURCE = "session:s1"
+
+
+@pytest.fixture
+async def redis(redis_url: str) -> AsyncIterator[Redis]:
+    client = Redis.from_url(redis_url)
+    yield client
+    await client.aclose()
+
+
+@pytest.fixture
+async def keys(redis: Redis, namespace: str) -> AsyncIterator[Keys]:
+    yield Keys(namespace)
+    await forget_namespace(redis, namespace)
+
+
+@pytest.fixture
+def manager(redis: Redis, keys: Keys) -> LeaseManager:
+    return LeaseManager(redis, keys, ttl_ms=TTL_MS)
+
+
+@pytest.fixture
+async def dead_redis() -> AsyncIterator[Redis]:
+    """A client of a port where nothing listens, failing at once instead of retrying."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    client = Redis(host="127.0.0.1", port=port, retry=Retry(NoBackoff(), 0))
+    yield client
+    await client.aclose()
+
+
+@pytest.fixture
+async def silent_redis() -> AsyncIterator[Redis]:
+    """A client of a server that accepts connections and never answers: a hung Redis."""
+    held: list[asyncio.StreamWriter] = []
+
+    async def never_answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        held.append(writer)
+
+    server = await asyncio.start_server(never_answer, "127.0.0.1", 0)
+    client = Redis(host="127.0.0.1", port=server.sockets[0].getsockname()[1])
+    yield client
+    await client.aclose()
+    for writer in held:
+        writer.close()
+    server.close()
+    await server.wait_closed()
+
+
+async def forget_namespace(redis: Redis, namespace: str) -> None:
+    """Delete the namespace's keys: for its resources, Redis restarted empty."""
+    found = [key async for key in redis.scan_iter(match=f"{namespace}:*")]
+    if found:
+        await redis.delete(*found)
+
+
+async def acquire_eventually(manager: LeaseManager, resource: str) -> Lease:
+    deadline = time.monotonic() + 3 * TTL_MS / 1000
+    while (lease := await manager.acquire(resource)) is None:
+        assert time.monotonic() < deadline, f"{resource} never became free"
+        await asyncio.sleep(0.02)
+    return lease
+
+
+async def acquired(manager: LeaseManager, owner: str | None = None) -> Lease:
+    lease = await manager.acquire(RESOURCE, owner=owner)
+    assert lease is not None
+    return lease
+
+
+class MemoryFence:
+    """Stands in for the store's ``UPDATE ... SET fence = :t WHERE fence < :t``."""
+
+    def __init__(self, fence: int = 0) -> None:
+        self.fence = fence
+        self.claims: list[int] = []
+
+    async def claim(self, token: int) -> int:
+        self.claims.append(token)
+        if token <= self.fence:
+            raise StaleLeaseError(RESOURCE, token, self.fence)
+        self.fence = token
+        return token
+
+
+# acquire / renew / release
+
+
+async def test_acquire_takes_the_lease_with_a_ttl_and_the_first_token(
+    manager: LeaseManager, redis: Redis, keys: Keys
+) -> None:
+    lease = await acquired(manager)
+
+    assert (lease.resource, lease.token, lease.ttl_ms) == (RESOURCE, 1, TTL_MS)
+    assert lease.owner
+    assert 0 < await redis.pttl(keys.lease(RESOURCE)) <= TTL_MS
+
+
+async def test_a_second_owner_cannot_acquire_while_the_lease_is_held(
+    manager: LeaseManager, redis: Redis, keys: Keys
+) -> None:
+    first = await acquired(manager)
+
+    assert await manager.acquire(RESOURCE) is None
+    assert await manager.acquire(RESOURCE, owner=first.owner) is None
+    assert int(await redis.get(keys.fence(RESOURCE)) or 0) == first.token  # refusals burn no token
+
+
+async def test_renew_extends_only_the_holders_lease(
+    manager: LeaseManager, redis: Redis, keys: Keys
+) -> None:
+    lease = await acquired(manager)
+    await asyncio.sleep(TTL_MS / 2000)
+
+    assert not await manager.renew(dataclasses.replace(lease, owner="intruder"))
+    assert await redis.pttl(keys.lease(RESOURCE)) <= TTL_MS / 2
+    assert await manager.renew(lease)
+    assert await redis.pttl(keys.lease(RESOURCE)) > TTL_MS * 3 / 4
+
+
+async def test_release_by_the_holder_frees_the_lease_for_the_next_owner(
+    manager: LeaseManager, redis: Redis, keys: Keys
+) -> None:
+    lease = await acquired(manager)
+
+    assert await manager.release(lease)
+    assert not await redis.exists(keys.lease(RESOURCE))
+    assert not await manager.release(lease)
+    assert (await acquired(manager)).token == lease.token + 1
+
+
+async def test_release_by_another_owner_does_nothing(
+    manager: LeaseManager, redis: Redis, keys: Keys
+) -> None:
+    lease = await acquired(manager)
+
+    assert not await manager.release(dataclasses.replace(lease, owner="intruder"))
+    assert await redis.exists(keys.lease(RESOURCE))
+    assert await manager.renew(lease)
+
+
+async def test_a_stale_lease_cannot_touch_a_newer_acquisition_by_the_same_owner(
+    manager: LeaseManager,
+) -> None:
+    old = await acquired(manager, owner="worker-1")
+    await manager.release(old)
+    new = await acquired(manager, owner="worker-1")
+
+    assert not await manager.renew(old)
+    assert not await manager.release(old)
+    assert await manager.renew(new)
+
+
+async def test_expiry_lets_another_owner_acquire_with_a_larger_token(
+    manager: LeaseManager,
+) -> None:
+    first = await acquired(manager)
+
+    second = await acquire_eventually(manager, RESOURCE)
+
+    assert second.token > first.token
+    assert second.owner != first.owner
+    assert not await manager.renew(first)
+    assert not await manager.release(first)
+
+
+async def test_tokens_strictly_increase_across_acquisitions(manager: LeaseManager) -> None:
+    tokens = []
+    for _ in range(5):
+        lease = await acquired(manager)
+        tokens.append(lease.token)
+        await manager.release(lease)
+
+    assert tokens == [1, 2, 3, 4, 5]
+
+
+async def test_a_floor_keeps_tokens_above_it_and_never_lowers_the_counter(
+    manager: LeaseManager,
+) -> None:
+    async def next_token(floor: int = 0) -> int:
+        lease = await manager.acquire(RESOURCE, floor=floor)
+        assert lease is not None
+        await manager.release(lease)
+        return lease.token
+
+    assert await next_token(floor=41) == 42
+    await manager.raise_floor(RESOURCE, 100)
+    assert await next_token() == 101
+    await manager.raise_floor(RESOURCE, 5)
+    assert await next_token(floor=50) == 102
+
+
+async def test_backend_failures_are_wrapped(dead_redis: Redis, keys: Keys) -> None:
+    manager = LeaseManager(dead_redis, keys, ttl_ms=TTL_MS)
+
+    with pytest.raises(LeaseBackendError) as failed:
+        await manager.acquire(RESOURCE)
+
+    assert isinstance(failed.value.__cause__, RedisError)
+    assert failed.value.retryable
+
+
+# acquire_fenced: the store is the truth
+
+
+async def test_fenced_tokens_keep_increasing_after_redis_forgets_the_counter(
+    manager: LeaseManager, redis: Redis, namespace: str
+) -> None:
+    store = MemoryFence()
+    tokens = []
+    for forget in (False, False, False, True, False):
+        if forget:
+            await forget_namespace(redis, namespace)
+        lease = await manager.acquire_fenced(RESOURCE, store.claim)
+        assert lease is not None
+        tokens.append(lease.token)
+        await manager.release(lease)
+
+    assert tokens == [1, 2, 3, 4, 5]
+    assert store.claims == [1, 2, 3, 1, 4, 5]  # Redis offered 1 again; the store refused it
+    assert store.fence == 5
+
+
+async def test_a_claim_can_refuse_a_token_equal_to_the_stored_fence(
+    manager: LeaseManager,
+) -> None:
+    # An earlier holder claimed token 1, then Redis restarted empty and offers 1 again.
+    store = MemoryFence(fence=1)
+
+    lease = await manager.acquire_fenced(RESOURCE, store.claim)
+
+    assert lease is not None
+    assert (lease.token, store.claims) == (2, [1, 2])
+
+
+async def test_acquire_fenced_returns_none_while_another_owner_holds_the_lease(
+    manager: LeaseManager,
+) -> None:
+    await acquired(manager)
+    store = MemoryFence()
+
+    assert await manager.acquire_fenced(RESOURCE, store.claim) is None
+    assert store.claims == []
+
+
+async def test_acquire_fenced_releases_the_lease_when_the_claim_fails(
+    manager: LeaseManager, redis: Redis, keys: Keys
+) -> None:
+    async def broken_claim(token: int) -> int:
+        raise RuntimeError("store unavailable")
+
+    with pytest.raises(RuntimeError, match="store unavailable"):
+        await manager.acquire_fenced(RESOURCE, broken_claim)
+
+    assert not await redis.exists(keys.lease(RESOURCE))
+
+
+async def test_acquire_fenced_gives_up_after_its_attempts(
+    manager: LeaseManager, redis: Redis, keys: Keys
+) -> None:
+    claims = []
+
+    async def store_always_ahead(token: int) -> int:
+        claims.append(token)
+        raise StaleLeaseError(RESOURCE, token, token + 10)
+
+    assert await manager.acquire_fenced(RESOURCE, store_always_ahead, attempts=3) is None
+    assert claims == [1, 12, 23]
+    assert not await redis.exists(keys.lease(RESOURCE))
+    assert int(await redis.get(keys.fence(RESOURCE)) or 0) == 33  # the next token beats the store
+
+
+# hold(): renew in the background, stop the body when the lease is lost
+
+
+async def test_hold_keeps_the_lease_alive_past_several_ttls(manager: LeaseManager) -> None:
+    lease = await acquired(manager)
+
+    async with manager.hold(lease) as held:
+        await asyncio.sleep(4 * TTL_MS / 1000)
+        assert await manager.acquire(RESOURCE) is None
+
+    assert held is lease
+    assert await manager.renew(lease)  # leaving the block did not release it
+    assert (await acquire_eventually(manager, RESOURCE)).token > lease.token  # nor renew it
+
+
+async def test_hold_stops_the_body_within_one_interval_when_the_lease_vanishes(
+    manager: LeaseManager, redis: Redis, keys: Keys
+) -> None:
+    lease = await acquired(manager)
+    interval = 0.1
+
+    with pytest.raises(LeaseLost) as lost:
+        async with manager.hold(lease, renew_every=interval):
+            await redis.delete(keys.lease(RESOURCE))
+            vanished = time.monotonic()
+            await asyncio.sleep(10)
+
+    assert time.monotonic() - vanished < interval + 0.2
+    assert lost.value.resource == RESOURCE
+    assert "another holder" in lost.value.reason
+
+
+async def test_hold_lease_lost_is_not_swallowed_by_except_exception(
+    manager: LeaseManager, redis: Redis, keys: Keys
+) -> None:
+    lease = await acquired(manager)
+    swallowed = False
+
+    with pytest.raises(LeaseLost):
+        async with manager.hold(lease, renew_every=0.1):
+            await redis.delete(keys.lease(RESOURCE))
+            assert await manager.acquire(RESOURCE) is not None
+            try:  # noqa: SIM105 - the exact pattern of careless tool code
+                await asyncio.sleep(10)
+            except Exception:
+                pass
+            swallowed = True
+
+    assert not swallowed
+
+
+async def test_hold_loses_the_lease_when_the_process_was_paused_past_the_ttl(
+    manager: LeaseManager,
+) -> None:
+    lease = await acquired(manager)
+
+    with pytest.raises(LeaseLost) as lost:
+        async with manager.hold(lease, renew_every=0.1):
+            # Blocks the whole event loop, renewer included, like SIGSTOP would.
+            time.sleep(1.5 * TTL_MS / 1000)  # noqa: ASYNC251
+            await asyncio.sleep(10)
+
+    assert "not renewed within its TTL" in lost.value.reason
+
+
+async def test_hold_loses_the_lease_when_renewal_fails_in_redis(
+    manager: LeaseManager, dead_redis: Redis, keys: Keys
+) -> None:
+    lease = await acquired(manager)
+    unreachable = LeaseManager(dead_redis, keys, ttl_ms=TTL_MS)
+
+    with pytest.raises(LeaseLost) as lost:
+        async with unreachable.hold(lease, renew_every=0.1):
+            await asyncio.sleep(10)
+
+    assert "renewal failed" in lost.value.reason
+
+
+async def test_hold_loses_the_lease_when_redis_does_not_answer_before_it_expires(
+    manager: LeaseManager, silent_redis: Redis, keys: Keys
+) -> None:
+    lease = await acquired(manager)
+    unanswered = LeaseManager(silent_redis, keys, ttl_ms=TTL_MS)
+
+    with pytest.raises(LeaseLost) as lost:
+        async with unanswered.hold(lease, renew_every=0.1):
+            await asyncio.sleep(10)
+
+    assert time.monotonic() - lease.acquired_at < TTL_MS / 1000 + 0.2
+    assert "did not confirm a renewal" in lost.value.reason
+
+
+async def test_hold_lets_a_cancel_from_elsewhere_propagate(manager: LeaseManager) -> None:
+    lease = await acquired(manager)
+    entered = asyncio.Event()
+
+    async def work() -> None:
+        async with manager.hold(lease, renew_every=0.1):
+            entered.set()
+            await asyncio.sleep(10)
+
+    task = asyncio.create_task(work())
+    await entered.wait()
+    task.cancel()
+
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert task.cancelled()
+    assert await manager.renew(lease)
+
+
+async def test_hold_rejects_a_renewal_interval_that_is_not_shorter_than_the_ttl(
+    manager: LeaseManager,
+) -> None:
+    lease = await acquired(manager)
+
+    with pytest.raises(ValueError, match="renew_every"):
+        manager.hold(lease, renew_every=TTL_MS / 1000)
