@@ -1,0 +1,169 @@
+"""Tool declarations: what a tool is called, which Hands pool runs it, how it may be replayed.
+
+Both sides read this registry: Hands run the functions; the Brain takes each tool's pool (to
+route its jobs) and its argument schema (to show the model). It lives in ``shared`` so the
+Brain never imports ``hands``; users declare tools with ``hands.tool``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from shared.errors import UnknownToolError
+
+ReplayPolicy = Literal["safe", "query", "unsafe"]
+REPLAY_POLICIES: tuple[ReplayPolicy, ...] = ("safe", "query", "unsafe")
+
+
+class RetryPolicy(BaseModel):
+    """How retryable failures are retried; the attempt count lives in the operation row."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    max_attempts: int = Field(default=3, ge=1)
+    initial_delay: float = Field(default=0.5, ge=0)
+    multiplier: float = Field(default=2.0, ge=1)
+    max_delay: float = Field(default=30.0, ge=0)
+
+    def delay(self, attempt: int) -> float:
+        """Seconds to wait after failed attempt number ``attempt`` (1-based)."""
+        return float(min(self.max_delay, self.initial_delay * self.multiplier ** (attempt - 1)))
+
+
+@dataclass(frozen=True)
+class QueryAnswer:
+    """What a tool's query function learned from the external system."""
+
+    happened: bool
+    result: Any = None
+
+
+class ToolContextLike(Protocol):
+    """What a tool sees of its run (implemented by ``hands.ToolContext``)."""
+
+    @property
+    def operation_id(self) -> str: ...
+    @property
+    def fence(self) -> int: ...
+    @property
+    def attempt(self) -> int: ...
+    async def progress(self, message: str, **data: Any) -> None: ...
+    def cancelled(self) -> bool: ...
+
+
+ToolFunction = Callable[[Any, Any], Awaitable[Any]]
+QueryFunction = Callable[[Any, Any], Awaitable[QueryAnswer]]
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """One registered tool."""
+
+    name: str
+    pool: str
+    fn: ToolFunction
+    args_model: type[BaseModel]
+    policy: ReplayPolicy
+    query: QueryFunction | None
+    timeout: float
+    retry: RetryPolicy
+    description: str
+
+    def schema(self) -> dict[str, Any]:
+        """The tool as a model sees it (chat-completions ``tools`` entry)."""
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": self.args_model.model_json_schema(),
+            },
+        }
+
+
+@dataclass
+class ToolRegistry:
+    """Tools by name."""
+
+    tools: dict[str, ToolSpec] = field(default_factory=dict)
+
+    def add(self, spec: ToolSpec) -> None:
+        existing = self.tools.get(spec.name)
+        if existing is not None and existing.fn is not spec.fn:
+            raise ValueError(f"tool {spec.name!r} is registered twice")
+        self.tools[spec.name] = spec
+
+    def get(self, name: str) -> ToolSpec:
+        try:
+            return self.tools[name]
+        except KeyError:
+            known = ", ".join(sorted(self.tools)) or "none"
+            raise UnknownToolError(f"no tool named {name!r} (registered: {known})") from None
+
+    def in_pool(self, pool: str) -> list[ToolSpec]:
+        return [t for t in self.tools.values() if t.pool == pool]
+
+    def __iter__(self) -> Iterator[ToolSpec]:
+        return iter(self.tools.values())
+
+
+registry = ToolRegistry()
+"""The process-wide registry that ``hands.tool`` fills."""
+
+
+def load_tool_modules(paths: list[str]) -> ToolRegistry:
+    """Import each module path (e.g. ``examples.notify.tools``) so its tools register."""
+    for path in paths:
+        try:
+            importlib.import_module(path)
+        except ImportError as exc:
+            raise UnknownToolError(f"cannot import tool module {path!r}: {exc}") from exc
+    return registry
+
+
+def declare(
+    fn: ToolFunction,
+    *,
+    name: str | None,
+    pool: str,
+    policy: ReplayPolicy,
+    query: QueryFunction | None,
+    timeout: float,
+    retry: RetryPolicy | None,
+    description: str | None,
+) -> ToolSpec:
+    """Build a ToolSpec from an ``async def tool(args: Model, ctx)`` function; validate it."""
+    if not inspect.iscoroutinefunction(fn):
+        raise TypeError(f"tool {fn.__qualname__} must be an async function")
+    if policy not in REPLAY_POLICIES:
+        raise ValueError(f"policy must be one of {REPLAY_POLICIES}, not {policy!r}")
+    if policy == "query" and query is None:
+        raise ValueError(f"tool {fn.__qualname__} has policy 'query' but no query function")
+    if timeout <= 0:
+        raise ValueError("timeout must be positive")
+    params = list(inspect.signature(fn, eval_str=True).parameters.values())
+    if len(params) != 2:
+        raise TypeError(f"tool {fn.__qualname__} must take (args: <pydantic model>, ctx)")
+    args_model = params[0].annotation
+    if not (inspect.isclass(args_model) and issubclass(args_model, BaseModel)):
+        raise TypeError(
+            f"the first parameter of tool {fn.__qualname__} must be annotated with a "
+            "pydantic model (its schema is what the model sees)"
+        )
+    return ToolSpec(
+        name=name or fn.__name__,
+        pool=pool,
+        fn=fn,
+        args_model=args_model,
+        policy=policy,
+        query=query,
+        timeout=timeout,
+        retry=retry or RetryPolicy(),
+        description=description or inspect.getdoc(fn) or "",
+    )
