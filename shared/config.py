@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TypeVar
 
-from pydantic import ValidationError, field_validator
+from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from shared.errors import ConfigurationError
@@ -44,6 +44,8 @@ class CommonSettings(BaseSettings):
     redis_url: str = "redis://127.0.0.1:6379/0"
     namespace: str = "brainhands"
     """Prefix of every queue, exchange and Redis key, so deployments can share services."""
+    delivery_limit: int = Field(default=5, ge=1)
+    """Deliveries of a message before RabbitMQ parks it; the same in every process."""
 
     @field_validator("database_url")
     @classmethod

@@ -1,0 +1,395 @@
+"""RabbitMQ: confirmed publishing and manually acknowledged consuming of protocol messages.
+
+The broker only triggers (DESIGN §1), so this module promises little and keeps it:
+
+- ``publish`` returns once the broker has confirmed the message, or raises within
+  ``publish_timeout``: ``UnroutableMessage`` when no queue took it, ``BrokerUnavailable``
+  when there is no connection, no confirm in time, or a nack. It never hangs in an outage.
+- ``consume`` hands each decoded message to a handler that acks or rejects it after its own
+  commit. A handler that raises gets the message requeued, and the queue's delivery limit
+  parks a poison message after a few tries. A body that does not decode is parked at once.
+- Settling a delivery whose channel died with a broker restart is logged and dropped: the
+  broker redelivers that message on a new channel, and the store makes that harmless.
+
+The connection is robust: after a broker restart it reconnects and restores the declared
+topology and every consumer on its own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import aio_pika
+from aio_pika.abc import (
+    AbstractExchange,
+    AbstractIncomingMessage,
+    AbstractQueue,
+    AbstractRobustChannel,
+    AbstractRobustConnection,
+)
+from aio_pika.exceptions import (
+    AMQPError,
+    ChannelInvalidStateError,
+    ChannelNotFoundEntity,
+    DeliveryError,
+    PublishError,
+)
+
+from shared import parking
+from shared.errors import BrokerError, BrokerUnavailable, InvalidMessage, UnroutableMessage
+from shared.messages import Message, decode, encode
+from shared.topology import Topology
+
+logger = logging.getLogger("brainhands.broker")
+
+# What aio-pika raises when the connection or channel is gone (or does not answer).
+_TRANSPORT_ERRORS = (AMQPError, ChannelInvalidStateError, ConnectionError, OSError, TimeoutError)
+
+
+class Delivery:
+    """One received message and the means to settle it, once.
+
+    ``body``, ``headers``, ``routing_key`` (for work queues: the queue's name) and
+    ``redelivered`` are as received. ``delivery_count`` is the number of earlier failed
+    deliveries, as counted by a quorum queue (``x-delivery-count``); ``None`` elsewhere.
+    """
+
+    def __init__(self, incoming: AbstractIncomingMessage) -> None:
+        self._incoming = incoming
+        self.body: bytes = incoming.body
+        self.headers: Mapping[str, Any] = incoming.headers
+        self.routing_key: str = incoming.routing_key or ""
+        self.redelivered = bool(incoming.redelivered)
+        count = incoming.headers.get("x-delivery-count")
+        self.delivery_count: int | None = count if isinstance(count, int) else None
+        self.settled = False
+        """Whether ``ack`` or ``reject`` has been called."""
+
+    async def ack(self) -> None:
+        """Acknowledge: the message is done with and leaves the queue."""
+        await self._settle("ack", self._incoming.ack)
+
+    async def reject(self, requeue: bool) -> None:
+        """Give the message back (``requeue=True``; counts as a failed delivery) or drop it
+        (``requeue=False``; a work queue dead-letters it to the parking queue)."""
+        await self._settle("reject", lambda: self._incoming.reject(requeue=requeue))
+
+    async def _settle(self, verb: str, settle: Callable[[], Awaitable[None]]) -> None:
+        if self.settled:
+            raise RuntimeError(f"cannot {verb}: the delivery is already settled")
+        self.settled = True
+        try:
+            await settle()
+        except _TRANSPORT_ERRORS:
+            # Retrying is pointless: the delivery tag died with its channel, and the broker
+            # has already put the message back for another delivery.
+            logger.warning(
+                "%s dropped: its channel is gone, the broker will redeliver",
+                verb,
+                extra={"routing_key": self.routing_key},
+                exc_info=True,
+            )
+
+
+Handler = Callable[[Message, Delivery], Awaitable[None]]
+"""Processes one message and settles its delivery (``ack`` after the commit, or ``reject``)."""
+
+
+@dataclass(frozen=True)
+class Outgoing:
+    """One message of a ``publish_many`` batch: an encoded body (as an outbox row keeps it)."""
+
+    body: bytes
+    routing_key: str
+    headers: Mapping[str, str] | None = None
+
+
+class Broker:
+    """A robust connection to RabbitMQ with one publisher-confirm channel.
+
+    Create with ``await Broker.connect(...)``, which declares the base topology (exchanges and
+    parking queue); declare work queues on ``broker.channel`` with the ``Topology``.
+    """
+
+    def __init__(
+        self,
+        connection: AbstractRobustConnection,
+        channel: AbstractRobustChannel,
+        topology: Topology,
+        *,
+        publish_timeout: float,
+        prefetch: int,
+    ) -> None:
+        self._connection = connection
+        self._channel = channel
+        self._topology = topology
+        self._publish_timeout = publish_timeout
+        self._prefetch = prefetch
+        self._consumers: set[Consumer] = set()
+        self._exchanges: dict[str, AbstractExchange] = {}
+
+    @classmethod
+    async def connect(
+        cls,
+        url: str,
+        topology: Topology,
+        *,
+        publish_timeout: float = 5.0,
+        prefetch: int = 16,
+        connection_name: str = "brainhands",
+        reconnect_interval: float = 1.0,
+    ) -> Broker:
+        """Connect, open the confirm channel and declare the base topology.
+
+        Raises ``BrokerUnavailable`` when the broker cannot be reached within
+        ``publish_timeout``. ``connection_name`` shows in RabbitMQ's connection list.
+        """
+        try:
+            connection = await aio_pika.connect_robust(
+                url,
+                timeout=publish_timeout,
+                reconnect_interval=reconnect_interval,
+                client_properties={"connection_name": connection_name},
+            )
+        except _TRANSPORT_ERRORS as exc:
+            raise BrokerUnavailable(f"cannot connect to RabbitMQ: {exc!r}") from exc
+        try:
+            channel = await connection.channel(publisher_confirms=True, on_return_raises=True)
+            await topology.declare_base(channel)
+        except BaseException:
+            await connection.close()
+            raise
+        return cls(
+            connection, channel, topology, publish_timeout=publish_timeout, prefetch=prefetch
+        )
+
+    @property
+    def topology(self) -> Topology:
+        """The names this broker publishes to and parks into."""
+        return self._topology
+
+    @property
+    def channel(self) -> AbstractRobustChannel:
+        """The confirm channel, for declaring queues with ``Topology``."""
+        return self._channel
+
+    @contextlib.asynccontextmanager
+    async def side_channel(self) -> AsyncIterator[AbstractRobustChannel]:
+        """A channel of its own (no confirms), closed on exit.
+
+        Deliveries taken on it and not acked go back to their queue when it closes. Transport
+        failures inside the block surface as ``BrokerUnavailable``.
+        """
+        try:
+            channel = await self._connection.channel(publisher_confirms=False)
+            try:
+                yield channel
+            finally:
+                with contextlib.suppress(*_TRANSPORT_ERRORS):
+                    await channel.close()
+        except _TRANSPORT_ERRORS as exc:
+            raise BrokerUnavailable(f"RabbitMQ channel failed: {exc!r}") from exc
+
+    async def publish(
+        self, message: Message, routing_key: str, *, headers: Mapping[str, str] | None = None
+    ) -> None:
+        """Publish a persistent message to the work exchange and wait for its confirm."""
+        await self.publish_body(encode(message), routing_key, headers=headers)
+
+    async def publish_body(
+        self,
+        body: bytes,
+        routing_key: str,
+        *,
+        exchange: str | None = None,
+        headers: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Publish raw bytes (to the work exchange by default) and wait, like ``publish``.
+
+        For bodies that are not (or no longer) valid protocol messages: parking and replay.
+        """
+        try:
+            async with asyncio.timeout(self._publish_timeout):
+                await self._send(body, routing_key, exchange or self._topology.exchange, headers)
+        except TimeoutError as exc:
+            raise BrokerUnavailable(
+                f"no confirm for {routing_key} within {self._publish_timeout}s"
+            ) from exc
+
+    async def publish_many(self, batch: Sequence[Outgoing]) -> list[BrokerError | None]:
+        """Publish a batch to the work exchange and await all its confirms together.
+
+        Returns one entry per message, in order: ``None`` once the broker confirmed it, else
+        the error ``publish`` would have raised. The whole batch shares one ``publish_timeout``.
+        """
+        # aiormq writes the frames one by one anyway; the gain is in not waiting for each
+        # confirm before sending the next message.
+        tasks = [
+            asyncio.create_task(
+                self._send(item.body, item.routing_key, self._topology.exchange, item.headers)
+            )
+            for item in batch
+        ]
+        _, pending = await asyncio.wait(tasks, timeout=self._publish_timeout)
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
+        outcomes = [_outcome(task, self._publish_timeout) for task in tasks]
+        for item, error in zip(batch, outcomes, strict=True):
+            if error is not None:
+                logger.warning("publish failed: %s", error, extra={"routing_key": item.routing_key})
+        return outcomes
+
+    async def consume(
+        self, queue_name: str, handler: Handler, *, prefetch: int | None = None
+    ) -> Consumer:
+        """Start consuming a declared queue on a channel of its own; return the handle.
+
+        At most ``prefetch`` (default: the broker's) unsettled deliveries are in flight, each
+        handled in its own task. Raises ``BrokerError`` when the queue does not exist.
+        """
+        channel = await self._connection.channel(publisher_confirms=False)
+        try:
+            await channel.set_qos(prefetch_count=prefetch or self._prefetch)
+            try:
+                queue = await channel.declare_queue(queue_name, passive=True)
+            except ChannelNotFoundEntity as exc:
+                raise BrokerError(
+                    f"queue {queue_name} does not exist: declare it with Topology first"
+                ) from exc
+            consumer = Consumer(self, channel, queue, handler)
+            await consumer.start()
+        except BaseException:
+            await channel.close()
+            raise
+        self._consumers.add(consumer)
+        return consumer
+
+    async def close(self) -> None:
+        """Cancel every consumer (letting in-flight handlers finish) and disconnect."""
+        for consumer in list(self._consumers):
+            await consumer.cancel()
+        await self._connection.close()
+
+    async def _send(
+        self, body: bytes, routing_key: str, exchange: str, headers: Mapping[str, Any] | None
+    ) -> None:
+        if self._channel.is_closed:
+            # The robust channel is being restored after a reconnect: wait for it (within the
+            # caller's bound) rather than fail a publish that would succeed a moment later.
+            await self._channel.ready()
+        message = aio_pika.Message(
+            body,
+            headers=dict(headers) if headers else None,
+            content_type="application/json",
+            delivery_mode=aio_pika.DeliveryMode.PERSISTENT,
+        )
+        if exchange not in self._exchanges:
+            # Declared on connect (so restored by the robust channel); this is only a handle.
+            self._exchanges[exchange] = aio_pika.Exchange(self._channel, exchange)
+        try:
+            await self._exchanges[exchange].publish(message, routing_key, mandatory=True)
+        except PublishError as exc:
+            raise UnroutableMessage(
+                f"no queue is bound to {routing_key!r} on exchange {exchange!r}"
+            ) from exc
+        except DeliveryError as exc:
+            raise BrokerUnavailable(f"the broker refused the message for {routing_key}") from exc
+        except ChannelNotFoundEntity as exc:
+            raise BrokerError(f"exchange {exchange!r} does not exist: {exc}") from exc
+        except _TRANSPORT_ERRORS as exc:
+            raise BrokerUnavailable(f"cannot publish to {routing_key}: {exc!r}") from exc
+
+
+class Consumer:
+    """A running subscription to one queue; ``cancel`` stops it."""
+
+    def __init__(
+        self,
+        broker: Broker,
+        channel: AbstractRobustChannel,
+        queue: AbstractQueue,
+        handler: Handler,
+    ) -> None:
+        self.queue_name = queue.name
+        self._broker = broker
+        self._channel = channel
+        self._queue = queue
+        self._handler = handler
+        self._tag: str | None = None
+        self._in_flight: set[asyncio.Task[None]] = set()
+
+    async def start(self) -> None:
+        """Register with the broker; deliveries start arriving after this returns."""
+        self._tag = await self._queue.consume(self._on_message)
+
+    async def cancel(self, *, grace: float = 10.0) -> None:
+        """Stop deliveries, give in-flight handlers ``grace`` seconds, close the channel.
+
+        Handlers still running after that are cancelled; their deliveries go back to the queue.
+        """
+        self._broker._consumers.discard(self)
+        try:
+            async with asyncio.timeout(grace):
+                if self._tag is not None:
+                    await self._queue.cancel(self._tag)
+                if self._in_flight:
+                    await asyncio.wait(set(self._in_flight))
+        except _TRANSPORT_ERRORS:
+            logger.warning("consumer of %s did not stop cleanly", self.queue_name, exc_info=True)
+        for task in self._in_flight:
+            task.cancel()
+        await asyncio.gather(*self._in_flight, return_exceptions=True)
+        with contextlib.suppress(*_TRANSPORT_ERRORS):
+            async with asyncio.timeout(grace):
+                await self._channel.close()
+
+    async def _on_message(self, incoming: AbstractIncomingMessage) -> None:
+        # aiormq cancels its consumer tasks when the channel dies. The handler must not die
+        # with them: a tool call cut short is worse than an ack that is dropped and followed
+        # by a redelivery the store recognizes. So the handler runs in a task of our own.
+        task = asyncio.create_task(self._deliver(Delivery(incoming)))
+        self._in_flight.add(task)
+        task.add_done_callback(self._in_flight.discard)
+
+    async def _deliver(self, delivery: Delivery) -> None:
+        try:
+            message = decode(delivery.body)
+        except InvalidMessage as exc:
+            await parking.park(self._broker, delivery, str(exc))
+            return
+        extra = {**_fields(message, delivery.routing_key), "queue": self.queue_name}
+        try:
+            await self._handler(message, delivery)
+        except Exception:
+            logger.exception("handler failed; message requeued", extra=extra)
+        else:
+            if not delivery.settled:
+                logger.error("handler neither acked nor rejected; message requeued", extra=extra)
+        finally:
+            # A requeue counts against the delivery limit, so a poison message ends up parked.
+            if not delivery.settled:
+                await delivery.reject(requeue=True)
+
+
+def _outcome(task: asyncio.Task[None], timeout: float) -> BrokerError | None:
+    if task.cancelled():
+        return BrokerUnavailable(f"no confirm within {timeout}s")
+    error = task.exception()
+    if error is None or isinstance(error, BrokerError):
+        return error
+    raise error
+
+
+def _fields(message: Message, routing_key: str) -> dict[str, str]:
+    fields = {"message_type": message.type, "routing_key": routing_key}
+    fields["session_id"] = message.session_id
+    operation_id = getattr(message, "operation_id", None)
+    if operation_id is not None:
+        fields["operation_id"] = operation_id
+    return fields

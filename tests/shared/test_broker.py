@@ -1,0 +1,377 @@
+"""The broker layer against a real RabbitMQ: topology, confirms, consuming, parking, replay."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import shutil
+import subprocess
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+
+import aio_pika
+import pytest
+
+from shared.broker import Broker, Delivery, Outgoing
+from shared.errors import BrokerError, BrokerUnavailable, UnroutableMessage
+from shared.messages import Message, ToolJob, encode
+from shared.parking import ORIGIN_HEADER, REASON_HEADER, list_parked, replay_parked
+from shared.topology import Topology
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(90)]
+
+DELIVERY_LIMIT = 2
+RABBITMQCTL = shutil.which("rabbitmqctl")
+needs_rabbitmqctl = pytest.mark.skipif(RABBITMQCTL is None, reason="needs rabbitmqctl")
+
+
+def job(n: int = 1) -> ToolJob:
+    return ToolJob(
+        operation_id=f"op-{n}",
+        tool="send_email",
+        arguments={"n": n},
+        session_id="s-1",
+        task_id=f"t-{n}",
+        compat="v1",
+        pool="email",
+    )
+
+
+async def eventually(
+    check: Callable[[], bool | Awaitable[bool]], *, within: float = 15.0, what: str = "condition"
+) -> None:
+    """Poll ``check`` until it holds, failing after ``within`` seconds."""
+    deadline = time.monotonic() + within
+    while True:
+        result = check()
+        if await result if inspect.isawaitable(result) else result:
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what} not reached within {within}s")
+        await asyncio.sleep(0.05)
+
+
+@dataclass
+class Recorder:
+    """A handler that records what it got and settles as told."""
+
+    fail: bool = False
+    ack: bool = True
+    received: list[Message] = field(default_factory=list)
+    deliveries: list[Delivery] = field(default_factory=list)
+
+    async def __call__(self, message: Message, delivery: Delivery) -> None:
+        self.received.append(message)
+        self.deliveries.append(delivery)
+        if self.fail:
+            raise RuntimeError("tool exploded")
+        if self.ack:
+            await delivery.ack()
+
+
+@dataclass
+class Env:
+    broker: Broker
+    topology: Topology
+    url: str
+    queues: list[str] = field(default_factory=list)
+
+    async def hands_queue(self, pool: str = "email") -> str:
+        name = await self.topology.declare_hands_pool(self.broker.channel, pool)
+        self.queues.append(name)
+        return name
+
+    async def message_count(self, queue: str) -> int:
+        connection = await aio_pika.connect(self.url)
+        async with connection:
+            channel = await connection.channel()
+            declared = await channel.declare_queue(queue, passive=True)
+            return int(declared.declaration_result.message_count or 0)
+
+    async def count_is(self, queue: str, expected: int) -> bool:
+        return await self.message_count(queue) == expected
+
+
+async def delete_topology(url: str, topology: Topology, queues: list[str]) -> None:
+    connection = await aio_pika.connect(url)
+    async with connection:
+        channel = await connection.channel()
+        for queue in [*queues, topology.parking_queue]:
+            await channel.queue_delete(queue)
+        await channel.exchange_delete(topology.exchange)
+        await channel.exchange_delete(topology.dead_letter_exchange)
+
+
+@pytest.fixture
+async def env(rabbitmq_url: str, namespace: str) -> AsyncIterator[Env]:
+    topology = Topology(namespace, delivery_limit=DELIVERY_LIMIT)
+    broker = await Broker.connect(rabbitmq_url, topology, connection_name=namespace)
+    environment = Env(broker, topology, rabbitmq_url)
+    try:
+        yield environment
+    finally:
+        await broker.close()
+        await delete_topology(rabbitmq_url, topology, environment.queues)
+
+
+async def test_declaring_twice_is_harmless(env: Env) -> None:
+    first = await env.hands_queue("email")
+    second = await env.topology.declare_hands_pool(env.broker.channel, "email")
+    await env.topology.declare_base(env.broker.channel)
+
+    assert first == second == f"{env.topology.namespace}.hands.email"
+
+
+async def test_redeclaring_with_another_delivery_limit_fails_clearly(env: Env) -> None:
+    await env.hands_queue("email")
+    other = Topology(env.topology.namespace, delivery_limit=DELIVERY_LIMIT + 3)
+    connection = await aio_pika.connect(env.url)
+    async with connection:
+        channel = await connection.channel()
+        with pytest.raises(BrokerError, match="other arguments"):
+            await other.declare_hands_pool(channel, "email")
+
+
+async def test_publish_consume_ack_round_trip(env: Env) -> None:
+    queue = await env.hands_queue()
+    recorder = Recorder()
+    await env.broker.consume(queue, recorder)
+
+    await env.broker.publish(job(), queue, headers={"traceparent": "00-1-2-01"})
+
+    await eventually(lambda: len(recorder.received) == 1, what="delivery")
+    delivery = recorder.deliveries[0]
+    assert recorder.received == [job()]
+    assert delivery.routing_key == queue
+    assert not delivery.redelivered
+    assert delivery.delivery_count in (0, None)
+    assert delivery.headers["traceparent"] == "00-1-2-01"
+    assert delivery.settled
+    with pytest.raises(RuntimeError, match="already settled"):
+        await delivery.ack()
+    await asyncio.sleep(0.3)
+    assert len(recorder.received) == 1
+    assert await env.message_count(queue) == 0
+
+
+async def test_unsettled_delivery_is_requeued(env: Env) -> None:
+    queue = await env.hands_queue()
+    recorder = Recorder(ack=False)
+    consumer = await env.broker.consume(queue, recorder)
+    await env.broker.publish(job(), queue)
+    await eventually(lambda: len(recorder.received) >= 2, what="redelivery")
+    await consumer.cancel()
+
+    assert recorder.deliveries[1].redelivered
+    assert recorder.deliveries[1].delivery_count == 1
+
+
+async def test_unroutable_publish_raises(env: Env) -> None:
+    nowhere = env.topology.hands_queue("nowhere")
+
+    with pytest.raises(UnroutableMessage, match="nowhere"):
+        await env.broker.publish(job(), nowhere)
+
+
+async def test_publish_many_reports_each_outcome(env: Env) -> None:
+    queue = await env.hands_queue()
+    batch = [Outgoing(encode(job(n)), queue) for n in range(100)]
+    batch.insert(50, Outgoing(encode(job(999)), env.topology.hands_queue("nowhere")))
+
+    outcomes = await env.broker.publish_many(batch)
+
+    assert [type(o) for o in outcomes] == [type(None)] * 50 + [UnroutableMessage] + [
+        type(None)
+    ] * 50
+    await eventually(lambda: env.count_is(queue, 100), what="100 messages queued")
+
+
+async def test_malformed_body_is_parked_and_the_queue_goes_on(env: Env) -> None:
+    queue = await env.hands_queue()
+    recorder = Recorder()
+    await env.broker.consume(queue, recorder)
+
+    await env.broker.publish_body(b"{this is not json", queue, headers={"k": "v"})
+    await env.broker.publish_body(b'{"type": "tool_job", "schema_version": 1}', queue)
+    await env.broker.publish(job(), queue)
+
+    await eventually(lambda: len(recorder.received) == 1, what="the good message")
+    assert recorder.received == [job()]
+    await eventually(lambda: env.count_is(env.topology.parking_queue, 2), what="2 parked")
+    assert await env.message_count(queue) == 0
+
+    connection = await aio_pika.connect(env.url)
+    async with connection:
+        channel = await connection.channel()
+        parking = await channel.get_queue(env.topology.parking_queue, ensure=False)
+        parked = [await parking.get(no_ack=False) for _ in range(2)]
+        garbage = next(p for p in parked if p.body == b"{this is not json")
+        assert garbage.routing_key == queue
+        assert garbage.headers[ORIGIN_HEADER] == queue
+        assert garbage.headers["k"] == "v"
+        assert "Invalid JSON" in str(garbage.headers[REASON_HEADER])
+        # Left unacked, both go back to the parking queue with this connection.
+
+
+async def test_handler_that_always_fails_parks_the_message_after_the_limit(env: Env) -> None:
+    queue = await env.hands_queue()
+    recorder = Recorder(fail=True)
+    await env.broker.consume(queue, recorder)
+
+    await env.broker.publish(job(), queue)
+
+    await eventually(lambda: env.count_is(env.topology.parking_queue, 1), what="parked")
+    assert len(recorder.received) == DELIVERY_LIMIT + 1
+    assert [d.delivery_count for d in recorder.deliveries][1:] == list(range(1, DELIVERY_LIMIT + 1))
+    parked = await list_parked(env.broker)
+    assert len(parked) == 1
+    assert parked[0].origin == queue
+    assert parked[0].reason == "delivery_limit"
+    assert parked[0].count == 1
+    assert '"operation_id":"op-1"' in parked[0].body_preview
+
+
+async def test_list_parked_shows_reasons_and_leaves_messages_parked(env: Env) -> None:
+    queue = await env.hands_queue()
+    await env.broker.consume(queue, Recorder())
+    await env.broker.publish_body(b"garbage-1", queue)
+    await env.broker.publish_body(b'{"type": "wake"}', queue)
+    await eventually(lambda: env.count_is(env.topology.parking_queue, 2), what="2 parked")
+
+    for _ in range(3):
+        parked = sorted(await list_parked(env.broker, limit=10), key=lambda p: p.body_preview)
+        assert [p.body_preview for p in parked] == ["garbage-1", '{"type": "wake"}']
+        assert all(p.origin == queue for p in parked)
+        assert all(p.count == 1 for p in parked)
+        assert "Invalid JSON" in parked[0].reason
+        assert "wake.session_id: Field required" in parked[1].reason
+        await eventually(lambda: env.count_is(env.topology.parking_queue, 2), what="still 2")
+
+    assert len(await list_parked(env.broker, limit=1)) == 1
+    await eventually(lambda: env.count_is(env.topology.parking_queue, 2), what="still 2")
+
+
+async def test_replay_sends_parked_messages_back_to_their_origin(env: Env) -> None:
+    queue = await env.hands_queue()
+    failing = Recorder(fail=True)
+    consumer = await env.broker.consume(queue, failing)
+    await env.broker.publish(job(1), queue)
+    await env.broker.publish(job(2), queue)
+    await eventually(lambda: env.count_is(env.topology.parking_queue, 2), what="parked")
+    await consumer.cancel()
+    # A parked message whose origin has no queue any more stays parked.
+    gone = env.topology.hands_queue("gone")
+    await env.broker.publish_body(
+        b"orphan", gone, exchange=env.topology.dead_letter_exchange, headers={ORIGIN_HEADER: gone}
+    )
+    await eventually(lambda: env.count_is(env.topology.parking_queue, 3), what="orphan parked")
+
+    fixed = Recorder()
+    await env.broker.consume(queue, fixed)
+    replayed = await replay_parked(env.broker, limit=10)
+
+    assert replayed == 2
+    await eventually(lambda: len(fixed.received) == 2, what="replayed deliveries")
+    assert sorted(fixed.received, key=repr) == [job(1), job(2)]
+    # Replayed messages start afresh: no dead-letter history, a new delivery count.
+    assert all("x-death" not in d.headers for d in fixed.deliveries)
+    assert all(d.delivery_count in (0, None) for d in fixed.deliveries)
+    await eventually(lambda: env.count_is(env.topology.parking_queue, 1), what="orphan left")
+    assert [p.origin for p in await list_parked(env.broker)] == [gone]
+
+
+async def test_consuming_a_queue_that_does_not_exist_fails(env: Env) -> None:
+    with pytest.raises(BrokerError, match="does not exist"):
+        await env.broker.consume(env.topology.hands_queue("missing"), Recorder())
+
+
+@needs_rabbitmqctl
+async def test_ack_after_the_connection_died_is_dropped_and_redelivered(
+    env: Env, caplog: pytest.LogCaptureFixture
+) -> None:
+    queue = await env.hands_queue()
+    release = asyncio.Event()
+    seen: list[Delivery] = []
+
+    async def slow(message: Message, delivery: Delivery) -> None:
+        seen.append(delivery)
+        if len(seen) == 1:
+            await release.wait()
+        await delivery.ack()
+
+    await env.broker.consume(queue, slow)
+    await env.broker.publish(job(), queue)
+    await eventually(lambda: len(seen) == 1, what="first delivery")
+
+    caplog.set_level(logging.WARNING, logger="brainhands.broker")
+    await _rabbitmqctl_close_connection(env.topology.namespace)
+    # The handler is not cancelled with its channel: it finishes, and its ack is dropped.
+    release.set()
+    await eventually(lambda: seen[0].settled, what="first handler done")
+    await eventually(lambda: len(seen) == 2, within=30, what="redelivery")
+
+    assert "ack dropped" in caplog.text
+    assert seen[1].redelivered
+    await eventually(lambda: env.count_is(queue, 0), what="acked after redelivery")
+
+
+@pytest.mark.chaos
+@needs_rabbitmqctl
+async def test_broker_outage_fails_fast_and_recovers(rabbitmq_url: str, namespace: str) -> None:
+    topology = Topology(namespace, delivery_limit=DELIVERY_LIMIT)
+    broker = await Broker.connect(rabbitmq_url, topology, publish_timeout=2.0)
+    queue = await topology.declare_hands_pool(broker.channel, "email")
+    received: list[Message] = []
+
+    async def handler(message: Message, delivery: Delivery) -> None:
+        received.append(message)
+        await delivery.ack()
+
+    await broker.consume(queue, handler)
+    try:
+        await broker.publish(job(1), queue)
+        await eventually(lambda: received == [job(1)], what="delivery before outage")
+        try:
+            await _rabbitmqctl("stop_app")
+            started = time.monotonic()
+            with pytest.raises(BrokerUnavailable):
+                await broker.publish(job(2), queue)
+            assert time.monotonic() - started < 2.0 + 1.0
+        finally:
+            await _rabbitmqctl("start_app")
+            await _rabbitmqctl("await_startup")
+
+        async def publish_succeeds() -> bool:
+            try:
+                await broker.publish(job(3), queue)
+            except BrokerUnavailable:
+                return False
+            return True
+
+        await eventually(publish_succeeds, within=30, what="publish after restart")
+        await eventually(lambda: job(3) in received, within=30, what="consumer back")
+    finally:
+        await broker.close()
+        await delete_topology(rabbitmq_url, topology, [queue])
+
+
+async def _rabbitmqctl(*args: str) -> str:
+    assert RABBITMQCTL is not None
+    done = await asyncio.to_thread(
+        subprocess.run, [RABBITMQCTL, *args], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+async def _rabbitmqctl_close_connection(connection_name: str) -> None:
+    listing = await _rabbitmqctl("-q", "list_connections", "pid", "client_properties")
+    pids = [
+        line.split("\t", 1)[0]
+        for line in listing.splitlines()
+        if f'{{"connection_name","{connection_name}"}}' in line
+    ]
+    assert len(pids) == 1, listing
+    await _rabbitmqctl("close_connection", pids[0], "test: connection lost")
