@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 import subprocess
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -25,12 +22,3 @@ def spawn_module(
         stdout=out,
         stderr=subprocess.STDOUT,
     )
-
-
-async def wait_for(condition: Callable[[], bool], *, within: float, what: str) -> None:
-    """Poll ``condition`` until it holds or ``within`` seconds pass."""
-    deadline = time.monotonic() + within
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {within}s waiting for {what}")
-        await asyncio.sleep(0.02)

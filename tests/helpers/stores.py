@@ -23,11 +23,13 @@ class StoreTarget:
         return env
 
 
-def drop_pg_schema(url: str, schema: str) -> None:
-    async def drop() -> None:
-        engine = create_engine(url)
-        async with engine.begin() as conn:
-            await conn.execute(text(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE'))
-        await engine.dispose()
+async def drop_schema(url: str, schema: str) -> None:
+    engine = create_engine(url)
+    async with engine.begin() as conn:
+        await conn.execute(text(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE'))
+    await engine.dispose()
 
-    asyncio.run(drop())
+
+def drop_pg_schema(url: str, schema: str) -> None:
+    """``drop_schema`` for synchronous fixtures."""
+    asyncio.run(drop_schema(url, schema))

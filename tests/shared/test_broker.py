@@ -3,12 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-import inspect
 import logging
-import shutil
-import subprocess
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
 import aio_pika
@@ -19,11 +16,21 @@ from shared.errors import BrokerError, BrokerUnavailable, UnroutableMessage
 from shared.messages import Message, ToolJob, encode
 from shared.parking import ORIGIN_HEADER, REASON_HEADER, list_parked, replay_parked
 from shared.topology import Topology
+from tests.helpers.polling import eventually
+from tests.helpers.rabbit import (
+    RABBITMQCTL,
+    broker_env,
+    broker_stopped,
+    close_connection,
+    delete_topology,
+)
+from tests.helpers.rabbit import (
+    BrokerEnv as Env,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(90)]
 
 DELIVERY_LIMIT = 2
-RABBITMQCTL = shutil.which("rabbitmqctl")
 needs_rabbitmqctl = pytest.mark.skipif(RABBITMQCTL is None, reason="needs rabbitmqctl")
 
 
@@ -37,20 +44,6 @@ def job(n: int = 1) -> ToolJob:
         compat="v1",
         pool="email",
     )
-
-
-async def eventually(
-    check: Callable[[], bool | Awaitable[bool]], *, within: float = 15.0, what: str = "condition"
-) -> None:
-    """Poll ``check`` until it holds, failing after ``within`` seconds."""
-    deadline = time.monotonic() + within
-    while True:
-        result = check()
-        if await result if inspect.isawaitable(result) else result:
-            return
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what} not reached within {within}s")
-        await asyncio.sleep(0.05)
 
 
 @dataclass
@@ -71,49 +64,10 @@ class Recorder:
             await delivery.ack()
 
 
-@dataclass
-class Env:
-    broker: Broker
-    topology: Topology
-    url: str
-    queues: list[str] = field(default_factory=list)
-
-    async def hands_queue(self, pool: str = "email") -> str:
-        name = await self.topology.declare_hands_pool(self.broker.channel, pool)
-        self.queues.append(name)
-        return name
-
-    async def message_count(self, queue: str) -> int:
-        connection = await aio_pika.connect(self.url)
-        async with connection:
-            channel = await connection.channel()
-            declared = await channel.declare_queue(queue, passive=True)
-            return int(declared.declaration_result.message_count or 0)
-
-    async def count_is(self, queue: str, expected: int) -> bool:
-        return await self.message_count(queue) == expected
-
-
-async def delete_topology(url: str, topology: Topology, queues: list[str]) -> None:
-    connection = await aio_pika.connect(url)
-    async with connection:
-        channel = await connection.channel()
-        for queue in [*queues, topology.parking_queue]:
-            await channel.queue_delete(queue)
-        await channel.exchange_delete(topology.exchange)
-        await channel.exchange_delete(topology.dead_letter_exchange)
-
-
 @pytest.fixture
 async def env(rabbitmq_url: str, namespace: str) -> AsyncIterator[Env]:
-    topology = Topology(namespace, delivery_limit=DELIVERY_LIMIT)
-    broker = await Broker.connect(rabbitmq_url, topology, connection_name=namespace)
-    environment = Env(broker, topology, rabbitmq_url)
-    try:
+    async with broker_env(rabbitmq_url, namespace, delivery_limit=DELIVERY_LIMIT) as environment:
         yield environment
-    finally:
-        await broker.close()
-        await delete_topology(rabbitmq_url, topology, environment.queues)
 
 
 async def test_declaring_twice_is_harmless(env: Env) -> None:
@@ -306,7 +260,7 @@ async def test_ack_after_the_connection_died_is_dropped_and_redelivered(
     await eventually(lambda: len(seen) == 1, what="first delivery")
 
     caplog.set_level(logging.WARNING, logger="brainhands.broker")
-    await _rabbitmqctl_close_connection(env.topology.namespace)
+    await close_connection(env.topology.namespace)
     # The handler is not cancelled with its channel: it finishes, and its ack is dropped.
     release.set()
     await eventually(lambda: seen[0].settled, what="first handler done")
@@ -333,15 +287,11 @@ async def test_broker_outage_fails_fast_and_recovers(rabbitmq_url: str, namespac
     try:
         await broker.publish(job(1), queue)
         await eventually(lambda: received == [job(1)], what="delivery before outage")
-        try:
-            await _rabbitmqctl("stop_app")
+        async with broker_stopped():
             started = time.monotonic()
             with pytest.raises(BrokerUnavailable):
                 await broker.publish(job(2), queue)
             assert time.monotonic() - started < 2.0 + 1.0
-        finally:
-            await _rabbitmqctl("start_app")
-            await _rabbitmqctl("await_startup")
 
         async def publish_succeeds() -> bool:
             try:
@@ -355,23 +305,3 @@ async def test_broker_outage_fails_fast_and_recovers(rabbitmq_url: str, namespac
     finally:
         await broker.close()
         await delete_topology(rabbitmq_url, topology, [queue])
-
-
-async def _rabbitmqctl(*args: str) -> str:
-    assert RABBITMQCTL is not None
-    done = await asyncio.to_thread(
-        subprocess.run, [RABBITMQCTL, *args], capture_output=True, text=True, timeout=60
-    )
-    assert done.returncode == 0, done.stderr
-    return done.stdout
-
-
-async def _rabbitmqctl_close_connection(connection_name: str) -> None:
-    listing = await _rabbitmqctl("-q", "list_connections", "pid", "client_properties")
-    pids = [
-        line.split("\t", 1)[0]
-        for line in listing.splitlines()
-        if f'{{"connection_name","{connection_name}"}}' in line
-    ]
-    assert len(pids) == 1, listing
-    await _rabbitmqctl("close_connection", pids[0], "test: connection lost")

@@ -11,7 +11,8 @@ import pytest
 
 from shared.store import Store
 from tests.helpers import commit_victim as victim
-from tests.helpers.processes import spawn_module, wait_for
+from tests.helpers.polling import eventually
+from tests.helpers.processes import spawn_module
 from tests.helpers.stores import StoreTarget
 
 pytestmark = [pytest.mark.integration, pytest.mark.chaos]
@@ -58,7 +59,7 @@ async def test_kill_between_statements_leaves_nothing(
         log=tmp_path / "victim.log",
     )
     try:
-        await wait_for(marker.exists, within=30, what="the victim to pause mid-commit")
+        await eventually(marker.exists, within=30, what="the victim to pause mid-commit")
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait()
@@ -83,7 +84,7 @@ async def test_kill_at_random_moments_leaves_only_whole_commits(
             log=tmp_path / "victim.log",
         )
         try:
-            await wait_for(marker.exists, within=30, what="the victim's first commit")
+            await eventually(marker.exists, within=30, what="the victim's first commit")
 
             await asyncio.sleep(rng.uniform(0.0, 0.15))
         finally:

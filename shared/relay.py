@@ -1,0 +1,120 @@
+"""The outbox relay: publishes committed outbox rows and marks them sent after the confirm.
+
+A row is marked sent only after the broker confirmed it, in the same transaction that
+claimed it; a crash between the confirm and the mark publishes the row again, which every
+consumer tolerates (messages are triggers; the store dedupes). The relay is woken right
+after each commit of its own process (``wake`` is a commit listener) and polls as a
+fallback for rows other processes wrote.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+from shared.broker import Broker, Outgoing
+from shared.errors import BrainhandsError, UnroutableMessage
+from shared.store import CommitReceipt, Store
+from shared.store.engine import write_transaction
+from shared.store.outbox import claim_unsent, mark_sent, prune_sent
+
+log = logging.getLogger("brainhands.relay")
+
+
+class OutboxRelay:
+    """Drains a store's outbox into RabbitMQ."""
+
+    def __init__(
+        self,
+        store: Store,
+        broker: Broker,
+        *,
+        batch_size: int = 100,
+        poll_interval: float = 1.0,
+        retention: float = 3600.0,
+        prune_interval: float = 60.0,
+    ) -> None:
+        self.store = store
+        self.broker = broker
+        self.batch_size = batch_size
+        self.poll_interval = poll_interval
+        self.retention = retention
+        self.prune_interval = prune_interval
+        self.published = 0
+        self._wakeup = asyncio.Event()
+        self._next_prune = 0.0
+
+    def wake(self, receipt: CommitReceipt | None = None) -> None:
+        """Drain now (a commit listener: only commits that added outbox rows matter)."""
+        if receipt is None or receipt.outbox_rows:
+            self._wakeup.set()
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Drain until ``stop`` is set; survives store and broker outages, backing off."""
+        backoff = self.poll_interval
+        while not stop.is_set():
+            self._wakeup.clear()
+            try:
+                sent = await self.drain_once()
+                await self._maybe_prune()
+            except BrainhandsError as exc:
+                log.warning("relay pass failed: %s", exc, extra={"event": "relay_error"})
+                sent = 0
+                backoff = min(backoff * 2, 10 * self.poll_interval)
+            else:
+                backoff = self.poll_interval
+            if sent == self.batch_size:
+                continue  # more is waiting
+            waiters = {
+                asyncio.ensure_future(self._wakeup.wait()),
+                asyncio.ensure_future(stop.wait()),
+            }
+            _, pending = await asyncio.wait(
+                waiters, timeout=backoff, return_when=asyncio.FIRST_COMPLETED
+            )
+            for waiter in pending:
+                waiter.cancel()
+
+    async def drain_once(self) -> int:
+        """Publish one batch of unsent rows; return how many were confirmed and marked."""
+        async with write_transaction(self.store.engine) as conn:
+            rows = await claim_unsent(conn, self.batch_size)
+            if not rows:
+                return 0
+            outcomes = await self.broker.publish_many(
+                [Outgoing(row.body, row.routing_key, row.headers) for row in rows]
+            )
+            confirmed = [row.id for row, error in zip(rows, outcomes, strict=True) if error is None]
+            await mark_sent(conn, confirmed)
+        for row, error in zip(rows, outcomes, strict=True):
+            if isinstance(error, UnroutableMessage):
+                await self._declare_route(row.routing_key)
+        self.published += len(confirmed)
+        if len(confirmed) < len(rows):
+            log.warning(
+                "published %d of %d outbox rows; the rest stay for the next pass",
+                len(confirmed),
+                len(rows),
+                extra={"event": "relay_partial"},
+            )
+        return len(confirmed)
+
+    async def _declare_route(self, routing_key: str) -> None:
+        # A row routed to a pool or Brain build whose queue nobody declared yet: declare it
+        # so the row is delivered once a worker starts, instead of being stuck.
+        if not await self.broker.topology.declare_route(self.broker.channel, routing_key):
+            log.error(
+                "outbox row routed to %s, which names no queue",
+                routing_key,
+                extra={"event": "relay_unroutable"},
+            )
+
+    async def _maybe_prune(self) -> None:
+        now = time.monotonic()
+        if now < self._next_prune:
+            return
+        self._next_prune = now + self.prune_interval
+        pruned = await prune_sent(self.store.engine, older_than=self.retention)
+        if pruned:
+            log.info("pruned %d sent outbox rows", pruned, extra={"event": "relay_pruned"})

@@ -1,0 +1,56 @@
+"""Outbox rows: claimed by relays, marked sent after the broker confirms, pruned later.
+
+On PostgreSQL ``FOR UPDATE SKIP LOCKED`` lets several relays drain the outbox at once, each
+taking rows the others have not locked. SQLite has no row locks: a relay's writing
+transaction holds the database lock, so there one relay drains at a time.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from sqlalchemy import delete, select, update
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from shared.store import schema
+from shared.store.engine import write_transaction
+
+
+@dataclass(frozen=True)
+class OutboxRow:
+    id: int
+    routing_key: str
+    body: bytes
+    headers: dict[str, str] | None
+
+
+async def claim_unsent(conn: AsyncConnection, limit: int) -> list[OutboxRow]:
+    """The oldest unsent rows, locked for this transaction (skipping rows others locked)."""
+    o = schema.outbox
+    stmt = (
+        select(o.c.id, o.c.routing_key, o.c.body, o.c.headers)
+        .where(o.c.sent_at.is_(None))
+        .order_by(o.c.id)
+        .limit(limit)
+    )
+    if conn.dialect.name == "postgresql":
+        stmt = stmt.with_for_update(skip_locked=True)
+    rows = await conn.execute(stmt)
+    return [OutboxRow(r.id, r.routing_key, bytes(r.body), r.headers) for r in rows]
+
+
+async def mark_sent(conn: AsyncConnection, ids: list[int]) -> None:
+    """Record that the broker confirmed these rows."""
+    if ids:
+        o = schema.outbox
+        await conn.execute(update(o).where(o.c.id.in_(ids)).values(sent_at=time.time()))
+
+
+async def prune_sent(engine: AsyncEngine, *, older_than: float) -> int:
+    """Delete rows confirmed more than ``older_than`` seconds ago; return how many."""
+    o = schema.outbox
+    cutoff = time.time() - older_than
+    async with write_transaction(engine) as conn:
+        done = await conn.execute(delete(o).where(o.c.sent_at.is_not(None), o.c.sent_at < cutoff))
+    return int(done.rowcount)

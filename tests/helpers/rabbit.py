@@ -1,0 +1,104 @@
+"""A real RabbitMQ for tests: an isolated topology per test, and operator actions."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import shutil
+import subprocess
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+
+import aio_pika
+
+from shared.broker import Broker
+from shared.topology import Topology
+
+RABBITMQCTL = shutil.which("rabbitmqctl")
+
+
+@dataclass
+class BrokerEnv:
+    """A connected broker on a topology of its own; remembers the queues to delete."""
+
+    broker: Broker
+    topology: Topology
+    url: str
+    queues: list[str] = field(default_factory=list)
+
+    async def hands_queue(self, pool: str = "email") -> str:
+        name = await self.topology.declare_hands_pool(self.broker.channel, pool)
+        self.queues.append(name)
+        return name
+
+    async def brain_queue(self, compat: str = "v1") -> str:
+        name = await self.topology.declare_brain(self.broker.channel, compat)
+        self.queues.append(name)
+        return name
+
+    async def message_count(self, queue: str) -> int:
+        connection = await aio_pika.connect(self.url)
+        async with connection:
+            channel = await connection.channel()
+            declared = await channel.declare_queue(queue, passive=True)
+            return int(declared.declaration_result.message_count or 0)
+
+    async def count_is(self, queue: str, expected: int) -> bool:
+        return await self.message_count(queue) == expected
+
+
+async def delete_topology(url: str, topology: Topology, queues: list[str]) -> None:
+    connection = await aio_pika.connect(url)
+    async with connection:
+        channel = await connection.channel()
+        for queue in [*queues, topology.parking_queue]:
+            await channel.queue_delete(queue)
+        await channel.exchange_delete(topology.exchange)
+        await channel.exchange_delete(topology.dead_letter_exchange)
+
+
+@contextlib.asynccontextmanager
+async def broker_env(
+    url: str, namespace: str, *, delivery_limit: int = 5
+) -> AsyncIterator[BrokerEnv]:
+    topology = Topology(namespace, delivery_limit=delivery_limit)
+    broker = await Broker.connect(url, topology, connection_name=namespace)
+    env = BrokerEnv(broker, topology, url)
+    try:
+        yield env
+    finally:
+        await broker.close()
+        await delete_topology(url, topology, env.queues)
+
+
+async def rabbitmqctl(*args: str) -> str:
+    """Run an operator command against the local node (the chaos tests' lever)."""
+    assert RABBITMQCTL is not None, "rabbitmqctl is not installed"
+    done = await asyncio.to_thread(
+        subprocess.run, [RABBITMQCTL, *args], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+async def close_connection(connection_name: str) -> None:
+    """Have the broker close one client connection, as a network failure would."""
+    listing = await rabbitmqctl("-q", "list_connections", "pid", "client_properties")
+    pids = [
+        line.split("\t", 1)[0]
+        for line in listing.splitlines()
+        if f'{{"connection_name","{connection_name}"}}' in line
+    ]
+    assert len(pids) == 1, listing
+    await rabbitmqctl("close_connection", pids[0], "test: connection lost")
+
+
+@contextlib.asynccontextmanager
+async def broker_stopped() -> AsyncIterator[None]:
+    """Stop the RabbitMQ app for the body; always start it again and wait until it is up."""
+    await rabbitmqctl("stop_app")
+    try:
+        yield
+    finally:
+        await rabbitmqctl("start_app")
+        await rabbitmqctl("await_startup")

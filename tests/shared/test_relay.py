@@ -1,0 +1,220 @@
+"""The outbox relay against a real store (SQLite and PostgreSQL) and a real RabbitMQ."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import time
+from collections import Counter
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from shared.broker import Delivery
+from shared.config import normalize_database_url
+from shared.messages import Message, SessionWake, encode
+from shared.relay import OutboxRelay
+from shared.store import Draft, Store
+from shared.store.outbox import prune_sent
+from tests.helpers.polling import eventually
+from tests.helpers.processes import spawn_module
+from tests.helpers.rabbit import BrokerEnv, broker_env, broker_stopped
+from tests.helpers.stores import StoreTarget, drop_schema
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
+
+
+class Dedupe:
+    """A consumer that dedupes by message identity, as every brainhands consumer must."""
+
+    def __init__(self) -> None:
+        self.deliveries: Counter[str] = Counter()
+
+    @property
+    def unique(self) -> set[str]:
+        return set(self.deliveries)
+
+    async def __call__(self, message: Message, delivery: Delivery) -> None:
+        assert isinstance(message, SessionWake)
+        self.deliveries[message.reason] += 1
+        await delivery.ack()
+
+
+@pytest.fixture
+async def env(rabbitmq_url: str, namespace: str) -> AsyncIterator[BrokerEnv]:
+    async with broker_env(rabbitmq_url, namespace) as environment:
+        yield environment
+
+
+async def commit_wakes(store: Store, queue: str, count: int, *, per_commit: int = 100) -> None:
+    """Commit ``count`` outbox rows, ``per_commit`` per commit, to session s1."""
+    await store.create_session("s1", compat="v1")
+    await store.claim_session_fence("s1", 1)
+    version = 0
+    for start in range(0, count, per_commit):
+        draft = Draft("s1", version=version, fence=1)
+        for n in range(start, min(count, start + per_commit)):
+            draft.add_outbox(
+                queue, encode(SessionWake(session_id="s1", compat="v1", reason=f"n{n}"))
+            )
+        version = (await store.commit(draft)).version
+
+
+def expected(count: int) -> set[str]:
+    return {f"n{n}" for n in range(count)}
+
+
+async def test_rows_are_published_then_marked_sent(store: Store, env: BrokerEnv) -> None:
+    queue = await env.brain_queue()
+    consumer = Dedupe()
+    await env.broker.consume(queue, consumer)
+    await commit_wakes(store, queue, 250)
+    relay = OutboxRelay(store, env.broker, batch_size=100)
+
+    assert [await relay.drain_once() for _ in range(4)] == [100, 100, 50, 0]
+
+    await eventually(lambda: consumer.unique == expected(250), what="all rows delivered")
+    assert (await store.status())["outbox_unsent"] == 0
+
+
+async def test_a_commit_wakes_the_relay_without_waiting_for_the_poll(
+    store: Store, env: BrokerEnv
+) -> None:
+    queue = await env.brain_queue()
+    consumer = Dedupe()
+    await env.broker.consume(queue, consumer)
+    relay = OutboxRelay(store, env.broker, poll_interval=60.0)
+    store.add_commit_listener(relay.wake)
+    stop = asyncio.Event()
+    running = asyncio.create_task(relay.run(stop))
+    try:
+        await asyncio.sleep(0.2)  # the relay is idle, waiting out its 60 s poll
+        started = time.monotonic()
+        await commit_wakes(store, queue, 1)
+        await eventually(lambda: consumer.unique == {"n0"}, within=5, what="delivery")
+        assert time.monotonic() - started < 2.0
+    finally:
+        stop.set()
+        await running
+
+
+async def test_a_row_for_an_undeclared_queue_is_kept_and_delivered_once_declared(
+    store: Store, env: BrokerEnv
+) -> None:
+    queue = env.topology.hands_queue("newpool")  # no worker of this pool ever started
+    env.queues.append(queue)
+    await commit_wakes(store, queue, 3)
+    relay = OutboxRelay(store, env.broker)
+
+    assert await relay.drain_once() == 0  # unroutable: the relay declares the queue
+    assert (await store.status())["outbox_unsent"] == 3
+    assert await relay.drain_once() == 3
+    await eventually(lambda: env.count_is(queue, 3), what="rows waiting in the new queue")
+
+
+async def test_sent_rows_are_pruned_after_the_retention(store: Store, env: BrokerEnv) -> None:
+    queue = await env.brain_queue()
+    await commit_wakes(store, queue, 5)
+    await OutboxRelay(store, env.broker).drain_once()
+    await commit_wakes_more(store, queue)
+
+    assert await prune_sent(store.engine, older_than=3600) == 0
+    assert await prune_sent(store.engine, older_than=0) == 5
+    status = await store.status()
+    assert (status["outbox_rows"], status["outbox_unsent"]) == (1, 1)  # unsent rows stay
+
+
+async def commit_wakes_more(store: Store, queue: str) -> None:
+    state = await store.load("s1")
+    draft = Draft("s1", version=state.session.version, fence=1)
+    draft.add_outbox(queue, encode(SessionWake(session_id="s1", compat="v1", reason="late")))
+    await store.commit(draft)
+
+
+async def test_two_relays_on_postgres_drain_concurrently_without_blocking(
+    env: BrokerEnv, postgres_url: str, tmp_path: Path
+) -> None:
+    target = StoreTarget(normalize_database_url(postgres_url), f"relay{env.topology.namespace}")
+    store = await Store.open(target.url, upgrade=True, db_schema=target.schema)
+    try:
+        queue = await env.brain_queue()
+        consumer = Dedupe()
+        await env.broker.consume(queue, consumer, prefetch=500)
+        await commit_wakes(store, queue, 5000, per_commit=500)
+        relays = [OutboxRelay(store, env.broker, batch_size=100) for _ in range(2)]
+        stop = asyncio.Event()
+        runs = [asyncio.create_task(r.run(stop)) for r in relays]
+        await eventually(
+            lambda: consumer.unique == expected(5000), within=120, what="5,000 rows delivered"
+        )
+        stop.set()
+        await asyncio.gather(*runs)
+    finally:
+        await store.close()
+        await drop_schema(target.url, target.schema or "")
+
+    # SKIP LOCKED: each relay took rows the other had not locked, so nobody published twice.
+    assert max(consumer.deliveries.values()) == 1
+    assert sum(r.published for r in relays) == 5000
+    assert min(r.published for r in relays) > 500, [r.published for r in relays]
+
+
+@pytest.mark.chaos
+async def test_rabbitmq_restart_mid_stream_loses_no_row(store: Store, env: BrokerEnv) -> None:
+    queue = await env.brain_queue()
+    consumer = Dedupe()
+    await env.broker.consume(queue, consumer, prefetch=200)
+    await commit_wakes(store, queue, 1000, per_commit=50)
+    relay = OutboxRelay(store, env.broker, batch_size=50, poll_interval=0.2)
+    stop = asyncio.Event()
+    running = asyncio.create_task(relay.run(stop))
+    try:
+        await eventually(lambda: len(consumer.unique) >= 150, within=60, what="stream started")
+        async with broker_stopped():
+            await asyncio.sleep(1.0)
+            # Marked sent while the broker is down? Only rows it had confirmed before.
+            status = await store.status()
+            assert 1000 - status["outbox_unsent"] <= relay.published
+        await eventually(
+            lambda: consumer.unique == expected(1000), within=120, what="every row after restart"
+        )
+    finally:
+        stop.set()
+        await running
+    assert (await store.status())["outbox_unsent"] == 0
+    assert relay.published >= 1000
+
+
+@pytest.mark.chaos
+async def test_relay_killed_between_confirm_and_mark_publishes_again_harmlessly(
+    store: Store, store_target: StoreTarget, env: BrokerEnv, tmp_path: Path
+) -> None:
+    queue = await env.brain_queue()
+    consumer = Dedupe()
+    await env.broker.consume(queue, consumer)
+    await commit_wakes(store, queue, 10)
+    marker = tmp_path / "confirmed"
+    victim = spawn_module(
+        "tests.helpers.relay_victim",
+        str(marker),
+        env={
+            **store_target.env(),
+            "BRAINHANDS_RABBITMQ_URL": env.url,
+            "BRAINHANDS_NAMESPACE": env.topology.namespace,
+        },
+        log=tmp_path / "victim.log",
+    )
+    try:
+        await eventually(marker.exists, within=30, what="the victim to publish and freeze")
+    finally:
+        victim.send_signal(signal.SIGKILL)
+        victim.wait()
+    await eventually(lambda: consumer.unique == expected(10), what="first publication")
+    assert (await store.status())["outbox_unsent"] == 10  # confirmed, but never marked
+
+    await OutboxRelay(store, env.broker).drain_once()
+
+    await eventually(lambda: sum(consumer.deliveries.values()) == 20, what="second publication")
+    assert consumer.unique == expected(10)  # delivered twice, deduped to once each
+    assert (await store.status())["outbox_unsent"] == 0
