@@ -14,11 +14,19 @@ import sys
 from collections.abc import Callable, Coroutine
 from typing import Any
 
+from hands.settings import HandsSettings
+from hands.worker import HandsWorker
 from shared.config import CommonSettings, load_settings
-from shared.errors import BrainhandsError
-from shared.store import Store, migrate
+from shared.errors import BrainhandsError, ConfigurationError
+from shared.logs import configure_logging
+from shared.relay import OutboxRelay
+from shared.runtime import Services, open_services, stop_on_signals
+from shared.store import OperationLedger, Store, migrate
+from shared.tools import load_tool_modules
 
 Command = Callable[[argparse.Namespace], Coroutine[Any, Any, int]]
+WORKERS = {"hands", "relay"}
+"""Long-running roles: they log JSON lines."""
 
 
 async def _migrate(args: argparse.Namespace) -> int:
@@ -49,6 +57,56 @@ async def _status(args: argparse.Namespace) -> int:
     return 0
 
 
+async def _hands(args: argparse.Namespace) -> int:
+    settings = load_settings(HandsSettings)
+    registry = load_tool_modules(args.tools)
+    if not registry.in_pool(args.pool):
+        raise ConfigurationError(
+            f"no tool of pool {args.pool!r} is registered by {', '.join(args.tools)}; "
+            f"pools there: {sorted({t.pool for t in registry}) or 'none'}"
+        )
+    async with open_services(settings, name=f"hands-{args.pool}") as services:
+        worker = HandsWorker(
+            ledger=OperationLedger(services.store),
+            broker=services.broker,
+            leases=services.leases(settings.lease_ttl_ms),
+            registry=registry,
+            pool=args.pool,
+            concurrency=args.concurrency or settings.concurrency,
+            shutdown_grace=settings.shutdown_grace,
+            max_inline_result=settings.max_inline_result,
+        )
+        await _with_relay(services, worker.run)
+    return 0
+
+
+async def _relay(args: argparse.Namespace) -> int:
+    settings = load_settings(CommonSettings)
+    async with open_services(settings, name="relay") as services:
+        relay = OutboxRelay(services.store, services.broker, poll_interval=args.poll_interval)
+        await relay.run(stop_on_signals())
+    return 0
+
+
+async def _with_relay(services: Services, work: Callable[[asyncio.Event], Any]) -> None:
+    """Run ``work`` with an embedded relay woken by this process's commits.
+
+    On a signal the work drains first; the relay stops after it, so outcomes committed
+    while draining are still published.
+    """
+    stop = stop_on_signals()
+    relay_stop = asyncio.Event()
+    relay = OutboxRelay(services.store, services.broker)
+    services.store.add_commit_listener(relay.wake)
+    relay_task = asyncio.create_task(relay.run(relay_stop))
+    try:
+        await work(stop)
+    finally:
+        relay_stop.set()
+        await relay_task
+        await relay.drain_once()
+
+
 def _redacted(url: str) -> str:
     from sqlalchemy.engine import make_url
 
@@ -75,16 +133,29 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("status", help="show the store's schema revision and row counts")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(run=_status)
+
+    p = sub.add_parser("hands", help="run a Hands worker for one tool pool")
+    p.add_argument("--pool", required=True, help="the pool whose jobs this worker runs")
+    p.add_argument(
+        "--tools",
+        required=True,
+        action="append",
+        help="module path that registers tools (repeatable), e.g. examples.notify.tools",
+    )
+    p.add_argument("--concurrency", type=int, help="tool calls at once (default: settings)")
+    p.set_defaults(run=_hands)
+
+    p = sub.add_parser("relay", help="run an outbox relay on its own")
+    p.add_argument("--poll-interval", type=float, default=1.0, help="seconds between polls")
+    p.set_defaults(run=_relay)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s %(message)s",
+    configure_logging(
+        json_lines=args.command in WORKERS, level=logging.DEBUG if args.verbose else logging.INFO
     )
-    logging.getLogger("alembic").setLevel(logging.WARNING)
     run: Command = args.run
     try:
         return asyncio.run(run(args))

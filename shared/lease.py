@@ -242,3 +242,21 @@ def _holder(lease: Lease) -> str:
 def _register(redis: Redis, name: str) -> AsyncScript:
     source = (resources.files("shared") / "lease_scripts" / f"{name}.lua").read_text("utf-8")
     return redis.register_script(source)
+
+
+def connect_redis(url: str) -> Redis:
+    """A Redis client for leases: short timeouts and a single quick retry.
+
+    The client's default retries back off for seconds; a lease holder must learn sooner that
+    Redis is gone, since its renewals are bounded by the TTL.
+    """
+    from redis.asyncio.retry import Retry
+    from redis.backoff import ConstantBackoff
+
+    return Redis.from_url(
+        url,
+        socket_timeout=2.0,
+        socket_connect_timeout=2.0,
+        retry=Retry(ConstantBackoff(0.05), 1),
+        health_check_interval=15,
+    )

@@ -44,3 +44,4 @@ def configure_logging(*, json_lines: bool, level: int = logging.INFO) -> None:
     logging.getLogger("alembic").setLevel(logging.WARNING)
     logging.getLogger("aiormq").setLevel(logging.WARNING)
     logging.getLogger("aio_pika").setLevel(logging.WARNING)
+    logging.getLogger("httpx").setLevel(logging.WARNING)

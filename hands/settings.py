@@ -1,0 +1,20 @@
+"""Settings of a Hands worker process (``BRAINHANDS_*`` variables)."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from shared.config import CommonSettings
+
+
+class HandsSettings(CommonSettings):
+    """A Hands worker: which pool it serves and how it treats each tool call."""
+
+    concurrency: int = Field(default=8, ge=1)
+    """Tool calls run at once (the consumer's prefetch)."""
+    lease_ttl_ms: int = Field(default=10_000, ge=200)
+    """How long an operation lease lives without renewal; renewed every third of it."""
+    shutdown_grace: float = Field(default=20.0, ge=0)
+    """Seconds running tools get to finish after SIGTERM before they are handed back."""
+    max_inline_result: int = Field(default=64 * 1024, ge=1024)
+    """Results larger than this many bytes are stored once as a blob, not inline."""

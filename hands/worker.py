@@ -1,0 +1,389 @@
+"""The Hands worker: takes tool jobs from its pool's queue and runs each one at most as its
+replay policy allows, recording every outcome in the operation ledger.
+
+Per job: take the operation's lease (Redis) and claim its row with the lease's fencing token
+(store), then decide from the row alone (``hands.decide``) whether to publish an existing
+outcome again, run the tool, ask the tool's query function, or record ``uncertain``. The
+outcome and its result event are committed together, guarded by the token; the job is
+acked only after that commit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+from pydantic_core import to_jsonable_python
+
+from hands.context import ToolContext
+from hands.decide import judge_failure, next_step, timeout_step
+from shared.broker import Broker, Delivery
+from shared.errors import (
+    BrainhandsError,
+    LeaseLost,
+    StaleLeaseError,
+    ToolError,
+    UnknownToolError,
+)
+from shared.lease import Lease, LeaseManager
+from shared.messages import Message, ToolJob, ToolResult, encode
+from shared.parking import park
+from shared.store import OperationLedger, OperationRecord, OutboxMessage
+from shared.store.records import OperationStatus
+from shared.tools import QueryAnswer, ToolRegistry, ToolSpec
+
+log = logging.getLogger("brainhands.hands")
+
+
+class HandsWorker:
+    """Runs the tools of one pool."""
+
+    def __init__(
+        self,
+        *,
+        ledger: OperationLedger,
+        broker: Broker,
+        leases: LeaseManager,
+        registry: ToolRegistry,
+        pool: str,
+        concurrency: int = 8,
+        shutdown_grace: float = 20.0,
+        max_inline_result: int = 64 * 1024,
+    ) -> None:
+        self.ledger = ledger
+        self.broker = broker
+        self.leases = leases
+        self.registry = registry
+        self.pool = pool
+        self.concurrency = concurrency
+        self.shutdown_grace = shutdown_grace
+        self.max_inline_result = max_inline_result
+        self._cancels: dict[str, asyncio.Event] = {}
+        self._declared_compat: set[str] = set()
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Consume until ``stop`` is set, then drain: running tools get the grace period."""
+        topology = self.broker.topology
+        queue = await topology.declare_hands_pool(self.broker.channel, self.pool)
+        consumer = await self.broker.consume(queue, self.handle, prefetch=self.concurrency)
+        log.info("consuming", extra={"event": "consuming", "queue": queue, "pool": self.pool})
+        await stop.wait()
+        log.info("draining", extra={"event": "draining", "running": len(self._cancels)})
+        for cancel in self._cancels.values():
+            cancel.set()
+        await consumer.cancel(grace=self.shutdown_grace)
+
+    async def handle(self, message: Message, delivery: Delivery) -> None:
+        """Process one delivery; ack only after the outcome is durable."""
+        if not isinstance(message, ToolJob):
+            await park(self.broker, delivery, f"a {message.type} message has no place here")
+            return
+        job = message
+        fields = {"operation_id": job.operation_id, "session_id": job.session_id, "tool": job.tool}
+        log.info(
+            "received",
+            extra={
+                **fields,
+                "event": "received",
+                "redelivered": delivery.redelivered,
+                "delivery_count": delivery.delivery_count,
+            },
+        )
+        claimed: list[OperationRecord] = []
+
+        async def claim(token: int) -> None:
+            claimed.append(
+                (await self.ledger.claim(job.operation_id, token, intent=_intent(job))).operation
+            )
+
+        lease = await self._acquire(job, claim)
+        if lease is None:
+            # A live holder renews the lease and will publish the result itself.
+            log.info("held by another worker", extra={**fields, "event": "skipped"})
+            await delivery.ack()
+            return
+        log.info("claimed", extra={**fields, "event": "claimed", "fence": lease.token})
+        try:
+            async with self.leases.hold(lease):
+                await self._process(job, claimed[-1], lease.token)
+        except LeaseLost as exc:
+            log.warning(
+                "lease lost; job handed back",
+                extra={**fields, "event": "lease_lost", "reason": exc.reason},
+            )
+            await delivery.reject(requeue=True)
+            return
+        except StaleLeaseError as exc:
+            log.warning(
+                "superseded by a newer holder; nothing recorded",
+                extra={**fields, "event": "stale", "fence": lease.token, "current": exc.current},
+            )
+            await delivery.ack()
+            return
+        finally:
+            with contextlib.suppress(BrainhandsError):
+                await self.leases.release(lease)
+        await delivery.ack()
+        log.info("acked", extra={**fields, "event": "acked"})
+
+    async def _acquire(self, job: ToolJob, claim: Any) -> Lease | None:
+        """The operation's lease, waiting up to one TTL for a holder that may have died."""
+        resource = f"operation:{job.operation_id}"
+        deadline = time.monotonic() + self.leases.ttl_ms / 1000 + 1.0
+        while True:
+            lease = await self.leases.acquire_fenced(resource, claim)
+            if lease is not None or time.monotonic() > deadline:
+                return lease
+            await asyncio.sleep(self.leases.ttl_ms / 5000)
+
+    async def _process(self, job: ToolJob, op: OperationRecord, token: int) -> None:
+        try:
+            spec = self.registry.get(job.tool)
+        except UnknownToolError as exc:
+            await self._record_failure(job, token, "UnknownToolError", str(exc))
+            return
+        try:
+            args = spec.args_model.model_validate(job.arguments)
+        except ValidationError as exc:
+            await self._record_failure(job, token, "InvalidArguments", _describe(exc))
+            return
+        step = next_step(
+            op.status,
+            spec.policy,
+            attempts=op.attempts,
+            max_attempts=spec.retry.max_attempts,
+            next_attempt_at=op.next_attempt_at,
+            now=time.time(),
+        )
+        if step.action == "republish":
+            await self._republish(job, op)
+        elif step.action == "record_uncertain":
+            await self._record(job, token, "uncertain", error=_interrupted(op, spec))
+        elif step.action == "record_interrupted":
+            await self._record(job, token, "failed", error=_interrupted(op, spec))
+        elif step.action == "query" and await self._found_by_query(job, spec, args, op, token):
+            return
+        elif op.status == "started" and op.attempts >= spec.retry.max_attempts:
+            await self._record(job, token, "failed", error=_interrupted(op, spec))
+        else:
+            if step.delay:
+                await asyncio.sleep(step.delay)
+            await self._run(job, spec, args, token)
+
+    async def _run(self, job: ToolJob, spec: ToolSpec, args: BaseModel, token: int) -> None:
+        """Call the tool, retrying retryable failures within its retry policy."""
+        while True:
+            op = await self.ledger.mark_started(job.operation_id, token)
+            log.info(
+                "started",
+                extra={
+                    "event": "started",
+                    "operation_id": job.operation_id,
+                    "session_id": job.session_id,
+                    "attempt": op.attempts,
+                },
+            )
+            cancel = self._cancels.setdefault(job.operation_id, asyncio.Event())
+            ctx = ToolContext(
+                operation_id=job.operation_id,
+                session_id=job.session_id,
+                fence=token,
+                attempt=op.attempts,
+                cancel=cancel,
+            )
+            try:
+                async with asyncio.timeout(spec.timeout) as deadline:
+                    value = await spec.fn(args, ctx)
+            except TimeoutError as exc:
+                if not deadline.expired():
+                    verdict = judge_failure(exc, attempt=op.attempts, retry=spec.retry)
+                else:
+                    action = timeout_step(spec.policy)
+                    if action == "record_uncertain":
+                        await self._record(
+                            job, token, "uncertain", error=_timed_out(spec, op.attempts)
+                        )
+                        return
+                    if action == "query" and await self._found_by_query(job, spec, args, op, token):
+                        return
+                    timed_out = ToolError(f"timed out after {spec.timeout}s", retryable=True)
+                    verdict = judge_failure(timed_out, attempt=op.attempts, retry=spec.retry)
+            except Exception as exc:  # the tool's failure is data; LeaseLost is not an Exception
+                verdict = judge_failure(exc, attempt=op.attempts, retry=spec.retry)
+            else:
+                await self._record_success(job, token, value)
+                return
+            finally:
+                self._cancels.pop(job.operation_id, None)
+            if not verdict.retry:
+                await self._record(job, token, "failed", error=verdict.error)
+                return
+            await self.ledger.schedule_retry(
+                job.operation_id, token, error=verdict.error, retry_at=time.time() + verdict.delay
+            )
+            log.info(
+                "retry scheduled",
+                extra={
+                    "event": "retry",
+                    "operation_id": job.operation_id,
+                    "delay": verdict.delay,
+                    "error": verdict.error,
+                },
+            )
+            await asyncio.sleep(verdict.delay)
+
+    async def _found_by_query(
+        self, job: ToolJob, spec: ToolSpec, args: BaseModel, op: OperationRecord, token: int
+    ) -> bool:
+        """Ask the external system whether the interrupted call took effect; record it if so."""
+        assert spec.query is not None
+        ctx = ToolContext(
+            operation_id=job.operation_id,
+            session_id=job.session_id,
+            fence=token,
+            attempt=op.attempts,
+            cancel=asyncio.Event(),
+        )
+        async with asyncio.timeout(spec.timeout):
+            answer: QueryAnswer = await spec.query(args, ctx)
+        log.info(
+            "queried",
+            extra={
+                "event": "queried",
+                "operation_id": job.operation_id,
+                "happened": answer.happened,
+            },
+        )
+        if answer.happened:
+            await self._record_success(job, token, answer.result, via="query")
+        return answer.happened
+
+    async def _record_success(
+        self, job: ToolJob, token: int, value: Any, *, via: str | None = None
+    ) -> None:
+        try:
+            result = to_jsonable_python(value)
+            encoded = json.dumps(result).encode()
+        except (TypeError, ValueError) as exc:
+            await self._record_failure(
+                job, token, "InvalidResult", f"the tool returned a value that is not JSON: {exc}"
+            )
+            return
+        blob = encoded if len(encoded) > self.max_inline_result else None
+        await self._record(
+            job, token, "succeeded", result=None if blob else result, blob=blob, via=via
+        )
+
+    async def _record_failure(self, job: ToolJob, token: int, kind: str, message: str) -> None:
+        error = {"type": kind, "message": message, "retryable": False}
+        await self._record(job, token, "failed", error=error)
+
+    async def _record(
+        self,
+        job: ToolJob,
+        token: int,
+        status: OperationStatus,
+        *,
+        result: Any = None,
+        error: dict[str, Any] | None = None,
+        blob: bytes | None = None,
+        via: str | None = None,
+    ) -> None:
+        await self._declare_brain_queue(job.compat)
+        event = _result_event(job, status)
+        notify = OutboxMessage(self.broker.topology.brain_queue(job.compat), encode(event))
+        await self.ledger.record_outcome(
+            job.operation_id,
+            token,
+            status=status,
+            result=result,
+            error=error,
+            blob=blob,
+            notify=notify,
+            session_id=job.session_id,
+        )
+        log.info(
+            "outcome",
+            extra={
+                "event": "outcome",
+                "operation_id": job.operation_id,
+                "session_id": job.session_id,
+                "status": status,
+                "via": via or "call",
+                "error": error,
+            },
+        )
+
+    async def _republish(self, job: ToolJob, op: OperationRecord) -> None:
+        await self._declare_brain_queue(job.compat)
+        await self.broker.publish(
+            _result_event(job, op.status), self.broker.topology.brain_queue(job.compat)
+        )
+        log.info(
+            "duplicate job; result published again",
+            extra={
+                "event": "republished",
+                "operation_id": job.operation_id,
+                "session_id": job.session_id,
+                "status": op.status,
+            },
+        )
+
+    async def _declare_brain_queue(self, compat: str) -> None:
+        # A result must be deliverable before any Brain of that build has started.
+        if compat not in self._declared_compat:
+            await self.broker.topology.declare_brain(self.broker.channel, compat)
+            self._declared_compat.add(compat)
+
+
+def _intent(job: ToolJob) -> dict[str, Any]:
+    return {
+        "session_id": job.session_id,
+        "task_id": job.task_id,
+        "tool": job.tool,
+        "pool": job.pool,
+        "arguments": job.arguments,
+    }
+
+
+def _result_event(job: ToolJob, status: OperationStatus) -> ToolResult:
+    return ToolResult(
+        operation_id=job.operation_id,
+        session_id=job.session_id,
+        task_id=job.task_id,
+        compat=job.compat,
+        status=status,
+    )
+
+
+def _interrupted(op: OperationRecord, spec: ToolSpec) -> dict[str, Any]:
+    return {
+        "type": "Interrupted",
+        "message": (
+            f"the worker running attempt {op.attempts} died mid-call; the effect may or may "
+            f"not have happened (replay policy {spec.policy!r})"
+        ),
+        "retryable": False,
+        "attempt": op.attempts,
+    }
+
+
+def _timed_out(spec: ToolSpec, attempt: int) -> dict[str, Any]:
+    return {
+        "type": "Timeout",
+        "message": f"cancelled after {spec.timeout}s; the effect may or may not have happened",
+        "retryable": False,
+        "attempt": attempt,
+    }
+
+
+def _describe(exc: ValidationError) -> str:
+    return "; ".join(
+        f"{'.'.join(str(p) for p in e['loc']) or 'arguments'}: {e['msg']}"
+        for e in exc.errors(include_url=False)
+    )

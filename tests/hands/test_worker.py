@@ -1,0 +1,152 @@
+"""Hands worker processes against real services; effects are observed at the email service."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+
+import pytest
+
+from tests.helpers.harness import HandsHarness
+from tests.helpers.polling import eventually
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
+
+
+async def test_a_job_runs_the_tool_records_the_outcome_and_publishes_the_result(
+    hands: HandsHarness,
+) -> None:
+    hands.start_worker()
+    job = hands.job("send_safe", {"to": "ada@example.com"})
+    await hands.publish(job)
+
+    op = await hands.outcome(job.operation_id)
+
+    assert op.status == "succeeded" and op.attempts == 1
+    receipt = await hands.email.lookup(job.operation_id)
+    assert op.result == {"receipt": receipt, "attempt": 1}
+    assert [r.status for r in hands.results] == ["succeeded"]
+    assert (await hands.store.status())["outbox_unsent"] == 0
+
+
+async def test_a_job_delivered_three_times_runs_the_effect_once(hands: HandsHarness) -> None:
+    hands.start_worker()
+    job = hands.job("send_unsafe", {"to": "bob@example.com"})
+    for _ in range(3):
+        await hands.publish(job)
+
+    op = await hands.outcome(job.operation_id)
+    await eventually(lambda: len(hands.results) == 3, what="a result per delivery")
+
+    ledger = await hands.email.ledger()
+    assert len(ledger["unsafe_sends"]) == 1  # a non-idempotent API saw exactly one call
+    assert (op.status, op.attempts) == ("succeeded", 1)
+    assert {r.status for r in hands.results} == {"succeeded"}
+
+
+async def test_unknown_tools_and_bad_arguments_fail_clearly_and_the_worker_goes_on(
+    hands: HandsHarness,
+) -> None:
+    hands.start_worker()
+    unknown = hands.job("no_such_tool", {})
+    invalid = hands.job("send_safe", {"to": 42, "extra": True})
+    fine = hands.job("send_safe", {"to": "cy@example.com"})
+    for job in (unknown, invalid, fine):
+        await hands.publish(job)
+
+    bad_tool = await hands.outcome(unknown.operation_id)
+    bad_args = await hands.outcome(invalid.operation_id)
+    good = await hands.outcome(fine.operation_id)
+
+    assert bad_tool.status == "failed"
+    assert bad_tool.error["type"] == "UnknownToolError"
+    assert "no_such_tool" in bad_tool.error["message"]
+    assert bad_args.status == "failed"
+    assert bad_args.error["type"] == "InvalidArguments"
+    assert "to" in bad_args.error["message"]
+    assert good.status == "succeeded"
+
+
+async def test_retryable_failures_are_retried_with_backoff(hands: HandsHarness) -> None:
+    await hands.email.set_faults(fail_next=2)
+    hands.start_worker()
+    job = hands.job("send_safe", {"to": "dee@example.com"})
+    await hands.publish(job)
+
+    op = await hands.outcome(job.operation_id)
+
+    assert (op.status, op.attempts) == ("succeeded", 3)
+    assert op.result["attempt"] == 3
+
+
+async def test_retries_stop_at_the_limit_and_the_count_survives_a_kill(
+    hands: HandsHarness,
+) -> None:
+    await hands.email.set_faults(fail_next=100)
+    first = hands.start_worker()
+    job = hands.job("send_safe", {"to": "eve@example.com"})
+    await hands.publish(job)
+
+    async def two_attempts_failed() -> bool:
+        try:
+            op = await hands.ledger.get(job.operation_id)
+        except Exception:
+            return False
+        return op.attempts == 2 and op.status == "intended"
+
+    await eventually(two_attempts_failed, what="two failed attempts")
+    first.send_signal(signal.SIGKILL)
+    first.wait()
+    hands.start_worker()
+
+    op = await hands.outcome(job.operation_id)
+
+    assert (op.status, op.attempts) == ("failed", 4)  # 4 in all, not 2 + 4
+    assert op.error["retryable"] is True
+    faults = await hands.email.set_faults()
+    assert faults["fail_next"] == 100 - 4  # the service saw exactly four calls
+
+
+async def test_a_tool_past_its_timeout_is_cancelled_and_recorded_uncertain(
+    hands: HandsHarness,
+) -> None:
+    hands.start_worker()
+    job = hands.job("hang", {"to": "x@example.com"})
+    await hands.publish(job)
+
+    op = await hands.outcome(job.operation_id)
+
+    assert op.status == "uncertain"
+    assert op.error["type"] == "Timeout"
+
+
+async def test_a_large_result_is_stored_once_as_a_blob(hands: HandsHarness) -> None:
+    hands.start_worker(BRAINHANDS_MAX_INLINE_RESULT="2048")
+    small = hands.job("big_result", {"size": 100})
+    large = hands.job("big_result", {"size": 50_000})
+    await hands.publish(small)
+    await hands.publish(large)
+
+    inline = await hands.outcome(small.operation_id)
+    stored = await hands.outcome(large.operation_id)
+
+    assert inline.result == {"data": "x" * 100} and inline.blob_id is None
+    assert stored.result is None and stored.blob_id is not None
+    assert await hands.ledger.read_blob(stored.blob_id) == b'{"data": "' + b"x" * 50_000 + b'"}'
+
+
+async def test_sigterm_lets_the_running_tool_finish_then_exits_0(hands: HandsHarness) -> None:
+    worker = hands.start_worker()
+    job = hands.job("send_safe", {"to": "fay@example.com", "pause_after": 1.5})
+    await hands.publish(job)
+    await eventually(lambda: hands.service_has(job.operation_id), what="the tool to start")
+
+    worker.send_signal(signal.SIGTERM)
+    code = await asyncio.to_thread(worker.wait, 30)
+
+    assert code == 0
+    op = await hands.ledger.get(job.operation_id)
+    assert op.status == "succeeded"  # finished within the grace period, result committed
+    await eventually(lambda: len(hands.results) == 1, what="the result published on the way out")
+    log = hands.log(worker)
+    assert '"event": "draining"' in log and '"event": "acked"' in log

@@ -1,0 +1,146 @@
+"""A whole Hands deployment for tests: real store, broker, Redis, email service, and worker
+processes started and killed as the test says."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from examples.notify.email_client import EmailClient
+from shared.broker import Delivery
+from shared.messages import Message, ToolJob, ToolResult
+from shared.store import OperationLedger, OperationRecord, Store
+from tests.helpers.polling import eventually
+from tests.helpers.processes import spawn_module
+from tests.helpers.rabbit import BrokerEnv
+from tests.helpers.stores import StoreTarget
+
+
+async def start_email_service(tmp_path: Path, *flags: str) -> tuple[subprocess.Popen[bytes], str]:
+    """Start the example email service on a free port; return the process and its URL."""
+    port_file = tmp_path / "email.port"
+    proc = spawn_module(
+        "examples.notify.email_service",
+        "--port",
+        "0",
+        "--db",
+        str(tmp_path / "email.db"),
+        "--port-file",
+        str(port_file),
+        *flags,
+        log=tmp_path / "email.log",
+    )
+    await eventually(port_file.exists, within=15, what="the email service to listen")
+    return proc, f"http://127.0.0.1:{port_file.read_text().strip()}"
+
+
+@dataclass
+class HandsHarness:
+    """Publishes jobs like a Brain would, and watches results, the ledger and the service."""
+
+    store: Store
+    target: StoreTarget
+    env: BrokerEnv
+    email_url: str
+    redis_url: str
+    tmp_path: Path
+    lease_ttl_ms: int = 1500
+    workers: list[subprocess.Popen[bytes]] = field(default_factory=list)
+    results: list[ToolResult] = field(default_factory=list)
+
+    @property
+    def email(self) -> EmailClient:
+        return EmailClient(self.email_url)
+
+    @property
+    def ledger(self) -> OperationLedger:
+        return OperationLedger(self.store)
+
+    async def start(self) -> None:
+        await self.env.hands_queue("email")
+        brain = await self.env.brain_queue("v1")
+        await self.env.broker.consume(brain, self._collect)
+
+    async def _collect(self, message: Message, delivery: Delivery) -> None:
+        assert isinstance(message, ToolResult)
+        self.results.append(message)
+        await delivery.ack()
+
+    def worker_env(self, **extra: str) -> dict[str, str]:
+        return {
+            **self.target.env(),
+            "BRAINHANDS_RABBITMQ_URL": self.env.url,
+            "BRAINHANDS_REDIS_URL": self.redis_url,
+            "BRAINHANDS_NAMESPACE": self.env.topology.namespace,
+            "BRAINHANDS_LEASE_TTL_MS": str(self.lease_ttl_ms),
+            "BRAINHANDS_SHUTDOWN_GRACE": "5",
+            "TEST_EMAIL_URL": self.email_url,
+            **extra,
+        }
+
+    def start_worker(self, *, concurrency: int = 8, **extra: str) -> subprocess.Popen[bytes]:
+        """A real ``brainhands hands`` process for the email pool."""
+        n = len(self.workers)
+        proc = spawn_module(
+            "brainhands",
+            "hands",
+            "--pool",
+            "email",
+            "--tools",
+            "tests.helpers.tools",
+            "--concurrency",
+            str(concurrency),
+            env=self.worker_env(**extra),
+            log=self.tmp_path / f"worker{n}.log",
+        )
+        self.workers.append(proc)
+        return proc
+
+    def log(self, proc: subprocess.Popen[bytes]) -> str:
+        return (self.tmp_path / f"worker{self.workers.index(proc)}.log").read_text()
+
+    def job(self, tool: str, arguments: dict[str, Any], operation_id: str | None = None) -> ToolJob:
+        op = operation_id or f"op-{uuid.uuid4().hex[:10]}"
+        return ToolJob(
+            operation_id=op,
+            tool=tool,
+            arguments=arguments,
+            session_id="s1",
+            task_id=f"task-{op}",
+            compat="v1",
+            pool="email",
+        )
+
+    async def publish(self, job: ToolJob) -> None:
+        await self.env.broker.publish(job, self.env.topology.hands_queue("email"))
+
+    async def outcome(self, operation_id: str, *, within: float = 30) -> OperationRecord:
+        """Wait until the operation has an outcome and its result event arrived."""
+
+        async def done() -> bool:
+            try:
+                op = await self.ledger.get(operation_id)
+            except Exception:
+                return False
+            return op.status in ("succeeded", "failed", "uncertain", "cancelled") and any(
+                r.operation_id == operation_id for r in self.results
+            )
+
+        await eventually(done, within=within, what=f"an outcome for {operation_id}")
+        return await self.ledger.get(operation_id)
+
+    async def service_has(self, key: str) -> bool:
+        ledger = await self.email.ledger()
+        return any(s["key"] == key for s in ledger["sends"] + ledger["unsafe_sends"])
+
+    def kill_all(self) -> None:
+        for proc in self.workers:
+            if proc.poll() is None:
+                os.kill(proc.pid, signal.SIGCONT)
+                proc.kill()
+            proc.wait()

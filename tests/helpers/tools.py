@@ -1,0 +1,89 @@
+"""Tools for the Hands tests, declared with the public API; each sends through the real
+email service at ``TEST_EMAIL_URL`` under its operation id."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from typing import Any
+
+from pydantic import BaseModel
+
+from examples.notify.email_client import EmailClient, EmailServiceUnavailable
+from hands import QueryAnswer, RetryPolicy, ToolContext, ToolError, tool
+
+
+class Email(BaseModel):
+    to: str
+    subject: str = "notice"
+    body: str = "hello"
+    pause_after: float = 0.0
+    """Seconds to wait after the service accepted the email (a window to kill the worker in)."""
+
+
+def client() -> EmailClient:
+    return EmailClient(os.environ["TEST_EMAIL_URL"], timeout=5.0)
+
+
+async def deliver(args: Email, ctx: ToolContext, *, unsafe: bool = False) -> dict[str, Any]:
+    try:
+        send = client().send_unsafe if unsafe else client().send
+        receipt = await send(ctx.operation_id, args.to, args.subject, args.body)
+    except EmailServiceUnavailable as exc:
+        raise ToolError(str(exc), retryable=True) from exc
+    await ctx.progress("accepted", receipt=receipt)
+    await asyncio.sleep(args.pause_after)
+    return {"receipt": receipt, "attempt": ctx.attempt}
+
+
+async def was_sent(args: Email, ctx: ToolContext) -> QueryAnswer:
+    receipt = await client().lookup(ctx.operation_id)
+    return QueryAnswer(receipt is not None, {"receipt": receipt, "attempt": ctx.attempt})
+
+
+FAST_RETRY = RetryPolicy(max_attempts=4, initial_delay=0.3, multiplier=2, max_delay=2)
+
+
+@tool(pool="email", policy="safe", retry=FAST_RETRY)
+async def send_safe(args: Email, ctx: ToolContext) -> dict[str, Any]:
+    """Send an email; the service dedupes by operation id, so a re-run is harmless."""
+    return await deliver(args, ctx)
+
+
+@tool(pool="email", policy="query", query=was_sent, retry=FAST_RETRY)
+async def send_query(args: Email, ctx: ToolContext) -> dict[str, Any]:
+    """Send an email; after an interruption, ask the service whether it went out."""
+    return await deliver(args, ctx)
+
+
+@tool(pool="email", policy="unsafe", retry=FAST_RETRY)
+async def send_unsafe(args: Email, ctx: ToolContext) -> dict[str, Any]:
+    """Send through the non-idempotent endpoint: a second call is a second email."""
+    return await deliver(args, ctx, unsafe=True)
+
+
+@tool(pool="email", policy="unsafe", timeout=0.5)
+async def hang(args: Email, ctx: ToolContext) -> dict[str, Any]:
+    """Never finishes within its timeout."""
+    await asyncio.sleep(30)
+    return {}
+
+
+class Size(BaseModel):
+    size: int
+
+
+@tool(pool="email", policy="safe")
+async def big_result(args: Size, ctx: ToolContext) -> dict[str, Any]:
+    """Returns a result of ``size`` characters."""
+    return {"data": "x" * args.size}
+
+
+class Nothing(BaseModel):
+    pass
+
+
+@tool(pool="email", policy="safe")
+async def crash_worker(args: Nothing, ctx: ToolContext) -> None:
+    """Kills the process that runs it, every time: a poison job."""
+    os._exit(17)
