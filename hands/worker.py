@@ -163,13 +163,15 @@ class HandsWorker:
         if step.action == "republish":
             await self._republish(job, op)
         elif step.action == "record_uncertain":
-            await self._record(job, token, "uncertain", error=_interrupted(op, spec))
+            await self._record(
+                job, token, "uncertain", error=_interrupted(op, spec), via="recovery"
+            )
         elif step.action == "record_interrupted":
-            await self._record(job, token, "failed", error=_interrupted(op, spec))
+            await self._record(job, token, "failed", error=_interrupted(op, spec), via="recovery")
         elif step.action == "query" and await self._found_by_query(job, spec, args, op, token):
             return
         elif op.status == "started" and op.attempts >= spec.retry.max_attempts:
-            await self._record(job, token, "failed", error=_interrupted(op, spec))
+            await self._record(job, token, "failed", error=_interrupted(op, spec), via="recovery")
         else:
             if step.delay:
                 await asyncio.sleep(step.delay)

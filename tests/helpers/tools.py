@@ -18,7 +18,8 @@ class Email(BaseModel):
     subject: str = "notice"
     body: str = "hello"
     pause_after: float = 0.0
-    """Seconds to wait after the service accepted the email (a window to kill the worker in)."""
+    """Seconds the first attempt waits after the service accepted the email: a window to kill
+    the worker in, between the effect and the recorded outcome."""
 
 
 def client() -> EmailClient:
@@ -32,7 +33,8 @@ async def deliver(args: Email, ctx: ToolContext, *, unsafe: bool = False) -> dic
     except EmailServiceUnavailable as exc:
         raise ToolError(str(exc), retryable=True) from exc
     await ctx.progress("accepted", receipt=receipt)
-    await asyncio.sleep(args.pause_after)
+    if ctx.attempt == 1:
+        await asyncio.sleep(args.pause_after)
     return {"receipt": receipt, "attempt": ctx.attempt}
 
 

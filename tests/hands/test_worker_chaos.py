@@ -1,0 +1,154 @@
+"""Hands workers killed and frozen mid-call; the email service's ledger is the judge."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+
+import pytest
+
+from tests.helpers.harness import HandsHarness
+from tests.helpers.polling import eventually
+
+pytestmark = [pytest.mark.integration, pytest.mark.chaos, pytest.mark.timeout(180)]
+
+
+@pytest.mark.parametrize("tool", ["send_safe", "send_query", "send_unsafe"])
+async def test_worker_killed_after_the_effect_before_the_outcome(
+    hands: HandsHarness, tool: str
+) -> None:
+    first = hands.start_worker()
+    job = hands.job(tool, {"to": "ann@example.com", "pause_after": 30})
+    await hands.publish(job)
+    await eventually(lambda: hands.service_has(job.operation_id), what="the email to be sent")
+    first.send_signal(signal.SIGKILL)  # the email went out; the receipt was never recorded
+    first.wait()
+    hands.start_worker()  # RabbitMQ redelivers the unacked job to this one
+
+    op = await hands.outcome(job.operation_id)
+    ledger = await hands.email.ledger()
+
+    if tool == "send_safe":
+        # Run again with the same key: the service deduped, one email.
+        [sent] = ledger["sends"]
+        assert (op.status, op.attempts, sent["attempts"]) == ("succeeded", 2, 2)
+        assert op.result["receipt"] == sent["receipt"]
+    elif tool == "send_query":
+        # Asked the service instead of sending again: one call in all.
+        [sent] = ledger["sends"]
+        assert (op.status, op.attempts, sent["attempts"]) == ("succeeded", 1, 1)
+        assert op.result["receipt"] == sent["receipt"]
+    else:
+        # Cannot be asked and must not be repeated: uncertain, and one call at the service.
+        assert op.status == "uncertain"
+        assert op.error["type"] == "Interrupted"
+        assert len(ledger["unsafe_sends"]) == 1
+    assert [r.status for r in hands.results] == [op.status]
+
+
+async def test_query_tool_killed_before_the_effect_is_sent_once(hands: HandsHarness) -> None:
+    await hands.email.set_faults(delay=30)  # the call hangs before the service accepts it
+    first = hands.start_worker()
+    job = hands.job("send_query", {"to": "ben@example.com"})
+    await hands.publish(job)
+
+    async def started() -> bool:
+        try:
+            return (await hands.ledger.get(job.operation_id)).status == "started"
+        except Exception:
+            return False
+
+    await eventually(started, what="the call to go out")
+    first.send_signal(signal.SIGKILL)
+    first.wait()
+    await hands.email.set_faults(delay=0)
+    hands.start_worker()
+
+    op = await hands.outcome(job.operation_id)
+
+    # The query said "not sent", so the tool ran again: one email, sent by attempt 2.
+    # (The killed request may still land at the service later; it carries the same key.)
+    assert (op.status, op.attempts) == ("succeeded", 2)
+    [sent] = (await hands.email.ledger())["sends"]
+    assert op.result["receipt"] == sent["receipt"]
+
+
+async def test_frozen_worker_is_superseded_and_cannot_record(hands: HandsHarness) -> None:
+    frozen = hands.start_worker(concurrency=1)  # holds no other delivery while frozen
+    job = hands.job("send_safe", {"to": "cat@example.com", "pause_after": 1.0})
+    await hands.publish(job)
+    await eventually(lambda: hands.service_has(job.operation_id), what="the call to go out")
+    frozen.send_signal(signal.SIGSTOP)
+    await asyncio.sleep(hands.lease_ttl_ms / 1000 + 0.5)  # its lease expires
+    successor = hands.start_worker()
+    await hands.publish(job)  # the sweeper's re-dispatch, as a duplicate job
+
+    op = await hands.outcome(job.operation_id)
+    assert op.status == "succeeded"
+
+    frozen.send_signal(signal.SIGCONT)
+    await eventually(
+        lambda: (
+            '"event": "lease_lost"' in hands.log(frozen) or '"event": "stale"' in hands.log(frozen)
+        ),
+        within=20,
+        what="the frozen worker to notice it was superseded",
+    )
+    await asyncio.sleep(1.0)
+    after = await hands.ledger.get(job.operation_id)
+    # The outcome is the successor's, untouched (a handed-back job only republishes it).
+    assert (after.status, after.result, after.finished_at) == (
+        "succeeded",
+        op.result,
+        op.finished_at,
+    )
+    outcomes = [json.loads(line) for line in hands.log(frozen).splitlines()]
+    assert not [o for o in outcomes if o.get("event") == "outcome"]  # it recorded nothing
+    [sent] = (await hands.email.ledger())["sends"]
+    assert sent["attempts"] == 2  # both calls carried the same key: one email
+    assert successor.poll() is None
+
+
+async def test_a_burst_of_500_jobs_across_3_workers_sends_each_email_once(
+    hands: HandsHarness,
+) -> None:
+    for _ in range(3):
+        hands.start_worker(concurrency=16)
+    jobs = [hands.job("send_unsafe", {"to": f"user{n}@example.com"}) for n in range(500)]
+    await asyncio.gather(*(hands.publish(job) for job in jobs))
+
+    await eventually(lambda: len(hands.results) >= 500, within=150, what="500 results")
+    ledger = await hands.email.ledger()
+    keys = [s["key"] for s in ledger["unsafe_sends"]]
+    assert sorted(keys) == sorted(job.operation_id for job in jobs)  # each exactly once
+    worked = [hands.log(w).count('"event": "outcome"') for w in hands.workers]
+    assert sum(worked) == 500 and min(worked) > 0, worked
+
+
+async def test_a_tool_that_kills_its_worker_ends_failed_not_in_a_crash_loop(
+    hands: HandsHarness,
+) -> None:
+    hands.start_worker()
+    poison = hands.job("crash_worker", {})
+    fine = hands.job("send_safe", {"to": "dan@example.com"})
+    await hands.publish(poison)
+    await hands.publish(fine)
+
+    async def keep_two_workers() -> bool:
+        # A supervisor's job, done by the test: replace each dead worker.
+        for proc in list(hands.workers):
+            if proc.poll() is not None:
+                hands.workers.remove(proc)
+                hands.start_worker()
+        try:
+            op = await hands.ledger.get(poison.operation_id)
+        except Exception:
+            return False
+        return op.status == "failed"
+
+    await eventually(keep_two_workers, within=90, what="the poison job to be given up")
+    op = await hands.outcome(poison.operation_id)
+    assert op.error["type"] == "Interrupted"
+    assert op.attempts == 3  # the tool's max_attempts, then no more
+    assert (await hands.outcome(fine.operation_id)).status == "succeeded"
