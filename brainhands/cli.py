@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import logging
 import sys
@@ -16,13 +17,16 @@ from typing import Any
 
 from hands.settings import HandsSettings
 from hands.worker import HandsWorker
+from shared.broker import Broker
 from shared.config import CommonSettings, load_settings
 from shared.errors import BrainhandsError, ConfigurationError
 from shared.logs import configure_logging
+from shared.parking import list_parked, replay_parked
 from shared.relay import OutboxRelay
 from shared.runtime import Services, open_services, stop_on_signals
 from shared.store import OperationLedger, Store, migrate
 from shared.tools import load_tool_modules
+from shared.topology import Topology
 
 Command = Callable[[argparse.Namespace], Coroutine[Any, Any, int]]
 WORKERS = {"hands", "relay"}
@@ -107,6 +111,28 @@ async def _with_relay(services: Services, work: Callable[[asyncio.Event], Any]) 
         await relay.drain_once()
 
 
+async def _dlq(args: argparse.Namespace) -> int:
+    settings = load_settings(CommonSettings)
+    topology = Topology(settings.namespace, delivery_limit=settings.delivery_limit)
+    broker = await Broker.connect(settings.rabbitmq_url, topology, connection_name="dlq")
+    try:
+        if args.action == "replay":
+            replayed = await replay_parked(broker, args.limit)
+            print(f"replayed {replayed} parked message(s) to their origin queues")
+            return 0
+        parked = await list_parked(broker, args.limit)
+    finally:
+        await broker.close()
+    if args.json:
+        print(json.dumps([dataclasses.asdict(p) for p in parked], indent=2))
+    elif not parked:
+        print(f"{topology.parking_queue} is empty")
+    else:
+        for p in parked:
+            print(f"- from {p.origin} ({p.count}x): {p.reason}\n    {p.body_preview}")
+    return 0
+
+
 def _redacted(url: str) -> str:
     from sqlalchemy.engine import make_url
 
@@ -144,6 +170,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--concurrency", type=int, help="tool calls at once (default: settings)")
     p.set_defaults(run=_hands)
+
+    p = sub.add_parser("dlq", help="list or replay parked (dead-lettered) messages")
+    p.add_argument("action", choices=["list", "replay"], nargs="?", default="list")
+    p.add_argument("--limit", type=int, default=20, help="messages to list or replay")
+    p.add_argument("--json", action="store_true", help="print JSON (list)")
+    p.set_defaults(run=_dlq)
 
     p = sub.add_parser("relay", help="run an outbox relay on its own")
     p.add_argument("--poll-interval", type=float, default=1.0, help="seconds between polls")

@@ -1,0 +1,81 @@
+"""The ``brainhands`` command, run as a user runs it: a real process."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.helpers.rabbit import BrokerEnv, broker_env
+
+
+def brainhands(
+    *args: str, cwd: Path, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("BRAINHANDS_")}
+    return subprocess.run(
+        [sys.executable, "-m", "brainhands", *args],
+        cwd=cwd,
+        env={**clean, **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_migrate_with_no_configuration_creates_the_embedded_store(tmp_path: Path) -> None:
+    done = brainhands("migrate", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "empty -> " in done.stdout
+    assert (tmp_path / "brainhands.db").exists()
+
+    status = brainhands("status", "--json", cwd=tmp_path)
+    assert json.loads(status.stdout)["revision"] == json.loads(status.stdout)["head"]
+
+
+def test_invalid_settings_fail_at_start_naming_the_variable(tmp_path: Path) -> None:
+    done = brainhands("status", cwd=tmp_path, env={"BRAINHANDS_DATABASE_URL": "mysql://db"})
+    assert done.returncode == 2
+    assert "BRAINHANDS_DATABASE_URL" in done.stderr
+    assert "PostgreSQL" in done.stderr
+
+
+def test_hands_refuses_a_pool_its_tool_modules_do_not_serve(tmp_path: Path) -> None:
+    root = Path(__file__).resolve().parents[2]
+    done = brainhands("hands", "--pool", "nope", "--tools", "tests.helpers.tools", cwd=root)
+    assert done.returncode == 2
+    assert "no tool of pool 'nope'" in done.stderr and "email" in done.stderr
+
+
+@pytest.mark.integration
+async def test_dlq_lists_parked_messages_with_reasons_and_replays_them(
+    rabbitmq_url: str, namespace: str, tmp_path: Path
+) -> None:
+    env = {"BRAINHANDS_RABBITMQ_URL": rabbitmq_url, "BRAINHANDS_NAMESPACE": namespace}
+    async with broker_env(rabbitmq_url, namespace) as broker:
+        queue = await broker.hands_queue("email")
+        await park_garbage(broker, queue)
+
+        listed = brainhands("dlq", "--json", cwd=tmp_path, env=env)
+        assert listed.returncode == 0, listed.stderr
+        [parked] = json.loads(listed.stdout)
+        assert parked["origin"] == queue
+        assert "invalid message" in parked["reason"]
+
+        replayed = brainhands("dlq", "replay", cwd=tmp_path, env=env)
+        assert "replayed 1 parked message" in replayed.stdout
+        assert await broker.message_count(queue) == 1
+
+
+async def park_garbage(broker: BrokerEnv, queue: str) -> None:
+    """Deliver an undecodable body to a consumer, which parks it."""
+    from tests.helpers.polling import eventually
+
+    await broker.broker.publish_body(b"{not json", queue)
+    consumer = await broker.broker.consume(queue, lambda message, delivery: delivery.ack())
+    await eventually(lambda: broker.count_is(broker.topology.parking_queue, 1), what="parked")
+    await consumer.cancel()
