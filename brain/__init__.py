@@ -1,0 +1,39 @@
+"""The Brain: runs durable tasks (and agents built on them) from the session store.
+
+Declare a task kind with ``TaskKind`` and its phases, register it in a ``TaskRegistry``, and
+run Brains with ``brainhands brain``. A phase returns what happens next (``Goto``, ``Sleep``,
+``Spawn``, ``Dispatch``, ``Finish``, ``Fail``); the Brain commits it atomically.
+"""
+
+from brain.registry import TaskKind, TaskRegistry
+from brain.task import (
+    Child,
+    ChildOutcome,
+    Dispatch,
+    Fail,
+    Finish,
+    Goto,
+    JoinPolicy,
+    Next,
+    PhaseContext,
+    Sleep,
+    Spawn,
+    TaskView,
+)
+
+__all__ = [
+    "Child",
+    "ChildOutcome",
+    "Dispatch",
+    "Fail",
+    "Finish",
+    "Goto",
+    "JoinPolicy",
+    "Next",
+    "PhaseContext",
+    "Sleep",
+    "Spawn",
+    "TaskKind",
+    "TaskRegistry",
+    "TaskView",
+]

@@ -91,6 +91,13 @@ async def read_transaction(engine: AsyncEngine) -> AsyncIterator[AsyncConnection
                 yield conn
 
 
+def dialect_insert(conn: AsyncConnection) -> Any:
+    """``INSERT`` with ``ON CONFLICT`` support for the connection's backend."""
+    from sqlalchemy.dialects import postgresql, sqlite
+
+    return (postgresql if conn.dialect.name == "postgresql" else sqlite).insert
+
+
 @contextlib.contextmanager
 def wrap_driver_errors() -> Any:
     """Translate SQLAlchemy/driver exceptions into the store's error tree."""

@@ -14,11 +14,11 @@ import time
 from typing import Any
 
 from sqlalchemy import select, update
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from shared.errors import NotFoundError, StaleLeaseError
 from shared.store import schema
+from shared.store.engine import dialect_insert
 
 
 async def claim_session_fence(conn: AsyncConnection, session_id: str, token: int) -> int:
@@ -53,8 +53,7 @@ async def claim_operation_fence(
         "created_at": now,
         "updated_at": now,
     }
-    dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
-    stmt = dialect.insert(o).values(**values)
+    stmt = dialect_insert(conn)(o).values(**values)
     stmt = stmt.on_conflict_do_update(
         index_elements=[o.c.operation_id],
         set_={"fence": token, "updated_at": now},

@@ -25,7 +25,7 @@ from shared.store.commit import insert_outbox
 from shared.store.draft import OutboxMessage, new_id
 from shared.store.engine import read_transaction, write_transaction
 from shared.store.load import operation_record
-from shared.store.records import OperationRecord, OperationStatus
+from shared.store.records import CommitReceipt, OperationRecord, OperationStatus
 from shared.store.store import Store
 
 FINAL_STATUSES: frozenset[OperationStatus] = frozenset(
@@ -134,6 +134,10 @@ class OperationLedger:
             )
             if notify is not None:
                 await insert_outbox(conn, session_id, [notify], now)
+        if notify is not None:
+            self.store.notify(
+                CommitReceipt(session_id or "", version=-1, entry_seqs=[], outbox_rows=1)
+            )
 
     async def read_blob(self, blob_id: str) -> bytes:
         b = schema.blob

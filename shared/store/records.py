@@ -50,6 +50,8 @@ class TaskRecord:
     kind: str
     kind_version: int
     input: JSON
+    state: JSON
+    submission_id: str | None
     status: TaskStatus
     phase: str | None
     wake_at: float | None

@@ -81,6 +81,9 @@ task = Table(
     Column("kind", String(128), nullable=False),
     Column("kind_version", Integer, nullable=False),
     Column("input", JSON, nullable=False),
+    # Scratch data a phase hands to the next one (e.g. an operation id fixed before a call).
+    Column("state", JSON, nullable=True),
+    Column("submission_id", ID, nullable=True),
     Column("status", String(16), nullable=False),
     Column("phase", String(64), nullable=True),
     Column("wake_at", Float, nullable=True),

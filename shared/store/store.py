@@ -93,9 +93,13 @@ class Store:
         """
         async with write_transaction(self.engine) as conn:
             receipt = await apply_draft(conn, draft)
+        self.notify(receipt)
+        return receipt
+
+    def notify(self, receipt: CommitReceipt) -> None:
+        """Tell the commit listeners about a transaction that committed (outbox rows...)."""
         for listener in self._listeners:
             listener(receipt)
-        return receipt
 
     async def load(self, session_id: str) -> SessionState:
         """Read the session's state in one snapshot and a fixed number of queries."""

@@ -141,6 +141,8 @@ def upgrade() -> None:
         sa.Column("kind", sa.String(length=128), nullable=False),
         sa.Column("kind_version", sa.Integer(), nullable=False),
         sa.Column("input", sa.JSON(), nullable=False),
+        sa.Column("state", sa.JSON(), nullable=True),
+        sa.Column("submission_id", sa.String(length=64), nullable=True),
         sa.Column("status", sa.String(length=16), nullable=False),
         sa.Column("phase", sa.String(length=64), nullable=True),
         sa.Column("wake_at", sa.Float(), nullable=True),

@@ -1,0 +1,242 @@
+"""The kernel's decisions, as pure functions over stored state.
+
+The scheduler gathers the facts about a task (its row, the rows it waits for, the outcome
+of its tool call) and asks ``next_action`` what to do; after a phase it asks ``transition``
+how the task's row changes. No I/O here, so every rule of DESIGN §4 is tested directly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from brain.task import Dispatch, Fail, Finish, Goto, JoinPolicy, Next, Outcome, Sleep, Spawn
+from shared.store.records import OperationRecord, TaskRecord
+
+TOOL_KIND = "brainhands.tool"
+"""The built-in kind of a task that waits for one tool call's outcome."""
+
+FINAL_OPERATION = frozenset({"succeeded", "failed", "uncertain", "cancelled"})
+
+
+# Actions ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Run:
+    """Enter ``phase`` (recording the entry first: crash loops are counted that way)."""
+
+    phase: str
+
+
+@dataclass(frozen=True)
+class Settle:
+    """Make the task terminal."""
+
+    outcome: Outcome
+    result: Any = None
+    error: Any = None
+    notify_cancel: bool = False
+    """A tool task cancelled while its call may run: tell Hands."""
+
+
+@dataclass(frozen=True)
+class WindDown:
+    """The outcome is decided but owned children still run: ask them to stop, then wait."""
+
+    outcome: Outcome
+    error: Any
+    cancel: list[str]
+
+
+@dataclass(frozen=True)
+class Block:
+    """No handler for this kind/version in this build: leave the state, say why."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
+class Idle:
+    """Nothing to do until something changes (or until ``until``, for a timer)."""
+
+    until: float | None = None
+
+
+Action = Run | Settle | WindDown | Block | Idle
+
+
+@dataclass(frozen=True)
+class Facts:
+    """What the scheduler knows about one open task."""
+
+    task: TaskRecord
+    now: float
+    has_handler: bool
+    max_restarts: int
+    waited: list[TaskRecord] = field(default_factory=list)
+    """The rows of the tasks in ``task.wait_for``, in that order."""
+    operation: OperationRecord | None = None
+    """For a tool task: its operation's row, once Hands created it."""
+    entered_here: bool = False
+    """This scheduler recorded the task's current entry itself: ``running`` is not a crash."""
+
+
+def next_action(facts: Facts) -> Action:
+    """What to do with an open task now (DESIGN §4)."""
+    task = facts.task
+    if task.kind != TOOL_KIND and not facts.has_handler:
+        reason = f"no handler for task kind {task.kind} v{task.kind_version} in this build"
+        return Idle() if task.blocked_reason == reason else Block(reason)
+    if task.cancel_requested and task.status != "completing":
+        return _cancel(facts)
+    if task.status == "pending":
+        return Run(_phase(task))
+    if task.status == "running":
+        if facts.entered_here:
+            return Run(_phase(task))
+        # Whoever ran it lost the session (we hold it now): the phase was interrupted.
+        if task.attempt >= facts.max_restarts:
+            return Settle("failed", error=crash_loop_error(task))
+        return Run(_phase(task))
+    if task.status == "sleeping":
+        if task.wake_at is None or task.wake_at <= facts.now:
+            return Run(_phase(task))
+        return Idle(until=task.wake_at)
+    if task.status == "waiting":
+        if task.kind == TOOL_KIND:
+            op = facts.operation
+            if op is not None and op.status in FINAL_OPERATION:
+                return tool_outcome(op)
+            return Idle()
+        return _join(facts)
+    if task.status == "completing":
+        if all(w.status == "terminal" for w in facts.waited):
+            return Settle(task.outcome or "failed", result=task.result, error=task.error)
+        return Idle()
+    return Idle()
+
+
+def _phase(task: TaskRecord) -> str:
+    assert task.phase is not None, f"task {task.id} has no phase"
+    return task.phase
+
+
+def _cancel(facts: Facts) -> Action:
+    task = facts.task
+    if task.kind == TOOL_KIND:
+        return Settle("cancelled", error={"reason": "cancelled"}, notify_cancel=True)
+    still_running = [w.id for w in facts.waited if w.status != "terminal"]
+    if still_running:
+        return WindDown("cancelled", {"reason": "cancelled"}, still_running)
+    return Settle("cancelled", error={"reason": "cancelled"})
+
+
+JoinState = Literal["wait", "resume", "fail_fast"]
+
+
+def evaluate_join(policy: JoinPolicy | None, waited: list[TaskRecord]) -> JoinState:
+    """Whether a wait is over: ``all_settled`` waits for every task; ``fail_fast`` stops
+    at the first failure (the others are then asked to stop)."""
+    if policy == "fail_fast" and any(
+        w.status == "terminal" and w.outcome != "succeeded" for w in waited
+    ):
+        return "fail_fast"
+    if all(w.status == "terminal" for w in waited):
+        return "resume"
+    return "wait"
+
+
+def _join(facts: Facts) -> Action:
+    state = evaluate_join(facts.task.join_policy, facts.waited)
+    if state == "resume":
+        return Run(_phase(facts.task))
+    if state == "fail_fast":
+        failed = next(
+            w for w in facts.waited if w.status == "terminal" and w.outcome != "succeeded"
+        )
+        error = {"reason": "a child failed", "child": failed.id, "child_error": failed.error}
+        still_running = [w.id for w in facts.waited if w.status != "terminal"]
+        if still_running:
+            return WindDown("failed", error, still_running)
+        return Settle("failed", error=error)
+    return Idle()
+
+
+def tool_outcome(op: OperationRecord) -> Settle:
+    """A tool task ends as its operation did; ``uncertain`` stays visible as such."""
+    if op.status == "succeeded":
+        return Settle("succeeded", result={"status": "succeeded", "result": op.result})
+    outcome: Outcome = "cancelled" if op.status == "cancelled" else "failed"
+    return Settle(outcome, error={"status": op.status, "error": op.error})
+
+
+def crash_loop_error(task: TaskRecord) -> dict[str, Any]:
+    return {
+        "reason": "crash loop",
+        "message": f"phase {task.phase!r} was entered {task.attempt} times without finishing",
+        "phase": task.phase,
+    }
+
+
+def failed_phase_error(task: TaskRecord, exc: BaseException) -> dict[str, Any]:
+    return {
+        "reason": "phase raised",
+        "message": f"phase {task.phase!r} raised {type(exc).__name__}: {exc}",
+        "phase": task.phase,
+        "attempts": task.attempt,
+    }
+
+
+# Transitions -----------------------------------------------------------------------------
+
+
+def transition(nxt: Next, *, now: float, spawned: list[str]) -> dict[str, Any]:
+    """How a task's row changes when a phase returns ``nxt``.
+
+    ``spawned`` are the ids given to the children (or tool task) the result creates. A
+    ``Goto`` enters the next phase at once (``running``, first attempt): the scheduler runs
+    it right after this commit, and a crash before that counts as one attempt.
+    """
+    base: dict[str, Any] = {"wake_at": None, "wait_for": None, "join_policy": None}
+    if isinstance(nxt, Goto):
+        return {**base, "status": "running", "phase": nxt.phase, "attempt": 1, "state": nxt.state}
+    if isinstance(nxt, Sleep):
+        return {
+            **base,
+            "status": "sleeping",
+            "phase": nxt.then,
+            "wake_at": nxt.wake_at(now),
+            "attempt": 0,
+            "state": nxt.state,
+        }
+    if isinstance(nxt, Spawn | Dispatch):
+        join: JoinPolicy = nxt.join if isinstance(nxt, Spawn) else "all_settled"
+        return {
+            **base,
+            "status": "waiting",
+            "phase": nxt.then,
+            "wait_for": spawned,
+            "join_policy": join,
+            "attempt": 0,
+            "state": nxt.state,
+        }
+    if isinstance(nxt, Finish):
+        return {**base, "status": "terminal", "outcome": "succeeded", "result": nxt.result}
+    if isinstance(nxt, Fail):
+        return {**base, "status": "terminal", "outcome": "failed", "error": nxt.error}
+    raise TypeError(f"a phase returned {nxt!r}, which is not a Next")
+
+
+def settle_changes(action: Settle) -> dict[str, Any]:
+    return {
+        "status": "terminal",
+        "outcome": action.outcome,
+        "result": action.result,
+        "error": action.error,
+        "wake_at": None,
+    }
+
+
+def wind_down_changes(action: WindDown) -> dict[str, Any]:
+    return {"status": "completing", "outcome": action.outcome, "error": action.error}

@@ -1,0 +1,106 @@
+"""Reads beyond one session's snapshot: the rows a wait refers to, and what the sweeper
+looks for across all sessions. Each is one query, served by an index."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlalchemy import and_, select
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from shared.store import schema
+from shared.store.engine import read_transaction
+from shared.store.load import operation_record, task_record
+from shared.store.records import OperationRecord, TaskRecord
+
+FINAL = ("succeeded", "failed", "uncertain", "cancelled")
+
+
+async def tasks_by_ids(engine: AsyncEngine, ids: list[str]) -> dict[str, TaskRecord]:
+    if not ids:
+        return {}
+    t = schema.task
+    async with read_transaction(engine) as conn:
+        rows = await conn.execute(select(t).where(t.c.id.in_(ids)))
+        return {r.id: task_record(r) for r in rows}
+
+
+async def operations_by_ids(engine: AsyncEngine, ids: list[str]) -> dict[str, OperationRecord]:
+    if not ids:
+        return {}
+    o = schema.operation
+    async with read_transaction(engine) as conn:
+        rows = await conn.execute(select(o).where(o.c.operation_id.in_(ids)))
+        return {r.operation_id: operation_record(r) for r in rows}
+
+
+@dataclass(frozen=True)
+class SessionRef:
+    session_id: str
+    compat: str
+
+
+async def sessions_needing_attention(
+    engine: AsyncEngine, *, now: float, limit: int = 1000
+) -> list[SessionRef]:
+    """Sessions with work a Brain could do now: due timers, runnable or interrupted tasks,
+    winding-down parents, and tool outcomes not yet applied."""
+    t, s, o = schema.task, schema.session, schema.operation
+    runnable = select(t.c.session_id).where(t.c.status.in_(("pending", "running", "completing")))
+    due = select(t.c.session_id).where(t.c.status == "sleeping", t.c.wake_at <= now)
+    unapplied = (
+        select(t.c.session_id)
+        .join(o, o.c.operation_id == t.c.operation_id)
+        .where(t.c.status == "waiting", o.c.status.in_(FINAL))
+    )
+    queued = select(schema.submission.c.session_id).where(schema.submission.c.status == "queued")
+    ids = runnable.union(due, unapplied, queued).subquery()
+    stmt = select(s.c.id, s.c.compat).where(s.c.id.in_(select(ids.c.session_id))).limit(limit)
+    async with read_transaction(engine) as conn:
+        return [SessionRef(r.id, r.compat) for r in await conn.execute(stmt)]
+
+
+@dataclass(frozen=True)
+class PendingCall:
+    """A tool call the Brain waits for that has no outcome yet."""
+
+    task: TaskRecord
+    compat: str
+    operation_status: str | None
+    updated_at: float
+
+
+async def calls_without_outcome(
+    engine: AsyncEngine, *, older_than: float, limit: int = 1000
+) -> list[PendingCall]:
+    """Tool tasks waiting since before ``older_than`` whose operation has no outcome: their
+    job may be lost (never published, purged, dropped by a crash) and may need re-sending."""
+    t, s, o = schema.task, schema.session, schema.operation
+    stmt = (
+        select(t, s.c.compat, o.c.status.label("op_status"), o.c.updated_at.label("op_updated"))
+        .join(s, s.c.id == t.c.session_id)
+        .outerjoin(o, o.c.operation_id == t.c.operation_id)
+        .where(
+            t.c.status == "waiting",
+            t.c.operation_id.is_not(None),
+            t.c.updated_at < older_than,
+            (o.c.status.is_(None)) | and_(o.c.status.not_in(FINAL), o.c.updated_at < older_than),
+        )
+        .limit(limit)
+    )
+    async with read_transaction(engine) as conn:
+        rows = list(await conn.execute(stmt))
+    calls = []
+    for r in rows:
+        fields = {
+            k: v for k, v in r._mapping.items() if k not in ("compat", "op_status", "op_updated")
+        }
+        calls.append(
+            PendingCall(
+                task=TaskRecord(**fields),
+                compat=r.compat,
+                operation_status=r.op_status,
+                updated_at=r.op_updated or r.updated_at,
+            )
+        )
+    return calls

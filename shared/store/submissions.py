@@ -1,0 +1,88 @@
+"""Accepted input: one submission per ``(session, request_id)``, however often it is sent.
+
+Submitting needs no session lease: it inserts the submission (and the session, on first
+contact) and the wake-up in one transaction, and a Brain picks the submission up from
+there. Re-submitting the same request id returns the original and wakes nobody.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from shared.errors import NotFoundError
+from shared.store import schema
+from shared.store.commit import insert_outbox
+from shared.store.draft import OutboxMessage, new_id
+from shared.store.engine import dialect_insert, read_transaction, write_transaction
+from shared.store.records import CommitReceipt, SubmissionRecord
+from shared.store.store import Store
+
+
+@dataclass(frozen=True)
+class SubmitReceipt:
+    submission: SubmissionRecord
+    created: bool
+    """False when the request id was seen before: nothing new was started."""
+
+
+async def submit(
+    store: Store,
+    *,
+    session_id: str,
+    request_id: str,
+    input: Any,
+    compat: str,
+    wake: OutboxMessage,
+) -> SubmitReceipt:
+    """Accept ``input`` once for ``(session_id, request_id)`` and wake the session's Brains."""
+    now = time.time()
+    async with write_transaction(store.engine) as conn:
+        insert = dialect_insert(conn)
+        await conn.execute(
+            insert(schema.session)
+            .values(id=session_id, compat=compat, created_at=now, updated_at=now)
+            .on_conflict_do_nothing(index_elements=["id"])
+        )
+        created = await conn.execute(
+            insert(schema.submission)
+            .values(
+                id=new_id(),
+                session_id=session_id,
+                request_id=request_id,
+                status="queued",
+                input=input,
+                created_at=now,
+                updated_at=now,
+            )
+            .on_conflict_do_nothing(index_elements=["session_id", "request_id"])
+        )
+        is_new = created.rowcount == 1
+        if is_new:
+            await insert_outbox(conn, session_id, [wake], now)
+        record = await _by_request(conn, session_id, request_id)
+    if is_new:
+        store.notify(CommitReceipt(session_id, version=-1, entry_seqs=[], outbox_rows=1))
+    return SubmitReceipt(record, is_new)
+
+
+async def get_submission(store: Store, session_id: str, request_id: str) -> SubmissionRecord:
+    """The submission of ``request_id`` in ``session_id``, as it stands now."""
+    async with read_transaction(store.engine) as conn:
+        return await _by_request(conn, session_id, request_id)
+
+
+async def _by_request(conn: AsyncConnection, session_id: str, request_id: str) -> SubmissionRecord:
+    sub = schema.submission
+    row = (
+        await conn.execute(
+            select(sub).where(sub.c.session_id == session_id, sub.c.request_id == request_id)
+        )
+    ).one_or_none()
+    if row is None:
+        raise NotFoundError(f"no submission {request_id!r} in session {session_id}")
+    return SubmissionRecord(**dict(row._mapping))

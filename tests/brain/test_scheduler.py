@@ -1,0 +1,312 @@
+"""The scheduler in-process, against real stores: what one pass over a session does."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+import pytest
+
+from brain.client import submit_input
+from brain.decide import TOOL_KIND
+from brain.registry import TaskKind, TaskRegistry
+from brain.scheduler import RunSummary, SessionRunner
+from shared.messages import ToolJob, decode
+from shared.store import Draft, OperationLedger, Store, TaskRecord
+from shared.store.queries import tasks_by_ids
+from shared.store.submissions import get_submission
+from shared.tools import ToolRegistry, declare
+from shared.topology import Topology
+from tests.helpers import kinds
+
+pytestmark = pytest.mark.integration
+
+TOPOLOGY = Topology("kernel")
+
+
+async def run(
+    store: Store,
+    session_id: str = "s1",
+    registry: TaskRegistry = kinds.registry,
+    tools: ToolRegistry | None = None,
+    max_restarts: int = 3,
+) -> RunSummary:
+    """One Brain pass, holding a freshly claimed lease token."""
+    token = (await store.load(session_id)).session.fence + 1
+    await store.claim_session_fence(session_id, token)
+    runner = SessionRunner(
+        store=store,
+        tasks=registry,
+        tools=tools or ToolRegistry(),
+        topology=TOPOLOGY,
+        session_id=session_id,
+        fence=token,
+        max_restarts=max_restarts,
+    )
+    return await runner.run()
+
+
+async def submit(store: Store, kind: str, input: object, request_id: str = "r1") -> None:
+    await submit_input(
+        store,
+        TOPOLOGY,
+        session_id="s1",
+        request_id=request_id,
+        input={"kind": kind, "input": input},
+        compat="v1",
+    )
+
+
+async def answer(store: Store, request_id: str = "r1") -> object:
+    record = await get_submission(store, "s1", request_id)
+    assert record.status == "answered", (record.status, record.error)
+    return record.answer
+
+
+async def test_a_submission_runs_its_task_through_every_phase(store: Store) -> None:
+    await submit(store, "steps", {"x": 1})
+
+    summary = await run(store)
+
+    assert await answer(store) == {"state": {"from": "one", "then": "two"}, "input": {"x": 1}}
+    assert summary.phases == 3
+    state = await store.load("s1")
+    assert state.open_tasks == [] and state.open_submissions == []
+    assert state.documents["log"].body == ["one", "two"]
+    assert state.documents["log"].version == 2
+
+
+async def test_resubmitting_a_request_id_starts_nothing(store: Store) -> None:
+    receipts = await asyncio.gather(
+        *(
+            submit_input(
+                store,
+                TOPOLOGY,
+                session_id="s1",
+                request_id="same",
+                input={"kind": "steps", "input": {}},
+                compat="v1",
+            )
+            for _ in range(3)
+        )
+    )
+    assert sum(r.created for r in receipts) == 1
+    assert len({r.submission.id for r in receipts}) == 1
+    await run(store)
+    await run(store)
+    assert (await store.status())["tasks"] == 1  # one run
+
+
+async def test_all_settled_parent_sees_every_child_outcome(store: Store) -> None:
+    specs = [{"n": n, "fail": n == 2} for n in range(5)]
+    await submit(store, "parent", {"children": specs})
+
+    await run(store)
+
+    assert await answer(store) == [
+        ["succeeded", 0],
+        ["succeeded", 10],
+        ["failed", None],
+        ["succeeded", 30],
+        ["succeeded", 40],
+    ]
+
+
+async def test_fail_fast_cancels_the_others_and_winds_down_before_failing(
+    store: Store, caplog: pytest.LogCaptureFixture
+) -> None:
+    specs = [{"n": 0, "fail": True}] + [{"n": n, "sleep": 60} for n in range(1, 5)]
+    await submit(store, "parent", {"children": specs, "join": "fail_fast"})
+    caplog.set_level(logging.INFO, logger="brainhands.brain")
+
+    await run(store)
+
+    record = await get_submission(store, "s1", "r1")
+    assert record.status == "failed" and "a child failed" in (record.error or "")
+    rows = await all_tasks(store)
+    [parent] = [t for t in rows if t.kind == "parent"]
+    children = sorted((t for t in rows if t.kind == "child"), key=lambda t: t.input["n"])
+    assert (parent.status, parent.outcome) == ("terminal", "failed")
+    assert [c.outcome for c in children] == ["failed"] + ["cancelled"] * 4
+    assert "winding down" in caplog.text  # the parent was completing while they stopped
+
+
+async def test_a_sleeping_task_runs_when_its_time_comes(store: Store) -> None:
+    await submit(store, "napper", {"seconds": 0.5})
+
+    first = await run(store)
+    assert first.next_wake is not None
+    assert (await get_submission(store, "s1", "r1")).status == "running"
+    await run(store)  # too early: nothing happens
+    assert (await get_submission(store, "s1", "r1")).status == "running"
+
+    await asyncio.sleep(max(0.0, first.next_wake - time.time()) + 0.05)
+    await run(store)
+    assert (await answer(store))["woke_at"] >= first.next_wake  # type: ignore[index]
+
+
+async def test_a_phase_that_always_raises_fails_after_the_restart_limit(store: Store) -> None:
+    await submit(store, "broken", {})
+
+    summary = await run(store, max_restarts=3)
+
+    record = await get_submission(store, "s1", "r1")
+    assert record.status == "failed"
+    assert "phase raised" in (record.error or "") and "always fails" in (record.error or "")
+    assert summary.phases == 3
+
+
+async def test_a_task_interrupted_too_often_in_one_phase_fails_without_running(
+    store: Store,
+) -> None:
+    await store.create_session("s1", compat="v1")
+    await store.claim_session_fence("s1", 1)
+    draft = Draft("s1", version=0, fence=1)
+    task_id = draft.add_task(
+        kind="steps", kind_version=1, input={}, status="running", phase="two", attempt=3
+    )
+    await store.commit(draft)
+
+    summary = await run(store, max_restarts=3)
+
+    [row] = (await tasks_by_ids(store.engine, [task_id])).values()
+    assert (row.status, row.outcome) == ("terminal", "failed")
+    assert row.error["reason"] == "crash loop"
+    assert summary.phases == 0
+
+
+async def test_an_unknown_kind_is_blocked_untouched_then_migrated_by_a_newer_build(
+    store: Store,
+) -> None:
+    await store.create_session("s1", compat="v1")
+    await store.claim_session_fence("s1", 1)
+    draft = Draft("s1", version=0, fence=1)
+    task_id = draft.add_task(kind="steps", kind_version=1, input={"x": 2}, phase="one")
+    await store.commit(draft)
+
+    await run(store, registry=TaskRegistry())  # a build that knows no "steps" at all
+    [blocked] = (await store.load("s1")).open_tasks
+    assert blocked.blocked_reason == "no handler for task kind steps v1 in this build"
+    assert (blocked.status, blocked.phase, blocked.input, blocked.kind_version) == (
+        "pending",
+        "one",
+        {"x": 2},
+        1,
+    )
+
+    registry_v2 = TaskRegistry()
+    steps_v2 = registry_v2.add(TaskKind("steps", version=2))
+
+    @steps_v2.phase("one")
+    async def v2_one(task, docs, ctx):  # type: ignore[no-untyped-def]
+        from brain import Finish
+
+        return Finish({"input": task.input, "version": task.version})
+
+    await run(store, registry=registry_v2)  # knows v2 but no way up from v1: still blocked
+    assert (await store.load("s1")).open_tasks[0].kind_version == 1
+
+    @registry_v2.migration("steps", from_version=1)
+    def to_v2(input, state):  # type: ignore[no-untyped-def]
+        return {**input, "migrated": True}, state
+
+    await run(store, registry=registry_v2)
+    [done] = (await tasks_by_ids(store.engine, [task_id])).values()
+    assert (done.outcome, done.result) == (
+        "succeeded",
+        {"input": {"x": 2, "migrated": True}, "version": 2},
+    )
+    assert done.blocked_reason is None
+
+
+async def test_a_dispatched_call_is_committed_with_its_job_and_applied_once(
+    store: Store,
+) -> None:
+    tools = ToolRegistry()
+
+    async def echo(args, ctx):  # type: ignore[no-untyped-def]
+        return {}
+
+    from pydantic import BaseModel
+
+    class Args(BaseModel):
+        text: str
+
+    echo.__annotations__ = {"args": Args, "ctx": object}
+    tools.add(
+        declare(
+            echo,
+            name="echo",
+            pool="default",
+            policy="safe",
+            query=None,
+            timeout=5,
+            retry=None,
+            description="echo",
+        )
+    )
+    await submit(store, "caller", {"tool": "echo", "arguments": {"text": "hi"}})
+
+    await run(store, tools=tools)
+
+    [tool_task] = [t for t in (await store.load("s1")).open_tasks if t.kind == TOOL_KIND]
+    jobs = await outbox_jobs(store)
+    assert [(j.operation_id, j.tool, j.arguments, j.pool) for j in jobs] == [
+        (tool_task.operation_id, "echo", {"text": "hi"}, "default")
+    ]
+    # Hands record the outcome; the next pass applies it to the waiting task once.
+    ledger = OperationLedger(store)
+    op = jobs[0].operation_id
+    await ledger.claim(
+        op,
+        1,
+        intent={
+            "session_id": "s1",
+            "task_id": tool_task.id,
+            "tool": "echo",
+            "pool": "default",
+            "arguments": {},
+        },
+    )
+    await ledger.record_outcome(op, 1, status="succeeded", result={"echoed": "hi"})
+    await run(store, tools=tools)
+    await run(store, tools=tools)
+
+    assert await answer(store) == {
+        "outcome": "succeeded",
+        "result": {"status": "succeeded", "result": {"echoed": "hi"}},
+        "error": None,
+    }
+
+
+async def test_a_call_to_an_unknown_tool_fails_visibly_and_sends_nothing(store: Store) -> None:
+    await submit(store, "caller", {"tool": "nope", "arguments": {}})
+
+    await run(store)
+
+    result = await answer(store)
+    assert result["outcome"] == "failed"  # type: ignore[index]
+    assert "no tool named 'nope'" in result["error"]["error"]["message"]  # type: ignore[index]
+    assert await outbox_jobs(store) == []
+
+
+async def outbox_jobs(store: Store) -> list[ToolJob]:
+    from sqlalchemy import select
+
+    from shared.store import schema
+
+    async with store.engine.connect() as conn:
+        rows = await conn.execute(select(schema.outbox.c.body).order_by(schema.outbox.c.id))
+        messages = [decode(bytes(r.body)) for r in rows]
+    return [m for m in messages if isinstance(m, ToolJob)]
+
+
+async def all_tasks(store: Store) -> list[TaskRecord]:
+    from sqlalchemy import select
+
+    from shared.store import schema
+
+    async with store.engine.connect() as conn:
+        ids = [r.id for r in await conn.execute(select(schema.task.c.id))]
+    return list((await tasks_by_ids(store.engine, ids)).values())

@@ -1,0 +1,107 @@
+"""Task kinds for the kernel tests, declared with the public API."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from brain import (
+    Child,
+    Dispatch,
+    Fail,
+    Finish,
+    Goto,
+    Next,
+    PhaseContext,
+    Sleep,
+    Spawn,
+    TaskKind,
+    TaskRegistry,
+    TaskView,
+)
+
+registry = TaskRegistry()
+
+steps = registry.add(TaskKind("steps", documents=("log",)))
+
+
+@steps.phase("one")
+async def one(task: TaskView, docs: dict[str, Any], ctx: PhaseContext) -> Next:
+    docs["log"] = [*(docs["log"] or []), "one"]
+    return Goto("two", state={"from": "one"})
+
+
+@steps.phase("two")
+async def two(task: TaskView, docs: dict[str, Any], ctx: PhaseContext) -> Next:
+    docs["log"] = [*docs["log"], "two"]
+    return Goto("three", state={**task.state, "then": "two"})
+
+
+@steps.phase("three")
+async def three(task: TaskView, docs: dict[str, Any], ctx: PhaseContext) -> Next:
+    return Finish({"state": task.state, "input": task.input})
+
+
+napper = registry.add(TaskKind("napper"))
+
+
+@napper.phase("nap")
+async def nap(task: TaskView, docs: dict[str, Any], ctx: PhaseContext) -> Next:
+    return Sleep(then="wake", seconds=task.input["seconds"])
+
+
+@napper.phase("wake")
+async def wake(task: TaskView, docs: dict[str, Any], ctx: PhaseContext) -> Next:
+    return Finish({"woke_at": ctx.now})
+
+
+child = registry.add(TaskKind("child"))
+
+
+@child.phase("work")
+async def work(task: TaskView, docs: dict[str, Any], ctx: PhaseContext) -> Next:
+    if task.input.get("fail"):
+        return Fail({"child": task.input["n"], "why": "asked to fail"})
+    if task.input.get("sleep"):
+        return Sleep(then="done", seconds=task.input["sleep"])
+    return Finish(task.input["n"] * 10)
+
+
+@child.phase("done")
+async def child_done(task: TaskView, docs: dict[str, Any], ctx: PhaseContext) -> Next:
+    return Finish(task.input["n"] * 10)
+
+
+parent = registry.add(TaskKind("parent"))
+
+
+@parent.phase("spawn")
+async def spawn(task: TaskView, docs: dict[str, Any], ctx: PhaseContext) -> Next:
+    children = [Child("child", spec) for spec in task.input["children"]]
+    return Spawn(children, then="gather", join=task.input.get("join", "all_settled"))
+
+
+@parent.phase("gather")
+async def gather(task: TaskView, docs: dict[str, Any], ctx: PhaseContext) -> Next:
+    return Finish([[c.outcome, c.result] for c in task.children])
+
+
+broken = registry.add(TaskKind("broken"))
+
+
+@broken.phase("explode")
+async def explode(task: TaskView, docs: dict[str, Any], ctx: PhaseContext) -> Next:
+    raise RuntimeError("this phase always fails")
+
+
+caller = registry.add(TaskKind("caller"))
+
+
+@caller.phase("call")
+async def call(task: TaskView, docs: dict[str, Any], ctx: PhaseContext) -> Next:
+    return Dispatch(task.input["tool"], task.input["arguments"], then="read")
+
+
+@caller.phase("read")
+async def read(task: TaskView, docs: dict[str, Any], ctx: PhaseContext) -> Next:
+    [outcome] = task.children
+    return Finish({"outcome": outcome.outcome, "result": outcome.result, "error": outcome.error})
