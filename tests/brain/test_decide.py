@@ -1,0 +1,263 @@
+"""The kernel's decisions as plain functions, over every stored state (DESIGN §4)."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import pytest
+
+from brain.decide import (
+    TOOL_KIND,
+    Block,
+    Facts,
+    Idle,
+    Run,
+    Settle,
+    WindDown,
+    evaluate_join,
+    next_action,
+    tool_outcome,
+    transition,
+)
+from brain.task import Child, Dispatch, Fail, Finish, Goto, Sleep, Spawn
+from shared.store.records import OperationRecord, TaskRecord
+
+NOW = 1_000.0
+
+
+def task(**fields: Any) -> TaskRecord:
+    base = TaskRecord(
+        id="t",
+        session_id="s",
+        parent_id=None,
+        kind="k",
+        kind_version=1,
+        input={},
+        state=None,
+        submission_id=None,
+        status="pending",
+        phase="p",
+        wake_at=None,
+        wait_for=None,
+        join_policy=None,
+        operation_id=None,
+        outcome=None,
+        result=None,
+        error=None,
+        attempt=0,
+        restarts=0,
+        cancel_requested=False,
+        blocked_reason=None,
+        created_at=0,
+        updated_at=0,
+    )
+    return dataclasses.replace(base, **fields)
+
+
+def child(n: int, status: str = "terminal", outcome: str | None = "succeeded") -> TaskRecord:
+    return task(id=f"c{n}", status=status, outcome=outcome if status == "terminal" else None)
+
+
+def operation(status: str, **fields: Any) -> OperationRecord:
+    return OperationRecord(
+        operation_id="op",
+        session_id="s",
+        task_id="t",
+        tool="x",
+        pool="p",
+        arguments={},
+        status=status,
+        attempts=1,
+        fence=1,
+        result=fields.get("result"),  # type: ignore[arg-type]
+        error=fields.get("error"),
+        blob_id=None,
+        next_attempt_at=None,
+        created_at=0,
+        started_at=None,
+        finished_at=None,
+        updated_at=0,
+    )
+
+
+def decide(t: TaskRecord, **facts: Any) -> object:
+    return next_action(
+        Facts(
+            task=t,
+            now=NOW,
+            has_handler=facts.pop("has_handler", True),
+            max_restarts=facts.pop("max_restarts", 3),
+            **facts,
+        )
+    )
+
+
+def test_pending_runs_its_saved_phase() -> None:
+    assert decide(task(status="pending", phase="send")) == Run("send")
+
+
+@pytest.mark.parametrize("attempt", [0, 1, 2])
+def test_interrupted_running_reenters_its_phase(attempt: int) -> None:
+    assert decide(task(status="running", phase="send", attempt=attempt)) == Run("send")
+
+
+def test_interrupted_too_often_fails_with_the_reason() -> None:
+    action = decide(task(status="running", phase="send", attempt=3))
+    assert isinstance(action, Settle) and action.outcome == "failed"
+    assert action.error["reason"] == "crash loop" and action.error["phase"] == "send"
+
+
+def test_running_entered_by_this_scheduler_is_not_a_crash() -> None:
+    assert decide(task(status="running", attempt=3), entered_here=True) == Run("p")
+
+
+@pytest.mark.parametrize(
+    ("wake_at", "expected"),
+    [
+        (NOW - 1, Run("p")),
+        (NOW, Run("p")),
+        (NOW + 5, Idle(until=NOW + 5)),
+        (None, Run("p")),
+    ],
+)
+def test_sleeping_wakes_when_due(wake_at: float | None, expected: object) -> None:
+    assert decide(task(status="sleeping", wake_at=wake_at)) == expected
+
+
+def test_waiting_all_settled() -> None:
+    waiting = task(status="waiting", wait_for=["c1", "c2"], join_policy="all_settled")
+    assert decide(waiting, waited=[child(1), child(2, "running")]) == Idle()
+    assert decide(waiting, waited=[child(1), child(2, outcome="failed")]) == Run("p")
+
+
+def test_waiting_fail_fast_winds_down_the_others_then_settles() -> None:
+    waiting = task(status="waiting", wait_for=["c1", "c2", "c3"], join_policy="fail_fast")
+    action = decide(waiting, waited=[child(1, outcome="failed"), child(2, "sleeping"), child(3)])
+    assert isinstance(action, WindDown)
+    assert action.outcome == "failed" and action.cancel == ["c2"]
+    settled = decide(waiting, waited=[child(1, outcome="failed"), child(2, outcome="cancelled")])
+    assert isinstance(settled, Settle) and settled.outcome == "failed"
+
+
+def test_completing_settles_only_when_every_child_has() -> None:
+    completing = task(status="completing", outcome="failed", error={"e": 1}, wait_for=["c1"])
+    assert decide(completing, waited=[child(1, "running")]) == Idle()
+    assert decide(completing, waited=[child(1, outcome="cancelled")]) == Settle(
+        "failed", error={"e": 1}
+    )
+
+
+@pytest.mark.parametrize(
+    ("status", "outcome"),
+    [
+        ("succeeded", "succeeded"),
+        ("failed", "failed"),
+        ("uncertain", "failed"),
+        ("cancelled", "cancelled"),
+    ],
+)
+def test_a_tool_task_ends_as_its_operation(status: str, outcome: str) -> None:
+    waiting = task(kind=TOOL_KIND, status="waiting", operation_id="op", phase=None)
+    action = decide(waiting, operation=operation(status, result={"r": 1}, error={"e": 2}))
+    assert isinstance(action, Settle) and action.outcome == outcome
+    if status == "uncertain":
+        assert action.error == {"status": "uncertain", "error": {"e": 2}}  # stays visible
+
+
+@pytest.mark.parametrize("status", [None, "intended", "started"])
+def test_a_tool_task_waits_while_the_operation_has_no_outcome(status: str | None) -> None:
+    waiting = task(kind=TOOL_KIND, status="waiting", operation_id="op", phase=None)
+    op = operation(status) if status else None
+    assert decide(waiting, operation=op) == Idle()
+
+
+def test_no_handler_blocks_once_and_touches_nothing_else() -> None:
+    pending = task(kind="gone", kind_version=7)
+    action = decide(pending, has_handler=False)
+    assert action == Block("no handler for task kind gone v7 in this build")
+    assert (
+        decide(
+            dataclasses.replace(pending, blocked_reason=action.reason),  # type: ignore[union-attr]
+            has_handler=False,
+        )
+        == Idle()
+    )
+
+
+@pytest.mark.parametrize("status", ["pending", "running", "sleeping", "waiting"])
+def test_cancel_settles_at_once_without_running_children(status: str) -> None:
+    action = decide(task(status=status, cancel_requested=True))
+    assert isinstance(action, Settle) and action.outcome == "cancelled"
+
+
+def test_cancel_with_running_children_winds_them_down() -> None:
+    waiting = task(status="waiting", wait_for=["c1", "c2"], cancel_requested=True)
+    action = decide(waiting, waited=[child(1), child(2, "running")])
+    assert action == WindDown("cancelled", {"reason": "cancelled"}, ["c2"])
+
+
+def test_cancelled_tool_task_tells_hands() -> None:
+    waiting = task(kind=TOOL_KIND, status="waiting", operation_id="op", cancel_requested=True)
+    action = decide(waiting)
+    assert isinstance(action, Settle) and action.notify_cancel
+
+
+@pytest.mark.parametrize(
+    ("policy", "outcomes", "expected"),
+    [
+        ("all_settled", ("succeeded", "succeeded"), "resume"),
+        ("all_settled", ("succeeded", None), "wait"),
+        ("all_settled", ("failed", None), "wait"),
+        ("all_settled", ("failed", "succeeded"), "resume"),
+        ("all_settled", ("cancelled", "failed"), "resume"),
+        ("fail_fast", ("succeeded", "succeeded"), "resume"),
+        ("fail_fast", ("succeeded", None), "wait"),
+        ("fail_fast", ("failed", None), "fail_fast"),
+        ("fail_fast", ("failed", "succeeded"), "fail_fast"),
+        ("fail_fast", ("cancelled", None), "fail_fast"),
+    ],
+)
+def test_join_policies(policy: str, outcomes: tuple[str | None, ...], expected: str) -> None:
+    waited = [child(n, "terminal" if o else "running", o) for n, o in enumerate(outcomes)]
+    assert evaluate_join(policy, waited) == expected  # type: ignore[arg-type]
+
+
+def test_transitions() -> None:
+    assert transition(Goto("b", state={"k": 1}), now=NOW, spawned=[]) == {
+        "wake_at": None,
+        "wait_for": None,
+        "join_policy": None,
+        "status": "running",
+        "phase": "b",
+        "attempt": 1,
+        "state": {"k": 1},
+    }
+    slept = transition(Sleep(then="c", seconds=2), now=NOW, spawned=[])
+    assert (slept["status"], slept["phase"], slept["wake_at"]) == ("sleeping", "c", NOW + 2)
+    spawned = transition(
+        Spawn([Child("x", {})], then="d", join="fail_fast"), now=NOW, spawned=["c1"]
+    )
+    assert (spawned["status"], spawned["wait_for"], spawned["join_policy"]) == (
+        "waiting",
+        ["c1"],
+        "fail_fast",
+    )
+    dispatched = transition(Dispatch("tool", {}, then="e"), now=NOW, spawned=["c2"])
+    assert (dispatched["status"], dispatched["wait_for"], dispatched["phase"]) == (
+        "waiting",
+        ["c2"],
+        "e",
+    )
+    assert transition(Finish(5), now=NOW, spawned=[])["outcome"] == "succeeded"
+    assert transition(Fail("x"), now=NOW, spawned=[])["error"] == "x"
+    with pytest.raises(ValueError, match="exactly one"):
+        transition(Sleep(then="c"), now=NOW, spawned=[])
+    with pytest.raises(TypeError, match="not a Next"):
+        transition("done", now=NOW, spawned=[])  # type: ignore[arg-type]
+
+
+def test_tool_outcome_of_success_carries_the_result() -> None:
+    assert tool_outcome(operation("succeeded", result={"r": 1})) == Settle(
+        "succeeded", result={"status": "succeeded", "result": {"r": 1}}
+    )
