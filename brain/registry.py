@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -88,3 +89,22 @@ class TaskRegistry:
             path.append(step)
             version += 1
         return path
+
+
+def load_task_modules(paths: list[str]) -> TaskRegistry:
+    """Import each module path and merge the ``registry`` (a TaskRegistry) each defines."""
+    merged = TaskRegistry()
+    for path in paths:
+        try:
+            module = importlib.import_module(path)
+        except ImportError as exc:
+            raise UnknownTaskKindError(f"cannot import task module {path!r}: {exc}") from exc
+        found = getattr(module, "registry", None)
+        if not isinstance(found, TaskRegistry):
+            raise UnknownTaskKindError(
+                f"task module {path!r} defines no `registry = TaskRegistry()` to load"
+            )
+        for kind in found.kinds.values():
+            merged.add(kind)
+        merged.migrations.update(found.migrations)
+    return merged

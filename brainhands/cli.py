@@ -15,11 +15,16 @@ import sys
 from collections.abc import Callable, Coroutine
 from typing import Any
 
+from brain.registry import load_task_modules
+from brain.settings import BrainSettings
+from brain.sweeper import Sweeper
+from brain.worker import BrainWorker
 from hands.settings import HandsSettings
 from hands.worker import HandsWorker
 from shared.broker import Broker
 from shared.config import CommonSettings, load_settings
 from shared.errors import BrainhandsError, ConfigurationError
+from shared.lease import LeaseManager
 from shared.logs import configure_logging
 from shared.parking import list_parked, replay_parked
 from shared.relay import OutboxRelay
@@ -29,7 +34,7 @@ from shared.tools import load_tool_modules
 from shared.topology import Topology
 
 Command = Callable[[argparse.Namespace], Coroutine[Any, Any, int]]
-WORKERS = {"hands", "relay"}
+WORKERS = {"hands", "relay", "brain", "sweeper"}
 """Long-running roles: they log JSON lines."""
 
 
@@ -82,6 +87,53 @@ async def _hands(args: argparse.Namespace) -> int:
         )
         await _with_relay(services, worker.run)
     return 0
+
+
+async def _brain(args: argparse.Namespace) -> int:
+    settings = load_settings(BrainSettings)
+    tasks = load_task_modules(args.tasks)
+    tools = load_tool_modules(args.tools or [])
+    async with open_services(settings, name=f"brain-{'-'.join(args.compat)}") as services:
+        leases = services.leases(settings.lease_ttl_ms)
+        worker = BrainWorker(
+            store=services.store,
+            broker=services.broker,
+            leases=leases,
+            tasks=tasks,
+            tools=tools,
+            compats=args.compat,
+            concurrency=settings.concurrency,
+            max_restarts=settings.max_restarts,
+            shutdown_grace=settings.shutdown_grace,
+        )
+        sweeper = _sweeper_of(services, leases, settings)
+
+        async def work(stop: asyncio.Event) -> None:
+            jobs = [worker.run(stop)]
+            if not args.no_sweeper:
+                jobs.append(sweeper.run(stop))
+            await asyncio.gather(*jobs)
+
+        await _with_relay(services, work)
+    return 0
+
+
+async def _sweeper(args: argparse.Namespace) -> int:
+    settings = load_settings(BrainSettings)
+    async with open_services(settings, name="sweeper") as services:
+        sweeper = _sweeper_of(services, services.leases(settings.lease_ttl_ms), settings)
+        await _with_relay(services, sweeper.run)
+    return 0
+
+
+def _sweeper_of(services: Services, leases: LeaseManager, settings: BrainSettings) -> Sweeper:
+    return Sweeper(
+        store=services.store,
+        broker=services.broker,
+        leases=leases,
+        period=settings.sweeper_period,
+        redispatch_after=settings.redispatch_after,
+    )
 
 
 async def _relay(args: argparse.Namespace) -> int:
@@ -170,6 +222,23 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--concurrency", type=int, help="tool calls at once (default: settings)")
     p.set_defaults(run=_hands)
+
+    p = sub.add_parser("brain", help="run a Brain worker for one or more compatibility keys")
+    p.add_argument(
+        "--compat", action="append", required=True, help="compatibility key served (repeatable)"
+    )
+    p.add_argument(
+        "--tasks",
+        action="append",
+        required=True,
+        help="module path defining `registry = TaskRegistry()` (repeatable)",
+    )
+    p.add_argument("--tools", action="append", help="module path that registers tools")
+    p.add_argument("--no-sweeper", action="store_true", help="do not run a sweeper candidate")
+    p.set_defaults(run=_brain)
+
+    p = sub.add_parser("sweeper", help="run a sweeper (and relay) on its own")
+    p.set_defaults(run=_sweeper)
 
     p = sub.add_parser("dlq", help="list or replay parked (dead-lettered) messages")
     p.add_argument("action", choices=["list", "replay"], nargs="?", default="list")

@@ -201,6 +201,19 @@ class Broker:
         """Publish a persistent message to the work exchange and wait for its confirm."""
         await self.publish_body(encode(message), routing_key, headers=headers)
 
+    async def publish_routed(self, message: Message, routing_key: str) -> None:
+        """``publish``, declaring the work queue the key names if none is bound yet.
+
+        For triggers to a pool or Brain build that may not have started a worker yet: the
+        queue then holds the message until one does.
+        """
+        try:
+            await self.publish(message, routing_key)
+        except UnroutableMessage:
+            if not await self._topology.declare_route(self._channel, routing_key):
+                raise
+            await self.publish(message, routing_key)
+
     async def publish_body(
         self,
         body: bytes,

@@ -50,6 +50,7 @@ class LeaseManager:
         if ttl_ms <= 0:
             raise ValueError(f"ttl_ms must be positive, got {ttl_ms}")
         self.ttl_ms = ttl_ms
+        self._redis = redis
         self._keys = keys
         self._acquire = _register(redis, "acquire")
         self._renew = _register(redis, "renew")
@@ -88,6 +89,16 @@ class LeaseManager:
             self._release, [self._keys.lease(lease.resource)], [_holder(lease)]
         )
         return bool(released == 1)
+
+    async def held(self, resources: list[str]) -> set[str]:
+        """Which of ``resources`` some holder has a lease on right now (one round trip)."""
+        if not resources:
+            return set()
+        try:
+            values = await self._redis.mget([self._keys.lease(r) for r in resources])
+        except (RedisError, OSError) as exc:
+            raise LeaseBackendError(f"Redis failed reading leases: {exc!r}") from exc
+        return {r for r, v in zip(resources, values, strict=True) if v is not None}
 
     async def raise_floor(self, resource: str, floor: int) -> None:
         """Make every later token of ``resource`` greater than ``floor``."""

@@ -43,6 +43,13 @@ class BrokerEnv:
             declared = await channel.declare_queue(queue, passive=True)
             return int(declared.declaration_result.message_count or 0)
 
+    async def purge(self, queue: str) -> None:
+        """Drop every message in ``queue``: the lost-trigger lever."""
+        connection = await aio_pika.connect(self.url)
+        async with connection:
+            channel = await connection.channel()
+            await (await channel.declare_queue(queue, passive=True)).purge()
+
     async def count_is(self, queue: str, expected: int) -> bool:
         return await self.message_count(queue) == expected
 

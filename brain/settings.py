@@ -1,0 +1,24 @@
+"""Settings of a Brain worker process (``BRAINHANDS_*`` variables)."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from shared.config import CommonSettings
+
+
+class BrainSettings(CommonSettings):
+    """A Brain worker: how it holds sessions and how its embedded sweeper runs."""
+
+    concurrency: int = Field(default=8, ge=1)
+    """Sessions advanced at once (the consumer's prefetch)."""
+    lease_ttl_ms: int = Field(default=10_000, ge=200)
+    """How long a session lease lives without renewal; renewed every third of it."""
+    max_restarts: int = Field(default=5, ge=1)
+    """Entries into one phase before a task that keeps dying there is failed."""
+    shutdown_grace: float = Field(default=20.0, ge=0)
+    """Seconds running phases get to finish after SIGTERM."""
+    sweeper_period: float = Field(default=1.0, gt=0)
+    """Seconds between sweeps: how long a lost trigger can delay work."""
+    redispatch_after: float = Field(default=15.0, gt=0)
+    """Seconds a tool call may go without an outcome or a live lease before it is re-sent."""

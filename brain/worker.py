@@ -1,0 +1,196 @@
+"""The Brain worker: consumes wake-ups and tool results for its compatibility keys, takes the
+session's lease, advances the session until nothing is runnable, and lets go.
+
+A message only says "look at session S"; the store says what to do. So duplicates, losses and
+reordering cost nothing but time: a duplicate finds nothing runnable, and a loss is found by
+the sweeper.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+
+from brain.registry import TaskRegistry
+from brain.scheduler import SessionRunner, StartSubmission, start_from_input
+from shared.broker import Broker, Delivery
+from shared.errors import BrainhandsError, LeaseLost, NotFoundError, StaleLeaseError
+from shared.lease import Lease, LeaseManager
+from shared.messages import Message, SessionWake, ToolResult
+from shared.parking import park
+from shared.store import Store
+from shared.tools import ToolRegistry
+
+log = logging.getLogger("brainhands.brain")
+
+LOCAL_TIMER_HORIZON = 300.0
+"""Timers due within this many seconds are also kept in memory, so they fire on time; the
+sweeper remains the durable backstop."""
+
+
+class BrainWorker:
+    """Advances sessions of the compatibility keys ``compats``."""
+
+    def __init__(
+        self,
+        *,
+        store: Store,
+        broker: Broker,
+        leases: LeaseManager,
+        tasks: TaskRegistry,
+        tools: ToolRegistry,
+        compats: list[str],
+        concurrency: int = 8,
+        max_restarts: int = 5,
+        shutdown_grace: float = 20.0,
+        start_submission: StartSubmission = start_from_input,
+    ) -> None:
+        self.store = store
+        self.broker = broker
+        self.leases = leases
+        self.tasks = tasks
+        self.tools = tools
+        self.compats = compats
+        self.concurrency = concurrency
+        self.max_restarts = max_restarts
+        self.shutdown_grace = shutdown_grace
+        self.start_submission = start_submission
+        self.sessions_advanced = 0
+        self._timers: set[asyncio.TimerHandle] = set()
+        self._publishing: set[asyncio.Task[None]] = set()
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Consume until ``stop`` is set; running sessions get the grace period to finish."""
+        consumers = []
+        for compat in self.compats:
+            queue = await self.broker.topology.declare_brain(self.broker.channel, compat)
+            consumers.append(
+                await self.broker.consume(queue, self.handle, prefetch=self.concurrency)
+            )
+            log.info("consuming", extra={"event": "consuming", "queue": queue})
+        await stop.wait()
+        log.info("draining", extra={"event": "draining"})
+        for timer in self._timers:
+            timer.cancel()
+        for consumer in consumers:
+            await consumer.cancel(grace=self.shutdown_grace)
+
+    async def handle(self, message: Message, delivery: Delivery) -> None:
+        if not isinstance(message, SessionWake | ToolResult):
+            await park(self.broker, delivery, f"a {message.type} message has no place here")
+            return
+        log.info(
+            "woken",
+            extra={
+                "event": "woken",
+                "session_id": message.session_id,
+                "by": message.type,
+                "redelivered": delivery.redelivered,
+            },
+        )
+        try:
+            await self.advance(message.session_id)
+        except LeaseLost as exc:
+            log.warning(
+                "session lease lost; handing back",
+                extra={
+                    "event": "lease_lost",
+                    "session_id": message.session_id,
+                    "reason": exc.reason,
+                },
+            )
+            await delivery.reject(requeue=True)
+            return
+        await delivery.ack()
+
+    async def advance(self, session_id: str) -> None:
+        """Take the session, run it until nothing is runnable, let go."""
+        lease = await self._acquire(session_id)
+        if lease is None:
+            # Its holder re-checks for new results before letting go.
+            log.info("session busy", extra={"event": "busy", "session_id": session_id})
+            return
+        try:
+            async with self.leases.hold(lease):
+                runner = SessionRunner(
+                    store=self.store,
+                    tasks=self.tasks,
+                    tools=self.tools,
+                    topology=self.broker.topology,
+                    session_id=session_id,
+                    fence=lease.token,
+                    max_restarts=self.max_restarts,
+                    start_submission=self.start_submission,
+                )
+                summary = await runner.run()
+        except StaleLeaseError as exc:
+            log.warning(
+                "superseded on session; stopped",
+                extra={
+                    "event": "stale",
+                    "session_id": session_id,
+                    "fence": lease.token,
+                    "current": exc.current,
+                },
+            )
+            return
+        except NotFoundError:
+            log.warning(
+                "wake-up for an unknown session",
+                extra={"event": "unknown_session", "session_id": session_id},
+            )
+            return
+        finally:
+            with contextlib.suppress(BrainhandsError):
+                await self.leases.release(lease)
+        self.sessions_advanced += 1
+        log.info(
+            "session advanced",
+            extra={
+                "event": "advanced",
+                "session_id": session_id,
+                "phases": summary.phases,
+                "commits": summary.commits,
+                "next_wake": summary.next_wake,
+            },
+        )
+        if summary.next_wake is not None:
+            self._remember_timer(session_id, runner.compat, summary.next_wake)
+
+    async def _acquire(self, session_id: str) -> Lease | None:
+        resource = f"session:{session_id}"
+        deadline = time.monotonic() + self.leases.ttl_ms / 1000 + 1.0
+
+        async def claim(token: int) -> int:
+            return await self.store.claim_session_fence(session_id, token)
+
+        while True:
+            lease = await self.leases.acquire_fenced(resource, claim)
+            if lease is not None or time.monotonic() > deadline:
+                return lease
+            await asyncio.sleep(min(0.2, self.leases.ttl_ms / 5000))
+
+    def _remember_timer(self, session_id: str, compat: str, at: float) -> None:
+        delay = at - time.time()
+        if delay > LOCAL_TIMER_HORIZON:
+            return
+        loop = asyncio.get_running_loop()
+
+        def fire() -> None:
+            self._timers.discard(handle)
+            wake = SessionWake(session_id=session_id, compat=compat, reason="timer")
+            queue = self.broker.topology.brain_queue(compat)
+            task = loop.create_task(self._publish_quietly(wake, queue))
+            self._publishing.add(task)
+            task.add_done_callback(self._publishing.discard)
+
+        handle = loop.call_later(max(0.0, delay), fire)
+        self._timers.add(handle)
+
+    async def _publish_quietly(self, wake: SessionWake, queue: str) -> None:
+        try:
+            await self.broker.publish(wake, queue)
+        except BrainhandsError as exc:  # the sweeper will find the timer anyway
+            log.warning("timer wake-up not sent: %s", exc, extra={"event": "timer_lost"})

@@ -1,0 +1,89 @@
+"""Brain worker processes for tests, and the client side of a session."""
+
+from __future__ import annotations
+
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from brain.client import submit_input, wait_for_answer
+from shared.store import Store, SubmissionRecord
+from shared.store.submissions import SubmitReceipt
+from tests.helpers.processes import spawn_module
+from tests.helpers.rabbit import BrokerEnv
+from tests.helpers.stores import StoreTarget
+
+
+@dataclass
+class BrainHarness:
+    store: Store
+    target: StoreTarget
+    env: BrokerEnv
+    redis_url: str
+    tmp_path: Path
+    lease_ttl_ms: int = 1500
+    sweeper_period: float = 0.5
+    processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
+
+    def settings(self, **extra: str) -> dict[str, str]:
+        return {
+            **self.target.env(),
+            "BRAINHANDS_RABBITMQ_URL": self.env.url,
+            "BRAINHANDS_REDIS_URL": self.redis_url,
+            "BRAINHANDS_NAMESPACE": self.env.topology.namespace,
+            "BRAINHANDS_LEASE_TTL_MS": str(self.lease_ttl_ms),
+            "BRAINHANDS_SWEEPER_PERIOD": str(self.sweeper_period),
+            "BRAINHANDS_REDISPATCH_AFTER": "5",
+            "BRAINHANDS_MAX_RESTARTS": "3",
+            **extra,
+        }
+
+    def start_brain(
+        self,
+        *,
+        tasks: str = "tests.helpers.kinds",
+        die_at_commit: int | None = None,
+        die: str = "after",
+        **extra: str,
+    ) -> subprocess.Popen[bytes]:
+        """A real Brain process; with ``die_at_commit`` it exits hard at that commit."""
+        args = ["brain", "--compat", "v1", "--tasks", tasks]
+        if die_at_commit is None:
+            module, argv = "brainhands", args
+        else:
+            module, argv = "tests.helpers.brain_victim", [str(die_at_commit), die, *args]
+        proc = spawn_module(
+            module,
+            *argv,
+            env=self.settings(**extra),
+            log=self.tmp_path / f"brain{len(self.processes)}.log",
+        )
+        self.processes.append(proc)
+        return proc
+
+    def log(self, n: int) -> str:
+        return (self.tmp_path / f"brain{n}.log").read_text()
+
+    async def submit(
+        self, kind: str, input: Any, *, request_id: str = "r1", session_id: str = "s1"
+    ) -> SubmitReceipt:
+        return await submit_input(
+            self.store,
+            self.env.topology,
+            session_id=session_id,
+            request_id=request_id,
+            input={"kind": kind, "input": input},
+            compat="v1",
+        )
+
+    async def answer(
+        self, *, request_id: str = "r1", session_id: str = "s1", within: float = 30
+    ) -> SubmissionRecord:
+        return await wait_for_answer(self.store, session_id, request_id, within=within)
+
+    def kill_all(self) -> None:
+        for proc in self.processes:
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait()
