@@ -7,8 +7,9 @@ import time
 from typing import Any
 
 from shared.errors import BrainhandsError
+from shared.lease import LeaseManager
 from shared.messages import SessionWake, encode
-from shared.store import OutboxMessage, Store, SubmissionRecord
+from shared.store import Draft, OutboxMessage, Store, SubmissionRecord
 from shared.store.submissions import SubmitReceipt, get_submission, submit
 from shared.topology import Topology
 
@@ -51,3 +52,42 @@ async def wait_for_answer(
                 f"after {within}s"
             )
         await asyncio.sleep(poll)
+
+
+async def request_cancel(
+    store: Store, leases: LeaseManager, topology: Topology, *, session_id: str, request_id: str
+) -> str:
+    """Cancel a submission durably: commit the intent, then wake the session's Brains.
+
+    Returns what happened: ``cancelled`` (it had not started), ``requested`` (its task will
+    wind down), or the submission's final status when it had already ended.
+    """
+    lease = None
+    for _ in range(50):
+        lease = await leases.acquire_fenced(
+            f"session:{session_id}", lambda t: store.claim_session_fence(session_id, t)
+        )
+        if lease is not None:
+            break
+        await asyncio.sleep(0.2)
+    if lease is None:
+        raise BrainhandsError(f"session {session_id} stayed busy; try again")
+    try:
+        state = await store.load(session_id)
+        record = await get_submission(store, session_id, request_id)
+        if record.status in FINAL_SUBMISSION:
+            return record.status
+        draft = Draft(session_id, version=state.session.version, fence=lease.token)
+        root = next((t for t in state.open_tasks if t.submission_id == record.id), None)
+        if root is None:
+            draft.update_submission(record.id, status="cancelled", error="cancelled")
+            outcome = "cancelled"
+        else:
+            draft.update_task(root.id, cancel_requested=True)
+            wake = SessionWake(session_id=session_id, compat=state.session.compat, reason="cancel")
+            draft.add_outbox(topology.brain_queue(state.session.compat), encode(wake))
+            outcome = "requested"
+        await store.commit(draft)
+        return outcome
+    finally:
+        await leases.release(lease)

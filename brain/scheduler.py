@@ -63,6 +63,8 @@ class RunSummary:
     commits: int = 0
     settled: list[str] = field(default_factory=list)
     next_wake: float | None = None
+    cancelled_calls: list[str] = field(default_factory=list)
+    """Operation ids of tool calls cancelled in this pass: Hands should hear of them."""
 
 
 class SessionRunner:
@@ -512,6 +514,9 @@ class SessionRunner:
         await self._commit(build)
 
     async def _settle(self, task: TaskRecord, action: Settle) -> None:
+        if action.notify_cancel and task.operation_id:
+            self.summary.cancelled_calls.append(task.operation_id)
+
         def build(draft: Draft) -> list[TaskRecord]:
             updated = self._update(draft, task, **settle_changes(action))
             self._answer(draft, updated)

@@ -18,7 +18,7 @@ from brain.scheduler import SessionRunner, StartSubmission, start_from_input
 from shared.broker import Broker, Delivery
 from shared.errors import BrainhandsError, LeaseLost, NotFoundError, StaleLeaseError
 from shared.lease import Lease, LeaseManager
-from shared.messages import Message, SessionWake, ToolResult
+from shared.messages import CancelNotice, Message, SessionWake, ToolResult
 from shared.parking import park
 from shared.store import Store
 from shared.tools import ToolRegistry
@@ -158,6 +158,14 @@ class BrainWorker:
         )
         if summary.next_wake is not None:
             self._remember_timer(session_id, runner.compat, summary.next_wake)
+        for operation_id in summary.cancelled_calls:
+            notice = CancelNotice(
+                operation_id=operation_id,
+                session_id=session_id,
+                reason="the task that made the call was cancelled",
+            )
+            with contextlib.suppress(BrainhandsError):  # best effort: the store has the fact
+                await self.broker.broadcast(notice, self.broker.topology.cancel_key)
 
     async def _acquire(self, session_id: str) -> Lease | None:
         resource = f"session:{session_id}"

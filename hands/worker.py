@@ -31,7 +31,7 @@ from shared.errors import (
     UnknownToolError,
 )
 from shared.lease import Lease, LeaseManager
-from shared.messages import Message, ToolJob, ToolResult, encode
+from shared.messages import CancelNotice, Message, ToolJob, ToolResult, encode
 from shared.parking import park
 from shared.store import OperationLedger, OperationRecord, OutboxMessage
 from shared.store.records import OperationStatus
@@ -71,8 +71,11 @@ class HandsWorker:
         topology = self.broker.topology
         queue = await topology.declare_hands_pool(self.broker.channel, self.pool)
         consumer = await self.broker.consume(queue, self.handle, prefetch=self.concurrency)
+        notices = await topology.declare_cancel_listener(self.broker.channel)
+        listener = await self.broker.consume(notices, self.on_cancel)
         log.info("consuming", extra={"event": "consuming", "queue": queue, "pool": self.pool})
         await stop.wait()
+        await listener.cancel()
         log.info("draining", extra={"event": "draining", "running": len(self._cancels)})
         for cancel in self._cancels.values():
             cancel.set()
@@ -130,6 +133,16 @@ class HandsWorker:
                 await self.leases.release(lease)
         await delivery.ack()
         log.info("acked", extra={**fields, "event": "acked"})
+
+    async def on_cancel(self, message: Message, delivery: Delivery) -> None:
+        """A cancel notice: if the call runs here, its context now says ``cancelled()``."""
+        if isinstance(message, CancelNotice) and message.operation_id in self._cancels:
+            self._cancels[message.operation_id].set()
+            log.info(
+                "cancel requested",
+                extra={"event": "cancel_requested", "operation_id": message.operation_id},
+            )
+        await delivery.ack()
 
     async def _acquire(self, job: ToolJob, claim: Any) -> Lease | None:
         """The operation's lease, waiting up to one TTL for a holder that may have died."""

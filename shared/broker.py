@@ -201,6 +201,20 @@ class Broker:
         """Publish a persistent message to the work exchange and wait for its confirm."""
         await self.publish_body(encode(message), routing_key, headers=headers)
 
+    async def broadcast(self, message: Message, routing_key: str) -> None:
+        """Publish to whoever listens on ``routing_key`` now, if anyone (best effort).
+
+        Not mandatory: with no listener the message is dropped, which is right for notices
+        whose facts are already in the store (a cancellation, say).
+        """
+        try:
+            async with asyncio.timeout(self._publish_timeout):
+                await self._send(
+                    encode(message), routing_key, self._topology.exchange, None, mandatory=False
+                )
+        except TimeoutError as exc:
+            raise BrokerUnavailable(f"no confirm for {routing_key}") from exc
+
     async def publish_routed(self, message: Message, routing_key: str) -> None:
         """``publish``, declaring the work queue the key names if none is bound yet.
 
@@ -290,7 +304,13 @@ class Broker:
         await self._connection.close()
 
     async def _send(
-        self, body: bytes, routing_key: str, exchange: str, headers: Mapping[str, Any] | None
+        self,
+        body: bytes,
+        routing_key: str,
+        exchange: str,
+        headers: Mapping[str, Any] | None,
+        *,
+        mandatory: bool = True,
     ) -> None:
         if self._channel.is_closed:
             # The robust channel is being restored after a reconnect: wait for it (within the
@@ -306,7 +326,7 @@ class Broker:
             # Declared on connect (so restored by the robust channel); this is only a handle.
             self._exchanges[exchange] = aio_pika.Exchange(self._channel, exchange)
         try:
-            await self._exchanges[exchange].publish(message, routing_key, mandatory=True)
+            await self._exchanges[exchange].publish(message, routing_key, mandatory=mandatory)
         except PublishError as exc:
             raise UnroutableMessage(
                 f"no queue is bound to {routing_key!r} on exchange {exchange!r}"

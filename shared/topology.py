@@ -71,6 +71,18 @@ class Topology:
         """Queue (and routing key) of the wake-ups for Brains of one compatibility key."""
         return f"{self.namespace}.brain.{_checked('compat', compat)}"
 
+    @property
+    def cancel_key(self) -> str:
+        """Routing key of cancel notices: every Hands worker's own queue is bound to it."""
+        return f"{self.namespace}.cancel"
+
+    async def declare_cancel_listener(self, channel: AbstractChannel) -> str:
+        """A private queue that receives every cancel notice while this connection lives."""
+        await self.declare_base(channel)
+        queue = await channel.declare_queue(exclusive=True, auto_delete=True)
+        await queue.bind(self.exchange, routing_key=self.cancel_key)
+        return str(queue.name)
+
     def work_queue_arguments(self) -> dict[str, Any]:
         """Arguments of every work queue; they must be identical in every process."""
         return {

@@ -43,12 +43,15 @@ class BrainHarness:
         self,
         *,
         tasks: str = "tests.helpers.kinds",
+        tools: str | None = None,
         die_at_commit: int | None = None,
         die: str = "after",
         **extra: str,
     ) -> subprocess.Popen[bytes]:
         """A real Brain process; with ``die_at_commit`` it exits hard at that commit."""
         args = ["brain", "--compat", "v1", "--tasks", tasks]
+        if tools:
+            args += ["--tools", tools]
         if die_at_commit is None:
             module, argv = "brainhands", args
         else:

@@ -105,3 +105,29 @@ async def call(task: TaskView, docs: dict[str, Any], ctx: PhaseContext) -> Next:
 async def read(task: TaskView, docs: dict[str, Any], ctx: PhaseContext) -> Next:
     [outcome] = task.children
     return Finish({"outcome": outcome.outcome, "result": outcome.result, "error": outcome.error})
+
+
+long_call = registry.add(TaskKind("long_call"))
+
+
+@long_call.phase("call")
+async def call_and_wait(task: TaskView, docs: dict[str, Any], ctx: PhaseContext) -> Next:
+    return Dispatch("wait_for_cancel", {}, then="read")
+
+
+@long_call.phase("read")
+async def read_long(task: TaskView, docs: dict[str, Any], ctx: PhaseContext) -> Next:
+    return Finish(task.children[0].result)
+
+
+family = registry.add(TaskKind("family"))
+
+
+@family.phase("spawn")
+async def spawn_family(task: TaskView, docs: dict[str, Any], ctx: PhaseContext) -> Next:
+    return Spawn([Child("long_call", {}), Child("napper", {"seconds": 600})], then="gather")
+
+
+@family.phase("gather")
+async def gather_family(task: TaskView, docs: dict[str, Any], ctx: PhaseContext) -> Next:
+    return Finish([c.outcome for c in task.children])

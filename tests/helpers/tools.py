@@ -89,3 +89,13 @@ class Nothing(BaseModel):
 async def crash_worker(args: Nothing, ctx: ToolContext) -> None:
     """Kills the process that runs it, every time: a poison job."""
     os._exit(17)
+
+
+@tool(pool="email", policy="safe", timeout=60)
+async def wait_for_cancel(args: Nothing, ctx: ToolContext) -> dict[str, Any]:
+    """Works until told to stop (at most 30 s), then says whether it was told."""
+    for _ in range(600):
+        if ctx.cancelled():
+            break
+        await asyncio.sleep(0.05)
+    return {"stopped_by_cancel": ctx.cancelled()}

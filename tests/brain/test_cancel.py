@@ -1,0 +1,71 @@
+"""Cancellation is committed first, then carried out: children wind down, Hands are told."""
+
+from __future__ import annotations
+
+import pytest
+
+from brain.client import request_cancel
+from shared.keys import Keys
+from shared.lease import LeaseManager, connect_redis
+from shared.store import OperationLedger
+from shared.store.queries import operations_by_ids
+from tests.helpers.brains import BrainHarness
+from tests.helpers.polling import eventually
+from tests.helpers.processes import spawn_module
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
+
+
+async def test_cancelling_a_submission_stops_children_and_the_running_tool(
+    brains: BrainHarness,
+) -> None:
+    brains.start_brain(tools="tests.helpers.tools")
+    hands = spawn_module(
+        "brainhands",
+        "hands",
+        "--pool",
+        "email",
+        "--tools",
+        "tests.helpers.tools",
+        env=brains.settings(),
+        log=brains.tmp_path / "hands.log",
+    )
+    brains.processes.append(hands)
+    await brains.submit("family", {})
+
+    async def tool_running() -> bool:
+        state = await brains.store.load("s1")
+        ops = [t.operation_id for t in state.open_tasks if t.operation_id]
+        found = await operations_by_ids(brains.store.engine, ops)
+        return any(op.status == "started" for op in found.values())
+
+    await eventually(tool_running, within=30, what="the tool call to start")
+    redis = connect_redis(brains.redis_url)
+    leases = LeaseManager(redis, Keys(brains.env.topology.namespace), ttl_ms=2000)
+    try:
+        said = await request_cancel(
+            brains.store, leases, brains.env.topology, session_id="s1", request_id="r1"
+        )
+    finally:
+        await redis.aclose()
+    assert said == "requested"
+
+    record = await brains.answer(within=30)
+
+    assert record.status == "cancelled"
+    state = await brains.store.load("s1")
+    assert state.open_tasks == []  # every child settled before the parent did
+    ledger_ops = (await brains.store.status())["operations"]
+    assert ledger_ops == 1
+
+    async def tool_heard_it() -> bool:
+        from sqlalchemy import select
+
+        from shared.store import schema
+
+        async with brains.store.engine.connect() as conn:
+            op_id = (await conn.execute(select(schema.operation.c.operation_id))).scalar_one()
+        op = await OperationLedger(brains.store).get(op_id)
+        return op.status == "succeeded" and op.result == {"stopped_by_cancel": True}
+
+    await eventually(tool_heard_it, within=15, what="the tool to see the cancel notice")
