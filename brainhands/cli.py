@@ -15,6 +15,7 @@ import sys
 from collections.abc import Callable, Coroutine
 from typing import Any
 
+from brain.client import request_cancel, submit_input, wait_for_answer
 from brain.registry import load_task_modules
 from brain.settings import BrainSettings
 from brain.sweeper import Sweeper
@@ -24,12 +25,14 @@ from hands.worker import HandsWorker
 from shared.broker import Broker
 from shared.config import CommonSettings, load_settings
 from shared.errors import BrainhandsError, ConfigurationError
-from shared.lease import LeaseManager
+from shared.keys import Keys
+from shared.lease import LeaseManager, connect_redis
 from shared.logs import configure_logging
 from shared.parking import list_parked, replay_parked
 from shared.relay import OutboxRelay
 from shared.runtime import Services, open_services, stop_on_signals
 from shared.store import OperationLedger, Store, migrate
+from shared.store.queries import session_history
 from shared.tools import load_tool_modules
 from shared.topology import Topology
 
@@ -163,6 +166,84 @@ async def _with_relay(services: Services, work: Callable[[asyncio.Event], Any]) 
         await relay.drain_once()
 
 
+async def _submit(args: argparse.Namespace) -> int:
+    settings = load_settings(CommonSettings)
+    topology = Topology(settings.namespace, delivery_limit=settings.delivery_limit)
+    store = await Store.open(settings.database_url, db_schema=settings.database_schema)
+    try:
+        try:
+            payload = json.loads(args.input)
+        except json.JSONDecodeError:
+            payload = {"text": args.input}
+        receipt = await submit_input(
+            store,
+            topology,
+            session_id=args.session,
+            request_id=args.request_id,
+            input=payload,
+            compat=args.compat,
+        )
+        record = receipt.submission
+        seen = "accepted" if receipt.created else "already accepted earlier; nothing new started"
+        print(f"submission {record.id} ({seen}): {record.status}")
+        if args.wait:
+            record = await wait_for_answer(store, args.session, args.request_id, within=args.wait)
+            print(
+                json.dumps(
+                    {"status": record.status, "answer": record.answer, "error": record.error},
+                    indent=2,
+                )
+            )
+            return 0 if record.status == "answered" else 1
+    finally:
+        await store.close()
+    return 0
+
+
+async def _show(args: argparse.Namespace) -> int:
+    settings = load_settings(CommonSettings)
+    store = await Store.open(settings.database_url, db_schema=settings.database_schema)
+    try:
+        state = await store.load(args.session)
+        tasks, operations = await session_history(store.engine, args.session)
+    finally:
+        await store.close()
+    s = state.session
+    print(f"session {s.id}  compat={s.compat}  version={s.version}  fence={s.fence}")
+    print(f"\nentries ({len(state.entries)}):")
+    for e in state.entries:
+        print(f"  {e.seq:>4} {e.kind:<12} {json.dumps(e.body)[:110]}")
+    print(f"\ntasks ({len(tasks)}):")
+    for t in tasks:
+        where = t.outcome if t.status == "terminal" else f"{t.status}@{t.phase}"
+        blocked = f"  BLOCKED: {t.blocked_reason}" if t.blocked_reason else ""
+        print(f"  {t.id[:12]} {t.kind:<18} v{t.kind_version} {where}{blocked}")
+    print(f"\noperations ({len(operations)}):")
+    for o in operations:
+        print(f"  {o.operation_id[:40]:<40} {o.tool:<16} {o.status:<10} attempts={o.attempts}")
+    return 0
+
+
+async def _cancel(args: argparse.Namespace) -> int:
+    settings = load_settings(CommonSettings)
+    topology = Topology(settings.namespace, delivery_limit=settings.delivery_limit)
+    store = await Store.open(settings.database_url, db_schema=settings.database_schema)
+    redis = connect_redis(settings.redis_url)
+    try:
+        said = await request_cancel(
+            store,
+            LeaseManager(redis, Keys(settings.namespace)),
+            topology,
+            session_id=args.session,
+            request_id=args.request_id,
+        )
+    finally:
+        await redis.aclose()
+        await store.close()
+    print(f"submission {args.request_id!r} of session {args.session}: {said}")
+    return 0
+
+
 async def _dlq(args: argparse.Namespace) -> int:
     settings = load_settings(CommonSettings)
     topology = Topology(settings.namespace, delivery_limit=settings.delivery_limit)
@@ -239,6 +320,23 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("sweeper", help="run a sweeper (and relay) on its own")
     p.set_defaults(run=_sweeper)
+
+    p = sub.add_parser("submit", help="submit input to a session (once per request id)")
+    p.add_argument("--session", required=True)
+    p.add_argument("--request-id", required=True, help="the same id never starts a second run")
+    p.add_argument("--compat", default="v1", help="Brain build to wake (default: v1)")
+    p.add_argument("--wait", type=float, metavar="SECONDS", help="wait for the answer")
+    p.add_argument("input", help='text, or JSON such as {"kind": ..., "input": ...}')
+    p.set_defaults(run=_submit)
+
+    p = sub.add_parser("show", help="print a session's entries, tasks and operations")
+    p.add_argument("session")
+    p.set_defaults(run=_show)
+
+    p = sub.add_parser("cancel", help="cancel a submission (durably, then its work winds down)")
+    p.add_argument("--session", required=True)
+    p.add_argument("--request-id", required=True)
+    p.set_defaults(run=_cancel)
 
     p = sub.add_parser("dlq", help="list or replay parked (dead-lettered) messages")
     p.add_argument("action", choices=["list", "replay"], nargs="?", default="list")

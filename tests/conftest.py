@@ -8,8 +8,10 @@ import pytest
 
 from shared.config import normalize_database_url
 from shared.store import Store
+from tests.helpers.brains import BrainHarness
+from tests.helpers.rabbit import broker_env
 from tests.helpers.services import service_url
-from tests.helpers.stores import StoreTarget, drop_pg_schema
+from tests.helpers.stores import StoreTarget, drop_pg_schema, drop_schema
 
 
 @pytest.fixture(scope="session")
@@ -54,3 +56,21 @@ async def store(store_target: StoreTarget) -> AsyncIterator[Store]:
     opened = await Store.open(store_target.url, upgrade=True, db_schema=store_target.schema)
     yield opened
     await opened.close()
+
+
+@pytest.fixture
+async def brains(
+    postgres_url: str, rabbitmq_url: str, redis_url: str, namespace: str, tmp_path: Path
+) -> AsyncIterator[BrainHarness]:
+    """Brain worker processes on PostgreSQL, started and killed as a test says."""
+    target = StoreTarget(normalize_database_url(postgres_url), namespace)
+    store = await Store.open(target.url, upgrade=True, db_schema=target.schema)
+    async with broker_env(rabbitmq_url, namespace) as env:
+        harness = BrainHarness(store, target, env, redis_url, tmp_path)
+        await harness.env.brain_queue("v1")
+        try:
+            yield harness
+        finally:
+            harness.kill_all()
+            await store.close()
+            await drop_schema(target.url, namespace)

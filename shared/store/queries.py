@@ -104,3 +104,18 @@ async def calls_without_outcome(
             )
         )
     return calls
+
+
+async def session_history(
+    engine: AsyncEngine, session_id: str
+) -> tuple[list[TaskRecord], list[OperationRecord]]:
+    """Every task (open or not) and every operation of a session, oldest first."""
+    t, o = schema.task, schema.operation
+    async with read_transaction(engine) as conn:
+        tasks = await conn.execute(
+            select(t).where(t.c.session_id == session_id).order_by(t.c.created_at, t.c.id)
+        )
+        ops = await conn.execute(
+            select(o).where(o.c.session_id == session_id).order_by(o.c.created_at)
+        )
+        return [task_record(r) for r in tasks], [operation_record(r) for r in ops]

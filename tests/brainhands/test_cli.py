@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -10,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.brains import BrainHarness
+from tests.helpers.processes import ROOT
 from tests.helpers.rabbit import BrokerEnv, broker_env
 
 
@@ -45,8 +48,7 @@ def test_invalid_settings_fail_at_start_naming_the_variable(tmp_path: Path) -> N
 
 
 def test_hands_refuses_a_pool_its_tool_modules_do_not_serve(tmp_path: Path) -> None:
-    root = Path(__file__).resolve().parents[2]
-    done = brainhands("hands", "--pool", "nope", "--tools", "tests.helpers.tools", cwd=root)
+    done = brainhands("hands", "--pool", "nope", "--tools", "tests.helpers.tools", cwd=ROOT)
     assert done.returncode == 2
     assert "no tool of pool 'nope'" in done.stderr and "email" in done.stderr
 
@@ -79,3 +81,30 @@ async def park_garbage(broker: BrokerEnv, queue: str) -> None:
     consumer = await broker.broker.consume(queue, lambda message, delivery: delivery.ack())
     await eventually(lambda: broker.count_is(broker.topology.parking_queue, 1), what="parked")
     await consumer.cancel()
+
+
+@pytest.mark.integration
+async def test_submit_waits_for_the_answer_and_show_prints_the_session(
+    brains: BrainHarness,
+) -> None:
+    brains.start_brain()
+    submit = [
+        "submit",
+        "--session",
+        "cli",
+        "--request-id",
+        "r1",
+        "--wait",
+        "30",
+        '{"kind": "steps", "input": {"x": 7}}',
+    ]
+
+    first = await asyncio.to_thread(brainhands, *submit, cwd=ROOT, env=brains.settings())
+    again = await asyncio.to_thread(brainhands, *submit, cwd=ROOT, env=brains.settings())
+    shown = await asyncio.to_thread(brainhands, "show", "cli", cwd=ROOT, env=brains.settings())
+
+    assert first.returncode == 0, first.stderr
+    assert "(accepted)" in first.stdout
+    assert json.loads(first.stdout.split("\n", 1)[1])["answer"]["input"] == {"x": 7}
+    assert "nothing new started" in again.stdout
+    assert "steps" in shown.stdout and "succeeded" in shown.stdout
