@@ -7,6 +7,7 @@ run Brains with ``brainhands brain``. A phase returns what happens next (``Goto`
 
 from brain.registry import TaskKind, TaskRegistry
 from brain.task import (
+    Call,
     Child,
     ChildOutcome,
     Dispatch,
@@ -22,6 +23,7 @@ from brain.task import (
 )
 
 __all__ = [
+    "Call",
     "Child",
     "ChildOutcome",
     "Dispatch",

@@ -33,19 +33,19 @@ from brain.decide import (
     wind_down_changes,
 )
 from brain.registry import TaskKind, TaskRegistry
-from brain.task import Child, ChildOutcome, Dispatch, Next, PhaseContext, Spawn, TaskView
+from brain.task import Call, Child, ChildOutcome, Dispatch, Next, PhaseContext, Spawn, TaskView
 from shared.errors import UnknownToolError
 from shared.messages import ToolJob, encode
 from shared.store import Draft, Store, SubmissionRecord, TaskRecord
 from shared.store.queries import operations_by_ids, tasks_by_ids
-from shared.store.records import DocumentRecord, OperationRecord
+from shared.store.records import CommitReceipt, DocumentRecord, EntryRecord, OperationRecord
 from shared.tools import ToolRegistry
 from shared.topology import Topology
 
 log = logging.getLogger("brainhands.brain")
 
 StartSubmission = Callable[[SubmissionRecord], Child]
-PhaseDone = tuple[TaskRecord, "Next | BaseException", dict[str, Any]]
+PhaseDone = tuple[TaskRecord, "Next | BaseException", dict[str, Any], list[tuple[str, Any]]]
 """A finished phase: the task as it was, what the phase returned (or raised), its docs."""
 
 
@@ -93,6 +93,7 @@ class SessionRunner:
         self.rows: dict[str, TaskRecord] = {}
         self.operations: dict[str, OperationRecord] = {}
         self.documents: dict[str, DocumentRecord] = {}
+        self.entries: list[EntryRecord] = []
         self.version = 0
         self.compat = ""
         self.summary = RunSummary()
@@ -104,6 +105,7 @@ class SessionRunner:
         state = await self.store.load(self.session_id)
         self.version, self.compat = state.session.version, state.session.compat
         self.documents = dict(state.documents)
+        self.entries = list(state.entries)
         self.rows = {t.id: t for t in state.open_tasks}
         for submission in state.open_submissions:
             if submission.status == "queued":
@@ -119,9 +121,9 @@ class SessionRunner:
                         running.values(), return_when=asyncio.FIRST_COMPLETED
                     )
                     for finished in done:
-                        task, result, docs = finished.result()
+                        task, result, docs, appended = finished.result()
                         running.pop(task.id)
-                        await self._after_phase(task, result, docs)
+                        await self._after_phase(task, result, docs, appended)
                     continue
                 if progressed:
                     continue
@@ -216,7 +218,8 @@ class SessionRunner:
         assert kind is not None and task.phase is not None
         handler = kind.phases.get(task.phase)
         if handler is None:
-            return task, LookupError(f"{kind.name} v{kind.version} has no phase {task.phase!r}"), {}
+            missing = LookupError(f"{kind.name} v{kind.version} has no phase {task.phase!r}")
+            return task, missing, {}, []
         docs = {name: copy.deepcopy(self._doc_body(name)) for name in kind.documents}
         view = TaskView(
             id=task.id,
@@ -231,10 +234,11 @@ class SessionRunner:
             children=self._children(task),
         )
         try:
-            result = await handler(view, docs, PhaseContext(self.session_id, self.compat))
+            ctx = PhaseContext(self.session_id, self.compat, entries=self.entries)
+            result = await handler(view, docs, ctx)
         except Exception as exc:  # the phase's failure is data for the crash-loop rule
-            return task, exc, docs
-        return task, result, docs
+            return task, exc, docs, []
+        return task, result, docs, ctx.appended
 
     def _doc_body(self, name: str) -> Any:
         doc = self.documents.get(name)
@@ -251,7 +255,11 @@ class SessionRunner:
         return out
 
     async def _after_phase(
-        self, task: TaskRecord, result: Next | BaseException, docs: dict[str, Any]
+        self,
+        task: TaskRecord,
+        result: Next | BaseException,
+        docs: dict[str, Any],
+        appended: list[tuple[str, Any]],
     ) -> None:
         self.summary.phases += 1
         if isinstance(result, BaseException):
@@ -266,11 +274,16 @@ class SessionRunner:
             )
             await self._commit(lambda d: self._phase_failed(d, task, result))
             return
-        await self._commit(lambda d: self._apply(d, task, result, docs))
+        receipt = await self._commit(lambda d: self._apply(d, task, result, docs, appended))
+        now = time.time()
+        self.entries.extend(
+            EntryRecord(seq, kind, body, now)
+            for seq, (kind, body) in zip(receipt.entry_seqs, appended, strict=True)
+        )
 
     # Building commits ----------------------------------------------------------------------
 
-    async def _commit(self, build: Callable[[Draft], list[TaskRecord]]) -> None:
+    async def _commit(self, build: Callable[[Draft], list[TaskRecord]]) -> CommitReceipt:
         """Build a draft against the current version and commit it; adopt the new rows."""
         async with self._lock:
             draft = Draft(self.session_id, version=self.version, fence=self.fence)
@@ -282,6 +295,7 @@ class SessionRunner:
                 self.rows[row.id] = row
                 if row.status == "terminal":
                     self.summary.settled.append(row.id)
+            return receipt
 
     def _update(self, draft: Draft, task: TaskRecord, **changes: Any) -> TaskRecord:
         draft.update_task(task.id, **changes)
@@ -312,10 +326,17 @@ class SessionRunner:
         self._entered.update(t.id for t in tasks)
 
     def _apply(
-        self, draft: Draft, task: TaskRecord, result: Next, docs: dict[str, Any]
+        self,
+        draft: Draft,
+        task: TaskRecord,
+        result: Next,
+        docs: dict[str, Any],
+        appended: list[tuple[str, Any]],
     ) -> list[TaskRecord]:
         kind = self._kind(task)
         assert kind is not None
+        for entry_kind, body in appended:
+            draft.append_entry(entry_kind, body)
         for name in kind.documents:
             if docs.get(name) != self._doc_body(name):
                 current = self.documents.get(name)
@@ -327,11 +348,18 @@ class SessionRunner:
                 )
         rows: list[TaskRecord] = []
         spawned: list[str] = []
+        if isinstance(result, Dispatch):
+            result = Spawn(
+                [Call(result.tool, result.arguments, result.operation_id)],
+                then=result.then,
+                state=result.state,
+            )
         if isinstance(result, Spawn):
             for n, child in enumerate(result.children):
-                spawned.append(self._spawn(draft, rows, child, parent=task.id, n=n))
-        elif isinstance(result, Dispatch):
-            spawned.append(self._dispatch(draft, rows, task, result))
+                if isinstance(child, Call):
+                    spawned.append(self._call(draft, rows, task, child, n))
+                else:
+                    spawned.append(self._spawn(draft, rows, child, parent=task.id, n=n))
         changes = transition(result, now=time.time(), spawned=spawned)
         updated = self._update(draft, task, **changes)
         rows.append(updated)
@@ -381,10 +409,10 @@ class SessionRunner:
         )
         return task_id
 
-    def _dispatch(
-        self, draft: Draft, rows: list[TaskRecord], task: TaskRecord, call: Dispatch
+    def _call(
+        self, draft: Draft, rows: list[TaskRecord], task: TaskRecord, call: Call, n: int
     ) -> str:
-        task_id = self._new_id(0)
+        task_id = self._new_id(n)
         operation_id = call.operation_id or f"op-{task_id}"
         try:
             pool = self.tools.get(call.tool).pool

@@ -11,8 +11,11 @@ safe to run again until its result is committed: external effects belong in tool
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
+
+from shared.store.records import EntryRecord
 
 JoinPolicy = Literal["all_settled", "fail_fast"]
 Outcome = Literal["succeeded", "failed", "cancelled"]
@@ -49,13 +52,29 @@ class TaskView:
     """Outcomes of the tasks the last wait was for, in the order they were spawned."""
 
 
-@dataclass(frozen=True)
 class PhaseContext:
-    """The world around a running phase."""
+    """The world around a running phase: the session's entries, and a way to add some.
 
-    session_id: str
-    compat: str
-    now: float = field(default_factory=time.time)
+    Entries appended here are committed together with what the phase returns, in order.
+    """
+
+    def __init__(
+        self,
+        session_id: str,
+        compat: str,
+        *,
+        entries: Sequence[EntryRecord] = (),
+        now: float | None = None,
+    ) -> None:
+        self.session_id = session_id
+        self.compat = compat
+        self.entries = tuple(entries)
+        self.now = time.time() if now is None else now
+        self.appended: list[tuple[str, Any]] = []
+
+    def append_entry(self, kind: str, body: Any) -> None:
+        """Add an immutable entry to the session, in the commit of this phase's result."""
+        self.appended.append((kind, body))
 
 
 # What a phase returns -------------------------------------------------------------------
@@ -95,10 +114,24 @@ class Child:
 
 
 @dataclass(frozen=True)
-class Spawn:
-    """Create ``children``, wait for them under ``join``, then run ``then``."""
+class Call:
+    """A tool call to make as a child: it ends as its operation does.
 
-    children: list[Child]
+    ``operation_id`` is the call's idempotency key; by default one is derived from the
+    commit that records the intent.
+    """
+
+    tool: str
+    arguments: dict[str, Any]
+    operation_id: str | None = None
+
+
+@dataclass(frozen=True)
+class Spawn:
+    """Create ``children`` (tasks or tool calls), wait for them under ``join``, then run
+    ``then``; it sees their outcomes in the order given."""
+
+    children: Sequence[Child | Call]
     then: str
     join: JoinPolicy = "all_settled"
     state: Any = None
@@ -106,11 +139,8 @@ class Spawn:
 
 @dataclass(frozen=True)
 class Dispatch:
-    """Call a tool on its Hands pool, wait for its outcome, then run ``then``.
-
-    ``operation_id`` is the call's idempotency key; by default one is derived from the
-    commit that records the intent. The outcome arrives as the only child outcome.
-    """
+    """Call one tool on its Hands pool, wait for its outcome, then run ``then``: the same as
+    ``Spawn([Call(tool, arguments, operation_id)], then)``."""
 
     tool: str
     arguments: dict[str, Any]

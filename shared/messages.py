@@ -98,8 +98,7 @@ Message: TypeAlias = Annotated[
 ]
 """Any protocol message; ``type`` tells which."""
 
-# mypy reads pydantic's TypeForm parameter as type[T], which an Annotated union is not.
-_MESSAGE: TypeAdapter[Message] = TypeAdapter(Message)  # type: ignore[arg-type]
+_MESSAGE: TypeAdapter[Message] = TypeAdapter(Message)
 
 
 def encode(message: Message) -> bytes:

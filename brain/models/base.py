@@ -1,0 +1,68 @@
+"""The adapter interface every model sits behind, and what a model call returns.
+
+Messages and tool schemas use the chat-completions shapes (``{"role", "content"}``,
+``{"type": "function", "function": {...}}``), the lingua franca of OpenAI, vLLM, Ollama and
+llama.cpp's server. ``ModelResponse.raw`` is the provider's answer exactly as returned: the
+Brain stores it before acting on it, so a restart never asks the model to decide again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from shared.errors import BrainhandsError
+
+
+class ModelError(BrainhandsError):
+    """The model call failed in a way another attempt will not fix (bad request, auth)."""
+
+
+class TransientModelError(ModelError):
+    """The model call failed in a way another attempt may fix (429, 5xx, timeout, cut off)."""
+
+    retryable = True
+
+    def __init__(self, message: str, *, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """One tool call the model asked for."""
+
+    id: str
+    """The provider's call id: tool results are matched to calls by it."""
+    name: str
+    arguments: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ModelResponse:
+    """A complete model answer: text, tool calls, or both."""
+
+    raw: dict[str, Any]
+    text: str | None
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    usage: dict[str, Any] = field(default_factory=dict)
+
+
+class ModelAdapter(Protocol):
+    """Something that completes a conversation."""
+
+    @property
+    def name(self) -> str:
+        """The model's name, recorded with each request."""
+        ...
+
+    async def complete(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
+    ) -> ModelResponse:
+        """One model call. Raises ``TransientModelError`` when a retry may help, and
+        ``ModelError`` when it will not. Never returns a response that was cut off."""
+        ...
+
+    def parse(self, raw: dict[str, Any]) -> ModelResponse:
+        """Rebuild the response from its stored ``raw`` form (after a restart)."""
+        ...
