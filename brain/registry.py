@@ -60,6 +60,13 @@ class TaskRegistry:
         self.kinds[key] = kind
         return kind
 
+    def include(self, other: TaskRegistry) -> TaskRegistry:
+        """Add every kind and migration of ``other``; return self."""
+        for kind in other.kinds.values():
+            self.add(kind)
+        self.migrations.update(other.migrations)
+        return self
+
     def migration(self, name: str, from_version: int) -> Callable[[Migration], Migration]:
         """Register how a ``name`` task moves from ``from_version`` to ``from_version + 1``."""
 
@@ -104,7 +111,5 @@ def load_task_modules(paths: list[str]) -> TaskRegistry:
             raise UnknownTaskKindError(
                 f"task module {path!r} defines no `registry = TaskRegistry()` to load"
             )
-        for kind in found.kinds.values():
-            merged.add(kind)
-        merged.migrations.update(found.migrations)
+        merged.include(found)
     return merged

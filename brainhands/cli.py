@@ -15,6 +15,7 @@ import sys
 from collections.abc import Callable, Coroutine
 from typing import Any
 
+from brain.agent import agent_kinds, load_agent_modules, start_agent_or_task
 from brain.client import request_cancel, submit_input, wait_for_answer
 from brain.registry import load_task_modules
 from brain.settings import BrainSettings
@@ -94,8 +95,11 @@ async def _hands(args: argparse.Namespace) -> int:
 
 async def _brain(args: argparse.Namespace) -> int:
     settings = load_settings(BrainSettings)
-    tasks = load_task_modules(args.tasks)
     tools = load_tool_modules(args.tools or [])
+    agents = load_agent_modules(args.agents or [])
+    tasks = load_task_modules(args.tasks or []).include(agent_kinds(agents, tools))
+    if not tasks.kinds:
+        raise ConfigurationError("nothing to run: give --tasks MODULE and/or --agents MODULE")
     async with open_services(settings, name=f"brain-{'-'.join(args.compat)}") as services:
         leases = services.leases(settings.lease_ttl_ms)
         worker = BrainWorker(
@@ -108,6 +112,7 @@ async def _brain(args: argparse.Namespace) -> int:
             concurrency=settings.concurrency,
             max_restarts=settings.max_restarts,
             shutdown_grace=settings.shutdown_grace,
+            start_submission=start_agent_or_task,
         )
         sweeper = _sweeper_of(services, leases, settings)
 
@@ -309,10 +314,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--compat", action="append", required=True, help="compatibility key served (repeatable)"
     )
     p.add_argument(
-        "--tasks",
-        action="append",
-        required=True,
-        help="module path defining `registry = TaskRegistry()` (repeatable)",
+        "--tasks", action="append", help="module path defining `registry = TaskRegistry()`"
+    )
+    p.add_argument(
+        "--agents", action="append", help="module path defining `agents = AgentRegistry()`"
     )
     p.add_argument("--tools", action="append", help="module path that registers tools")
     p.add_argument("--no-sweeper", action="store_true", help="do not run a sweeper candidate")

@@ -1,0 +1,218 @@
+"""Agents: a model, a system prompt and granted tools, run as durable tasks.
+
+One submission starts an ``agent.session`` task: it appends the user's entry, then runs
+one ``agent.generate`` task per model turn until the model answers without tool calls.
+A generation task's phases:
+
+- ``prepare``: fix the context position (the entries the request may see) and the model;
+- ``request``: call the model; transient failures sleep and retry, the attempt count in
+  the task's state; the raw response is handed on in the state, so once committed the
+  model is never asked the same question again;
+- ``tools``: one commit appends the raw response as an entry, creates one tool task per
+  granted call (frozen arguments, operation id derived from the task and the provider's call
+  id) with its job in the outbox, and waits for them all; calls of tools the agent was not
+  granted are refused here and never dispatched;
+- ``apply``: appends the tool results in call order, uncertain and failed ones included
+  and labelled as such, for the model to judge.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from brain.models.base import ModelAdapter, ModelError, TransientModelError
+from brain.registry import TaskKind, TaskRegistry
+from brain.scheduler import start_from_input
+from brain.task import (
+    Call,
+    Child,
+    Fail,
+    Finish,
+    Goto,
+    Next,
+    PhaseContext,
+    Sleep,
+    Spawn,
+    TaskView,
+)
+from shared.store import EntryRecord, SubmissionRecord
+from shared.tools import ToolRegistry
+
+
+@dataclass(frozen=True)
+class Agent:
+    """An agent definition: what the Brain needs to run its turns."""
+
+    name: str
+    model: ModelAdapter
+    system: str
+    tools: tuple[str, ...] = ()
+    """The tools it may call: also the session's authorization."""
+    max_turns: int = 8
+    max_tool_calls: int = 8
+    """Tool calls per model turn; calls beyond are refused."""
+    model_attempts: int = 4
+    retry_delay: float = 1.0
+
+
+@dataclass
+class AgentRegistry:
+    agents: dict[str, Agent] = field(default_factory=dict)
+
+    def add(self, agent: Agent) -> Agent:
+        self.agents[agent.name] = agent
+        return agent
+
+    def get(self, name: str) -> Agent:
+        if name not in self.agents:
+            raise ModelError(f"no agent named {name!r} in this build")
+        return self.agents[name]
+
+
+def start_agent_or_task(submission: SubmissionRecord) -> Child:
+    """Submissions naming an ``agent`` start its session; others name a task kind."""
+    data = submission.input
+    if isinstance(data, dict) and "agent" in data:
+        return Child("agent.session", {"agent": data["agent"], "text": data.get("text", "")})
+    return start_from_input(submission)
+
+
+def build_messages(system: str, entries: list[EntryRecord]) -> list[dict[str, Any]]:
+    """The chat messages for a model request, rebuilt from entries alone."""
+    messages: list[dict[str, Any]] = [{"role": "system", "content": system}]
+    for entry in entries:
+        body = entry.body
+        if entry.kind == "user":
+            messages.append({"role": "user", "content": body["text"]})
+        elif entry.kind == "model":
+            said = body["raw"]["choices"][0]["message"]
+            message = {"role": "assistant", "content": said.get("content")}
+            if said.get("tool_calls"):
+                message["tool_calls"] = said["tool_calls"]
+            messages.append(message)
+        elif entry.kind == "tool_result":
+            content = {k: v for k, v in body.items() if k not in ("call_id", "name")}
+            messages.append(
+                {
+                    "role": "tool",
+                    "tool_call_id": body["call_id"],
+                    "content": json.dumps(content, sort_keys=True),
+                }
+            )
+    return messages
+
+
+def agent_kinds(agents: AgentRegistry, tools: ToolRegistry) -> TaskRegistry:
+    """The task kinds that run ``agents`` (added to a Brain's registry)."""
+    registry = TaskRegistry()
+    session = registry.add(TaskKind("agent.session"))
+    generate = registry.add(TaskKind("agent.generate"))
+
+    @session.phase("start")
+    async def start(task: TaskView, docs: dict[str, Any], ctx: PhaseContext) -> Next:
+        agents.get(task.input["agent"])  # fail early for an unknown agent
+        ctx.append_entry("user", {"text": task.input["text"]})
+        return Goto("turn", state={"turn": 1})
+
+    @session.phase("turn")
+    async def turn(task: TaskView, docs: dict[str, Any], ctx: PhaseContext) -> Next:
+        agent = agents.get(task.input["agent"])
+        if task.state["turn"] > agent.max_turns:
+            return Fail({"reason": "turn limit", "turns": agent.max_turns})
+        child = Child("agent.generate", {"agent": agent.name, "turn": task.state["turn"]})
+        return Spawn([child], then="next", state=task.state)
+
+    @session.phase("next")
+    async def next_turn(task: TaskView, docs: dict[str, Any], ctx: PhaseContext) -> Next:
+        [done] = task.children
+        if done.outcome != "succeeded":
+            return Fail({"reason": "model turn failed", "error": done.error})
+        if "final" in done.result:
+            return Finish({"text": done.result["final"], "turns": task.state["turn"]})
+        return Goto("turn", state={"turn": task.state["turn"] + 1})
+
+    @generate.phase("prepare")
+    async def prepare(task: TaskView, docs: dict[str, Any], ctx: PhaseContext) -> Next:
+        agent = agents.get(task.input["agent"])
+        upto = ctx.entries[-1].seq if ctx.entries else 0
+        return Goto("request", state={"upto": upto, "model": agent.model.name, "attempt": 0})
+
+    @generate.phase("request")
+    async def request(task: TaskView, docs: dict[str, Any], ctx: PhaseContext) -> Next:
+        agent = agents.get(task.input["agent"])
+        state = dict(task.state)
+        messages = build_messages(agent.system, [e for e in ctx.entries if e.seq <= state["upto"]])
+        schemas = [tools.get(name).schema() for name in agent.tools]
+        try:
+            response = await agent.model.complete(messages, schemas)
+        except TransientModelError as exc:
+            state["attempt"] += 1
+            state["last_error"] = str(exc)
+            if state["attempt"] >= agent.model_attempts:
+                return Fail(
+                    {"reason": "model unavailable", "error": str(exc), "attempts": state["attempt"]}
+                )
+            delay = exc.retry_after or agent.retry_delay * 2 ** (state["attempt"] - 1)
+            return Sleep(then="request", seconds=delay, state=state)
+        except ModelError as exc:
+            return Fail({"reason": "model error", "error": str(exc)})
+        return Goto("tools", state={**state, "raw": response.raw})
+
+    @generate.phase("tools")
+    async def dispatch(task: TaskView, docs: dict[str, Any], ctx: PhaseContext) -> Next:
+        agent = agents.get(task.input["agent"])
+        raw = task.state["raw"]
+        response = agent.model.parse(raw)
+        ctx.append_entry("model", {"raw": raw, "model": task.state["model"]})
+        if not response.tool_calls:
+            return Finish({"final": response.text or ""})
+        calls, plan = [], []
+        for n, call in enumerate(response.tool_calls):
+            refusal = None
+            if call.name not in agent.tools:
+                refusal = f"tool {call.name!r} is not granted to agent {agent.name!r}"
+            elif n >= agent.max_tool_calls:
+                refusal = f"more than {agent.max_tool_calls} tool calls in one turn"
+            plan.append({"call_id": call.id, "name": call.name, "refused": refusal})
+            if refusal is None:
+                operation_id = "op-" + uuid.uuid5(uuid.NAMESPACE_URL, f"{task.id}/{call.id}").hex
+                calls.append(Call(call.name, call.arguments, operation_id=operation_id))
+        return Spawn(calls, then="apply", state={"plan": plan})
+
+    @generate.phase("apply")
+    async def apply(task: TaskView, docs: dict[str, Any], ctx: PhaseContext) -> Next:
+        outcomes = iter(task.children)
+        for step in task.state["plan"]:
+            result: dict[str, Any] = {"call_id": step["call_id"], "name": step["name"]}
+            if step["refused"]:
+                result.update(status="refused", error=step["refused"])
+            else:
+                outcome = next(outcomes)
+                if outcome.outcome == "succeeded":
+                    result.update(status="succeeded", result=outcome.result["result"])
+                else:
+                    # "uncertain" stays uncertain: the model or a rule decides, never a retry.
+                    error = outcome.error or {}
+                    result.update(
+                        status=error.get("status", outcome.outcome), error=error.get("error", error)
+                    )
+            ctx.append_entry("tool_result", result)
+        return Finish({"continue": True})
+
+    return registry
+
+
+def load_agent_modules(paths: list[str]) -> AgentRegistry:
+    """Import each module path and merge the ``agents`` (an AgentRegistry) each defines."""
+    import importlib
+
+    merged = AgentRegistry()
+    for path in paths:
+        found = getattr(importlib.import_module(path), "agents", None)
+        if not isinstance(found, AgentRegistry):
+            raise ModelError(f"agent module {path!r} defines no `agents = AgentRegistry()`")
+        merged.agents.update(found.agents)
+    return merged
