@@ -23,6 +23,9 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+from pydantic import BaseModel
+
+from brain.decide import TOOL_KIND
 from brain.models.base import ModelAdapter, ModelError, TransientModelError
 from brain.registry import TaskKind, TaskRegistry
 from brain.scheduler import start_from_input
@@ -43,6 +46,28 @@ from shared.tools import ToolRegistry
 
 
 @dataclass(frozen=True)
+class TaskTool:
+    """A tool the model sees that the Brain runs as a durable task of ``kind`` rather than
+    as one Hands call: for work with steps of its own (a batch of emails, say), which then
+    recovers step by step instead of as one black box."""
+
+    name: str
+    kind: str
+    args_model: type[BaseModel]
+    description: str
+
+    def schema(self) -> dict[str, Any]:
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": self.args_model.model_json_schema(),
+            },
+        }
+
+
+@dataclass(frozen=True)
 class Agent:
     """An agent definition: what the Brain needs to run its turns."""
 
@@ -50,7 +75,8 @@ class Agent:
     model: ModelAdapter
     system: str
     tools: tuple[str, ...] = ()
-    """The tools it may call: also the session's authorization."""
+    """The Hands tools it may call: with ``task_tools``, the session's authorization."""
+    task_tools: tuple[TaskTool, ...] = ()
     max_turns: int = 8
     max_tool_calls: int = 8
     """Tool calls per model turn; calls beyond are refused."""
@@ -146,6 +172,7 @@ def agent_kinds(agents: AgentRegistry, tools: ToolRegistry) -> TaskRegistry:
         state = dict(task.state)
         messages = build_messages(agent.system, [e for e in ctx.entries if e.seq <= state["upto"]])
         schemas = [tools.get(name).schema() for name in agent.tools]
+        schemas += [t.schema() for t in agent.task_tools]
         try:
             response = await agent.model.complete(messages, schemas)
         except TransientModelError as exc:
@@ -169,18 +196,24 @@ def agent_kinds(agents: AgentRegistry, tools: ToolRegistry) -> TaskRegistry:
         ctx.append_entry("model", {"raw": raw, "model": task.state["model"]})
         if not response.tool_calls:
             return Finish({"final": response.text or ""})
-        calls, plan = [], []
+        task_tools = {t.name: t for t in agent.task_tools}
+        children: list[Call | Child] = []
+        plan = []
         for n, call in enumerate(response.tool_calls):
             refusal = None
-            if call.name not in agent.tools:
+            if call.name not in agent.tools and call.name not in task_tools:
                 refusal = f"tool {call.name!r} is not granted to agent {agent.name!r}"
             elif n >= agent.max_tool_calls:
                 refusal = f"more than {agent.max_tool_calls} tool calls in one turn"
             plan.append({"call_id": call.id, "name": call.name, "refused": refusal})
-            if refusal is None:
+            if refusal is not None:
+                continue
+            if call.name in task_tools:
+                children.append(Child(task_tools[call.name].kind, call.arguments))
+            else:
                 operation_id = "op-" + uuid.uuid5(uuid.NAMESPACE_URL, f"{task.id}/{call.id}").hex
-                calls.append(Call(call.name, call.arguments, operation_id=operation_id))
-        return Spawn(calls, then="apply", state={"plan": plan})
+                children.append(Call(call.name, call.arguments, operation_id=operation_id))
+        return Spawn(children, then="apply", state={"plan": plan})
 
     @generate.phase("apply")
     async def apply(task: TaskView, docs: dict[str, Any], ctx: PhaseContext) -> Next:
@@ -191,8 +224,10 @@ def agent_kinds(agents: AgentRegistry, tools: ToolRegistry) -> TaskRegistry:
                 result.update(status="refused", error=step["refused"])
             else:
                 outcome = next(outcomes)
+                from_call = outcome.kind == TOOL_KIND
                 if outcome.outcome == "succeeded":
-                    result.update(status="succeeded", result=outcome.result["result"])
+                    value = outcome.result["result"] if from_call else outcome.result
+                    result.update(status="succeeded", result=value)
                 else:
                     # "uncertain" stays uncertain: the model or a rule decides, never a retry.
                     error = outcome.error or {}

@@ -7,5 +7,16 @@ from brain.models.base import (
     ToolCall,
     TransientModelError,
 )
+from brain.models.openai import ModelSettings, OpenAIChatModel
+from brain.models.scripted import ScriptedModel
 
-__all__ = ["ModelAdapter", "ModelError", "ModelResponse", "ToolCall", "TransientModelError"]
+__all__ = [
+    "ModelAdapter",
+    "ModelError",
+    "ModelResponse",
+    "ModelSettings",
+    "OpenAIChatModel",
+    "ScriptedModel",
+    "ToolCall",
+    "TransientModelError",
+]

@@ -1,0 +1,158 @@
+"""Operator commands: schema, status, submissions, sessions and parked messages."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+from typing import Any
+
+from brain.client import request_cancel, submit_input, wait_for_answer
+from shared.broker import Broker
+from shared.config import CommonSettings, load_settings
+from shared.keys import Keys
+from shared.lease import LeaseManager, connect_redis
+from shared.parking import list_parked, replay_parked
+from shared.store import Store
+from shared.store import migrate as schema_migrations
+from shared.store.queries import session_history
+from shared.topology import Topology
+
+
+async def migrate(args: argparse.Namespace) -> int:
+    settings = load_settings(CommonSettings)
+    store = await Store.open(
+        settings.database_url, upgrade=False, db_schema=settings.database_schema
+    )
+    try:
+        before = await schema_migrations.current_revision(store.engine)
+        await schema_migrations.upgrade(store.engine, args.revision)
+        after = await schema_migrations.current_revision(store.engine)
+    finally:
+        await store.close()
+    print(f"store {_redacted(settings.database_url)}: {before or 'empty'} -> {after}")
+    return 0
+
+
+async def status(args: argparse.Namespace) -> int:
+    settings = load_settings(CommonSettings)
+    store = await Store.open(settings.database_url, db_schema=settings.database_schema)
+    try:
+        status = await store.status()
+    finally:
+        await store.close()
+    status["store"] = _redacted(settings.database_url)
+    status["head"] = schema_migrations.head_revision()
+    print(json.dumps(status, indent=2) if args.json else _table(status))
+    return 0
+
+
+async def submit(args: argparse.Namespace) -> int:
+    settings = load_settings(CommonSettings)
+    topology = Topology(settings.namespace, delivery_limit=settings.delivery_limit)
+    store = await Store.open(settings.database_url, db_schema=settings.database_schema)
+    try:
+        try:
+            payload = json.loads(args.input)
+        except json.JSONDecodeError:
+            payload = {"text": args.input}
+        receipt = await submit_input(
+            store,
+            topology,
+            session_id=args.session,
+            request_id=args.request_id,
+            input=payload,
+            compat=args.compat,
+        )
+        record = receipt.submission
+        seen = "accepted" if receipt.created else "already accepted earlier; nothing new started"
+        print(f"submission {record.id} ({seen}): {record.status}")
+        if args.wait:
+            record = await wait_for_answer(store, args.session, args.request_id, within=args.wait)
+            print(
+                json.dumps(
+                    {"status": record.status, "answer": record.answer, "error": record.error},
+                    indent=2,
+                )
+            )
+            return 0 if record.status == "answered" else 1
+    finally:
+        await store.close()
+    return 0
+
+
+async def show(args: argparse.Namespace) -> int:
+    settings = load_settings(CommonSettings)
+    store = await Store.open(settings.database_url, db_schema=settings.database_schema)
+    try:
+        state = await store.load(args.session)
+        tasks, operations = await session_history(store.engine, args.session)
+    finally:
+        await store.close()
+    s = state.session
+    print(f"session {s.id}  compat={s.compat}  version={s.version}  fence={s.fence}")
+    print(f"\nentries ({len(state.entries)}):")
+    for e in state.entries:
+        print(f"  {e.seq:>4} {e.kind:<12} {json.dumps(e.body)[:110]}")
+    print(f"\ntasks ({len(tasks)}):")
+    for t in tasks:
+        where = t.outcome if t.status == "terminal" else f"{t.status}@{t.phase}"
+        blocked = f"  BLOCKED: {t.blocked_reason}" if t.blocked_reason else ""
+        print(f"  {t.id[:12]} {t.kind:<18} v{t.kind_version} {where}{blocked}")
+    print(f"\noperations ({len(operations)}):")
+    for o in operations:
+        print(f"  {o.operation_id[:40]:<40} {o.tool:<16} {o.status:<10} attempts={o.attempts}")
+    return 0
+
+
+async def cancel(args: argparse.Namespace) -> int:
+    settings = load_settings(CommonSettings)
+    topology = Topology(settings.namespace, delivery_limit=settings.delivery_limit)
+    store = await Store.open(settings.database_url, db_schema=settings.database_schema)
+    redis = connect_redis(settings.redis_url)
+    try:
+        said = await request_cancel(
+            store,
+            LeaseManager(redis, Keys(settings.namespace)),
+            topology,
+            session_id=args.session,
+            request_id=args.request_id,
+        )
+    finally:
+        await redis.aclose()
+        await store.close()
+    print(f"submission {args.request_id!r} of session {args.session}: {said}")
+    return 0
+
+
+async def dlq(args: argparse.Namespace) -> int:
+    settings = load_settings(CommonSettings)
+    topology = Topology(settings.namespace, delivery_limit=settings.delivery_limit)
+    broker = await Broker.connect(settings.rabbitmq_url, topology, connection_name="dlq")
+    try:
+        if args.action == "replay":
+            replayed = await replay_parked(broker, args.limit)
+            print(f"replayed {replayed} parked message(s) to their origin queues")
+            return 0
+        parked = await list_parked(broker, args.limit)
+    finally:
+        await broker.close()
+    if args.json:
+        print(json.dumps([dataclasses.asdict(p) for p in parked], indent=2))
+    elif not parked:
+        print(f"{topology.parking_queue} is empty")
+    else:
+        for p in parked:
+            print(f"- from {p.origin} ({p.count}x): {p.reason}\n    {p.body_preview}")
+    return 0
+
+
+def _redacted(url: str) -> str:
+    from sqlalchemy.engine import make_url
+
+    return make_url(url).render_as_string(hide_password=True)
+
+
+def _table(values: dict[str, Any]) -> str:
+    width = max(len(k) for k in values)
+    return "\n".join(f"{k:<{width}}  {v}" for k, v in values.items())

@@ -1,0 +1,124 @@
+"""The long-running roles: Brain, Hands, relay and sweeper processes."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+from brain.agent import agent_kinds, load_agent_modules, start_agent_or_task
+from brain.registry import load_task_modules
+from brain.settings import BrainSettings
+from brain.sweeper import Sweeper
+from brain.worker import BrainWorker
+from hands.settings import HandsSettings
+from hands.worker import HandsWorker
+from shared.config import CommonSettings, load_settings
+from shared.errors import ConfigurationError
+from shared.lease import LeaseManager
+from shared.relay import OutboxRelay
+from shared.runtime import Services, open_services, stop_on_signals
+from shared.store import OperationLedger
+from shared.tools import load_tool_modules
+
+
+async def hands(args: argparse.Namespace) -> int:
+    settings = load_settings(HandsSettings)
+    registry = load_tool_modules(args.tools)
+    if not registry.in_pool(args.pool):
+        raise ConfigurationError(
+            f"no tool of pool {args.pool!r} is registered by {', '.join(args.tools)}; "
+            f"pools there: {sorted({t.pool for t in registry}) or 'none'}"
+        )
+    async with open_services(settings, name=f"hands-{args.pool}") as services:
+        worker = HandsWorker(
+            ledger=OperationLedger(services.store),
+            broker=services.broker,
+            leases=services.leases(settings.lease_ttl_ms),
+            registry=registry,
+            pool=args.pool,
+            concurrency=args.concurrency or settings.concurrency,
+            shutdown_grace=settings.shutdown_grace,
+            max_inline_result=settings.max_inline_result,
+        )
+        await with_relay(services, worker.run)
+    return 0
+
+
+async def brain(args: argparse.Namespace) -> int:
+    settings = load_settings(BrainSettings)
+    tools = load_tool_modules(args.tools or [])
+    agents = load_agent_modules(args.agents or [])
+    tasks = load_task_modules(args.tasks or []).include(agent_kinds(agents, tools))
+    if not tasks.kinds:
+        raise ConfigurationError("nothing to run: give --tasks MODULE and/or --agents MODULE")
+    async with open_services(settings, name=f"brain-{'-'.join(args.compat)}") as services:
+        leases = services.leases(settings.lease_ttl_ms)
+        worker = BrainWorker(
+            store=services.store,
+            broker=services.broker,
+            leases=leases,
+            tasks=tasks,
+            tools=tools,
+            compats=args.compat,
+            concurrency=settings.concurrency,
+            max_restarts=settings.max_restarts,
+            shutdown_grace=settings.shutdown_grace,
+            start_submission=start_agent_or_task,
+        )
+        sweeper = sweeper_of(services, leases, settings)
+
+        async def work(stop: asyncio.Event) -> None:
+            jobs = [worker.run(stop)]
+            if not args.no_sweeper:
+                jobs.append(sweeper.run(stop))
+            await asyncio.gather(*jobs)
+
+        await with_relay(services, work)
+    return 0
+
+
+async def sweeper(args: argparse.Namespace) -> int:
+    settings = load_settings(BrainSettings)
+    async with open_services(settings, name="sweeper") as services:
+        sweeper = sweeper_of(services, services.leases(settings.lease_ttl_ms), settings)
+        await with_relay(services, sweeper.run)
+    return 0
+
+
+def sweeper_of(services: Services, leases: LeaseManager, settings: BrainSettings) -> Sweeper:
+    return Sweeper(
+        store=services.store,
+        broker=services.broker,
+        leases=leases,
+        period=settings.sweeper_period,
+        redispatch_after=settings.redispatch_after,
+    )
+
+
+async def relay(args: argparse.Namespace) -> int:
+    settings = load_settings(CommonSettings)
+    async with open_services(settings, name="relay") as services:
+        relay = OutboxRelay(services.store, services.broker, poll_interval=args.poll_interval)
+        await relay.run(stop_on_signals())
+    return 0
+
+
+async def with_relay(services: Services, work: Callable[[asyncio.Event], Any]) -> None:
+    """Run ``work`` with an embedded relay woken by this process's commits.
+
+    On a signal the work drains first; the relay stops after it, so outcomes committed
+    while draining are still published.
+    """
+    stop = stop_on_signals()
+    relay_stop = asyncio.Event()
+    relay = OutboxRelay(services.store, services.broker)
+    services.store.add_commit_listener(relay.wake)
+    relay_task = asyncio.create_task(relay.run(relay_stop))
+    try:
+        await work(stop)
+    finally:
+        relay_stop.set()
+        await relay_task
+        await relay.drain_once()

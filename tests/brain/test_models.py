@@ -1,0 +1,379 @@
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from brain.models.base import ModelError, TransientModelError
+from brain.models.openai import ModelSettings, OpenAIChatModel
+from brain.models.scripted import ScriptedModel
+
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "description": "Weather in a city",
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+        },
+    }
+]
+
+
+@dataclass
+class Reply:
+    status: int
+    body: bytes
+    headers: dict[str, str] = field(default_factory=dict)
+    delay: float = 0.0
+
+
+@dataclass
+class Received:
+    path: str
+    headers: dict[str, str]
+    body: dict[str, Any]
+
+
+class ChatServer:
+    """A real HTTP server speaking chat-completions, answering from a queue of replies."""
+
+    def __init__(self) -> None:
+        self.replies: deque[Reply] = deque()
+        self.received: list[Received] = []
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_POST(self) -> None:
+                length = int(self.headers["Content-Length"])
+                body = json.loads(self.rfile.read(length))
+                headers = {k.lower(): v for k, v in self.headers.items()}
+                server.received.append(Received(self.path, headers, body))
+                reply = server.replies.popleft()
+                time.sleep(reply.delay)
+                try:
+                    self.send_response(reply.status)
+                    headers = {"Content-Type": "application/json", **reply.headers}
+                    for name, value in headers.items():
+                        self.send_header(name, value)
+                    self.send_header("Content-Length", str(len(reply.body)))
+                    self.end_headers()
+                    self.wfile.write(reply.body)
+                except ConnectionError:
+                    self.close_connection = True  # the client gave up waiting (timeout test)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._httpd.daemon_threads = True
+        self.base_url = f"http://127.0.0.1:{self._httpd.server_port}/v1"
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
+        self._thread.start()
+
+    def reply(self, status: int, body: Any, **kwargs: Any) -> None:
+        raw = body if isinstance(body, bytes) else json.dumps(body).encode()
+        self.replies.append(Reply(status, raw, **kwargs))
+
+    def close(self) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()
+        self._thread.join(timeout=5)
+
+
+def completion(message: dict[str, Any], finish_reason: str = "stop") -> dict[str, Any]:
+    return {
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "created": 1700000000,
+        "model": "test-model",
+        "choices": [{"index": 0, "message": message, "finish_reason": finish_reason}],
+        "usage": {"prompt_tokens": 12, "completion_tokens": 5, "total_tokens": 17},
+    }
+
+
+def call(call_id: str, name: str, arguments: str) -> dict[str, Any]:
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
+
+
+@pytest.fixture
+def server() -> Iterator[ChatServer]:
+    chat = ChatServer()
+    yield chat
+    chat.close()
+
+
+@pytest.fixture
+async def make_model(server: ChatServer) -> AsyncIterator[Callable[..., OpenAIChatModel]]:
+    models: list[OpenAIChatModel] = []
+
+    def make(**kwargs: Any) -> OpenAIChatModel:
+        kwargs.setdefault("base_url", server.base_url)
+        kwargs.setdefault("model", "test-model")
+        models.append(OpenAIChatModel(**kwargs))
+        return models[-1]
+
+    yield make
+    for model in models:
+        await model.aclose()
+
+
+USER = [{"role": "user", "content": "Hello"}]
+
+
+async def test_text_answer(server: ChatServer, make_model: Callable[..., OpenAIChatModel]) -> None:
+    body = completion({"role": "assistant", "content": "Hi there"})
+    server.reply(200, body)
+    model = make_model(temperature=0.0, max_tokens=64)
+
+    response = await model.complete(USER, [])
+
+    assert model.name == "test-model"
+    assert response.text == "Hi there"
+    assert response.tool_calls == []
+    assert response.usage == body["usage"]
+    assert response.raw == body
+    assert model.parse(response.raw) == response
+    [request] = server.received
+    assert request.path == "/v1/chat/completions"
+    assert "authorization" not in request.headers
+    assert request.body == {
+        "model": "test-model",
+        "messages": USER,
+        "temperature": 0.0,
+        "max_tokens": 64,
+    }
+
+
+async def test_tool_call_round(
+    server: ChatServer, make_model: Callable[..., OpenAIChatModel]
+) -> None:
+    assistant = {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            call("call_a", "get_weather", '{"city": "Paris"}'),
+            call("call_b", "get_weather", '{"city": "Oslo"}'),
+        ],
+    }
+    server.reply(200, completion(assistant, "tool_calls"))
+    server.reply(200, completion({"role": "assistant", "content": "Sunny and snowy."}))
+    model = make_model()
+
+    first = await model.complete(USER, TOOLS)
+
+    assert first.text is None
+    assert [(c.id, c.name, c.arguments) for c in first.tool_calls] == [
+        ("call_a", "get_weather", {"city": "Paris"}),
+        ("call_b", "get_weather", {"city": "Oslo"}),
+    ]
+    assert model.parse(first.raw) == first
+    results = [
+        {"role": "tool", "tool_call_id": "call_a", "content": "sunny"},
+        {"role": "tool", "tool_call_id": "call_b", "content": "snow"},
+    ]
+    conversation = [*USER, first.raw["choices"][0]["message"], *results]
+
+    second = await model.complete(conversation, TOOLS)
+
+    assert second.text == "Sunny and snowy."
+    assert [r.body["messages"] for r in server.received] == [USER, conversation]
+    for request in server.received:
+        assert request.body["tools"] == TOOLS
+        assert request.body["tool_choice"] == "auto"
+        assert request.body["parallel_tool_calls"] is True
+
+
+async def test_authorization_header(
+    server: ChatServer, make_model: Callable[..., OpenAIChatModel]
+) -> None:
+    server.reply(200, completion({"role": "assistant", "content": "ok"}))
+    await make_model(api_key="sk-test").complete(USER, [])
+    assert server.received[0].headers["authorization"] == "Bearer sk-test"
+
+
+async def test_rate_limited_carries_retry_after(
+    server: ChatServer, make_model: Callable[..., OpenAIChatModel]
+) -> None:
+    server.reply(429, {"error": {"message": "slow down"}}, headers={"Retry-After": "2"})
+    with pytest.raises(TransientModelError, match="slow down") as caught:
+        await make_model().complete(USER, [])
+    assert caught.value.retry_after == 2
+
+
+@pytest.mark.parametrize(
+    ("status", "body"),
+    [(500, {"error": {"message": "boom"}}), (503, b"<html>busy</html>"), (200, b"not json")],
+)
+async def test_server_failures_are_transient(
+    server: ChatServer, make_model: Callable[..., OpenAIChatModel], status: int, body: Any
+) -> None:
+    server.reply(status, body)
+    with pytest.raises(TransientModelError) as caught:
+        await make_model().complete(USER, [])
+    assert caught.value.retry_after is None
+
+
+async def test_bad_request_is_not_transient(
+    server: ChatServer, make_model: Callable[..., OpenAIChatModel]
+) -> None:
+    server.reply(400, {"error": {"message": "unknown field 'foo'", "type": "invalid_request"}})
+    with pytest.raises(ModelError, match="unknown field 'foo'") as caught:
+        await make_model().complete(USER, [])
+    assert not isinstance(caught.value, TransientModelError)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        completion({"role": "assistant", "content": "Once upon a"}, "length"),
+        {**completion({"role": "assistant", "content": "x"}), "choices": []},
+        completion({"role": "assistant", "tool_calls": [call("c", "get_weather", "{bad")]}),
+    ],
+    ids=["cut-off", "no-choices", "broken-arguments"],
+)
+async def test_unusable_answers_are_transient(
+    server: ChatServer, make_model: Callable[..., OpenAIChatModel], body: dict[str, Any]
+) -> None:
+    server.reply(200, body)
+    with pytest.raises(TransientModelError):
+        await make_model().complete(USER, [])
+
+
+async def test_timeout_is_transient(
+    server: ChatServer, make_model: Callable[..., OpenAIChatModel]
+) -> None:
+    server.reply(200, completion({"role": "assistant", "content": "late"}), delay=1.0)
+    with pytest.raises(TransientModelError, match="timed out"):
+        await make_model(timeout=0.2).complete(USER, [])
+
+
+async def test_connection_refused_is_transient(
+    make_model: Callable[..., OpenAIChatModel],
+) -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    with pytest.raises(TransientModelError):
+        await make_model(base_url=f"http://127.0.0.1:{port}/v1").complete(USER, [])
+
+
+def test_settings_from_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("BRAINHANDS_MODEL_BASE_URL", "http://127.0.0.1:8000/v1")
+    monkeypatch.setenv("BRAINHANDS_MODEL_NAME", "qwen2.5")
+    monkeypatch.setenv("BRAINHANDS_MODEL_API_KEY", "sk-env")
+    monkeypatch.setenv("BRAINHANDS_MODEL_TIMEOUT", "5")
+    settings = ModelSettings()
+    assert "sk-env" not in repr(settings)
+    model = OpenAIChatModel.from_settings(settings)
+    assert model.name == "qwen2.5"
+
+
+# ScriptedModel
+
+
+SCRIPT = {
+    "turns": [
+        {
+            "text": "Let me check.",
+            "tool_calls": [
+                {"name": "get_weather", "arguments": {"city": "Paris"}},
+                {"name": "get_weather", "arguments": {"city": "Oslo"}},
+            ],
+        },
+        {"fail": "transient", "text": "Sunny and snowy."},
+    ]
+}
+
+
+def write_script(tmp_path: Path, script: dict[str, Any]) -> Path:
+    path = tmp_path / "script.json"
+    path.write_text(json.dumps(script))
+    return path
+
+
+def conversation(assistant_turns: int) -> list[dict[str, Any]]:
+    messages: list[dict[str, Any]] = [*USER]
+    for turn in range(assistant_turns):
+        messages.append({"role": "assistant", "content": f"turn {turn}"})
+        messages.append({"role": "user", "content": "go on"})
+    return messages
+
+
+async def test_scripted_turn_comes_from_the_messages(tmp_path: Path) -> None:
+    script = write_script(tmp_path, {"turns": [{"text": "zero"}, {"text": "one"}]})
+    model = ScriptedModel(script)
+    assert (await model.complete(conversation(1), [])).text == "one"
+    assert (await model.complete(conversation(0), [])).text == "zero"
+    assert (await ScriptedModel(script).complete(conversation(1), [])).text == "one"
+
+
+async def test_scripted_tool_calls(tmp_path: Path) -> None:
+    model = ScriptedModel(write_script(tmp_path, SCRIPT), name="demo")
+
+    response = await model.complete(USER, TOOLS)
+
+    assert model.name == "demo"
+    assert response.text == "Let me check."
+    assert [(c.id, c.name, c.arguments) for c in response.tool_calls] == [
+        ("call_0_0", "get_weather", {"city": "Paris"}),
+        ("call_0_1", "get_weather", {"city": "Oslo"}),
+    ]
+    choice = response.raw["choices"][0]
+    assert response.raw["id"] == "scripted-0"
+    assert choice["finish_reason"] == "tool_calls"
+    assert choice["message"]["tool_calls"][0]["function"]["arguments"] == '{"city": "Paris"}'
+    assert model.parse(json.loads(json.dumps(response.raw))) == response
+
+
+async def test_scripted_log_lines_are_byte_identical(tmp_path: Path) -> None:
+    script = write_script(tmp_path, SCRIPT)
+    logs = [tmp_path / "a.jsonl", tmp_path / "b.jsonl"]
+    for log in logs:
+        await ScriptedModel(script, log_path=log).complete(USER, TOOLS)
+    first, second = (log.read_bytes() for log in logs)
+    assert first == second
+    assert json.loads(first) == {"turn": 0, "messages": USER, "tools": ["get_weather"]}
+    assert first.count(b"\n") == 1
+
+
+async def test_scripted_exhaustion(tmp_path: Path) -> None:
+    ends_in_text = ScriptedModel(write_script(tmp_path, {"turns": [{"text": "done"}]}))
+    assert (await ends_in_text.complete(conversation(3), [])).text == "done"
+
+    ends_in_calls = ScriptedModel(
+        write_script(tmp_path, {"turns": [{"tool_calls": [{"name": "get_weather"}]}]})
+    )
+    assert (await ends_in_calls.complete(USER, TOOLS)).tool_calls[0].arguments == {}
+    with pytest.raises(ModelError, match="script exhausted"):
+        await ends_in_calls.complete(conversation(1), TOOLS)
+
+
+async def test_scripted_transient_failure_once_across_restarts(tmp_path: Path) -> None:
+    script, log = write_script(tmp_path, SCRIPT), tmp_path / "requests.jsonl"
+    with pytest.raises(TransientModelError):
+        await ScriptedModel(script, log_path=log).complete(conversation(1), [])
+    restarted = ScriptedModel(script, log_path=log)
+    assert (await restarted.complete(conversation(1), [])).text == "Sunny and snowy."
+    assert (await restarted.complete(conversation(1), [])).text == "Sunny and snowy."
+    assert len(log.read_text().splitlines()) == 3
+
+
+async def test_scripted_transient_failure_without_log(tmp_path: Path) -> None:
+    model = ScriptedModel(write_script(tmp_path, SCRIPT))
+    with pytest.raises(TransientModelError):
+        await model.complete(conversation(1), [])
+    assert (await model.complete(conversation(1), [])).text == "Sunny and snowy."
