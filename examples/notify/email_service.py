@@ -186,6 +186,8 @@ class EmailServer(ThreadingHTTPServer):
     """The HTTP server, carrying the ledger its handlers share."""
 
     daemon_threads = True
+    # Many workers send at once; the default backlog of 5 refuses connections under a burst.
+    request_queue_size = 256
 
     def __init__(self, port: int, ledger: Ledger) -> None:
         super().__init__(("127.0.0.1", port), Handler)

@@ -119,6 +119,7 @@ async def test_a_burst_of_500_jobs_across_3_workers_sends_each_email_once(
     await asyncio.gather(*(hands.publish(job) for job in jobs))
 
     await eventually(lambda: len(hands.results) >= 500, within=150, what="500 results")
+    assert {r.status for r in hands.results} == {"succeeded"}
     ledger = await hands.email.ledger()
     keys = [s["key"] for s in ledger["unsafe_sends"]]
     assert sorted(keys) == sorted(job.operation_id for job in jobs)  # each exactly once

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from redis.asyncio import Redis
+from redis.exceptions import RedisError
 
 from shared.errors import StaleLeaseError
 from shared.keys import Keys
@@ -159,7 +160,14 @@ async def restart_redis(redis_url: str) -> None:
     )
     await asyncio.to_thread(subprocess.run, REDIS_START, check=True, capture_output=True)
     probe = Redis.from_url(redis_url)
+
+    async def answers() -> bool:
+        try:
+            return bool(await probe.ping())
+        except RedisError:
+            return False
+
     try:
-        await eventually(probe.ping, within=20, what="Redis to come back")
+        await eventually(answers, within=20, what="Redis to come back")
     finally:
         await probe.aclose()
