@@ -8,18 +8,28 @@ through it; reads use plain deferred transactions and never wait on a writer.
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
-from sqlalchemy import event
-from sqlalchemy.engine import Connection
-from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError, SQLAlchemyError
+from sqlalchemy import Engine, event
+from sqlalchemy import create_engine as create_sync_engine
+from sqlalchemy.engine import Connection, make_url
+from sqlalchemy.exc import (
+    DBAPIError,
+    DisconnectionError,
+    IntegrityError,
+    OperationalError,
+    SQLAlchemyError,
+)
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
-from sqlalchemy.pool import ConnectionPoolEntry
+from sqlalchemy.pool import ConnectionPoolEntry, PoolProxiedConnection
 
 from shared.errors import BrainhandsError, ConflictError, StoreError, StoreUnavailable
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
+PING_AFTER_IDLE_S = 5.0
+"""A pooled PostgreSQL connection idle for longer than this is pinged before use."""
 READ_ONLY = "brainhands_read_only"
 
 
@@ -37,23 +47,67 @@ def create_engine(
     """
     if url.startswith("sqlite"):
         engine = create_async_engine(url, echo=echo, connect_args={"timeout": 30})
-        _configure_sqlite(engine)
+        _configure_sqlite(engine.sync_engine)
         return engine
     connect_args: dict[str, Any] = {}
     if db_schema:
         connect_args["server_settings"] = {"search_path": db_schema}
-    return create_async_engine(
+    engine = create_async_engine(
         url,
         echo=echo,
         pool_size=pool_size,
         max_overflow=pool_size,
-        pool_pre_ping=True,
         connect_args=connect_args,
     )
+    _ping_idle_connections(engine)
+    return engine
 
 
-def _configure_sqlite(engine: AsyncEngine) -> None:
-    @event.listens_for(engine.sync_engine, "connect")
+def _ping_idle_connections(engine: AsyncEngine) -> None:
+    """``pool_pre_ping`` for connections that sat idle in the pool, not for every checkout.
+
+    asyncpg's ping is three round trips (BEGIN; ``;``; ROLLBACK): paid on every checkout it
+    costs a commit as much as its own statements. A connection checked in moments ago is
+    alive; if it is not (the server restarted within the last seconds) the statement fails
+    with the retryable ``StoreUnavailable`` and the pool is invalidated.
+    """
+
+    @event.listens_for(engine.sync_engine, "checkin")
+    def _on_checkin(_dbapi_connection: Any, record: ConnectionPoolEntry) -> None:
+        record.info["checked_in_at"] = time.monotonic()
+
+    @event.listens_for(engine.sync_engine, "checkout")
+    def _on_checkout(
+        dbapi_connection: Any, record: ConnectionPoolEntry, _proxy: PoolProxiedConnection
+    ) -> None:
+        idle_since = record.info.get("checked_in_at")
+        if idle_since is None or time.monotonic() - idle_since < PING_AFTER_IDLE_S:
+            return
+        try:
+            engine.dialect.do_ping(dbapi_connection)
+        except Exception as exc:
+            # The pool discards the connection and checks out (or opens) another.
+            raise DisconnectionError(f"pooled connection failed its ping: {exc}") from exc
+
+
+def create_sqlite_writer(url: str) -> Engine | None:
+    """A sync (pysqlite) engine on the SQLite file at ``url``, for commits in a worker thread.
+
+    None for an in-memory database, which a second engine would not share.
+    """
+    parsed = make_url(url)
+    if not parsed.database or parsed.database == ":memory:" or "mode=memory" in url:
+        return None
+    engine = create_sync_engine(
+        parsed.set(drivername="sqlite+pysqlite"),
+        connect_args={"timeout": 30, "check_same_thread": False},
+    )
+    _configure_sqlite(engine)
+    return engine
+
+
+def _configure_sqlite(sync_engine: Engine) -> None:
+    @event.listens_for(sync_engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: ConnectionPoolEntry) -> None:
         # Take transaction control away from the driver so "begin" below decides it.
         dbapi_connection.isolation_level = None
@@ -64,7 +118,7 @@ def _configure_sqlite(engine: AsyncEngine) -> None:
         cursor.execute("PRAGMA foreign_keys=ON")
         cursor.close()
 
-    @event.listens_for(engine.sync_engine, "begin")
+    @event.listens_for(sync_engine, "begin")
     def _on_begin(conn: Connection) -> None:
         read_only = conn.get_execution_options().get(READ_ONLY, False)
         conn.exec_driver_sql("BEGIN" if read_only else "BEGIN IMMEDIATE")

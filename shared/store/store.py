@@ -9,13 +9,19 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import func, insert, select, text
-from sqlalchemy.engine import make_url
+from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from shared.store import fence, migrate, schema
-from shared.store.commit import apply_draft
+from shared.store.commit import commit_draft
 from shared.store.draft import Draft
-from shared.store.engine import create_engine, read_transaction, write_transaction
+from shared.store.engine import (
+    create_engine,
+    create_sqlite_writer,
+    read_transaction,
+    wrap_driver_errors,
+    write_transaction,
+)
 from shared.store.load import load_session
 from shared.store.records import CommitReceipt, SessionRecord, SessionState
 
@@ -31,8 +37,10 @@ class Store:
     commit (the outbox relay uses one to publish without a polling delay).
     """
 
-    def __init__(self, engine: AsyncEngine) -> None:
+    def __init__(self, engine: AsyncEngine, *, sqlite_writer: Engine | None = None) -> None:
         self.engine = engine
+        self.sqlite_writer = sqlite_writer
+        """On SQLite, the sync engine commits run on (one thread hop per commit)."""
         self._listeners: list[CommitListener] = []
 
     @classmethod
@@ -53,7 +61,10 @@ class Store:
         is_sqlite = parsed.get_backend_name() == "sqlite"
         if is_sqlite and parsed.database and parsed.database != ":memory:":
             Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
-        store = cls(create_engine(url, pool_size=pool_size, db_schema=db_schema))
+        store = cls(
+            create_engine(url, pool_size=pool_size, db_schema=db_schema),
+            sqlite_writer=create_sqlite_writer(url) if is_sqlite else None,
+        )
         if db_schema and not is_sqlite:
             async with write_transaction(store.engine) as conn:
                 await conn.execute(text(f'CREATE SCHEMA IF NOT EXISTS "{db_schema}"'))
@@ -63,6 +74,8 @@ class Store:
 
     async def close(self) -> None:
         await self.engine.dispose()
+        if self.sqlite_writer is not None:
+            self.sqlite_writer.dispose()
 
     def add_commit_listener(self, listener: CommitListener) -> None:
         self._listeners.append(listener)
@@ -91,8 +104,8 @@ class Store:
         ``StaleLeaseError`` if its fence moved past ``draft.fence``; either way nothing of
         the draft is written.
         """
-        async with write_transaction(self.engine) as conn:
-            receipt = await apply_draft(conn, draft)
+        with wrap_driver_errors():
+            receipt = await commit_draft(self.engine, draft, sqlite_writer=self.sqlite_writer)
         self.notify(receipt)
         return receipt
 

@@ -53,7 +53,8 @@ async def main(url: str, schema: str, session_id: str, pause_at: int, marker: Pa
                 marker.write_text("paused")
                 time.sleep(120)
 
-        event.listen(store.engine.sync_engine, "after_cursor_execute", freeze)
+        writer = store.sqlite_writer or store.engine.sync_engine
+        event.listen(writer, "after_cursor_execute", freeze)
         await store.commit(build_draft(session_id, 0))
         return
     version = (await store.load(session_id)).session.version

@@ -31,7 +31,8 @@ async def deliver(args: Email, ctx: ToolContext, *, unsafe: bool = False) -> dic
         send = client().send_unsafe if unsafe else client().send
         receipt = await send(ctx.operation_id, args.to, args.subject, args.body)
     except EmailServiceUnavailable as exc:
-        raise ToolError(str(exc), retryable=True) from exc
+        # Only an idempotent send may be retried blindly: an unsafe one may have landed.
+        raise ToolError(str(exc), retryable=not unsafe) from exc
     await ctx.progress("accepted", receipt=receipt)
     if ctx.attempt == 1:
         await asyncio.sleep(args.pause_after)
