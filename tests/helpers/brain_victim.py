@@ -1,10 +1,12 @@
-"""``brainhands`` that kills itself right after its N-th commit (or right before it).
+"""``brainhands`` that kills itself at a chosen commit.
 
-    python -m tests.helpers.brain_victim N after|before brain --compat v1 --tasks ...
+    python -m tests.helpers.brain_victim RULE brain --compat v1 --tasks ...
 
-The SIGKILL-equivalent (``os._exit``) lands exactly between two facts the recovery must tell
-apart: a commit made and the next one not yet begun (``after``), or a phase run whose result
-was never committed (``before``).
+RULE is one of ``after:N`` / ``before:N`` (the N-th commit of the process), or
+``after-entry:KIND`` (right after the first commit that appends an entry of KIND), or
+``before-state:KEY`` (right before the first commit that hands a phase's ``KEY`` on in a
+task's state, e.g. ``raw``: the model answered, the answer is not yet durable). The exit
+(``os._exit``) lands exactly between two facts recovery must tell apart.
 """
 
 from __future__ import annotations
@@ -17,17 +19,32 @@ from brainhands.cli import main
 from shared.store import CommitReceipt, Draft, Store
 
 
-def arm(limit: int, when: str) -> None:
+def matches(rule: str, draft: Draft, count: int) -> tuple[bool, bool]:
+    """(die before this commit, die after it)."""
+    kind, _, arg = rule.partition(":")
+    if kind in ("before", "after"):
+        hit = count == int(arg)
+        return (hit and kind == "before", hit and kind == "after")
+    if kind == "after-entry":
+        return (False, any(e.kind == arg for e in draft.entries))
+    if kind == "before-state":
+        states = [u.changes.get("state") for u in draft.task_updates]
+        return (any(isinstance(s, dict) and arg in s for s in states), False)
+    raise ValueError(f"unknown rule {rule!r}")
+
+
+def arm(rule: str) -> None:
     original = Store.commit
     count = 0
 
     async def commit(self: Store, draft: Draft) -> CommitReceipt:
         nonlocal count
         count += 1
-        if count == limit and when == "before":
+        before, after = matches(rule, draft, count)
+        if before:
             os._exit(9)
         receipt = await original(self, draft)
-        if count == limit and when == "after":
+        if after:
             os._exit(9)
         return receipt
 
@@ -35,6 +52,6 @@ def arm(limit: int, when: str) -> None:
 
 
 if __name__ == "__main__":
-    arm(int(sys.argv[1]), sys.argv[2])
-    args: Any = sys.argv[3:]
+    arm(sys.argv[1])
+    args: Any = sys.argv[2:]
     raise SystemExit(main(args))

@@ -42,20 +42,27 @@ class BrainHarness:
     def start_brain(
         self,
         *,
-        tasks: str = "tests.helpers.kinds",
+        tasks: str | None = "tests.helpers.kinds",
         tools: str | None = None,
+        agents: str | None = None,
         die_at_commit: int | None = None,
         die: str = "after",
+        die_rule: str | None = None,
         **extra: str,
     ) -> subprocess.Popen[bytes]:
-        """A real Brain process; with ``die_at_commit`` it exits hard at that commit."""
-        args = ["brain", "--compat", "v1", "--tasks", tasks]
+        """A real Brain process; with ``die_at_commit`` (or a ``brain_victim`` rule) it
+        exits hard at that commit."""
+        args = ["brain", "--compat", "v1", *(["--tasks", tasks] if tasks else [])]
         if tools:
             args += ["--tools", tools]
-        if die_at_commit is None:
+        if agents:
+            args += ["--agents", agents]
+        if die_at_commit is not None:
+            die_rule = f"{die}:{die_at_commit}"
+        if die_rule is None:
             module, argv = "brainhands", args
         else:
-            module, argv = "tests.helpers.brain_victim", [str(die_at_commit), die, *args]
+            module, argv = "tests.helpers.brain_victim", [die_rule, *args]
         proc = spawn_module(
             module,
             *argv,

@@ -100,3 +100,13 @@ async def wait_for_cancel(args: Nothing, ctx: ToolContext) -> dict[str, Any]:
             break
         await asyncio.sleep(0.05)
     return {"stopped_by_cancel": ctx.cancelled()}
+
+
+class Note(BaseModel):
+    text: str
+
+
+@tool(pool="email", policy="safe")
+async def echo(args: Note, ctx: ToolContext) -> dict[str, Any]:
+    """Says back what it was given: a tool whose result never varies."""
+    return {"echo": args.text}

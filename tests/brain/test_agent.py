@@ -1,0 +1,216 @@
+"""The agent loop end to end: a scripted model, a Brain process, Hands processes, and the
+email service as the judge of effects; Brains and Hands killed at the worst moments."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from brain.client import submit_input
+from examples.notify.email_client import EmailClient
+from shared.store import SubmissionRecord
+from tests.helpers.brains import BrainHarness
+from tests.helpers.harness import start_email_service
+from tests.helpers.polling import eventually
+from tests.helpers.processes import spawn_module
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(150)]
+
+
+@dataclass
+class AgentRun:
+    brains: BrainHarness
+    email: EmailClient
+    model_log: Path
+    extra: dict[str, str]
+
+    def start_brain(self, die_rule: str | None = None, **env: str) -> subprocess.Popen[bytes]:
+        return self.brains.start_brain(
+            tasks=None,
+            agents="tests.helpers.agents",
+            tools="tests.helpers.tools",
+            die_rule=die_rule,
+            **{**self.extra, **env},
+        )
+
+    def start_hands(self) -> subprocess.Popen[bytes]:
+        n = len(self.brains.processes)
+        proc = spawn_module(
+            "brainhands",
+            "hands",
+            "--pool",
+            "email",
+            "--tools",
+            "tests.helpers.tools",
+            env=self.brains.settings(**self.extra),
+            log=self.brains.tmp_path / f"hands{n}.log",
+        )
+        self.brains.processes.append(proc)
+        return proc
+
+    async def submit(self, agent: str, *, session_id: str = "s1") -> None:
+        await submit_input(
+            self.brains.store,
+            self.brains.env.topology,
+            session_id=session_id,
+            request_id="r1",
+            input={"agent": agent, "text": "please do the errand"},
+            compat="v1",
+        )
+
+    async def ask(self, agent: str) -> SubmissionRecord:
+        await self.submit(agent)
+        return await self.brains.answer(within=90)
+
+    async def service_has_sends(self, count: int) -> bool:
+        return len((await self.email.ledger())["sends"]) >= count
+
+    def requests(self) -> list[str]:
+        """The model's own record of every request it answered, one JSON line each."""
+        return self.model_log.read_text().splitlines() if self.model_log.exists() else []
+
+    def turns_asked(self) -> list[int]:
+        return [json.loads(line)["turn"] for line in self.requests()]
+
+
+@pytest.fixture
+async def agent_run(brains: BrainHarness, tmp_path: Path) -> AsyncIterator[AgentRun]:
+    service, url = await start_email_service(tmp_path)
+    log = tmp_path / "model.jsonl"
+    try:
+        yield AgentRun(
+            brains, EmailClient(url), log, {"TEST_EMAIL_URL": url, "TEST_MODEL_LOG": str(log)}
+        )
+    finally:
+        service.kill()
+        service.wait()
+
+
+def assert_each_email_once(ledger: dict[str, object], *, safe: int, unsafe: int) -> None:
+    sends = ledger["sends"]
+    assert isinstance(sends, list) and len(sends) == safe
+    assert len(ledger["unsafe_sends"]) == unsafe  # type: ignore[arg-type]
+
+
+async def test_parallel_calls_then_one_more_then_the_answer(agent_run: AgentRun) -> None:
+    agent_run.start_brain()
+    agent_run.start_hands()
+    agent_run.start_hands()
+
+    record = await agent_run.ask("errand")
+
+    assert record.status == "answered"
+    assert record.answer == {"text": "All three emails are out.", "turns": 3}
+    assert_each_email_once(await agent_run.email.ledger(), safe=3, unsafe=0)
+    assert agent_run.turns_asked() == [0, 1, 2]  # each question asked once
+    second = json.loads(agent_run.requests()[1])["messages"]
+    tool_messages = [m for m in second if m["role"] == "tool"]
+    assert [m["tool_call_id"] for m in tool_messages] == ["call_0_0", "call_0_1"]
+    assert all(json.loads(m["content"])["status"] == "succeeded" for m in tool_messages)
+    state = await agent_run.brains.store.load("s1")
+    assert [e.kind for e in state.entries] == [
+        "user",
+        "model",
+        "tool_result",
+        "tool_result",
+        "model",
+        "tool_result",
+        "model",
+    ]
+
+
+@pytest.mark.chaos
+@pytest.mark.parametrize(
+    ("rule", "asked"),
+    [
+        ("before-state:raw", [0, 0, 1, 2]),  # killed after asking, before the answer was saved
+        ("after-entry:model", [0, 1, 2]),  # the raw response was committed: never asked again
+        ("after-entry:tool_result", [0, 1, 2]),  # results applied, then the Brain died
+    ],
+)
+async def test_a_brain_killed_mid_turn_is_replaced_without_asking_or_sending_twice(
+    agent_run: AgentRun, rule: str, asked: list[int]
+) -> None:
+    victim = agent_run.start_brain(die_rule=rule)
+    agent_run.start_hands()
+    await agent_run.submit("errand")
+    await eventually(lambda: victim.poll() is not None, within=60, what=f"the kill at {rule}")
+    agent_run.start_brain()
+
+    record = await agent_run.brains.answer(within=90)
+
+    assert record.status == "answered", record.error
+    assert agent_run.turns_asked() == asked
+    assert_each_email_once(await agent_run.email.ledger(), safe=3, unsafe=0)
+    if rule == "before-state:raw":
+        first, again = agent_run.requests()[:2]
+        assert first == again  # the question asked again is the very same request
+
+
+@pytest.mark.chaos
+async def test_a_hands_worker_killed_mid_tool_sends_nothing_twice(agent_run: AgentRun) -> None:
+    agent_run.start_brain()
+    hands = agent_run.start_hands()
+    await agent_run.submit("errand")
+    await eventually(lambda: agent_run.service_has_sends(1), within=60, what="a first send")
+    hands.send_signal(signal.SIGKILL)  # mid-call: the tools pause after the send
+    hands.wait()
+    agent_run.start_hands()
+
+    record = await agent_run.brains.answer(within=90)
+
+    assert record.status == "answered", record.error
+    assert agent_run.turns_asked() == [0, 1, 2]
+    assert_each_email_once(await agent_run.email.ledger(), safe=3, unsafe=0)
+
+
+@pytest.mark.chaos
+async def test_the_context_rebuilt_after_a_restart_is_byte_for_byte_the_same(
+    agent_run: AgentRun, tmp_path: Path
+) -> None:
+    calm_log, chaos_log = tmp_path / "calm.jsonl", tmp_path / "chaos.jsonl"
+    agent_run.start_hands()
+    calm = agent_run.start_brain(TEST_MODEL_LOG=str(calm_log))
+    await agent_run.submit("echoer", session_id="calm")
+    await agent_run.brains.answer(session_id="calm", within=60)
+    calm.send_signal(signal.SIGTERM)
+    calm.wait()
+
+    victim = agent_run.start_brain(
+        die_rule="after-entry:tool_result", TEST_MODEL_LOG=str(chaos_log)
+    )
+    await agent_run.submit("echoer", session_id="chaos")
+    await eventually(lambda: victim.poll() is not None, within=60, what="the kill")
+    agent_run.start_brain(TEST_MODEL_LOG=str(chaos_log))
+    await agent_run.brains.answer(session_id="chaos", within=60)
+
+    calm_requests = calm_log.read_text().splitlines()
+    assert len(calm_requests) == 3
+    assert chaos_log.read_text().splitlines() == calm_requests
+
+
+async def test_a_tool_the_agent_was_not_granted_is_refused_visibly_and_never_sent(
+    agent_run: AgentRun,
+) -> None:
+    agent_run.start_brain()
+    agent_run.start_hands()
+    await agent_run.submit("rogue")
+
+    record = await agent_run.brains.answer(within=60)
+
+    assert record.answer == {"text": "I was not allowed to do that.", "turns": 2}
+    second = json.loads(agent_run.requests()[1])["messages"]
+    [refused, sent] = [json.loads(m["content"]) for m in second if m["role"] == "tool"]
+    assert refused == {
+        "status": "refused",
+        "error": "tool 'crash_worker' is not granted to agent 'rogue'",
+    }
+    assert sent["status"] == "succeeded"
+    ops = (await agent_run.brains.store.status())["operations"]
+    assert ops == 1  # only the granted call reached Hands (and no worker was crashed)

@@ -1,0 +1,38 @@
+"""Agents for the agent-loop tests: scripted models, the test tools, a request log."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from brain.agent import Agent, AgentRegistry
+from brain.models.scripted import ScriptedModel
+
+SCRIPTS = Path(__file__).with_name("scripts")
+LOG = os.environ.get("TEST_MODEL_LOG") or None
+
+agents = AgentRegistry()
+agents.add(
+    Agent(
+        name="errand",
+        model=ScriptedModel(SCRIPTS / "errand.json", log_path=LOG),
+        system="You send emails with the tools you have.",
+        tools=("send_safe", "send_query", "send_unsafe"),
+    )
+)
+agents.add(
+    Agent(
+        name="rogue",
+        model=ScriptedModel(SCRIPTS / "rogue.json", log_path=LOG),
+        system="You send emails with the tools you have.",
+        tools=("send_safe",),
+    )
+)
+agents.add(
+    Agent(
+        name="echoer",
+        model=ScriptedModel(SCRIPTS / "echoer.json", log_path=LOG),
+        system="You repeat things.",
+        tools=("echo",),
+    )
+)
