@@ -294,17 +294,17 @@ class Demo:
         tasks, operations = await session_history(store.engine, SESSION)
         ledger = await EmailClient(email_url).ledger()
         sends = {s["key"]: s for s in ledger["sends"]}
-        results = {t.input["operation_id"]: t for t in tasks if t.kind == "send-notice"}
+        results = {t.input["key"]: t for t in tasks if t.kind == "send-notice"}
         batch = next((t for t in tasks if t.kind == "notice-batch"), None)
         rows, exactly_once = [], True
-        for op_id, task in sorted(results.items(), key=lambda kv: kv[1].input["to"]):
-            sent = sends.get(op_id)
+        for key, task in sorted(results.items(), key=lambda kv: kv[1].input["to"]):
+            sent = sends.get(key)
             ok = sent is not None and task.outcome == "succeeded"
             exactly_once &= ok
             rows.append(
                 [
                     task.input["to"],
-                    op_id,
+                    key,
                     str(sent["attempts"]) if sent else "0",
                     (task.result or {}).get("receipt") or "-",
                     (task.result or {}).get("how") or "-",
@@ -314,7 +314,7 @@ class Demo:
         exactly_once &= len(ledger["sends"]) == self.recipients
         summary = (batch.result or {}).get("summary") if batch else None
         print()
-        print_table(["recipient", "operation id", "sends accepted", "receipt", "how"], rows)
+        print_table(["recipient", "email key", "sends accepted", "receipt", "how"], rows)
         kills = sum(w.kills for w in self.workers)
         print(
             f"\nworkers killed: {kills} "

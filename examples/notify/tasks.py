@@ -1,10 +1,12 @@
 """The notify example's task kinds: one durable task per email, and a batch above them.
 
-``send-notice`` fixes its operation id before the call (``send``), reads the outcome
-(``confirm``), and when the receipt was lost in flight it sleeps, then asks the service
-(``verify``) instead of sending again. ``notice-batch`` keeps the recipient plan and the
-receipts in a session document, spawns one ``send-notice`` per recipient, waits for all of
-them, and writes the summary.
+``send-notice`` fixes the email's key before the call (``send``) -- the service dedupes on
+it, whichever attempt carries it -- reads the outcome (``confirm``), and when the receipt
+was lost in flight it sleeps, then asks the service (``verify``) instead of sending again;
+only a send the service never accepted is made again (a new operation, the same key).
+
+``notice-batch`` keeps the recipient plan and the receipts in a session document, spawns one
+``send-notice`` per recipient, waits for all of them, and writes the summary.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import Any
 from brain import (
     Child,
     Dispatch,
+    Fail,
     Finish,
     Goto,
     Next,
@@ -31,20 +34,35 @@ batch = registry.add(TaskKind("notice-batch", documents=("plan",)))
 
 VERIFY_AFTER = 1.0
 """Seconds to wait before asking the service about a send whose receipt was lost."""
+MAX_SENDS = 3
+"""Sends of one email (the service never accepted the earlier ones) before giving up."""
 
 
 @notice.phase("send")
 async def send(task: TaskView, docs: dict[str, Any], ctx: PhaseContext) -> Next:
-    # The operation id is fixed before the call and bound to this recipient and body.
-    operation_id = task.state["operation_id"] if task.state else task.input["operation_id"]
-    email = {k: task.input[k] for k in ("to", "subject", "body")}
-    state = {"operation_id": operation_id, "sends": (task.state or {}).get("sends", 0) + 1}
-    return Dispatch("send_email", email, then="confirm", operation_id=operation_id, state=state)
+    # The key is fixed before the call and bound to this recipient and body; each send is an
+    # operation of its own, so a send the service never accepted can be made again.
+    key = task.input["key"]
+    sends = (task.state or {}).get("sends", 0) + 1
+    if sends > MAX_SENDS:
+        return Fail({"to": task.input["to"], "reason": f"not accepted after {MAX_SENDS} sends"})
+    email = {"key": key, **{k: task.input[k] for k in ("to", "subject", "body")}}
+    tool = task.input.get("tool", "send_email")
+    return Dispatch(
+        tool,
+        email,
+        then="confirm",
+        operation_id=f"{key}/{sends}",
+        state={"key": key, "sends": sends},
+    )
 
 
 @notice.phase("confirm")
 async def confirm(task: TaskView, docs: dict[str, Any], ctx: PhaseContext) -> Next:
     [call] = task.children
+    if task.input.get("tool") == "send_email_unsafe" and call.outcome != "succeeded":
+        # An unsafe send cannot be asked about: the outcome (uncertain or failed) is final.
+        return Fail({"to": task.input["to"], "outcome": call.error})
     if call.outcome == "succeeded":
         result = call.result["result"]
         how = (
@@ -63,9 +81,7 @@ async def confirm(task: TaskView, docs: dict[str, Any], ctx: PhaseContext) -> Ne
 
 @notice.phase("verify")
 async def verify(task: TaskView, docs: dict[str, Any], ctx: PhaseContext) -> Next:
-    return Dispatch(
-        "lookup_email", {"key": task.state["operation_id"]}, then="decide", state=task.state
-    )
+    return Dispatch("lookup_email", {"key": task.state["key"]}, then="decide", state=task.state)
 
 
 @notice.phase("decide")
@@ -75,7 +91,7 @@ async def decide(task: TaskView, docs: dict[str, Any], ctx: PhaseContext) -> Nex
     if found:
         receipt = lookup.result["result"]["receipt"]
         return Goto("done", state={**task.state, "receipt": receipt, "how": "confirmed by query"})
-    # Never accepted: send again, under the same operation id.
+    # Never accepted: send again, under the same key.
     return Goto("send", state=task.state)
 
 
@@ -84,7 +100,7 @@ async def done(task: TaskView, docs: dict[str, Any], ctx: PhaseContext) -> Next:
     return Finish(
         {
             "to": task.input["to"],
-            "operation_id": task.state["operation_id"],
+            "key": task.state["key"],
             "receipt": task.state["receipt"],
             "how": task.state["how"],
         }
@@ -102,8 +118,9 @@ async def plan(task: TaskView, docs: dict[str, Any], ctx: PhaseContext) -> Next:
                 "to": to,
                 "subject": task.input["subject"],
                 "body": task.input["body"],
+                "tool": task.input.get("tool", "send_email"),
                 # One stable key per (batch, recipient): the service dedupes on it.
-                "operation_id": f"notice-{task.id[:12]}-{n}",
+                "key": f"notice-{task.id[:12]}-{n}",
             },
         )
         for n, to in enumerate(recipients)

@@ -19,8 +19,9 @@ from hands import QueryAnswer, RetryPolicy, ToolContext, ToolError, tool
 
 
 class Email(BaseModel):
-    """One email to one recipient."""
+    """One email to one recipient, under the key the service dedupes on."""
 
+    key: str = Field(description="idempotency key: one per (batch, recipient)")
     to: str = Field(description="recipient address")
     subject: str
     body: str
@@ -39,7 +40,7 @@ class ReceiptLost(ToolError):
 
 
 async def was_sent(args: Email, ctx: ToolContext) -> QueryAnswer:
-    receipt = await service().lookup(ctx.operation_id)
+    receipt = await service().lookup(args.key)
     return QueryAnswer(receipt is not None, {"receipt": receipt, "via": "query"})
 
 
@@ -51,9 +52,9 @@ async def was_sent(args: Email, ctx: ToolContext) -> QueryAnswer:
     retry=RetryPolicy(max_attempts=5, initial_delay=0.2, max_delay=2),
 )
 async def send_email(args: Email, ctx: ToolContext) -> dict[str, Any]:
-    """Send one email. Its operation id is the service's idempotency key."""
+    """Send one email; the service dedupes on its key."""
     try:
-        receipt = await service().send(ctx.operation_id, args.to, args.subject, args.body)
+        receipt = await service().send(args.key, args.to, args.subject, args.body)
     except EmailRejected as exc:
         raise ToolError(str(exc)) from exc
     except EmailServiceUnavailable as exc:
@@ -76,7 +77,7 @@ async def lookup_email(args: Lookup, ctx: ToolContext) -> dict[str, Any]:
 async def send_email_unsafe(args: Email, ctx: ToolContext) -> dict[str, Any]:
     """Send through an endpoint that neither dedupes nor answers questions."""
     try:
-        receipt = await service().send_unsafe(ctx.operation_id, args.to, args.subject, args.body)
+        receipt = await service().send_unsafe(args.key, args.to, args.subject, args.body)
     except (EmailRejected, EmailServiceUnavailable) as exc:
         raise ToolError(str(exc)) from exc
     return {"receipt": receipt, "via": "call"}
