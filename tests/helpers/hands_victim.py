@@ -1,6 +1,6 @@
 """``brainhands hands`` that dies right after committing an outcome, before acking the job.
 
-    python -m tests.helpers.hands_victim hands --pool email --tools ...
+python -m tests.helpers.hands_victim hands --pool email --tools ...
 """
 
 from __future__ import annotations

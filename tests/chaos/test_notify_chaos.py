@@ -1,0 +1,260 @@
+"""The chaos suite: the notify example under every fault the design claims to survive.
+
+Each case breaks something real -- kills or freezes worker processes, restarts RabbitMQ or
+Redis, loses or duplicates messages, drops the email service's answers -- and then checks
+the run against the email service's own ledger and the store (``Cluster.check_invariants``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import signal
+import time
+
+import pytest
+
+from shared.messages import SessionWake, ToolResult
+from tests.helpers.cluster import Cluster
+from tests.helpers.polling import eventually
+from tests.helpers.processes import spawn_module
+from tests.helpers.rabbit import broker_stopped
+from tests.helpers.relay_victim import __name__ as relay_victim
+
+pytestmark = [pytest.mark.integration, pytest.mark.chaos, pytest.mark.timeout(240)]
+
+
+def start_pool(cluster: Cluster, brains: int = 2, hands: int = 2) -> None:
+    for n in range(brains):
+        cluster.start(f"brain-{n}")
+    for n in range(hands):
+        cluster.start(f"hands-{n}")
+
+
+@pytest.mark.parametrize(
+    "rule",
+    [
+        "before:3",
+        "after:3",
+        "before:6",
+        "after:6",
+        "before:10",
+        "after:10",
+        "after-entry:tool_result",
+    ],
+)
+async def test_1_brain_killed_just_before_and_after_its_commits(
+    cluster: Cluster, rule: str
+) -> None:
+    victim = cluster.start("brain-victim", victim=rule)
+    cluster.start("hands-0")
+    await cluster.submit_batches(1)
+    await eventually(lambda: victim.poll() is not None, within=60, what=f"death at {rule}")
+    cluster.kills[f"SIGKILL brain ({rule})"] += 1
+    cluster.start("brain-0")
+    await cluster.wait_done()
+    await cluster.check_invariants(f"1 brain killed {rule}")
+
+
+async def test_2_relay_killed_between_confirm_and_mark(cluster: Cluster) -> None:
+    await cluster.submit_batches(2)  # their wake-ups wait in the outbox
+    marker = cluster.tmp_path / "confirmed"
+    victim = spawn_module(
+        relay_victim, str(marker), env=cluster.settings(), log=cluster.tmp_path / "relay-victim.log"
+    )
+    await eventually(marker.exists, within=30, what="the relay to publish and freeze")
+    victim.send_signal(signal.SIGKILL)
+    victim.wait()
+    cluster.kills["SIGKILL relay"] += 1
+    start_pool(cluster)  # their relays publish the same rows again: duplicates, harmless
+    await cluster.wait_done()
+    await cluster.check_invariants("2 relay killed between confirm and mark")
+
+
+async def test_3_rabbitmq_restarted_mid_run(cluster: Cluster) -> None:
+    await cluster.email.set_faults(delay=0.3)
+    start_pool(cluster)
+    await cluster.submit_batches(3)
+    await eventually(lambda: cluster.operations_started(2), within=60, what="calls in flight")
+    async with broker_stopped():
+        await asyncio.sleep(2)
+    cluster.kills["restart rabbitmq"] += 1
+    await cluster.email.set_faults(delay=0)
+    await cluster.wait_done(within=150)
+    await cluster.check_invariants("3 rabbitmq restarted mid-run")
+
+
+@pytest.mark.parametrize("tool", ["send_email", "send_email_unsafe"])
+async def test_4_hands_killed_mid_tool(cluster: Cluster, tool: str) -> None:
+    await cluster.email.set_faults(delay=1.5)
+    cluster.start("brain-0")
+    cluster.start("hands-0")
+    await cluster.submit_batches(1, tool=tool)
+    await eventually(lambda: cluster.operations_started(3), within=60, what="calls in flight")
+    cluster.kill("hands-0")
+    await cluster.email.set_faults(delay=0)
+    cluster.start("hands-1")
+    await cluster.wait_done()
+    unsafe = tool == "send_email_unsafe"
+    failed = await count_failed(cluster) if unsafe else 0
+    await cluster.check_invariants(
+        f"4 hands killed mid-tool ({tool})", unsafe=unsafe, expect_failed=failed
+    )
+
+
+async def count_failed(cluster: Cluster) -> int:
+    from shared.store.queries import session_history
+
+    tasks, _ = await session_history(cluster.store.engine, cluster.sessions[0])
+    return sum(t.kind == "send-notice" and t.outcome != "succeeded" for t in tasks)
+
+
+async def test_5_hands_killed_after_the_outcome_before_the_ack(cluster: Cluster) -> None:
+    cluster.start("brain-0")
+    victim = cluster.start("hands-victim", victim="hands-after-outcome")
+    await cluster.submit_batches(1)
+    await eventually(lambda: victim.poll() is not None, within=60, what="the victim's death")
+    cluster.kills["SIGKILL hands after outcome"] += 1
+    cluster.start("hands-0")  # gets the unacked job again: republishes, sends nothing
+    await cluster.wait_done()
+    await cluster.check_invariants("5 hands killed after outcome, before ack")
+
+
+async def test_6_hands_frozen_past_its_lease_then_resumed(cluster: Cluster) -> None:
+    await cluster.email.set_faults(delay=1.0)
+    cluster.start("brain-0")
+    frozen = cluster.start("hands-frozen", BRAINHANDS_CONCURRENCY="2")
+    await cluster.submit_batches(1)
+    await eventually(lambda: cluster.operations_started(2), within=60, what="calls in flight")
+    cluster.kill("hands-frozen", signal.SIGSTOP)
+    await asyncio.sleep(2.0)  # past the 1.5 s lease: the sweeper re-sends the jobs
+    cluster.start("hands-0")
+    await cluster.email.set_faults(delay=0)
+    await asyncio.sleep(5)
+    frozen.send_signal(signal.SIGCONT)
+    await cluster.wait_done()
+    await eventually(  # it noticed on waking, and recorded nothing late
+        lambda: (
+            '"lease_lost"' in cluster.log("hands-frozen")
+            or '"stale"' in cluster.log("hands-frozen")
+        ),
+        within=20,
+        what="the frozen worker to notice it was superseded",
+    )
+    assert '"event": "outcome"' not in cluster.log("hands-frozen")
+    await cluster.check_invariants("6 hands SIGSTOPped past its lease")
+
+
+@pytest.mark.parametrize("how", ["flushall", "restart"])
+async def test_7_redis_flushed_or_restarted_mid_run(cluster: Cluster, how: str) -> None:
+    from redis.asyncio import Redis
+
+    from tests.shared.test_fencing_chaos import restart_redis
+
+    await cluster.email.set_faults(delay=0.5)
+    start_pool(cluster)
+    await cluster.submit_batches(2)
+    await eventually(lambda: cluster.operations_started(2), within=60, what="calls in flight")
+    if how == "flushall":
+        redis = Redis.from_url(cluster.redis_url)
+        await redis.flushall()
+        await redis.aclose()
+    else:
+        await restart_redis(cluster.redis_url)
+    cluster.kills[f"redis {how}"] += 1
+    await cluster.email.set_faults(delay=0)
+    await cluster.wait_done(within=120)
+    await cluster.check_invariants(f"7 redis {how} mid-run")
+
+
+async def test_8_a_poison_job_fails_its_task_and_the_session_goes_on(cluster: Cluster) -> None:
+    cluster.start("brain-0")
+    for n in range(3):
+        cluster.start(f"hands-{n}")
+    await cluster.submit_batches(1, tool="crash_worker", recipients=["poison"])
+    await cluster.submit_batches(1)
+
+    async def replace_dead_hands() -> bool:
+        for name, proc in list(cluster.procs.items()):
+            if name.startswith("hands") and proc.poll() is not None:
+                cluster.kills["poison crash hands"] += 1
+                cluster.start(name)
+        return await cluster.all_done()
+
+    await eventually(replace_dead_hands, within=150, what="both sessions to finish")
+    await cluster.check_invariants("8 poison job", expect_failed=1)
+
+
+async def test_9_wakeups_duplicated_dropped_and_reordered(cluster: Cluster) -> None:
+    start_pool(cluster)
+    queue = cluster.env.topology.brain_queue("v1")
+    await cluster.submit_batches(3)
+    rng = random.Random(9)
+    stale: list[ToolResult] = []
+    deadline = time.monotonic() + 60
+    while not await cluster.all_done() and time.monotonic() < deadline:
+        session = rng.choice(cluster.sessions)
+        wake = SessionWake(session_id=session, compat="v1", reason="duplicate")
+        for _ in range(3):
+            await cluster.env.broker.publish(wake, queue)  # duplicated
+        if rng.random() < 0.3:
+            await cluster.env.purge(queue)  # dropped
+            cluster.kills["purge brain queue"] += 1
+        if stale and rng.random() < 0.5:
+            await cluster.env.broker.publish(rng.choice(stale), queue)  # reordered: old news
+        stale.append(
+            ToolResult(
+                operation_id="op-old",
+                session_id=session,
+                task_id="t",
+                compat="v1",
+                status="succeeded",
+            )
+        )
+        await asyncio.sleep(0.2)
+    await cluster.wait_done()
+    await cluster.check_invariants("9 wake-ups duplicated, dropped, reordered")
+
+
+async def test_10_the_service_accepts_a_send_and_drops_the_receipt(cluster: Cluster) -> None:
+    await cluster.email.set_faults(drop_next=3)
+    start_pool(cluster, brains=1, hands=1)
+    await cluster.submit_batches(1)
+    await cluster.wait_done()
+    from shared.store.queries import session_history
+
+    tasks, _ = await session_history(cluster.store.engine, cluster.sessions[0])
+    hows = sorted(t.result["how"] for t in tasks if t.kind == "send-notice")
+    assert hows.count("confirmed by query") == 3  # asked, not sent again
+    await cluster.check_invariants("10 receipt dropped in flight")
+
+
+async def test_11_soak_random_kills_of_every_process_for_3_minutes(cluster: Cluster) -> None:
+    names = ["brain-0", "brain-1", "hands-0", "hands-1", "hands-2", "sweeper-0"]
+    for name in names:
+        cluster.start(name)
+    await cluster.email.set_faults(delay=0.05)
+    await cluster.submit_batches(50)
+    rng = random.Random(11)
+    started = time.monotonic()
+    restart_at: dict[str, float] = {}
+    while time.monotonic() - started < 180:
+        now = time.monotonic()
+        for name, when in list(restart_at.items()):
+            if now >= when:
+                cluster.start(name)
+                del restart_at[name]
+        alive = [n for n in names if n not in restart_at]
+        by_role = {r: [n for n in alive if n.startswith(r)] for r in ("brain", "hands")}
+        victims = [n for n in alive if n.startswith("sweeper") or len(by_role[n.split("-")[0]]) > 1]
+        if victims:
+            victim = rng.choice(victims)
+            cluster.kill(victim)
+            restart_at[victim] = now + rng.uniform(0.5, 2.0)
+        if await cluster.all_done() and time.monotonic() - started > 30:
+            break
+        await asyncio.sleep(rng.uniform(1.0, 3.0))
+    for name in restart_at:
+        cluster.start(name)
+    await cluster.wait_done(within=180)
+    await cluster.check_invariants("11 soak: 50 sessions x 5 emails under kills")
