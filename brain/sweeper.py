@@ -77,7 +77,8 @@ class Sweeper:
         """One pass; returns how many triggers of each kind it sent."""
         sent: Counter[str] = Counter()
         now = time.time()
-        sessions = await sessions_needing_attention(self.store.engine, now=now)
+        # Work is only re-triggered once its own trigger had a period to land.
+        sessions = await sessions_needing_attention(self.store.engine, now=now, grace=self.period)
         busy = await self.leases.held([f"session:{s.session_id}" for s in sessions])
         for ref in sessions:
             if f"session:{ref.session_id}" in busy:

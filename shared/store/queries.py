@@ -41,19 +41,24 @@ class SessionRef:
 
 
 async def sessions_needing_attention(
-    engine: AsyncEngine, *, now: float, limit: int = 1000
+    engine: AsyncEngine, *, now: float, grace: float = 0.0, limit: int = 1000
 ) -> list[SessionRef]:
-    """Sessions with work a Brain could do now: due timers, runnable or interrupted tasks,
-    winding-down parents, and tool outcomes not yet applied."""
-    t, s, o = schema.task, schema.session, schema.operation
-    runnable = select(t.c.session_id).where(t.c.status.in_(("pending", "running", "completing")))
-    due = select(t.c.session_id).where(t.c.status == "sleeping", t.c.wake_at <= now)
+    """Sessions with work a Brain could have done ``grace`` seconds ago and has not: due
+    timers, runnable or interrupted tasks, winding-down parents, tool outcomes not yet
+    applied, queued submissions. The grace leaves the normal triggers (in-memory timers,
+    result events, wake-ups in flight) time to land before a duplicate is sent."""
+    t, s, o, sub = schema.task, schema.session, schema.operation, schema.submission
+    before = now - grace
+    runnable = select(t.c.session_id).where(
+        t.c.status.in_(("pending", "running", "completing")), t.c.updated_at <= before
+    )
+    due = select(t.c.session_id).where(t.c.status == "sleeping", t.c.wake_at <= before)
     unapplied = (
         select(t.c.session_id)
         .join(o, o.c.operation_id == t.c.operation_id)
-        .where(t.c.status == "waiting", o.c.status.in_(FINAL))
+        .where(t.c.status == "waiting", o.c.status.in_(FINAL), o.c.updated_at <= before)
     )
-    queued = select(schema.submission.c.session_id).where(schema.submission.c.status == "queued")
+    queued = select(sub.c.session_id).where(sub.c.status == "queued", sub.c.created_at <= before)
     ids = runnable.union(due, unapplied, queued).subquery()
     stmt = select(s.c.id, s.c.compat).where(s.c.id.in_(select(ids.c.session_id))).limit(limit)
     async with read_transaction(engine) as conn:
