@@ -1,0 +1,495 @@
+"""Hands throughput: no-op tool jobs per second through 1, 2 and 4 worker processes.
+
+Each worker is a real ``python -m brainhands hands --pool bench --tools bench.noop_tools``
+process on a PostgreSQL store, so a job pays for everything the runtime does around a tool
+call: the operation lease (Redis), the fence claim, ``started`` and the outcome with its
+result event (three store transactions), the embedded relay publishing that event, the ack
+and the JSON log lines.
+
+For each worker count: start the workers and wait until they consume, then publish J jobs
+(``ToolJob``, unique operation ids, pool and compat ``bench``) to the pool's queue with the
+Broker; the clock runs from the first publish until J ``ToolResult`` events arrived on the
+Brain queue ``{ns}.brain.bench``. Publishing confirmed messages is an order of magnitude
+faster than the workers, so the queue fills up almost at once. The per-job overhead is
+``acked.ts - received.ts`` of each operation in the workers' JSON logs (``received`` is
+logged when processing starts, after the prefetch buffer).
+
+The baseline is a bare aio-pika consumer in this process that acks each of J messages
+pre-published to a quorum queue of the same kind, with prefetch equal to the workers'
+concurrency: the ceiling the broker alone sets (its latency is receive -> ack returned).
+The scaling curve also shows the workers' CPU per job (from /proc). With ``--rounds`` the
+variants repeat in rotating order and the table shows the median rate.
+
+    .venv/bin/python -m bench.hands [--jobs J] [--workers 1 2 4] [--concurrency C] [--rounds R]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import aio_pika
+from aio_pika.abc import AbstractIncomingMessage
+from sqlalchemy import text
+
+from bench._stats import percentile, print_table
+from shared.broker import Broker, Delivery, Outgoing
+from shared.config import normalize_database_url
+from shared.lease import connect_redis
+from shared.messages import Message, ToolJob, ToolResult, encode
+from shared.store import Store
+from shared.store.engine import write_transaction
+from shared.topology import Topology
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_PG_URL = "postgresql://postgres@127.0.0.1:5432/test"
+DEFAULT_RABBITMQ_URL = "amqp://guest:guest@127.0.0.1:5672/"
+DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
+POOL = "bench"
+COMPAT = "bench"
+BASELINE_POOL = "baseline"
+PUBLISH_BATCH = 200
+
+
+@dataclass
+class Run:
+    label: str
+    workers: int
+    jobs: int
+    seconds: float
+    latencies: list[float]
+    """Seconds from receipt to ack, one per job."""
+    cpu: float | None = None
+    """CPU seconds the worker processes spent on the run, summed (None: unknown)."""
+
+    @property
+    def rate(self) -> float:
+        return self.jobs / self.seconds
+
+
+@dataclass
+class Bench:
+    args: argparse.Namespace
+    namespace: str
+    db_schema: str
+    database_url: str
+    broker: Broker
+    logs: Path
+    expected: set[str] = field(default_factory=set)
+    arrived: set[str] = field(default_factory=set)
+    all_arrived: asyncio.Event = field(default_factory=asyncio.Event)
+    workers: list[subprocess.Popen[bytes]] = field(default_factory=list)
+
+    @property
+    def topology(self) -> Topology:
+        return self.broker.topology
+
+    async def collect(self, message: Message, delivery: Delivery) -> None:
+        """The Brain queue's consumer: note each result of the current run."""
+        if isinstance(message, ToolResult) and message.operation_id in self.expected:
+            self.arrived.add(message.operation_id)
+            if len(self.arrived) == len(self.expected):
+                self.all_arrived.set()
+        await delivery.ack()
+
+    def worker_env(self) -> dict[str, str]:
+        return {
+            **os.environ,
+            "BRAINHANDS_DATABASE_URL": self.database_url,
+            "BRAINHANDS_DATABASE_SCHEMA": self.db_schema,
+            "BRAINHANDS_RABBITMQ_URL": self.args.rabbitmq_url,
+            "BRAINHANDS_REDIS_URL": self.args.redis_url,
+            "BRAINHANDS_NAMESPACE": self.namespace,
+            "BRAINHANDS_SHUTDOWN_GRACE": "5",
+        }
+
+    def start_worker(self, log: Path) -> subprocess.Popen[bytes]:
+        with open(log, "wb") as out:
+            proc = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "brainhands",
+                    "hands",
+                    "--pool",
+                    POOL,
+                    "--tools",
+                    "bench.noop_tools",
+                    "--concurrency",
+                    str(self.args.concurrency),
+                ],
+                cwd=ROOT,
+                env=self.worker_env(),
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
+        self.workers.append(proc)
+        return proc
+
+    def stop_workers(self) -> None:
+        """SIGTERM every worker (they drain), and kill the ones still there after a while."""
+        for proc in self.workers:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + 15
+        for proc in self.workers:
+            try:
+                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        self.workers.clear()
+
+
+def log_events(path: Path) -> list[dict[str, object]]:
+    events = []
+    for line in path.read_text(errors="replace").splitlines():
+        with contextlib.suppress(ValueError):
+            event = json.loads(line)
+            if isinstance(event, dict):
+                events.append(event)
+    return events
+
+
+def log_tail(path: Path, lines: int = 20) -> list[str]:
+    return path.read_text(errors="replace").splitlines()[-lines:]
+
+
+async def wait_consuming(proc: subprocess.Popen[bytes], log: Path, within: float = 60) -> None:
+    deadline = time.monotonic() + within
+    while not any(e.get("event") == "consuming" for e in log_events(log)):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            tail = "\n".join(log_tail(log))
+            raise RuntimeError(f"worker {proc.pid} did not start consuming:\n{tail}")
+        await asyncio.sleep(0.05)
+
+
+def receipt_to_ack(logs: Sequence[Path], operation_ids: set[str]) -> list[float]:
+    """``acked.ts - received.ts`` per operation (the first receipt, the last ack)."""
+    received: dict[str, float] = {}
+    acked: dict[str, float] = {}
+    for log in logs:
+        for e in log_events(log):
+            op, ts = e.get("operation_id"), e.get("ts")
+            if op not in operation_ids or not isinstance(ts, int | float):
+                continue
+            assert isinstance(op, str)
+            if e.get("event") == "received":
+                received[op] = min(ts, received.get(op, ts))
+            elif e.get("event") == "acked":
+                acked[op] = max(ts, acked.get(op, ts))
+    missing = operation_ids - (received.keys() & acked.keys())
+    if missing:
+        raise RuntimeError(f"{len(missing)} operations lack a received or acked log line")
+    return [acked[op] - received[op] for op in operation_ids]
+
+
+def job(operation_id: str, pool: str = POOL) -> ToolJob:
+    return ToolJob(
+        operation_id=operation_id,
+        tool="noop",
+        arguments={},
+        session_id="bench-session",
+        task_id=f"task-{operation_id}",
+        compat=COMPAT,
+        pool=pool,
+    )
+
+
+async def publish(broker: Broker, queue: str, bodies: Sequence[bytes]) -> None:
+    for start in range(0, len(bodies), PUBLISH_BATCH):
+        outcomes = await broker.publish_many(
+            [Outgoing(b, queue) for b in bodies[start : start + PUBLISH_BATCH]]
+        )
+        failed = [o for o in outcomes if o is not None]
+        if failed:
+            raise RuntimeError(f"{len(failed)} jobs not published: {failed[0]}")
+
+
+async def run_workers(bench: Bench, workers: int) -> Run:
+    """Start ``workers`` processes, push J jobs through them, stop them."""
+    n = bench.args.jobs
+    logs = [bench.logs / f"w{workers}-{i}.log" for i in range(workers)]
+    procs = [bench.start_worker(log) for log in logs]
+    try:
+        for proc, log in zip(procs, logs, strict=True):
+            await wait_consuming(proc, log)
+        run_tag = uuid.uuid4().hex[:8]
+        operation_ids = [f"op-{run_tag}-{i:06d}" for i in range(n)]
+        bodies = [encode(job(op)) for op in operation_ids]
+        bench.expected = set(operation_ids)
+        bench.arrived = set()
+        bench.all_arrived = asyncio.Event()
+        cpu_before = [process_cpu(proc.pid) for proc in procs]
+        started = time.perf_counter()
+        await publish(bench.broker, bench.topology.hands_queue(POOL), bodies)
+        try:
+            await asyncio.wait_for(bench.all_arrived.wait(), timeout=bench.args.timeout)
+        except TimeoutError:
+            raise RuntimeError(
+                f"{workers} worker(s): {len(bench.arrived)} of {n} results within "
+                f"{bench.args.timeout}s"
+            ) from None
+        seconds = time.perf_counter() - started
+        cpu_after = [process_cpu(proc.pid) for proc in procs]
+    finally:
+        bench.stop_workers()
+    latencies = receipt_to_ack(logs, set(operation_ids))
+    cpu = None
+    before = [c for c in cpu_before if c is not None]
+    after = [c for c in cpu_after if c is not None]
+    if len(before) == len(after) == workers:
+        cpu = sum(after) - sum(before)
+    return Run("brainhands hands", workers, n, seconds, latencies, cpu)
+
+
+def process_cpu(pid: int) -> float | None:
+    """CPU seconds (user + system) process ``pid`` has used so far; None off Linux."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def run_baseline(bench: Bench) -> Run:
+    """A bare aio-pika consume+ack loop over J pre-published messages."""
+    n = bench.args.jobs
+    queue_name = await bench.topology.declare_hands_pool(bench.broker.channel, BASELINE_POOL)
+    bodies = [encode(job(f"op-base-{i:06d}", BASELINE_POOL)) for i in range(n)]
+    await publish(bench.broker, queue_name, bodies)
+    latencies: list[float] = []
+    done = asyncio.Event()
+    perf = time.perf_counter
+
+    async def on_message(message: AbstractIncomingMessage) -> None:
+        received = perf()
+        await message.ack()
+        latencies.append(perf() - received)
+        if len(latencies) == n:
+            done.set()
+
+    connection = await aio_pika.connect(bench.args.rabbitmq_url)
+    async with connection:
+        channel = await connection.channel()
+        await channel.set_qos(prefetch_count=bench.args.concurrency)
+        queue = await channel.declare_queue(queue_name, passive=True)
+        started = perf()
+        tag = await queue.consume(on_message)
+        await asyncio.wait_for(done.wait(), timeout=bench.args.timeout)
+        seconds = perf() - started
+        await queue.cancel(tag)
+    return Run("bare aio-pika consume+ack", 1, n, seconds, latencies)
+
+
+async def measure(bench: Bench, runs: list[Run]) -> None:
+    """Every round: the baseline, then each worker count (in rotating order)."""
+    counts = list(bench.args.workers)
+    for r in range(bench.args.rounds):
+        if not bench.args.no_baseline:
+            runs.append(await run_baseline(bench))
+            print(f"  round {r + 1}: {runs[-1].label}: {runs[-1].rate:,.0f} jobs/s", flush=True)
+        shift = r % len(counts)
+        for workers in [*counts[shift:], *counts[:shift]]:
+            runs.append(await run_workers(bench, workers))
+            print(
+                f"  round {r + 1}: {workers} worker(s): {runs[-1].rate:,.0f} jobs/s "
+                f"in {runs[-1].seconds:.2f} s",
+                flush=True,
+            )
+
+
+def merged(runs: Sequence[Run]) -> list[Run]:
+    """One run per (variant, workers), in first-seen order: the median rate (as seconds),
+    and the latencies of all its runs together."""
+    groups: dict[tuple[str, int], list[Run]] = {}
+    for r in runs:
+        groups.setdefault((r.label, r.workers), []).append(r)
+    out = []
+    for (label, workers), group in groups.items():
+        seconds = statistics.median(r.seconds for r in group)
+        latencies = [x for r in group for x in r.latencies]
+        cpus = [r.cpu for r in group if r.cpu is not None]
+        cpu = statistics.median(cpus) if len(cpus) == len(group) else None
+        out.append(Run(label, workers, group[0].jobs, seconds, latencies, cpu))
+    return sorted(out, key=lambda r: (r.label == "brainhands hands", r.workers))
+
+
+def report(all_runs: Sequence[Run], concurrency: int, rounds: int) -> None:
+    runs = merged(all_runs)
+    one = next((r for r in runs if r.label == "brainhands hands" and r.workers == 1), None)
+    rows: list[list[object]] = []
+    for r in runs:
+        speedup = f"{r.rate / one.rate:.2f}x" if one and r.label == one.label else "-"
+        label = r.label + (" (baseline)" if r.label != "brainhands hands" else "")
+        rows.append(
+            [
+                label,
+                r.workers,
+                f"{r.rate:,.0f}",
+                f"{percentile(r.latencies, 50) * 1000:.2f}",
+                f"{percentile(r.latencies, 99) * 1000:.2f}",
+                speedup,
+            ]
+        )
+    print()
+    print_table(
+        ["variant", "workers", "jobs/s", "p50 ms", "p99 ms", "speedup vs 1 worker"],
+        rows,
+        align="<>>>>>",
+    )
+    print()
+    print(
+        f"{runs[0].jobs} jobs per run, median of {rounds} run(s); concurrency (prefetch) "
+        f"{concurrency} per worker; {os.cpu_count()} CPU core(s); p50/p99: receipt -> ack "
+        "per job"
+    )
+    scaling = [r for r in runs if r.label == "brainhands hands"]
+    if scaling:
+        print()
+        print("scaling curve (jobs/s):")
+        top = max(r.rate for r in scaling)
+        for r in scaling:
+            bar = "#" * max(1, round(40 * r.rate / top))
+            cpu = f"  (workers' CPU {r.cpu / r.jobs * 1000:.1f} ms/job)" if r.cpu else ""
+            print(f"  {r.workers} worker(s) | {bar:<40} | {r.rate:,.0f}{cpu}")
+
+
+async def cleanup(args: argparse.Namespace, namespace: str, db_schema: str, dsn: str) -> None:
+    """Delete the namespace's queues, exchanges and Redis keys, and the schema; each part
+    even when another fails."""
+    topology = Topology(namespace)
+
+    async def rabbitmq() -> None:
+        queues = [
+            topology.hands_queue(POOL),
+            topology.hands_queue(BASELINE_POOL),
+            topology.brain_queue(COMPAT),
+            topology.parking_queue,
+        ]
+        connection = await aio_pika.connect(args.rabbitmq_url)
+        async with connection:
+            channel = await connection.channel()
+            for queue in queues:
+                await channel.queue_delete(queue)
+            await channel.exchange_delete(topology.exchange)
+            await channel.exchange_delete(topology.dead_letter_exchange)
+
+    async def redis() -> None:
+        client = connect_redis(args.redis_url)
+        try:
+            keys = [k async for k in client.scan_iter(match=f"{namespace}:*", count=1000)]
+            for start in range(0, len(keys), 1000):
+                await client.delete(*keys[start : start + 1000])
+        finally:
+            await client.aclose()
+
+    async def postgresql() -> None:
+        store = await Store.open(dsn)
+        try:
+            async with write_transaction(store.engine) as conn:
+                await conn.execute(text(f'DROP SCHEMA IF EXISTS "{db_schema}" CASCADE'))
+        finally:
+            await store.close()
+
+    for what, step in (("RabbitMQ", rabbitmq), ("Redis", redis), ("PostgreSQL", postgresql)):
+        try:
+            await step()
+        except Exception as exc:
+            print(f"cleanup of {what} failed: {exc!r}", file=sys.stderr)
+
+
+async def main(args: argparse.Namespace) -> None:
+    stop_on_sigterm()
+    tag = uuid.uuid4().hex[:10]
+    namespace = f"benchhands_{tag}"
+    db_schema = f"bench_hands_{tag}"
+    database_url = normalize_database_url(args.database_url)
+    print(
+        f"hands: {args.jobs} no-op jobs per run, workers {args.workers}, concurrency "
+        f"{args.concurrency}; namespace {namespace}, PostgreSQL schema {db_schema}",
+        flush=True,
+    )
+    runs: list[Run] = []
+    bench: Bench | None = None
+    try:
+        store = await Store.open(database_url, upgrade=True, db_schema=db_schema)
+        await store.close()
+        topology = Topology(namespace)
+        broker = await Broker.connect(args.rabbitmq_url, topology, connection_name=namespace)
+        try:
+            with tempfile.TemporaryDirectory(prefix="brainhands-bench-hands-") as tmp:
+                bench = Bench(args, namespace, db_schema, database_url, broker, Path(tmp))
+                await topology.declare_hands_pool(broker.channel, POOL)
+                brain_queue = await topology.declare_brain(broker.channel, COMPAT)
+                await broker.consume(brain_queue, bench.collect, prefetch=256)
+                try:
+                    await measure(bench, runs)
+                finally:
+                    bench.stop_workers()
+        finally:
+            await broker.close()
+        report(runs, args.concurrency, args.rounds)
+    finally:
+        if bench is not None:
+            bench.stop_workers()
+        await cleanup(args, namespace, db_schema, database_url)
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    parser.add_argument("--jobs", type=int, default=2000, help="jobs per run")
+    parser.add_argument(
+        "--workers", type=int, nargs="+", default=[1, 2, 4], help="worker processes per run"
+    )
+    parser.add_argument(
+        "--concurrency", type=int, default=8, help="each worker's concurrency (prefetch)"
+    )
+    parser.add_argument("--rounds", type=int, default=1, help="runs of every variant")
+    parser.add_argument("--no-baseline", action="store_true", help="skip the bare consumer")
+    parser.add_argument("--timeout", type=float, default=300, help="seconds a run may take")
+    parser.add_argument(
+        "--database-url",
+        default=os.environ.get("BRAINHANDS_BENCH_POSTGRES_URL", DEFAULT_PG_URL),
+        help="PostgreSQL to use (default: $BRAINHANDS_BENCH_POSTGRES_URL or %(default)s)",
+    )
+    parser.add_argument(
+        "--rabbitmq-url",
+        default=os.environ.get("BRAINHANDS_BENCH_RABBITMQ_URL", DEFAULT_RABBITMQ_URL),
+        help="RabbitMQ to use (default: $BRAINHANDS_BENCH_RABBITMQ_URL or %(default)s)",
+    )
+    parser.add_argument(
+        "--redis-url",
+        default=os.environ.get("BRAINHANDS_BENCH_REDIS_URL", DEFAULT_REDIS_URL),
+        help="Redis to use (default: $BRAINHANDS_BENCH_REDIS_URL or %(default)s)",
+    )
+    args = parser.parse_args(argv)
+    if min(args.jobs, args.concurrency, args.rounds, *args.workers) < 1:
+        parser.error("--jobs, --concurrency, --rounds and --workers must be positive")
+    return args
+
+
+def stop_on_sigterm() -> None:
+    """Make SIGTERM cancel the run like Ctrl-C does, so the clean-up still runs."""
+    task = asyncio.current_task()
+    assert task is not None
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
+
+
+if __name__ == "__main__":
+    with contextlib.suppress(KeyboardInterrupt, asyncio.CancelledError):
+        asyncio.run(main(parse_args()))
