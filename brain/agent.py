@@ -41,6 +41,7 @@ from brain.task import (
     Spawn,
     TaskView,
 )
+from shared import metrics
 from shared.store import EntryRecord, SubmissionRecord
 from shared.tools import ToolRegistry
 
@@ -174,7 +175,8 @@ def agent_kinds(agents: AgentRegistry, tools: ToolRegistry) -> TaskRegistry:
         schemas = [tools.get(name).schema() for name in agent.tools]
         schemas += [t.schema() for t in agent.task_tools]
         try:
-            response = await agent.model.complete(messages, schemas)
+            with metrics.MODEL_SECONDS.labels(agent.model.name).time():
+                response = await agent.model.complete(messages, schemas)
         except TransientModelError as exc:
             state["attempt"] += 1
             state["last_error"] = str(exc)

@@ -34,6 +34,7 @@ from brain.decide import (
 )
 from brain.registry import TaskKind, TaskRegistry
 from brain.task import Call, Child, ChildOutcome, Dispatch, Next, PhaseContext, Spawn, TaskView
+from shared import metrics
 from shared.errors import UnknownToolError
 from shared.messages import ToolJob, encode
 from shared.store import Draft, Store, SubmissionRecord, TaskRecord
@@ -262,6 +263,7 @@ class SessionRunner:
         appended: list[tuple[str, Any]],
     ) -> None:
         self.summary.phases += 1
+        metrics.PHASES_RUN.labels(task.kind).inc()
         if isinstance(result, BaseException):
             log.warning(
                 "phase failed",

@@ -17,6 +17,7 @@ import time
 from collections import Counter
 
 from brain.decide import TOOL_KIND
+from shared import metrics
 from shared.broker import Broker
 from shared.errors import BrainhandsError
 from shared.lease import Lease, LeaseManager
@@ -109,4 +110,6 @@ class Sweeper:
         if sent:
             log.info("swept", extra={"event": "swept", **sent})
         self.recoveries.update(sent)
+        for kind, count in sent.items():
+            metrics.SWEEPER_RECOVERIES.labels(kind).inc(count)
         return sent

@@ -15,6 +15,7 @@ import time
 
 from brain.registry import TaskRegistry
 from brain.scheduler import SessionRunner, StartSubmission, start_from_input
+from shared import metrics
 from shared.broker import Broker, Delivery
 from shared.errors import BrainhandsError, LeaseLost, NotFoundError, StaleLeaseError
 from shared.lease import Lease, LeaseManager
@@ -58,6 +59,8 @@ class BrainWorker:
         self.shutdown_grace = shutdown_grace
         self.start_submission = start_submission
         self.sessions_advanced = 0
+        self.consuming = False
+        """True while the wake-up queues are consumed (readiness)."""
         self._timers: set[asyncio.TimerHandle] = set()
         self._publishing: set[asyncio.Task[None]] = set()
 
@@ -70,7 +73,9 @@ class BrainWorker:
                 await self.broker.consume(queue, self.handle, prefetch=self.concurrency)
             )
             log.info("consuming", extra={"event": "consuming", "queue": queue})
+        self.consuming = True
         await stop.wait()
+        self.consuming = False
         log.info("draining", extra={"event": "draining"})
         for timer in self._timers:
             timer.cancel()
@@ -81,6 +86,8 @@ class BrainWorker:
         if not isinstance(message, SessionWake | ToolResult):
             await park(self.broker, delivery, f"a {message.type} message has no place here")
             return
+        if delivery.redelivered:
+            metrics.REDELIVERIES.labels("brain").inc()
         log.info(
             "woken",
             extra={
@@ -93,6 +100,7 @@ class BrainWorker:
         try:
             await self.advance(message.session_id)
         except LeaseLost as exc:
+            metrics.LEASE_LOST.inc()
             log.warning(
                 "session lease lost; handing back",
                 extra={
@@ -126,6 +134,7 @@ class BrainWorker:
                 )
                 summary = await runner.run()
         except StaleLeaseError as exc:
+            metrics.STALE_REJECTED.inc()
             log.warning(
                 "superseded on session; stopped",
                 extra={
@@ -146,6 +155,7 @@ class BrainWorker:
             with contextlib.suppress(BrainhandsError):
                 await self.leases.release(lease)
         self.sessions_advanced += 1
+        metrics.SESSIONS_ADVANCED.inc()
         log.info(
             "session advanced",
             extra={

@@ -96,7 +96,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(run="brainhands.operate:dlq")
 
     p = sub.add_parser("relay", help="run an outbox relay on its own")
-    p.add_argument("--poll-interval", type=float, default=1.0, help="seconds between polls")
     p.set_defaults(run="brainhands.workers:relay")
     return parser
 

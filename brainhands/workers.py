@@ -16,6 +16,7 @@ from hands.settings import HandsSettings
 from hands.worker import HandsWorker
 from shared.config import CommonSettings, load_settings
 from shared.errors import ConfigurationError
+from shared.health import HealthServer
 from shared.lease import LeaseManager
 from shared.relay import OutboxRelay
 from shared.runtime import Services, open_services, stop_on_signals
@@ -42,7 +43,9 @@ async def hands(args: argparse.Namespace) -> int:
             shutdown_grace=settings.shutdown_grace,
             max_inline_result=settings.max_inline_result,
         )
-        await with_relay(services, worker.run)
+        await serve(
+            services, worker.run, http_port=settings.http_port, consuming=lambda: worker.consuming
+        )
     return 0
 
 
@@ -75,7 +78,9 @@ async def brain(args: argparse.Namespace) -> int:
                 jobs.append(sweeper.run(stop))
             await asyncio.gather(*jobs)
 
-        await with_relay(services, work)
+        await serve(
+            services, work, http_port=settings.http_port, consuming=lambda: worker.consuming
+        )
     return 0
 
 
@@ -83,7 +88,7 @@ async def sweeper(args: argparse.Namespace) -> int:
     settings = load_settings(BrainSettings)
     async with open_services(settings, name="sweeper") as services:
         sweeper = sweeper_of(services, services.leases(settings.lease_ttl_ms), settings)
-        await with_relay(services, sweeper.run)
+        await serve(services, sweeper.run, http_port=settings.http_port)
     return 0
 
 
@@ -100,13 +105,24 @@ def sweeper_of(services: Services, leases: LeaseManager, settings: BrainSettings
 async def relay(args: argparse.Namespace) -> int:
     settings = load_settings(CommonSettings)
     async with open_services(settings, name="relay") as services:
-        relay = OutboxRelay(services.store, services.broker, poll_interval=args.poll_interval)
-        await relay.run(stop_on_signals())
+        # The embedded relay of ``serve`` is the whole job here.
+        await serve(services, _until_stopped, http_port=settings.http_port)
     return 0
 
 
-async def with_relay(services: Services, work: Callable[[asyncio.Event], Any]) -> None:
-    """Run ``work`` with an embedded relay woken by this process's commits.
+async def _until_stopped(stop: asyncio.Event) -> None:
+    await stop.wait()
+
+
+async def serve(
+    services: Services,
+    work: Callable[[asyncio.Event], Any],
+    *,
+    http_port: int,
+    consuming: Callable[[], bool] = lambda: True,
+) -> None:
+    """Run ``work`` with an embedded relay woken by this process's commits, and the
+    process's health port.
 
     On a signal the work drains first; the relay stops after it, so outcomes committed
     while draining are still published.
@@ -115,6 +131,16 @@ async def with_relay(services: Services, work: Callable[[asyncio.Event], Any]) -
     relay_stop = asyncio.Event()
     relay = OutboxRelay(services.store, services.broker)
     services.store.add_commit_listener(relay.wake)
+    health = HealthServer(
+        {
+            "store": services.store.ping,
+            "rabbitmq": lambda: _now(services.broker.connected),
+            "redis": services.redis.ping,
+            "consuming": lambda: _now(consuming()),
+        }
+    )
+    if http_port >= 0:
+        await health.start(http_port)
     relay_task = asyncio.create_task(relay.run(relay_stop))
     try:
         await work(stop)
@@ -122,3 +148,8 @@ async def with_relay(services: Services, work: Callable[[asyncio.Event], Any]) -
         relay_stop.set()
         await relay_task
         await relay.drain_once()
+        await health.close()
+
+
+async def _now(value: bool) -> bool:
+    return value

@@ -22,6 +22,7 @@ from pydantic_core import to_jsonable_python
 
 from hands.context import ToolContext
 from hands.decide import judge_failure, next_step, timeout_step
+from shared import metrics
 from shared.broker import Broker, Delivery
 from shared.errors import (
     BrainhandsError,
@@ -63,6 +64,8 @@ class HandsWorker:
         self.concurrency = concurrency
         self.shutdown_grace = shutdown_grace
         self.max_inline_result = max_inline_result
+        self.consuming = False
+        """True while the pool's queue is consumed (readiness)."""
         self._cancels: dict[str, asyncio.Event] = {}
         self._declared_compat: set[str] = set()
 
@@ -74,7 +77,9 @@ class HandsWorker:
         notices = await topology.declare_cancel_listener(self.broker.channel)
         listener = await self.broker.consume(notices, self.on_cancel)
         log.info("consuming", extra={"event": "consuming", "queue": queue, "pool": self.pool})
+        self.consuming = True
         await stop.wait()
+        self.consuming = False
         await listener.cancel()
         log.info("draining", extra={"event": "draining", "running": len(self._cancels)})
         for cancel in self._cancels.values():
@@ -87,6 +92,9 @@ class HandsWorker:
             await park(self.broker, delivery, f"a {message.type} message has no place here")
             return
         job = message
+        metrics.JOBS_RECEIVED.labels(self.pool).inc()
+        if delivery.redelivered:
+            metrics.REDELIVERIES.labels("hands").inc()
         fields = {"operation_id": job.operation_id, "session_id": job.session_id, "tool": job.tool}
         log.info(
             "received",
@@ -115,6 +123,7 @@ class HandsWorker:
             async with self.leases.hold(lease):
                 await self._process(job, claimed[-1], lease.token)
         except LeaseLost as exc:
+            metrics.LEASE_LOST.inc()
             log.warning(
                 "lease lost; job handed back",
                 extra={**fields, "event": "lease_lost", "reason": exc.reason},
@@ -122,6 +131,7 @@ class HandsWorker:
             await delivery.reject(requeue=True)
             return
         except StaleLeaseError as exc:
+            metrics.STALE_REJECTED.inc()
             log.warning(
                 "superseded by a newer holder; nothing recorded",
                 extra={**fields, "event": "stale", "fence": lease.token, "current": exc.current},
@@ -132,6 +142,7 @@ class HandsWorker:
             with contextlib.suppress(BrainhandsError):
                 await self.leases.release(lease)
         await delivery.ack()
+        metrics.JOBS_ACKED.labels(self.pool).inc()
         log.info("acked", extra={**fields, "event": "acked"})
 
     async def on_cancel(self, message: Message, delivery: Delivery) -> None:
@@ -213,7 +224,8 @@ class HandsWorker:
             )
             try:
                 async with asyncio.timeout(spec.timeout) as deadline:
-                    value = await spec.fn(args, ctx)
+                    with metrics.TOOL_SECONDS.labels(spec.name).time():
+                        value = await spec.fn(args, ctx)
             except TimeoutError as exc:
                 if not deadline.expired():
                     verdict = judge_failure(exc, attempt=op.attempts, retry=spec.retry)
@@ -322,6 +334,7 @@ class HandsWorker:
             notify=notify,
             session_id=job.session_id,
         )
+        metrics.TOOL_OUTCOMES.labels(job.tool, status).inc()
         log.info(
             "outcome",
             extra={

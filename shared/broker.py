@@ -169,6 +169,11 @@ class Broker:
         )
 
     @property
+    def connected(self) -> bool:
+        """Whether the connection and the confirm channel are open right now."""
+        return not self._connection.is_closed and not self._channel.is_closed
+
+    @property
     def topology(self) -> Topology:
         """The names this broker publishes to and parks into."""
         return self._topology

@@ -23,6 +23,7 @@ from redis.asyncio import Redis
 from redis.commands.core import AsyncScript
 from redis.exceptions import RedisError
 
+from shared import metrics
 from shared.errors import LeaseBackendError, LeaseLost, StaleLeaseError
 from shared.keys import Keys
 
@@ -74,6 +75,7 @@ class LeaseManager:
         )
         if token == 0:
             return None
+        metrics.LEASE_ACQUIRED.labels(resource.split(":", 1)[0]).inc()
         return Lease(resource, owner, int(token), self.ttl_ms, sent)
 
     async def renew(self, lease: Lease) -> bool:
@@ -81,6 +83,8 @@ class LeaseManager:
         renewed = await self._run(
             self._renew, [self._keys.lease(lease.resource)], [_holder(lease), lease.ttl_ms]
         )
+        if renewed == 1:
+            metrics.LEASE_RENEWED.inc()
         return bool(renewed == 1)
 
     async def release(self, lease: Lease) -> bool:

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from aio_pika.abc import AbstractIncomingMessage
 
+from shared import metrics
 from shared.errors import BrokerError, UnroutableMessage
 
 if TYPE_CHECKING:
@@ -91,6 +92,7 @@ async def park(broker: Broker, delivery: Delivery, reason: str) -> None:
         await delivery.reject(requeue=True)
     else:
         logger.warning("parked a message", extra=extra)
+        metrics.PARKED.labels("undecodable" if "invalid message" in reason else "other").inc()
         await delivery.ack()
 
 

@@ -13,13 +13,17 @@ import asyncio
 import logging
 import time
 
+from shared import metrics
 from shared.broker import Broker, Outgoing
 from shared.errors import BrainhandsError, UnroutableMessage
 from shared.store import CommitReceipt, Store
 from shared.store.engine import write_transaction
-from shared.store.outbox import claim_unsent, mark_sent, prune_sent
+from shared.store.outbox import claim_unsent, mark_sent, outbox_backlog, prune_sent
 
 log = logging.getLogger("brainhands.relay")
+
+MEASURE_EVERY = 5.0
+"""Seconds between readings of the outbox backlog (for the metrics)."""
 
 
 class OutboxRelay:
@@ -44,6 +48,7 @@ class OutboxRelay:
         self.published = 0
         self._wakeup = asyncio.Event()
         self._next_prune = 0.0
+        self._next_measure = 0.0
 
     def wake(self, receipt: CommitReceipt | None = None) -> None:
         """Drain now (a commit listener: only commits that added outbox rows matter)."""
@@ -57,7 +62,7 @@ class OutboxRelay:
             self._wakeup.clear()
             try:
                 sent = await self.drain_once()
-                await self._maybe_prune()
+                await self._housekeeping()
             except BrainhandsError as exc:
                 log.warning("relay pass failed: %s", exc, extra={"event": "relay_error"})
                 sent = 0
@@ -91,6 +96,7 @@ class OutboxRelay:
             if isinstance(error, UnroutableMessage):
                 await self._declare_route(row.routing_key)
         self.published += len(confirmed)
+        metrics.OUTBOX_PUBLISHED.inc(len(confirmed))
         if len(confirmed) < len(rows):
             log.warning(
                 "published %d of %d outbox rows; the rest stay for the next pass",
@@ -110,8 +116,13 @@ class OutboxRelay:
                 extra={"event": "relay_unroutable"},
             )
 
-    async def _maybe_prune(self) -> None:
+    async def _housekeeping(self) -> None:
         now = time.monotonic()
+        if now >= self._next_measure:
+            self._next_measure = now + MEASURE_EVERY
+            backlog, oldest = await outbox_backlog(self.store.engine)
+            metrics.OUTBOX_BACKLOG.set(backlog)
+            metrics.RELAY_LAG.set(time.time() - oldest if oldest is not None else 0.0)
         if now < self._next_prune:
             return
         self._next_prune = now + self.prune_interval

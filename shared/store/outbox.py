@@ -10,11 +10,11 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from sqlalchemy import delete, select, update
+from sqlalchemy import delete, func, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from shared.store import schema
-from shared.store.engine import write_transaction
+from shared.store.engine import read_transaction, write_transaction
 
 
 @dataclass(frozen=True)
@@ -54,3 +54,15 @@ async def prune_sent(engine: AsyncEngine, *, older_than: float) -> int:
     async with write_transaction(engine) as conn:
         done = await conn.execute(delete(o).where(o.c.sent_at.is_not(None), o.c.sent_at < cutoff))
     return int(done.rowcount)
+
+
+async def outbox_backlog(engine: AsyncEngine) -> tuple[int, float | None]:
+    """How many rows are unsent, and when the oldest of them was written."""
+    o = schema.outbox
+    async with read_transaction(engine) as conn:
+        row = (
+            await conn.execute(
+                select(func.count(), func.min(o.c.created_at)).where(o.c.sent_at.is_(None))
+            )
+        ).one()
+    return int(row[0]), row[1]

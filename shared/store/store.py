@@ -124,6 +124,12 @@ class Store:
         async with write_transaction(self.engine) as conn:
             return await fence.claim_session_fence(conn, session_id, token)
 
+    async def ping(self) -> bool:
+        """Whether the store answers a trivial query."""
+        async with read_transaction(self.engine) as conn:
+            await conn.execute(text("SELECT 1"))
+        return True
+
     async def status(self) -> dict[str, Any]:
         """Schema revision and row counts, for ``brainhands status``."""
         counts: dict[str, Any] = {"revision": await migrate.current_revision(self.engine)}

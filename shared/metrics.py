@@ -1,0 +1,35 @@
+"""Prometheus metrics of every worker process, in one place so names stay consistent.
+
+Names follow Prometheus conventions (``brainhands_*_total`` counters, ``*_seconds``
+histograms); labels are low-cardinality (pool, tool, status, kind), never ids.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import Counter, Gauge, Histogram
+
+JOBS_RECEIVED = Counter("brainhands_jobs_received_total", "Tool jobs delivered", ["pool"])
+JOBS_ACKED = Counter("brainhands_jobs_acked_total", "Tool jobs acked after their commit", ["pool"])
+REDELIVERIES = Counter(
+    "brainhands_redeliveries_total", "Messages delivered again by the broker", ["queue_kind"]
+)
+TOOL_OUTCOMES = Counter(
+    "brainhands_tool_outcomes_total", "Recorded tool outcomes", ["tool", "status"]
+)
+TOOL_SECONDS = Histogram("brainhands_tool_seconds", "Duration of one tool call", ["tool"])
+MODEL_SECONDS = Histogram("brainhands_model_seconds", "Duration of one model request", ["model"])
+LEASE_ACQUIRED = Counter("brainhands_lease_acquisitions_total", "Leases acquired", ["resource"])
+LEASE_RENEWED = Counter("brainhands_lease_renewals_total", "Lease renewals that succeeded")
+LEASE_LOST = Counter("brainhands_lease_losses_total", "Holders that lost their lease mid-work")
+STALE_REJECTED = Counter(
+    "brainhands_stale_token_rejections_total", "Writes refused for a superseded fencing token"
+)
+PARKED = Counter("brainhands_parked_total", "Messages parked by this process", ["reason"])
+OUTBOX_PUBLISHED = Counter("brainhands_outbox_published_total", "Outbox rows confirmed")
+OUTBOX_BACKLOG = Gauge("brainhands_outbox_backlog", "Unsent outbox rows at the last relay pass")
+RELAY_LAG = Gauge("brainhands_relay_lag_seconds", "Age of the oldest unsent outbox row")
+SWEEPER_RECOVERIES = Counter(
+    "brainhands_sweeper_recoveries_total", "Triggers the sweeper sent again", ["kind"]
+)
+SESSIONS_ADVANCED = Counter("brainhands_sessions_advanced_total", "Session passes by Brains")
+PHASES_RUN = Counter("brainhands_phases_total", "Task phases run", ["kind"])
