@@ -43,6 +43,7 @@ class BrainHarness:
         self,
         *,
         tasks: str | None = "tests.helpers.kinds",
+        compats: tuple[str, ...] = ("v1",),
         tools: str | None = None,
         agents: str | None = None,
         die_at_commit: int | None = None,
@@ -52,7 +53,9 @@ class BrainHarness:
     ) -> subprocess.Popen[bytes]:
         """A real Brain process; with ``die_at_commit`` (or a ``brain_victim`` rule) it
         exits hard at that commit."""
-        args = ["brain", "--compat", "v1", *(["--tasks", tasks] if tasks else [])]
+        args = ["brain", *(a for c in compats for a in ("--compat", c))]
+        if tasks:
+            args += ["--tasks", tasks]
         if tools:
             args += ["--tools", tools]
         if agents:
@@ -76,7 +79,13 @@ class BrainHarness:
         return (self.tmp_path / f"brain{n}.log").read_text()
 
     async def submit(
-        self, kind: str, input: Any, *, request_id: str = "r1", session_id: str = "s1"
+        self,
+        kind: str,
+        input: Any,
+        *,
+        request_id: str = "r1",
+        session_id: str = "s1",
+        compat: str = "v1",
     ) -> SubmitReceipt:
         return await submit_input(
             self.store,
@@ -84,7 +93,7 @@ class BrainHarness:
             session_id=session_id,
             request_id=request_id,
             input={"kind": kind, "input": input},
-            compat="v1",
+            compat=compat,
         )
 
     async def answer(
