@@ -36,6 +36,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--revision", default="head", help="target revision (default: head)")
     p.set_defaults(run="brainhands.operate:migrate")
 
+    p = sub.add_parser("config", help="print the effective configuration, secrets redacted")
+    p.add_argument("--role", choices=["common", "brain", "hands", "model"], default="common")
+    p.set_defaults(run="brainhands.operate:config")
+
     p = sub.add_parser("status", help="show the store's schema revision and row counts")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(run="brainhands.operate:status")

@@ -6,6 +6,10 @@ import argparse
 import dataclasses
 import json
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from pydantic import SecretStr
+from pydantic_settings import BaseSettings
 
 from brain.client import request_cancel, submit_input, wait_for_answer
 from shared.broker import Broker
@@ -145,6 +149,36 @@ async def dlq(args: argparse.Namespace) -> int:
         for p in parked:
             print(f"- from {p.origin} ({p.count}x): {p.reason}\n    {p.body_preview}")
     return 0
+
+
+async def config(args: argparse.Namespace) -> int:
+    from brain.models.openai import ModelSettings
+    from brain.settings import BrainSettings
+    from hands.settings import HandsSettings
+
+    kinds: dict[str, type[BaseSettings]] = {
+        "common": CommonSettings,
+        "brain": BrainSettings,
+        "hands": HandsSettings,
+        "model": ModelSettings,
+    }
+    settings = load_settings(kinds[args.role])
+    prefix = str(settings.model_config.get("env_prefix", ""))
+    for name, value in settings:
+        shown = "***" if isinstance(value, SecretStr) else value
+        if isinstance(shown, str) and "://" in shown:
+            shown = _redacted_url(shown)
+        print(f"{prefix}{name.upper()}={'' if shown is None else shown}")
+    return 0
+
+
+def _redacted_url(url: str) -> str:
+    """The URL with its password replaced, whatever its scheme."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+    return urlunsplit(parts._replace(netloc=netloc))
 
 
 def _redacted(url: str) -> str:

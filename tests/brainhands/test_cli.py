@@ -108,3 +108,24 @@ async def test_submit_waits_for_the_answer_and_show_prints_the_session(
     assert json.loads(first.stdout.split("\n", 1)[1])["answer"]["input"] == {"x": 7}
     assert "nothing new started" in again.stdout
     assert "steps" in shown.stdout and "succeeded" in shown.stdout
+
+
+def test_config_prints_every_setting_with_secrets_redacted(tmp_path: Path) -> None:
+    env = {
+        "BRAINHANDS_RABBITMQ_URL": "amqp://app:s3cret@mq.internal:5672/prod",
+        "BRAINHANDS_DATABASE_URL": "postgresql://app:hunter2@db/brainhands",
+        "BRAINHANDS_CONCURRENCY": "32",
+    }
+    done = brainhands("config", "--role", "hands", cwd=tmp_path, env=env)
+    assert done.returncode == 0, done.stderr
+    assert "s3cret" not in done.stdout and "hunter2" not in done.stdout
+    assert "BRAINHANDS_RABBITMQ_URL=amqp://app:***@mq.internal:5672/prod" in done.stdout
+    assert "BRAINHANDS_CONCURRENCY=32" in done.stdout
+    model = brainhands(
+        "config", "--role", "model", cwd=tmp_path, env={"BRAINHANDS_MODEL_API_KEY": "sk-topsecret"}
+    )
+    assert "sk-topsecret" not in model.stdout and "BRAINHANDS_MODEL_API_KEY=***" in model.stdout
+    bad = brainhands(
+        "config", "--role", "brain", cwd=tmp_path, env={"BRAINHANDS_SWEEPER_PERIOD": "soon"}
+    )
+    assert bad.returncode == 2 and "BRAINHANDS_SWEEPER_PERIOD" in bad.stderr
