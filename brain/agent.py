@@ -43,7 +43,7 @@ from brain.task import (
 )
 from shared import metrics
 from shared.store import EntryRecord, SubmissionRecord
-from shared.tools import ToolRegistry
+from shared.tools import ToolRegistry, function_schema
 
 
 @dataclass(frozen=True)
@@ -58,14 +58,7 @@ class TaskTool:
     description: str
 
     def schema(self) -> dict[str, Any]:
-        return {
-            "type": "function",
-            "function": {
-                "name": self.name,
-                "description": self.description,
-                "parameters": self.args_model.model_json_schema(),
-            },
-        }
+        return function_schema(self.name, self.description, self.args_model)
 
 
 @dataclass(frozen=True)

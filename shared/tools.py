@@ -61,6 +61,18 @@ ToolFunction = Callable[[Any, Any], Awaitable[Any]]
 QueryFunction = Callable[[Any, Any], Awaitable[QueryAnswer]]
 
 
+def function_schema(name: str, description: str, args: type[BaseModel]) -> dict[str, Any]:
+    """A chat-completions ``tools`` entry: a function named ``name`` taking ``args``."""
+    return {
+        "type": "function",
+        "function": {
+            "name": name,
+            "description": description,
+            "parameters": args.model_json_schema(),
+        },
+    }
+
+
 @dataclass(frozen=True)
 class ToolSpec:
     """One registered tool."""
@@ -77,14 +89,7 @@ class ToolSpec:
 
     def schema(self) -> dict[str, Any]:
         """The tool as a model sees it (chat-completions ``tools`` entry)."""
-        return {
-            "type": "function",
-            "function": {
-                "name": self.name,
-                "description": self.description,
-                "parameters": self.args_model.model_json_schema(),
-            },
-        }
+        return function_schema(self.name, self.description, self.args_model)
 
 
 @dataclass
