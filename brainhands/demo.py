@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import json
 import os
 import random
 import shutil
@@ -28,6 +29,7 @@ from urllib.parse import urlparse
 
 import aio_pika
 
+import examples.notify
 from brain.client import submit_input
 from examples.notify.email_client import EmailClient
 from shared.config import CommonSettings, load_settings, normalize_database_url
@@ -38,7 +40,7 @@ from shared.topology import Topology
 
 SESSION = "demo"
 REQUEST = "notice-1"
-PROMPT = "Send the approved notice to these five customers and summarize the results."
+PROMPT = "Send the approved notice to these {n} customers and summarize the results."
 EMAIL_STATES = {
     ("pending", "send"): "queued",
     ("running", "send"): "sending",
@@ -105,10 +107,18 @@ class Demo:
         print(f"[{time.strftime('%H:%M:%S')}] {text}", flush=True)
 
     async def run(self) -> int:
-        problem = services_problem(self.rabbitmq_url, self.redis_url)
-        if problem:
-            print(problem, file=sys.stderr)
-            return 2
+        with contextlib.ExitStack() as containers:
+            problem = services_problem(self.rabbitmq_url, self.redis_url)
+            if problem and docker_available():
+                self.say("RabbitMQ or Redis not reachable: starting them with testcontainers")
+                self.rabbitmq_url, self.redis_url = start_containers(containers)
+                problem = None
+            if problem:
+                print(problem, file=sys.stderr)
+                return 2
+            return await self._run()
+
+    async def _run(self) -> int:
         rng = random.Random(self.seed)
         store_url = normalize_database_url(
             self.store_url or f"sqlite:///{self.workdir / 'store.db'}"
@@ -126,10 +136,10 @@ class Demo:
                 topology,
                 session_id=SESSION,
                 request_id=REQUEST,
-                input={"agent": "notifier", "text": PROMPT},
+                input={"agent": "notifier", "text": PROMPT.format(n=self.recipients)},
                 compat="v1",
             )
-            self.say(f"submitted: {PROMPT!r}")
+            self.say(f"submitted: {PROMPT.format(n=self.recipients)!r}")
             answered = await self._watch(store, env, rng)
             code = await self._report(store, email_url, answered)
         finally:
@@ -174,6 +184,23 @@ class Demo:
         self.say(f"email service up at {url} (slow, one dropped receipt, one 503)")
         return url
 
+    def _script(self) -> Path:
+        """The scripted model's turns, for this run's number of recipients."""
+        template = json.loads((Path(examples.notify.__file__).parent / "script.json").read_text())
+        names = ["ana", "bo", "chen", "dana", "eli", "fay", "gus", "hana", "ivo", "jun"]
+        call = template["turns"][0]["tool_calls"][0]["arguments"]
+        call["recipients"] = [
+            f"{names[n % len(names)]}{'' if n < len(names) else n}@customer-{n + 1}.example"
+            for n in range(self.recipients)
+        ]
+        template["turns"][1]["text"] = (
+            f"Done: the approved notice went to all {self.recipients} customers, each exactly "
+            "once. The batch summary and every receipt are recorded in the session."
+        )
+        path = self.workdir / "script.json"
+        path.write_text(json.dumps(template))
+        return path
+
     def _env(self, store_url: str, email_url: str) -> dict[str, str]:
         return {
             **os.environ,
@@ -186,6 +213,7 @@ class Demo:
             "BRAINHANDS_REDISPATCH_AFTER": "4",
             "BRAINHANDS_SHUTDOWN_GRACE": "2",
             "NOTIFY_EMAIL_URL": email_url,
+            "NOTIFY_SCRIPT": str(self._script()),
         }
 
     def _plan_workers(self) -> None:
@@ -345,6 +373,31 @@ def print_table(headers: list[str], rows: list[list[str]]) -> None:
         print("  ".join(str(c).ljust(w) for c, w in zip(line, widths, strict=True)))
 
 
+def docker_available() -> bool:
+    """Whether a Docker engine answers (the client alone is not enough)."""
+    if shutil.which("docker") is None:
+        return False
+    try:
+        done = subprocess.run(["docker", "info"], capture_output=True, timeout=10, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return done.returncode == 0
+
+
+def start_containers(stack: contextlib.ExitStack) -> tuple[str, str]:
+    """RabbitMQ and Redis in containers that ``stack`` stops; returns their URLs."""
+    from testcontainers.rabbitmq import RabbitMqContainer
+    from testcontainers.redis import RedisContainer
+
+    rabbit = stack.enter_context(RabbitMqContainer("rabbitmq:3.13-alpine"))
+    redis = stack.enter_context(RedisContainer("redis:7-alpine"))
+    host = rabbit.get_container_host_ip()
+    return (
+        f"amqp://guest:guest@{host}:{rabbit.get_exposed_port(5672)}/",
+        f"redis://{redis.get_container_host_ip()}:{redis.get_exposed_port(6379)}/0",
+    )
+
+
 def services_problem(rabbitmq_url: str, redis_url: str) -> str | None:
     """None when RabbitMQ and Redis answer; otherwise what to start."""
     missing = []
@@ -364,7 +417,10 @@ def services_problem(rabbitmq_url: str, redis_url: str) -> str | None:
             )
     if not missing:
         return None
-    return "brainhands demo needs these services, which do not answer:\n" + "\n".join(missing)
+    return (
+        "brainhands demo needs these services, which do not answer (and no Docker engine "
+        "runs to start them):\n" + "\n".join(missing)
+    )
 
 
 async def delete_namespace(url: str, namespace: str) -> None:

@@ -6,7 +6,7 @@ from typing import Any
 
 
 def add_arguments(parser: Any) -> None:
-    parser.add_argument("--recipients", type=int, default=5, help="must match the script (5)")
+    parser.add_argument("--recipients", type=int, default=5, help="customers to notify")
     parser.add_argument("--brains", type=int, default=2, help="Brain worker processes")
     parser.add_argument("--hands", type=int, default=3, help="Hands worker processes")
     parser.add_argument("--no-chaos", dest="chaos", action="store_false", help="kill nothing")

@@ -1,7 +1,8 @@
 """The notify example's agent: turns "send the approved notice to these five customers and
 summarize" into one call of the batch task, then answers with the summary.
 
-The model is scripted (``script.json``), so the example runs with no network; point
+The model is scripted (``script.json``, or the file ``NOTIFY_SCRIPT`` names), so the
+example runs with no network; point
 ``BRAINHANDS_MODEL_*`` at a real chat-completions server and swap in ``OpenAIChatModel`` to
 drive it with a real model.
 """
@@ -28,7 +29,7 @@ agents.add(
     Agent(
         name="notifier",
         model=ScriptedModel(
-            Path(__file__).with_name("script.json"),
+            os.environ.get("NOTIFY_SCRIPT") or Path(__file__).with_name("script.json"),
             log_path=os.environ.get("NOTIFY_MODEL_LOG") or None,
         ),
         system=(

@@ -1,0 +1,49 @@
+"""The main job, run as the README says: agents keep their promises under worker kills."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.integration, pytest.mark.chaos, pytest.mark.timeout(200)]
+
+
+async def test_demo_passes_its_verdict_while_killing_workers(
+    rabbitmq_url: str, redis_url: str, tmp_path: Path
+) -> None:
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("BRAINHANDS_")},
+        "BRAINHANDS_RABBITMQ_URL": rabbitmq_url,
+        "BRAINHANDS_REDIS_URL": redis_url,
+    }
+    done = await asyncio.to_thread(
+        subprocess.run,
+        [
+            sys.executable,
+            "-m",
+            "brainhands",
+            "demo",
+            "--seed",
+            "7",
+            "--recipients",
+            "6",
+            "--timeout",
+            "150",
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=190,
+    )
+
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "VERDICT: PASS" in done.stdout
+    assert "chaos: SIGKILL" in done.stdout  # it really killed workers
+    table = done.stdout.split("VERDICT")[0]
+    assert table.count("@customer-") >= 6
