@@ -25,15 +25,20 @@ async def submit_input(
     input: Any,
     compat: str,
 ) -> SubmitReceipt:
-    """Accept ``input`` once per ``request_id`` and wake the Brains of ``compat``."""
-    wake = SessionWake(session_id=session_id, compat=compat, reason="submission")
+    """Accept ``input`` once per ``request_id`` and wake the session's Brains (those of
+    ``compat`` for a new session; an existing one keeps its own key)."""
+
+    def wake(key: str) -> OutboxMessage:
+        message = SessionWake(session_id=session_id, compat=key, reason="submission")
+        return OutboxMessage(topology.brain_queue(key), encode(message))
+
     return await submit(
         store,
         session_id=session_id,
         request_id=request_id,
         input=input,
         compat=compat,
-        wake=OutboxMessage(topology.brain_queue(compat), encode(wake)),
+        wake=wake,
     )
 
 

@@ -65,6 +65,8 @@ class RunSummary:
     settled: list[str] = field(default_factory=list)
     next_wake: float | None = None
     cancelled_calls: list[str] = field(default_factory=list)
+    foreign: str | None = None
+    """The session belongs to Brains of this other compatibility key: nothing was done."""
     """Operation ids of tool calls cancelled in this pass: Hands should hear of them."""
 
 
@@ -82,6 +84,7 @@ class SessionRunner:
         fence: int,
         max_restarts: int = 5,
         start_submission: StartSubmission = start_from_input,
+        compats: frozenset[str] | None = None,
     ) -> None:
         self.store = store
         self.tasks = tasks
@@ -91,6 +94,7 @@ class SessionRunner:
         self.fence = fence
         self.max_restarts = max_restarts
         self.start_submission = start_submission
+        self.compats = compats
         self.rows: dict[str, TaskRecord] = {}
         self.operations: dict[str, OperationRecord] = {}
         self.documents: dict[str, DocumentRecord] = {}
@@ -105,6 +109,10 @@ class SessionRunner:
         """Advance the session until nothing is runnable; return what was done."""
         state = await self.store.load(self.session_id)
         self.version, self.compat = state.session.version, state.session.compat
+        if self.compats is not None and self.compat not in self.compats:
+            # Another build's session: touch nothing (this build may not read its state).
+            self.summary.foreign = self.compat
+            return self.summary
         self.documents = dict(state.documents)
         self.entries = list(state.entries)
         self.rows = {t.id: t for t in state.open_tasks}

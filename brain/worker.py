@@ -131,6 +131,7 @@ class BrainWorker:
                     fence=lease.token,
                     max_restarts=self.max_restarts,
                     start_submission=self.start_submission,
+                    compats=frozenset(self.compats),
                 )
                 summary = await runner.run()
         except StaleLeaseError as exc:
@@ -154,6 +155,16 @@ class BrainWorker:
         finally:
             with contextlib.suppress(BrainhandsError):
                 await self.leases.release(lease)
+        if summary.foreign is not None:
+            log.warning(
+                "session of another build; passed on",
+                extra={"event": "foreign", "session_id": session_id, "compat": summary.foreign},
+            )
+            wake = SessionWake(session_id=session_id, compat=summary.foreign, reason="handover")
+            await self.broker.publish_routed(
+                wake, self.broker.topology.brain_queue(summary.foreign)
+            )
+            return
         self.sessions_advanced += 1
         metrics.SESSIONS_ADVANCED.inc()
         log.info(

@@ -189,8 +189,8 @@ class EmailServer(ThreadingHTTPServer):
     # Many workers send at once; the default backlog of 5 refuses connections under a burst.
     request_queue_size = 256
 
-    def __init__(self, port: int, ledger: Ledger) -> None:
-        super().__init__(("127.0.0.1", port), Handler)
+    def __init__(self, port: int, ledger: Ledger, host: str = "127.0.0.1") -> None:
+        super().__init__((host, port), Handler)
         self.ledger = ledger
 
     def handle_error(self, request: Any, client_address: Any) -> None:
@@ -273,6 +273,7 @@ class Handler(BaseHTTPRequestHandler):
 def main(argv: list[str] | None = None) -> None:
     """Parse flags, open the ledger and serve until SIGTERM or Ctrl-C."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--host", default="127.0.0.1", help="address to bind (0.0.0.0: all)")
     parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
     parser.add_argument("--db", type=Path, required=True, help="SQLite ledger file")
     parser.add_argument("--port-file", type=Path, help="write the chosen port here")
@@ -281,14 +282,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--drop-first", action="store_true", help="drop each key's 1st receipt")
     args = parser.parse_args(argv)
     faults = Faults(delay=args.delay, fail_first=args.fail_first, drop_first=args.drop_first)
-    server = EmailServer(args.port, Ledger(args.db, faults))
+    server = EmailServer(args.port, Ledger(args.db, faults), host=args.host)
     port = server.server_address[1]
     if args.port_file:
         # Write then rename, so a reader polling for the file never sees it half-written.
         tmp = args.port_file.with_name(args.port_file.name + ".tmp")
         tmp.write_text(f"{port}\n")
         os.replace(tmp, args.port_file)
-    print(f"listening on 127.0.0.1:{port}", flush=True)
+    print(f"listening on {args.host}:{port}", flush=True)
     signal.signal(signal.SIGTERM, signal.default_int_handler)  # stop cleanly, like Ctrl-C
     with contextlib.suppress(KeyboardInterrupt):
         server.serve_forever()

@@ -8,6 +8,7 @@ there. Re-submitting the same request id returns the original and wakes nobody.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,9 +38,13 @@ async def submit(
     request_id: str,
     input: Any,
     compat: str,
-    wake: OutboxMessage,
+    wake: Callable[[str], OutboxMessage],
 ) -> SubmitReceipt:
-    """Accept ``input`` once for ``(session_id, request_id)`` and wake the session's Brains."""
+    """Accept ``input`` once for ``(session_id, request_id)`` and wake the session's Brains.
+
+    A new session is created for the Brains of ``compat``; an existing one keeps the key it
+    was created with, and ``wake(key)`` builds the wake-up for that key.
+    """
     now = time.time()
     async with write_transaction(store.engine) as conn:
         insert = dialect_insert(conn)
@@ -63,7 +68,9 @@ async def submit(
         )
         is_new = created.rowcount == 1
         if is_new:
-            await insert_outbox(conn, session_id, [wake], now)
+            s = schema.session
+            key = await conn.execute(select(s.c.compat).where(s.c.id == session_id))
+            await insert_outbox(conn, session_id, [wake(str(key.scalar_one()))], now)
         record = await _by_request(conn, session_id, request_id)
     if is_new:
         store.notify(CommitReceipt(session_id, version=-1, entry_seqs=[], outbox_rows=1))

@@ -56,3 +56,21 @@ async def test_a_new_build_that_serves_both_keys_migrates_old_sessions(
     assert (row.kind_version, row.outcome) == (2, "succeeded")
     assert row.result == {"build": 2, "input": {"n": 9, "migrated": True}, "state": {"from": "one"}}
     assert '"event": "upgraded"' in brains.log(0)
+
+
+async def test_a_follow_up_sent_with_another_key_still_reaches_the_sessions_own_build(
+    brains: BrainHarness,
+) -> None:
+    await brains.env.brain_queue("v2")
+    brains.start_brain(tasks="tests.helpers.kinds", compats=("v1",))
+    new = brains.start_brain(tasks="tests.helpers.kinds_v2", compats=("v2",))
+    await brains.submit("steps", {"n": 1}, session_id="mixed", compat="v1")
+    await brains.answer(session_id="mixed")
+
+    # The follow-up names v2, but the session belongs to v1 Brains: they run it.
+    await brains.submit("steps", {"n": 2}, session_id="mixed", compat="v2", request_id="r2")
+    follow_up = await brains.answer(session_id="mixed", request_id="r2")
+
+    assert "build" not in follow_up.answer  # run by the v1 build
+    assert '"session_id": "mixed"' not in brains.log(1)
+    assert new.poll() is None
