@@ -67,7 +67,6 @@ class HandsWorker:
         self.consuming = False
         """True while the pool's queue is consumed (readiness)."""
         self._cancels: dict[str, asyncio.Event] = {}
-        self._declared_compat: set[str] = set()
 
     async def run(self, stop: asyncio.Event) -> None:
         """Consume until ``stop`` is set, then drain: running tools get the grace period."""
@@ -321,7 +320,6 @@ class HandsWorker:
         blob: bytes | None = None,
         via: str | None = None,
     ) -> None:
-        await self._declare_brain_queue(job.compat)
         event = _result_event(job, status)
         notify = OutboxMessage(self.broker.topology.brain_queue(job.compat), encode(event))
         await self.ledger.record_outcome(
@@ -348,8 +346,7 @@ class HandsWorker:
         )
 
     async def _republish(self, job: ToolJob, op: OperationRecord) -> None:
-        await self._declare_brain_queue(job.compat)
-        await self.broker.publish(
+        await self.broker.publish_routed(
             _result_event(job, op.status), self.broker.topology.brain_queue(job.compat)
         )
         log.info(
@@ -361,12 +358,6 @@ class HandsWorker:
                 "status": op.status,
             },
         )
-
-    async def _declare_brain_queue(self, compat: str) -> None:
-        # A result must be deliverable before any Brain of that build has started.
-        if compat not in self._declared_compat:
-            await self.broker.topology.declare_brain(self.broker.channel, compat)
-            self._declared_compat.add(compat)
 
 
 def _intent(job: ToolJob) -> dict[str, Any]:

@@ -229,9 +229,20 @@ class Broker:
         try:
             await self.publish(message, routing_key)
         except UnroutableMessage:
-            if not await self._topology.declare_route(self._channel, routing_key):
+            if not await self.declare_route(routing_key):
                 raise
             await self.publish(message, routing_key)
+
+    async def declare_route(self, routing_key: str) -> bool:
+        """Declare the work queue ``routing_key`` names (see ``Topology.declare_route``),
+        within the publish bound: a declaration must never hang its caller in an outage."""
+        try:
+            async with asyncio.timeout(self._publish_timeout):
+                return await self._topology.declare_route(self._channel, routing_key)
+        except TimeoutError as exc:
+            raise BrokerUnavailable(f"could not declare {routing_key} in time") from exc
+        except _TRANSPORT_ERRORS as exc:
+            raise BrokerUnavailable(f"could not declare {routing_key}: {exc!r}") from exc
 
     async def publish_body(
         self,

@@ -109,7 +109,7 @@ class OutboxRelay:
     async def _declare_route(self, routing_key: str) -> None:
         # A row routed to a pool or Brain build whose queue nobody declared yet: declare it
         # so the row is delivered once a worker starts, instead of being stuck.
-        if not await self.broker.topology.declare_route(self.broker.channel, routing_key):
+        if not await self.broker.declare_route(routing_key):
             log.error(
                 "outbox row routed to %s, which names no queue",
                 routing_key,

@@ -40,7 +40,7 @@ def start_pool(cluster: Cluster, brains: int = 2, hands: int = 2) -> None:
         "after:6",
         "before:10",
         "after:10",
-        "after-entry:tool_result",
+        "before:16",
     ],
 )
 async def test_1_brain_killed_just_before_and_after_its_commits(
