@@ -1,7 +1,8 @@
-"""Small helpers the benchmarks share: percentiles and a plain-text table."""
+"""Small helpers the benchmarks share: percentiles, a plain-text table, the machine's load."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 
 
@@ -46,3 +47,8 @@ def print_table(
     print("-+-".join("-" * w for w in widths))
     for cells in texts[1:]:
         print(line(cells))
+
+
+def machine() -> str:
+    one, five, _ = os.getloadavg()
+    return f"{os.cpu_count()} CPU core(s), load average {one:.1f} (1 min), {five:.1f} (5 min)"

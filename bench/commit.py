@@ -22,9 +22,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import gc
 import json
-import os
 import sqlite3
 import tempfile
 import time
@@ -37,13 +35,13 @@ from typing import Any
 import aiosqlite
 import asyncpg
 
+from bench._rounds import run_rounds
+from bench._services import add_service_urls, asyncpg_dsn, drop_schemas, new_parser, open_store
 from bench._stats import percentile, print_table
-from shared.config import normalize_database_url
 from shared.store import Draft, Store
 from shared.store.engine import SQLITE_BUSY_TIMEOUT_MS
 
 TARGET_P50_RATIO = 1.5
-DEFAULT_PG_URL = "postgresql://postgres@127.0.0.1:5432/test"
 DEFAULT_COMMITS = {"postgresql": 2000, "sqlite": 1000}
 
 STATUSES = ("running", "waiting")
@@ -80,7 +78,8 @@ class Variant:
         n = self.done
         return entry_body(n), STATUSES[n % 2], STATUSES[(n + 1) % 2], PHASES[n % 3]
 
-    async def commit(self) -> None:
+    async def step(self) -> None:
+        """One commit."""
         raise NotImplementedError
 
 
@@ -91,7 +90,7 @@ class Ours(Variant):
         super().__init__(*args)
         self.store = store
 
-    async def commit(self) -> None:
+    async def step(self) -> None:
         body, expected, status, phase = self.next_change()
         draft = Draft(self.session_id, version=self.version, fence=self.fence)
         draft.append_entry(ENTRY_KIND, body)
@@ -151,7 +150,7 @@ class RawAsyncpg(Variant):
         self.task = await self.conn.prepare(PG_TASK)
         self.outbox = await self.conn.prepare(PG_OUTBOX)
 
-    async def commit(self) -> None:
+    async def step(self) -> None:
         body, expected, status, phase = self.next_change()
         now = time.time()
         sid = self.session_id
@@ -181,7 +180,7 @@ class RawAiosqlite(Variant):
         super().__init__(*args)
         self.db = db
 
-    async def commit(self) -> None:
+    async def step(self) -> None:
         body, expected, status, phase = self.next_change()
         now = time.time()
         sid, db = self.session_id, self.db
@@ -213,7 +212,7 @@ class RawSqlite3(Variant):
         super().__init__(*args)
         self.db = db
 
-    async def commit(self) -> None:
+    async def step(self) -> None:
         body, expected, status, phase = self.next_change()
         now = time.time()
         sid, db = self.session_id, self.db
@@ -258,26 +257,6 @@ class Measured:
     info_only: set[str] = field(default_factory=set)
 
 
-async def run_rounds(variants: Sequence[Variant], commits: int, warmup: int, rounds: int) -> None:
-    """Warm every variant up, then take turns: each round every variant does its share."""
-    for variant in variants:
-        for _ in range(warmup):
-            await variant.commit()
-    shares = [commits // rounds + (1 if r < commits % rounds else 0) for r in range(rounds)]
-    perf = time.perf_counter
-    for r, share in enumerate(shares):
-        shift = r % len(variants)
-        for variant in [*variants[shift:], *variants[:shift]]:
-            gc.collect()
-            samples = variant.samples
-            started = perf()
-            for _ in range(share):
-                t0 = perf()
-                await variant.commit()
-                samples.append(perf() - t0)
-            variant.elapsed += perf() - started
-
-
 async def verify(store: Store, variants: Sequence[Variant], setup_version: int) -> None:
     """Every variant did the same amount of work: check what the store holds."""
     for variant in variants:
@@ -298,13 +277,12 @@ async def verify(store: Store, variants: Sequence[Variant], setup_version: int) 
 
 
 async def bench_postgres(url: str, commits: int, warmup: int, rounds: int) -> Measured:
-    store_url = normalize_database_url(url)
-    dsn = "postgresql://" + store_url.split("://", 1)[1]
+    dsn = asyncpg_dsn(url)
     db_schema = f"bench_{uuid.uuid4().hex[:12]}"
     print(f"PostgreSQL: schema {db_schema}, {commits} commits per variant", flush=True)
     try:
         async with contextlib.AsyncExitStack() as stack:
-            store = await Store.open(store_url, upgrade=True, db_schema=db_schema)
+            store = await open_store(url, db_schema)
             stack.push_async_callback(store.close)
             ours = Ours(store, *await new_session(store, "ours"))
             conn = await asyncpg.connect(dsn, server_settings={"search_path": db_schema})
@@ -315,11 +293,7 @@ async def bench_postgres(url: str, commits: int, warmup: int, rounds: int) -> Me
             await run_rounds(variants, commits, warmup, rounds)
             await verify(store, variants, setup_version=1)
     finally:
-        admin = await asyncpg.connect(dsn)
-        try:
-            await admin.execute(f'DROP SCHEMA IF EXISTS "{db_schema}" CASCADE')
-        finally:
-            await admin.close()
+        await drop_schemas(url, db_schema)
     return Measured("postgresql", variants, denominator=raw)
 
 
@@ -398,7 +372,7 @@ def report(results: Sequence[Measured]) -> None:
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    parser = new_parser(__doc__)
     parser.add_argument(
         "--commits",
         type=int,
@@ -409,11 +383,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--rounds", type=int, default=10, help="turns the variants take (noise hits all alike)"
     )
-    parser.add_argument(
-        "--database-url",
-        default=os.environ.get("BRAINHANDS_BENCH_POSTGRES_URL", DEFAULT_PG_URL),
-        help="PostgreSQL to use (default: $BRAINHANDS_BENCH_POSTGRES_URL or %(default)s)",
-    )
+    add_service_urls(parser, "postgres")
     parser.add_argument(
         "--backend",
         choices=["all", "postgresql", "sqlite"],

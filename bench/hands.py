@@ -28,12 +28,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import json
 import os
-import signal
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 import uuid
@@ -43,23 +39,26 @@ from pathlib import Path
 
 import aio_pika
 from aio_pika.abc import AbstractIncomingMessage
-from sqlalchemy import text
 
+from bench._rounds import rotated
+from bench._services import (
+    Workers,
+    add_service_urls,
+    clean_namespace,
+    log_events,
+    new_parser,
+    open_store,
+    process_cpu,
+    run_names,
+    stop_on_sigterm,
+    worker_env,
+)
 from bench._stats import percentile, print_table
+from bench.noop_tools import COMPAT, POOL, noop_job
 from shared.broker import Broker, Delivery, Outgoing
-from shared.config import normalize_database_url
-from shared.lease import connect_redis
-from shared.messages import Message, ToolJob, ToolResult, encode
-from shared.store import Store
-from shared.store.engine import write_transaction
+from shared.messages import Message, ToolResult, encode
 from shared.topology import Topology
 
-ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_PG_URL = "postgresql://postgres@127.0.0.1:5432/test"
-DEFAULT_RABBITMQ_URL = "amqp://guest:guest@127.0.0.1:5672/"
-DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
-POOL = "bench"
-COMPAT = "bench"
 BASELINE_POOL = "baseline"
 PUBLISH_BATCH = 200
 
@@ -85,13 +84,11 @@ class Bench:
     args: argparse.Namespace
     namespace: str
     db_schema: str
-    database_url: str
     broker: Broker
     logs: Path
     expected: set[str] = field(default_factory=set)
     arrived: set[str] = field(default_factory=set)
     all_arrived: asyncio.Event = field(default_factory=asyncio.Event)
-    workers: list[subprocess.Popen[bytes]] = field(default_factory=list)
 
     @property
     def topology(self) -> Topology:
@@ -104,78 +101,6 @@ class Bench:
             if len(self.arrived) == len(self.expected):
                 self.all_arrived.set()
         await delivery.ack()
-
-    def worker_env(self) -> dict[str, str]:
-        return {
-            **os.environ,
-            "BRAINHANDS_DATABASE_URL": self.database_url,
-            "BRAINHANDS_DATABASE_SCHEMA": self.db_schema,
-            "BRAINHANDS_RABBITMQ_URL": self.args.rabbitmq_url,
-            "BRAINHANDS_REDIS_URL": self.args.redis_url,
-            "BRAINHANDS_NAMESPACE": self.namespace,
-            "BRAINHANDS_SHUTDOWN_GRACE": "5",
-        }
-
-    def start_worker(self, log: Path) -> subprocess.Popen[bytes]:
-        with open(log, "wb") as out:
-            proc = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "brainhands",
-                    "hands",
-                    "--pool",
-                    POOL,
-                    "--tools",
-                    "bench.noop_tools",
-                    "--concurrency",
-                    str(self.args.concurrency),
-                ],
-                cwd=ROOT,
-                env=self.worker_env(),
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-            )
-        self.workers.append(proc)
-        return proc
-
-    def stop_workers(self) -> None:
-        """SIGTERM every worker (they drain), and kill the ones still there after a while."""
-        for proc in self.workers:
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-        deadline = time.monotonic() + 15
-        for proc in self.workers:
-            try:
-                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-        self.workers.clear()
-
-
-def log_events(path: Path) -> list[dict[str, object]]:
-    events = []
-    for line in path.read_text(errors="replace").splitlines():
-        with contextlib.suppress(ValueError):
-            event = json.loads(line)
-            if isinstance(event, dict):
-                events.append(event)
-    return events
-
-
-def log_tail(path: Path, lines: int = 20) -> list[str]:
-    return path.read_text(errors="replace").splitlines()[-lines:]
-
-
-async def wait_consuming(proc: subprocess.Popen[bytes], log: Path, within: float = 60) -> None:
-    deadline = time.monotonic() + within
-    while not any(e.get("event") == "consuming" for e in log_events(log)):
-        if proc.poll() is not None or time.monotonic() > deadline:
-            tail = "\n".join(log_tail(log))
-            raise RuntimeError(f"worker {proc.pid} did not start consuming:\n{tail}")
-        await asyncio.sleep(0.05)
 
 
 def receipt_to_ack(logs: Sequence[Path], operation_ids: set[str]) -> list[float]:
@@ -198,18 +123,6 @@ def receipt_to_ack(logs: Sequence[Path], operation_ids: set[str]) -> list[float]
     return [acked[op] - received[op] for op in operation_ids]
 
 
-def job(operation_id: str, pool: str = POOL) -> ToolJob:
-    return ToolJob(
-        operation_id=operation_id,
-        tool="noop",
-        arguments={},
-        session_id="bench-session",
-        task_id=f"task-{operation_id}",
-        compat=COMPAT,
-        pool=pool,
-    )
-
-
 async def publish(broker: Broker, queue: str, bodies: Sequence[bytes]) -> None:
     for start in range(0, len(bodies), PUBLISH_BATCH):
         outcomes = await broker.publish_many(
@@ -223,14 +136,16 @@ async def publish(broker: Broker, queue: str, bodies: Sequence[bytes]) -> None:
 async def run_workers(bench: Bench, workers: int) -> Run:
     """Start ``workers`` processes, push J jobs through them, stop them."""
     n = bench.args.jobs
-    logs = [bench.logs / f"w{workers}-{i}.log" for i in range(workers)]
-    procs = [bench.start_worker(log) for log in logs]
-    try:
-        for proc, log in zip(procs, logs, strict=True):
-            await wait_consuming(proc, log)
+    argv = ["hands", "--pool", POOL, "--tools", "bench.noop_tools"]
+    argv += ["--concurrency", str(bench.args.concurrency)]
+    with Workers(worker_env(bench.args, bench.namespace, bench.db_schema), bench.logs) as running:
+        for i in range(workers):
+            running.start(*argv, log=f"w{workers}-{i}.log")
+        await running.wait_consuming()
+        procs = [w.proc for w in running.procs]
         run_tag = uuid.uuid4().hex[:8]
         operation_ids = [f"op-{run_tag}-{i:06d}" for i in range(n)]
-        bodies = [encode(job(op)) for op in operation_ids]
+        bodies = [encode(noop_job(op)) for op in operation_ids]
         bench.expected = set(operation_ids)
         bench.arrived = set()
         bench.all_arrived = asyncio.Event()
@@ -246,9 +161,7 @@ async def run_workers(bench: Bench, workers: int) -> Run:
             ) from None
         seconds = time.perf_counter() - started
         cpu_after = [process_cpu(proc.pid) for proc in procs]
-    finally:
-        bench.stop_workers()
-    latencies = receipt_to_ack(logs, set(operation_ids))
+    latencies = receipt_to_ack(running.paths("hands"), set(operation_ids))
     cpu = None
     before = [c for c in cpu_before if c is not None]
     after = [c for c in cpu_after if c is not None]
@@ -257,20 +170,11 @@ async def run_workers(bench: Bench, workers: int) -> Run:
     return Run("brainhands hands", workers, n, seconds, latencies, cpu)
 
 
-def process_cpu(pid: int) -> float | None:
-    """CPU seconds (user + system) process ``pid`` has used so far; None off Linux."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return None
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 async def run_baseline(bench: Bench) -> Run:
     """A bare aio-pika consume+ack loop over J pre-published messages."""
     n = bench.args.jobs
     queue_name = await bench.topology.declare_hands_pool(bench.broker.channel, BASELINE_POOL)
-    bodies = [encode(job(f"op-base-{i:06d}", BASELINE_POOL)) for i in range(n)]
+    bodies = [encode(noop_job(f"op-base-{i:06d}", BASELINE_POOL)) for i in range(n)]
     await publish(bench.broker, queue_name, bodies)
     latencies: list[float] = []
     done = asyncio.Event()
@@ -303,8 +207,7 @@ async def measure(bench: Bench, runs: list[Run]) -> None:
         if not bench.args.no_baseline:
             runs.append(await run_baseline(bench))
             print(f"  round {r + 1}: {runs[-1].label}: {runs[-1].rate:,.0f} jobs/s", flush=True)
-        shift = r % len(counts)
-        for workers in [*counts[shift:], *counts[:shift]]:
+        for workers in rotated(counts, r):
             runs.append(await run_workers(bench, workers))
             print(
                 f"  round {r + 1}: {workers} worker(s): {runs[-1].rate:,.0f} jobs/s "
@@ -369,89 +272,37 @@ def report(all_runs: Sequence[Run], concurrency: int, rounds: int) -> None:
             print(f"  {r.workers} worker(s) | {bar:<40} | {r.rate:,.0f}{cpu}")
 
 
-async def cleanup(args: argparse.Namespace, namespace: str, db_schema: str, dsn: str) -> None:
-    """Delete the namespace's queues, exchanges and Redis keys, and the schema; each part
-    even when another fails."""
-    topology = Topology(namespace)
-
-    async def rabbitmq() -> None:
-        queues = [
-            topology.hands_queue(POOL),
-            topology.hands_queue(BASELINE_POOL),
-            topology.brain_queue(COMPAT),
-            topology.parking_queue,
-        ]
-        connection = await aio_pika.connect(args.rabbitmq_url)
-        async with connection:
-            channel = await connection.channel()
-            for queue in queues:
-                await channel.queue_delete(queue)
-            await channel.exchange_delete(topology.exchange)
-            await channel.exchange_delete(topology.dead_letter_exchange)
-
-    async def redis() -> None:
-        client = connect_redis(args.redis_url)
-        try:
-            keys = [k async for k in client.scan_iter(match=f"{namespace}:*", count=1000)]
-            for start in range(0, len(keys), 1000):
-                await client.delete(*keys[start : start + 1000])
-        finally:
-            await client.aclose()
-
-    async def postgresql() -> None:
-        store = await Store.open(dsn)
-        try:
-            async with write_transaction(store.engine) as conn:
-                await conn.execute(text(f'DROP SCHEMA IF EXISTS "{db_schema}" CASCADE'))
-        finally:
-            await store.close()
-
-    for what, step in (("RabbitMQ", rabbitmq), ("Redis", redis), ("PostgreSQL", postgresql)):
-        try:
-            await step()
-        except Exception as exc:
-            print(f"cleanup of {what} failed: {exc!r}", file=sys.stderr)
-
-
 async def main(args: argparse.Namespace) -> None:
     stop_on_sigterm()
-    tag = uuid.uuid4().hex[:10]
-    namespace = f"benchhands_{tag}"
-    db_schema = f"bench_hands_{tag}"
-    database_url = normalize_database_url(args.database_url)
+    _, namespace, db_schema = run_names("hands")
     print(
         f"hands: {args.jobs} no-op jobs per run, workers {args.workers}, concurrency "
         f"{args.concurrency}; namespace {namespace}, PostgreSQL schema {db_schema}",
         flush=True,
     )
     runs: list[Run] = []
-    bench: Bench | None = None
+    topology = Topology(namespace)
     try:
-        store = await Store.open(database_url, upgrade=True, db_schema=db_schema)
+        store = await open_store(args.database_url, db_schema)
         await store.close()
-        topology = Topology(namespace)
         broker = await Broker.connect(args.rabbitmq_url, topology, connection_name=namespace)
         try:
             with tempfile.TemporaryDirectory(prefix="brainhands-bench-hands-") as tmp:
-                bench = Bench(args, namespace, db_schema, database_url, broker, Path(tmp))
+                bench = Bench(args, namespace, db_schema, broker, Path(tmp))
                 await topology.declare_hands_pool(broker.channel, POOL)
                 brain_queue = await topology.declare_brain(broker.channel, COMPAT)
                 await broker.consume(brain_queue, bench.collect, prefetch=256)
-                try:
-                    await measure(bench, runs)
-                finally:
-                    bench.stop_workers()
+                await measure(bench, runs)
         finally:
             await broker.close()
         report(runs, args.concurrency, args.rounds)
     finally:
-        if bench is not None:
-            bench.stop_workers()
-        await cleanup(args, namespace, db_schema, database_url)
+        queues = [topology.hands_queue(p) for p in (POOL, BASELINE_POOL)]
+        await clean_namespace(args, namespace, [*queues, topology.brain_queue(COMPAT)], [db_schema])
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    parser = new_parser(__doc__)
     parser.add_argument("--jobs", type=int, default=2000, help="jobs per run")
     parser.add_argument(
         "--workers", type=int, nargs="+", default=[1, 2, 4], help="worker processes per run"
@@ -462,32 +313,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--rounds", type=int, default=1, help="runs of every variant")
     parser.add_argument("--no-baseline", action="store_true", help="skip the bare consumer")
     parser.add_argument("--timeout", type=float, default=300, help="seconds a run may take")
-    parser.add_argument(
-        "--database-url",
-        default=os.environ.get("BRAINHANDS_BENCH_POSTGRES_URL", DEFAULT_PG_URL),
-        help="PostgreSQL to use (default: $BRAINHANDS_BENCH_POSTGRES_URL or %(default)s)",
-    )
-    parser.add_argument(
-        "--rabbitmq-url",
-        default=os.environ.get("BRAINHANDS_BENCH_RABBITMQ_URL", DEFAULT_RABBITMQ_URL),
-        help="RabbitMQ to use (default: $BRAINHANDS_BENCH_RABBITMQ_URL or %(default)s)",
-    )
-    parser.add_argument(
-        "--redis-url",
-        default=os.environ.get("BRAINHANDS_BENCH_REDIS_URL", DEFAULT_REDIS_URL),
-        help="Redis to use (default: $BRAINHANDS_BENCH_REDIS_URL or %(default)s)",
-    )
+    add_service_urls(parser, "postgres", "rabbitmq", "redis")
     args = parser.parse_args(argv)
     if min(args.jobs, args.concurrency, args.rounds, *args.workers) < 1:
         parser.error("--jobs, --concurrency, --rounds and --workers must be positive")
     return args
-
-
-def stop_on_sigterm() -> None:
-    """Make SIGTERM cancel the run like Ctrl-C does, so the clean-up still runs."""
-    task = asyncio.current_task()
-    assert task is not None
-    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
 
 
 if __name__ == "__main__":

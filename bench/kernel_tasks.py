@@ -12,6 +12,8 @@ from typing import Any
 from brain import Finish, Next, PhaseContext, Sleep, TaskKind, TaskRegistry, TaskView
 
 NAP_KIND = "bench.nap"
+COMPAT = "bench"
+"""The compat the benchmark's Brain processes serve."""
 
 registry = TaskRegistry()
 

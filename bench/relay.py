@@ -26,23 +26,30 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import os
-import signal
 import statistics
 import sys
 import time
-import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import aio_pika
 from sqlalchemy import text
 
+from bench._rounds import rotated
+from bench._services import (
+    ROOT,
+    add_service_urls,
+    clean_namespace,
+    new_parser,
+    open_store,
+    run_names,
+    stop_on_sigterm,
+)
 from bench._stats import print_table
+from bench.noop_tools import POOL, noop_job
 from shared.broker import Broker, Outgoing
 from shared.config import normalize_database_url
-from shared.messages import ToolJob, encode
+from shared.messages import encode
 from shared.relay import OutboxRelay
 from shared.store import Draft, Store
 from shared.store.engine import write_transaction
@@ -50,10 +57,6 @@ from shared.store.outbox import claim_unsent, mark_sent
 from shared.topology import Topology
 
 TARGET_RATIO = 0.70
-ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_PG_URL = "postgresql://postgres@127.0.0.1:5432/test"
-DEFAULT_RABBITMQ_URL = "amqp://guest:guest@127.0.0.1:5672/"
-POOL = "bench"
 PREFILL_BATCH = 500
 RAW = "raw aio-pika"
 PUBLISH_MANY = "Broker.publish_many"
@@ -61,17 +64,7 @@ PUBLISH_MANY = "Broker.publish_many"
 
 def body(i: int) -> bytes:
     """The i-th message: a tool job, as a Brain's outbox row carries it."""
-    op = f"op-{i:08d}"
-    job = ToolJob(
-        operation_id=op,
-        tool="noop",
-        arguments={},
-        session_id="bench-session",
-        task_id=f"task-{op}",
-        compat="bench",
-        pool=POOL,
-    )
-    return encode(job)
+    return encode(noop_job(f"op-{i:08d}"))
 
 
 # --- children: one process per publisher, driven through stdin/stdout -----------------------
@@ -86,6 +79,12 @@ async def next_command() -> str:
     """The next line the parent sends ('' at EOF)."""
     line: str = await asyncio.to_thread(sys.stdin.readline)
     return line.strip()
+
+
+async def ready() -> bool:
+    """Tell the parent this child is ready; whether it then says "go"."""
+    say("ready")
+    return await next_command() == "go"
 
 
 class ReportingRelay(OutboxRelay):
@@ -104,8 +103,7 @@ async def child_raw(args: argparse.Namespace) -> None:
         channel = await connection.channel(publisher_confirms=True, on_return_raises=True)
         exchange = await channel.get_exchange(args.namespace)
         bodies = [body(i) for i in range(args.rows)]
-        say("ready")
-        if await next_command() != "go":
+        if not await ready():
             return
         cpu = time.process_time()
         for start in range(0, len(bodies), args.batch):
@@ -132,8 +130,7 @@ async def child_publish_many(args: argparse.Namespace) -> None:
     )
     try:
         bodies = [body(i) for i in range(args.rows)]
-        say("ready")
-        if await next_command() != "go":
+        if not await ready():
             return
         cpu = time.process_time()
         for start in range(0, len(bodies), args.batch):
@@ -161,8 +158,7 @@ async def child_relay(args: argparse.Namespace) -> None:
                 await mark_sent(conn, list(range(-args.batch, 0)))
                 await conn.rollback()
             relay = ReportingRelay(store, broker, batch_size=args.batch)
-            say("ready")
-            if await next_command() != "go":
+            if not await ready():
                 return
             cpu = time.process_time()
             stop = asyncio.Event()
@@ -381,8 +377,7 @@ async def message_count(setup: Setup) -> int:
 async def measure(setup: Setup) -> None:
     variants = [v for v in VARIANTS if v.kind in setup.args.variants]
     for r in range(setup.args.rounds):
-        shift = r % len(variants)
-        for variant in [*variants[shift:], *variants[:shift]]:
+        for variant in rotated(variants, r):
             seconds, cpu = await run_variant(setup, variant)
             setup.seconds.setdefault(variant.label, []).append(seconds)
             setup.cpu.setdefault(variant.label, []).append(cpu)
@@ -426,40 +421,9 @@ def report(setup: Setup) -> None:
         )
 
 
-async def cleanup(args: argparse.Namespace, namespace: str, db_schema: str, dsn: str) -> None:
-    """Delete the namespace's queue and exchanges, and the schema; each even if the other
-    fails."""
-    topology = Topology(namespace)
-
-    async def rabbitmq() -> None:
-        connection = await aio_pika.connect(args.rabbitmq_url)
-        async with connection:
-            channel = await connection.channel()
-            for queue in (topology.hands_queue(POOL), topology.parking_queue):
-                await channel.queue_delete(queue)
-            await channel.exchange_delete(topology.exchange)
-            await channel.exchange_delete(topology.dead_letter_exchange)
-
-    async def postgresql() -> None:
-        store = await Store.open(dsn)
-        try:
-            async with write_transaction(store.engine) as conn:
-                await conn.execute(text(f'DROP SCHEMA IF EXISTS "{db_schema}" CASCADE'))
-        finally:
-            await store.close()
-
-    for what, step in (("RabbitMQ", rabbitmq), ("PostgreSQL", postgresql)):
-        try:
-            await step()
-        except Exception as exc:
-            print(f"cleanup of {what} failed: {exc!r}", file=sys.stderr)
-
-
 async def main(args: argparse.Namespace) -> None:
     stop_on_sigterm()
-    tag = uuid.uuid4().hex[:10]
-    namespace = f"benchrelay_{tag}"
-    db_schema = f"bench_relay_{tag}"
+    tag, namespace, db_schema = run_names("relay")
     database_url = normalize_database_url(args.database_url)
     topology = Topology(namespace)
     print(
@@ -468,7 +432,7 @@ async def main(args: argparse.Namespace) -> None:
         flush=True,
     )
     try:
-        store = await Store.open(database_url, upgrade=True, db_schema=db_schema)
+        store = await open_store(database_url, db_schema)
         try:
             connection = await aio_pika.connect(args.rabbitmq_url)
             async with connection:
@@ -495,11 +459,11 @@ async def main(args: argparse.Namespace) -> None:
             await store.close()
         report(setup)
     finally:
-        await cleanup(args, namespace, db_schema, database_url)
+        await clean_namespace(args, namespace, [topology.hands_queue(POOL)], [db_schema])
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    parser = new_parser(__doc__)
     parser.add_argument("--rows", type=int, default=10_000, help="messages per run")
     parser.add_argument("--rounds", type=int, default=5, help="runs of every variant")
     parser.add_argument("--batch", type=int, default=100, help="relay batch / raw confirm batch")
@@ -510,16 +474,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         default=sorted(CHILDREN),
         help="which kinds of variant to run",
     )
-    parser.add_argument(
-        "--database-url",
-        default=os.environ.get("BRAINHANDS_BENCH_POSTGRES_URL", DEFAULT_PG_URL),
-        help="PostgreSQL to use (default: $BRAINHANDS_BENCH_POSTGRES_URL or %(default)s)",
-    )
-    parser.add_argument(
-        "--rabbitmq-url",
-        default=os.environ.get("BRAINHANDS_BENCH_RABBITMQ_URL", DEFAULT_RABBITMQ_URL),
-        help="RabbitMQ to use (default: $BRAINHANDS_BENCH_RABBITMQ_URL or %(default)s)",
-    )
+    add_service_urls(parser, "postgres", "rabbitmq")
     # Internal: run as one publisher process of the parent.
     parser.add_argument("--child", choices=sorted(CHILDREN), help=argparse.SUPPRESS)
     parser.add_argument("--namespace", help=argparse.SUPPRESS)
@@ -529,13 +484,6 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     if args.rows < 1 or args.rounds < 1 or args.batch < 1:
         parser.error("--rows, --rounds and --batch must be positive")
     return args
-
-
-def stop_on_sigterm() -> None:
-    """Make SIGTERM cancel the run like Ctrl-C does, so the clean-up still runs."""
-    task = asyncio.current_task()
-    assert task is not None
-    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,385 @@
+"""A tool call's round trip through Brain and Hands, next to its physical floor and Celery.
+
+Everything runs on PostgreSQL (a fresh schema, dropped at the end), RabbitMQ and Redis under a
+unique namespace; every process started is stopped and every queue deleted at the end.
+
+1. **Round trip.** One Brain (``python -m brainhands brain --compat v1 --agents
+   bench.roundtrip_agents --tools bench.roundtrip_tools``) and one Hands process (``hands
+   --pool bench --tools bench.roundtrip_tools``). S sessions (``--sessions``), one after
+   another, each submit ``{"agent": "pinger", ...}``: a scripted model that calls the no-op
+   ``ping`` tool once, then answers. Per session the latency is read from the store:
+   ``model committed -> result applied`` is the ``created_at`` of the ``tool_result`` entry
+   minus that of the ``model`` entry, i.e. from the commit of the generation task's
+   ``tools`` phase (the raw response, the tool task and its job in the outbox) to the
+   commit that applies the result. The steps in between come from the outbox rows' ``sent_at``
+   (the relays' confirmed publishes) and the processes' JSON logs (Hands ``received``,
+   ``claimed``, ``started``, ``outcome``; Brain ``woken``).
+2. **Throughput.** A second Brain and a second Hands process join; S2 sessions
+   (``--burst``) are submitted at once, and the clock runs until the last submission is
+   answered (its ``updated_at``). One tool call per session: tool calls/s = sessions/s.
+3. **Physical floor**, measured in the same run right before and after part 1, without any
+   of our code: the bare operations one round trip requires, serially in this process with
+   asyncpg (prepared statements), aio-pika and redis-py -- commit the intents (one
+   transaction: guarded session ``UPDATE``, ``INSERT`` entry, ``INSERT`` task, ``INSERT``
+   outbox); publish the job (persistent, confirmed, to a quorum queue); consume it; Redis
+   ``SET NX PX`` and the operation's fence claim (one upsert); commit the outcome
+   (``UPDATE`` operation, ``INSERT`` outbox); publish the result (confirmed, quorum); consume
+   it; commit the apply (guarded session ``UPDATE``, ``INSERT`` entry, ``UPDATE`` task).
+4. **Celery** (when installed; it is not a dependency): a worker process (``celery -A
+   bench.roundtrip_celery_app worker --pool prefork --concurrency 2``) on the same RabbitMQ (default
+   vhost, a unique queue), ``task_acks_late``, Redis result backend (unique key prefix). A
+   no-op task's ``delay().get()`` serially, and N (``--celery-burst``) tasks sent at once and
+   all awaited.
+
+Targets: round trip p50 <= 2x the floor's; throughput >= Celery's no-op throughput. Ours does
+far more per call (durable commits on both sides, leases, fences, outbox relays), so the
+numbers are reported as they are. Parts 1 and 2 are measured by ``bench/roundtrip_sessions.py``,
+part 3 by ``bench/roundtrip_floor.py``, part 4 by ``bench/roundtrip_celery.py``.
+
+    .venv/bin/python -m bench.roundtrip [--sessions S] [--burst S2] [--floor F] [--celery-burst N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import asyncpg
+
+from bench._services import (
+    Workers,
+    add_service_urls,
+    asyncpg_dsn,
+    clean_namespace,
+    new_parser,
+    open_store,
+    run_names,
+    stop_on_sigterm,
+    worker_env,
+)
+from bench._stats import machine, percentile, print_table
+from bench.roundtrip_agents import COMPAT
+from bench.roundtrip_celery import CeleryResult, bench_celery
+from bench.roundtrip_floor import FLOOR_JOBS, FLOOR_RESULTS, FLOOR_STEPS, Floor, floor_schema
+from bench.roundtrip_sessions import (
+    STEPS,
+    Passes,
+    Timeline,
+    brain_passes,
+    burst_sessions,
+    cpu_per_session,
+    serial_sessions,
+    session_ids,
+    step_samples,
+    timelines,
+)
+from bench.roundtrip_tools import POOL
+from shared.broker import Broker
+from shared.relay import OutboxRelay
+from shared.topology import Topology
+
+TARGET_FLOOR_RATIO = 2.0
+ms = 1000.0
+
+
+# The run ---------------------------------------------------------------------------------------
+
+
+@dataclass
+class Results:
+    serial: list[Timeline] = field(default_factory=list)
+    burst: list[Timeline] = field(default_factory=list)
+    burst_seconds: float = 0.0
+    serial_passes: Passes = field(default_factory=Passes)
+    burst_passes: Passes = field(default_factory=Passes)
+    serial_cpu: dict[str, float] = field(default_factory=dict)
+    burst_cpu: dict[str, float] = field(default_factory=dict)
+    """CPU seconds per session of the Brain and Hands processes (all of a role together)."""
+    floor: Floor | None = None
+    celery: CeleryResult | None = None
+
+
+def start_brain_and_hands(workers: Workers) -> None:
+    """One Brain and one Hands process more."""
+    agents = ("--agents", "bench.roundtrip_agents", "--tools", "bench.roundtrip_tools")
+    workers.start("brain", "--compat", COMPAT, *agents)
+    workers.start("hands", "--pool", POOL, "--tools", "bench.roundtrip_tools")
+
+
+async def bench_ours(
+    args: argparse.Namespace, namespace: str, schema: str, logs: Path, results: Results
+) -> None:
+    dsn = asyncpg_dsn(args.database_url)
+    topology = Topology(namespace)
+    async with contextlib.AsyncExitStack() as stack:
+        store = await open_store(args.database_url, schema)
+        stack.push_async_callback(store.close)
+        # The floor's rows live in a schema of their own (same migrations), out of sight of the
+        # workers' relays and sweepers, which would otherwise publish or wake them.
+        floor_store = await open_store(args.database_url, floor_schema(schema))
+        await floor_store.close()
+        workers = stack.enter_context(
+            Workers(worker_env(args, namespace, schema, args.concurrency), logs)
+        )
+        broker = await Broker.connect(args.rabbitmq_url, topology, connection_name=namespace)
+        stack.push_async_callback(broker.close)
+        db = await asyncpg.connect(dsn, server_settings={"search_path": schema})
+        stack.push_async_callback(db.close)
+        # Submissions' wake-ups are published by a relay here, woken by each commit.
+        relay = OutboxRelay(store, broker)
+        store.add_commit_listener(relay.wake)
+        relay_stop = asyncio.Event()
+        relay_task = asyncio.create_task(relay.run(relay_stop))
+        try:
+            start_brain_and_hands(workers)
+            await workers.wait_consuming()
+            floor = Floor(args, topology, dsn, floor_schema(schema))
+            results.floor = floor
+            async with floor:
+                half = args.floor // 2
+                print(f"3. floor: {half} serial round trips", flush=True)
+                await floor.run(half, warmup=args.warmup * 4)
+                print(
+                    f"1. round trip: {args.sessions} sessions one after another, 1 Brain + 1 Hands",
+                    flush=True,
+                )
+                warm = session_ids("warm", args.warmup)
+                await serial_sessions(store, topology, workers, warm, args.timeout)
+                ids = session_ids("rt", args.sessions)
+                cpu = workers.cpu()
+                await serial_sessions(store, topology, workers, ids, args.timeout)
+                results.serial_cpu = cpu_per_session(cpu, workers.cpu(), len(ids))
+                print(f"3. floor: {args.floor - half} more serial round trips", flush=True)
+                await floor.run(args.floor - half)
+            start_brain_and_hands(workers)
+            await workers.wait_consuming()
+            print(f"2. throughput: {args.burst} sessions at once, 2 Brains + 2 Hands", flush=True)
+            burst = session_ids("tp", args.burst)
+            cpu = workers.cpu()
+            results.burst_seconds = await burst_sessions(
+                store, db, topology, workers, burst, args.timeout
+            )
+            results.burst_cpu = cpu_per_session(cpu, workers.cpu(), len(burst))
+        finally:
+            relay_stop.set()
+            await relay_task
+            workers.stop()
+        results.serial = await timelines(db, ids, workers, topology)
+        results.burst = await timelines(db, burst, workers, topology)
+        results.serial_passes = brain_passes(workers, ids)
+        results.burst_passes = brain_passes(workers, burst)
+
+
+# Report ----------------------------------------------------------------------------------------
+
+
+def fmt_ms(samples: Sequence[float], p: float) -> str:
+    return f"{percentile(samples, p) * ms:.1f}" if samples else "-"
+
+
+def report(args: argparse.Namespace, r: Results) -> None:
+    assert r.floor is not None
+    floor = r.floor.samples
+    floor_p50 = percentile(floor, 50)
+    ours = [t.latency for t in r.serial]
+    ours_p50 = percentile(ours, 50)
+    ours_rate = len(r.burst) / r.burst_seconds
+    c = r.celery
+    celery_rate = c.burst / c.burst_seconds if c else None
+
+    def vs_celery(rate: float) -> str:
+        return f"{rate / celery_rate:.2f}x" if celery_rate else "-"
+
+    rows: list[list[object]] = [
+        [
+            f"brainhands round trip, 1 Brain + 1 Hands ({len(ours)} serial)",
+            fmt_ms(ours, 50),
+            fmt_ms(ours, 99),
+            "-",
+            f"{ours_p50 / floor_p50:.2f}x",
+            "-",
+        ],
+        [
+            f"brainhands throughput, 2 Brains + 2 Hands ({len(r.burst)} at once)",
+            fmt_ms([t.latency for t in r.burst], 50),
+            fmt_ms([t.latency for t in r.burst], 99),
+            f"{ours_rate:,.1f}",
+            "-",
+            vs_celery(ours_rate),
+        ],
+        [
+            f"physical floor, raw asyncpg/aio-pika/redis ({len(floor)} serial)",
+            fmt_ms(floor, 50),
+            fmt_ms(floor, 99),
+            f"{len(floor) / sum(floor):,.1f}",
+            "1.00x",
+            "-",
+        ],
+    ]
+    if c is not None:
+        assert celery_rate is not None
+        rows += [
+            [
+                f"celery no-op delay().get() ({len(c.samples)} serial)",
+                fmt_ms(c.samples, 50),
+                fmt_ms(c.samples, 99),
+                f"{len(c.samples) / sum(c.samples):,.1f}",
+                f"{percentile(c.samples, 50) / floor_p50:.2f}x",
+                "-",
+            ],
+            [
+                f"celery no-op throughput ({c.burst} at once, prefork x{args.celery_concurrency})",
+                "-",
+                "-",
+                f"{celery_rate:,.1f}",
+                "-",
+                "1.00x",
+            ],
+        ]
+    else:
+        rows.append(["celery (not installed: skipped)", "-", "-", "-", "-", "-"])
+    print()
+    print_table(
+        [
+            "variant",
+            "p50 ms",
+            "p99 ms",
+            "calls/s",
+            "ratio vs floor (p50)",
+            "ratio vs celery (throughput)",
+        ],
+        rows,
+        align="<>>>>>",
+    )
+    print()
+    print(
+        "p50/p99 of brainhands: model response committed -> result applied (store timestamps); "
+        "under load for the throughput row. calls/s of the serial rows: 1 / mean."
+    )
+    print(
+        "The floor has no session lease or fence claim on the Brain side, no session load, "
+        "no relay transaction (publish straight after COMMIT), no 'started' record and no "
+        "separate settle/enter commits; Celery keeps no durable state: a classic queue, "
+        "no publisher confirms (its default), results in Redis."
+    )
+    ratio = ours_p50 / floor_p50
+    met = "MET" if ratio <= TARGET_FLOOR_RATIO else "NOT MET"
+    print(
+        f"target round trip p50 <= {TARGET_FLOOR_RATIO:.0f}x the floor: {ours_p50 * ms:.1f} ms "
+        f"vs {floor_p50 * ms:.1f} ms = {ratio:.2f}x: {met}"
+    )
+    if celery_rate is not None:
+        met = "MET" if ours_rate >= celery_rate else "NOT MET"
+        print(
+            f"target throughput >= Celery no-op: {ours_rate:,.1f} vs {celery_rate:,.1f} "
+            f"tool calls/s = {ours_rate / celery_rate:.2f}x: {met}"
+        )
+    else:
+        print("target throughput >= Celery no-op: not measured (Celery is not installed)")
+
+    print()
+    print("where a brainhands round trip goes (store timestamps and worker JSON logs):")
+    step_rows: list[list[object]] = []
+    for label, start, end in STEPS:
+        a, b = step_samples(r.serial, start, end), step_samples(r.burst, start, end)
+        step_rows.append([label, fmt_ms(a, 50), fmt_ms(a, 99), fmt_ms(b, 50), fmt_ms(b, 99)])
+    step_rows.append(
+        [
+            "total: model committed -> result applied",
+            fmt_ms(ours, 50),
+            fmt_ms(ours, 99),
+            fmt_ms([t.latency for t in r.burst], 50),
+            fmt_ms([t.latency for t in r.burst], 99),
+        ]
+    )
+    print_table(
+        ["step", "1B+1H p50 ms", "p99 ms", "2B+2H p50 ms", "p99 ms"], step_rows, align="<>>>>"
+    )
+    for label, used in (("1B+1H serial", r.serial_cpu), ("2B+2H burst", r.burst_cpu)):
+        print(
+            f"CPU per session ({label}): Brain {used.get('brain', 0) * ms:.1f} ms, Hands "
+            f"{used.get('hands', 0) * ms:.1f} ms (a session: 2 model turns, 1 tool call)"
+        )
+    for label, n, p in (
+        ("1B+1H serial", len(r.serial), r.serial_passes),
+        ("2B+2H burst", len(r.burst), r.burst_passes),
+    ):
+        woken = ", ".join(f"{count} by {by}" for by, count in sorted(p.woken.items()))
+        print(
+            f"Brain passes ({label}): {sum(p.woken.values())} deliveries for {n} sessions "
+            f"({woken}); {p.idle} ran no phase, {p.busy} found the session busy; the sweeper "
+            f"sent {p.swept} wake-ups meanwhile"
+        )
+    late = [t for t in r.serial if t.woken and t.dispatch_done and t.woken < t.dispatch_done]
+    print(
+        f"{len(late)} of {len(r.serial)} serial results woke the Brain before the pass that "
+        "dispatched the call had let go of the session (they wait for its lease)."
+    )
+    print()
+    print("where the floor goes:")
+    print_table(
+        ["step", "p50 ms", "p99 ms"],
+        [
+            [label, fmt_ms(s, 50), fmt_ms(s, 99)]
+            for label, s in zip(FLOOR_STEPS, r.floor.steps, strict=True)
+        ],
+        align="<>>",
+    )
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    parser = new_parser(__doc__)
+    parser.add_argument("--sessions", type=int, default=100, help="serial sessions (part 1)")
+    parser.add_argument("--burst", type=int, default=300, help="sessions at once (part 2)")
+    parser.add_argument("--floor", type=int, default=200, help="floor round trips (part 3)")
+    parser.add_argument("--celery-serial", type=int, default=100, help="serial tasks (part 4)")
+    parser.add_argument("--celery-burst", type=int, default=300, help="tasks at once (part 4)")
+    parser.add_argument(
+        "--celery-concurrency", type=int, default=2, help="Celery prefork processes (part 4)"
+    )
+    parser.add_argument("--warmup", type=int, default=5, help="unmeasured sessions first")
+    parser.add_argument(
+        "--concurrency", type=int, default=0, help="Brain/Hands concurrency (default: their own)"
+    )
+    parser.add_argument("--timeout", type=float, default=90.0, help="seconds a part may take")
+    parser.add_argument("--logs", help="keep the worker processes' logs in this directory")
+    parser.add_argument("--no-celery", action="store_true", help="skip part 4")
+    add_service_urls(parser, "postgres", "rabbitmq", "redis")
+    args = parser.parse_args(argv)
+    counts = (args.sessions, args.burst, args.celery_serial, args.celery_burst)
+    if min(*counts, args.celery_concurrency) < 1 or args.floor < 2 or args.warmup < 0:
+        parser.error("counts must be positive (--floor at least 2), --warmup not negative")
+    return args
+
+
+async def main(args: argparse.Namespace) -> None:
+    stop_on_sigterm()
+    tag, namespace, schema = run_names("roundtrip")
+    print(
+        f"roundtrip bench on {machine()}; namespace {namespace}, PostgreSQL schema {schema}",
+        flush=True,
+    )
+    results = Results()
+    with tempfile.TemporaryDirectory(prefix="brainhands-bench-roundtrip-") as tmp:
+        logs = Path(args.logs or tmp)
+        try:
+            await bench_ours(args, namespace, schema, logs, results)
+        finally:
+            topology = Topology(namespace)
+            queues = [topology.hands_queue(POOL), topology.brain_queue(COMPAT)]
+            queues += [topology.hands_queue(FLOOR_JOBS), topology.brain_queue(FLOOR_RESULTS)]
+            await clean_namespace(args, namespace, queues, [schema, floor_schema(schema)])
+        if not args.no_celery:
+            results.celery = await bench_celery(args, tag, logs)
+    report(args, results)
+    print(f"({machine()})")
+
+
+if __name__ == "__main__":
+    with contextlib.suppress(KeyboardInterrupt, asyncio.CancelledError):
+        asyncio.run(main(parse_args()))

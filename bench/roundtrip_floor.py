@@ -1,0 +1,249 @@
+"""Part 3 of ``bench.roundtrip``: the physical floor of one tool call's round trip.
+
+The bare operations one round trip requires, serially in this process with asyncpg
+(prepared statements), aio-pika and redis-py, none of our code: commit the intents, publish
+the job, consume it, take the lease and the fence, commit the outcome, publish the result,
+consume it, commit the apply. Its rows live in a schema of their own (``floor_schema``), out
+of sight of the workers' relays and sweepers; its two quorum queues are named by
+``FLOOR_JOBS`` and ``FLOOR_RESULTS`` in the run's namespace.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import time
+import uuid
+from typing import Any
+
+import aio_pika
+import asyncpg
+from aio_pika.abc import AbstractIncomingMessage
+from redis.asyncio import Redis
+
+from bench.commit import PG_ENTRY, PG_GUARD, PG_OUTBOX
+from bench.roundtrip_tools import POOL
+from shared.topology import Topology
+
+FLOOR_JOBS = "floorjobs"
+FLOOR_RESULTS = "floorresults"
+
+
+def floor_schema(schema: str) -> str:
+    return f"{schema}_floor"
+
+
+PG_TASK_INSERT = (
+    "INSERT INTO task (id, session_id, parent_id, kind, kind_version, input, status, "
+    "operation_id, created_at, updated_at) VALUES ($1, $2, $3, $4, 1, $5, 'waiting', $6, $7, $7)"
+)
+PG_FENCE = (
+    "INSERT INTO operation (operation_id, session_id, task_id, tool, pool, arguments, status, "
+    "fence, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, 'intended', $7, $8, $8) "
+    "ON CONFLICT (operation_id) DO UPDATE SET fence = EXCLUDED.fence, "
+    "updated_at = EXCLUDED.updated_at WHERE operation.fence < EXCLUDED.fence"
+)
+PG_OUTCOME = (
+    "UPDATE operation SET status = 'succeeded', result = $1, finished_at = $2, updated_at = $2 "
+    "WHERE operation_id = $3 AND fence = $4"
+)
+PG_SETTLE = (
+    "UPDATE task SET status = 'terminal', outcome = 'succeeded', result = $1, updated_at = $2 "
+    "WHERE id = $3 AND session_id = $4 AND status = 'waiting'"
+)
+FLOOR_STEPS = [
+    "commit intents + outbox",
+    "publish job (confirm)",
+    "consume job",
+    "Redis SET NX PX + fence claim",
+    "commit outcome + outbox",
+    "publish result (confirm)",
+    "consume result",
+    "commit apply",
+]
+MODEL_BODY = json.dumps(
+    {
+        "model": "scripted",
+        "raw": {
+            "id": "scripted-0",
+            "object": "chat.completion",
+            "created": 0,
+            "model": "scripted",
+            "choices": [
+                {
+                    "index": 0,
+                    "finish_reason": "tool_calls",
+                    "message": {
+                        "role": "assistant",
+                        "content": None,
+                        "tool_calls": [
+                            {
+                                "id": "call_0_0",
+                                "type": "function",
+                                "function": {"name": "ping", "arguments": "{}"},
+                            }
+                        ],
+                    },
+                }
+            ],
+            "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
+        },
+    }
+)
+
+
+class Floor:
+    """The bare operations of one round trip, on one asyncpg connection, one AMQP connection
+    (a confirm channel to publish, another to consume) and one Redis client."""
+
+    def __init__(self, args: argparse.Namespace, topology: Topology, dsn: str, schema: str):
+        self.args = args
+        self.topology = topology
+        self.dsn = dsn
+        self.schema = schema
+        self.session_id = f"floor-{uuid.uuid4().hex[:8]}"
+        self.version = 0
+        self.fence = 1
+        self.samples: list[float] = []
+        self.steps: list[list[float]] = [[] for _ in FLOOR_STEPS]
+        self.jobs: asyncio.Queue[AbstractIncomingMessage] = asyncio.Queue()
+        self.results: asyncio.Queue[AbstractIncomingMessage] = asyncio.Queue()
+        self.n = 0
+
+    async def __aenter__(self) -> Floor:
+        self.db = await asyncpg.connect(self.dsn, server_settings={"search_path": self.schema})
+        now = time.time()
+        await self.db.execute(
+            "INSERT INTO session (id, compat, version, fence, status, entry_count, created_at, "
+            "updated_at) VALUES ($1, 'floor', 0, $2, 'active', 0, $3, $3)",
+            self.session_id,
+            self.fence,
+            now,
+        )
+        self.guard = await self.db.prepare(PG_GUARD)
+        self.entry = await self.db.prepare(PG_ENTRY)
+        self.task = await self.db.prepare(PG_TASK_INSERT)
+        self.outbox = await self.db.prepare(PG_OUTBOX)
+        self.claim = await self.db.prepare(PG_FENCE)
+        self.outcome = await self.db.prepare(PG_OUTCOME)
+        self.settle = await self.db.prepare(PG_SETTLE)
+        self.redis = Redis.from_url(self.args.redis_url)
+        self.amqp = await aio_pika.connect(self.args.rabbitmq_url)
+        self.pub = await self.amqp.channel(publisher_confirms=True)
+        # Declaring is set-up, not part of the floor: the same quorum queues as ours.
+        self.jobs_queue = await self.topology.declare_hands_pool(self.pub, FLOOR_JOBS)
+        self.results_queue = await self.topology.declare_brain(self.pub, FLOOR_RESULTS)
+        self.exchange = await self.pub.get_exchange(self.topology.exchange, ensure=False)
+        self.sub = await self.amqp.channel()
+        await self.sub.set_qos(prefetch_count=8)
+        for name, inbox in ((self.jobs_queue, self.jobs), (self.results_queue, self.results)):
+            queue = await self.sub.declare_queue(name, passive=True)
+            await queue.consume(inbox.put)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.amqp.close()
+        await self.redis.aclose()
+        await self.db.close()
+
+    async def publish(self, body: bytes, routing_key: str) -> None:
+        message = aio_pika.Message(
+            body, content_type="application/json", delivery_mode=aio_pika.DeliveryMode.PERSISTENT
+        )
+        await self.exchange.publish(message, routing_key, mandatory=True)
+
+    async def transaction(self, *statements: tuple[Any, tuple[Any, ...]]) -> Any:
+        """Run prepared statements in one transaction; return the first one's value."""
+        await self.db.execute("BEGIN")
+        try:
+            first = None
+            for n, (stmt, params) in enumerate(statements):
+                rows = await stmt.fetch(*params)
+                status = stmt.get_statusmsg() or ""
+                if n == 0:
+                    if not rows:
+                        raise RuntimeError("guard failed")
+                    first = rows[0][0]
+                elif status.startswith("UPDATE") and status != "UPDATE 1":
+                    raise RuntimeError(f"{stmt.get_query()[:40]} matched no row")
+        except BaseException:
+            await self.db.execute("ROLLBACK")
+            raise
+        await self.db.execute("COMMIT")
+        return first
+
+    async def once(self, record: bool) -> None:
+        self.n += 1
+        sid, n = self.session_id, self.n
+        task_id, op = f"floor-task-{n}", f"floor-op-{uuid.uuid4().hex}"
+        parent = "floor-generate"
+        perf = time.perf_counter
+        stamps = [perf()]
+        # 1. The intents and the job, durable together.
+        now = time.time()
+        job = json.dumps({"type": "tool_job", "operation_id": op, "tool": "ping", "pool": POOL})
+        headers = json.dumps({"session_id": sid})
+        await self.transaction(
+            (self.guard, (1, 1, now, sid, self.version, self.fence)),
+            (self.entry, (sid, n * 2 - 1, "model", MODEL_BODY, now)),
+            (self.task, (task_id, sid, parent, "tool", "{}", op, now)),
+            (self.outbox, (sid, self.jobs_queue, job.encode(), headers, now)),
+        )
+        self.version += 1
+        stamps.append(perf())
+        # 2. Publish the job; 3. take it off the queue.
+        await self.publish(job.encode(), self.jobs_queue)
+        stamps.append(perf())
+        job_message = await self.jobs.get()
+        stamps.append(perf())
+        # 4. The operation's lease and its fence.
+        token = n
+        key = f"{self.topology.namespace}:floor:{op}"
+        leased = await self.redis.set(key, "w", nx=True, px=10_000)
+        if not leased:
+            raise RuntimeError("floor lease taken")
+        await self.claim.fetch(op, sid, task_id, "ping", POOL, "{}", token, time.time())
+        if self.claim.get_statusmsg() != "INSERT 0 1":
+            raise RuntimeError("fence claim refused")
+        stamps.append(perf())
+        # 5. The outcome and its result event, durable together; then the job is acked.
+        now = time.time()
+        result = json.dumps({"type": "tool_result", "operation_id": op, "status": "succeeded"})
+        await self.db.execute("BEGIN")
+        try:
+            await self.outcome.fetch("{}", now, op, token)
+            if self.outcome.get_statusmsg() != "UPDATE 1":
+                raise RuntimeError("outcome update matched no row")
+            await self.outbox.fetch(sid, self.results_queue, result.encode(), headers, now)
+        except BaseException:
+            await self.db.execute("ROLLBACK")
+            raise
+        await self.db.execute("COMMIT")
+        await job_message.ack()
+        stamps.append(perf())
+        # 6. Publish the result; 7. take it off the queue.
+        await self.publish(result.encode(), self.results_queue)
+        stamps.append(perf())
+        result_message = await self.results.get()
+        stamps.append(perf())
+        # 8. Apply it: the result entry, the task settled.
+        now = time.time()
+        await self.transaction(
+            (self.guard, (1, 1, now, sid, self.version, self.fence)),
+            (self.entry, (sid, n * 2, "tool_result", '{"status": "succeeded"}', now)),
+            (self.settle, ('{"result": {}}', now, task_id, sid)),
+        )
+        self.version += 1
+        await result_message.ack()
+        stamps.append(perf())
+        if record:
+            self.samples.append(stamps[-1] - stamps[0])
+            for i in range(len(FLOOR_STEPS)):
+                self.steps[i].append(stamps[i + 1] - stamps[i])
+
+    async def run(self, count: int, warmup: int = 0) -> None:
+        for _ in range(warmup):
+            await self.once(record=False)
+        for _ in range(count):
+            await self.once(record=True)

@@ -1,0 +1,251 @@
+"""Parts 1 and 2 of ``bench.roundtrip``: sessions through our Brain and Hands, and where
+each one's tool call spent its time.
+
+A session submits ``{"agent": "pinger", ...}`` (``bench/roundtrip_agents.py``): one model
+turn that calls the no-op ``ping`` tool, one that answers. ``timelines`` puts each call's
+steps together from the store (entries, outbox, operation and task rows) and the workers'
+JSON logs; ``brain_passes`` counts what the Brains did for the sessions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import asyncpg
+
+from bench._services import Workers, log_events
+from bench.roundtrip_agents import AGENT, COMPAT
+from bench.roundtrip_tools import POOL
+from brain.client import submit_input, wait_for_answer
+from brain.decide import TOOL_KIND
+from shared.store import Store
+from shared.topology import Topology
+
+FINAL = ("answered", "failed", "cancelled")
+
+
+@dataclass
+class Timeline:
+    """One session's tool call, as the store and the logs saw it (epoch seconds)."""
+
+    session_id: str
+    model_at: float
+    """The ``model`` entry's commit: the tool call's intent and job are durable."""
+    applied_at: float
+    """The ``tool_result`` entry's commit: the result is applied."""
+    job_sent: float | None = None
+    result_sent: float | None = None
+    received: float | None = None
+    claimed: float | None = None
+    started: float | None = None
+    outcome: float | None = None
+    woken: float | None = None
+    dispatch_done: float | None = None
+    """When the Brain pass that committed the call let go of the session."""
+    claim_at: float | None = None
+    """The fence claim's statement (the operation row's ``created_at``)."""
+    settled: float | None = None
+    """The commit that settled the tool task (its ``updated_at``)."""
+
+    @property
+    def latency(self) -> float:
+        return self.applied_at - self.model_at
+
+
+STEPS: list[tuple[str, str, str]] = [
+    ("tools commit -> job confirmed + marked sent (Brain's relay)", "model_at", "job_sent"),
+    ("-> Hands received the job", "job_sent", "received"),
+    ("-> fence claim statement (operation lease in Redis, BEGIN)", "received", "claim_at"),
+    ("-> claimed (fence claim txn: upsert, read back, COMMIT)", "claim_at", "claimed"),
+    ("-> started (mark_started txn)", "claimed", "started"),
+    ("-> outcome recorded (no-op tool + outcome txn)", "started", "outcome"),
+    ("-> result confirmed + marked sent (Hands' relay)", "outcome", "result_sent"),
+    ("-> Brain woken by the result", "result_sent", "woken"),
+    ("-> tool task settled (session lease, fence txn, load, read waits)", "woken", "settled"),
+    ("-> tool_result commit (settle commit, enter commit, apply phase)", "settled", "applied_at"),
+]
+
+
+def session_ids(prefix: str, n: int) -> list[str]:
+    return [f"{prefix}-{i:05d}" for i in range(n)]
+
+
+async def submit(store: Store, topology: Topology, session_id: str) -> None:
+    await submit_input(
+        store,
+        topology,
+        session_id=session_id,
+        request_id="r1",
+        input={"agent": AGENT, "text": "ping once, then say so"},
+        compat=COMPAT,
+    )
+
+
+async def serial_sessions(
+    store: Store, topology: Topology, workers: Workers, ids: Sequence[str], within: float
+) -> None:
+    """Submit the sessions one after another, each once the previous one is answered."""
+    for session_id in ids:
+        await submit(store, topology, session_id)
+        record = await wait_for_answer(store, session_id, "r1", within=within, poll=0.02)
+        if record.status != "answered":
+            raise RuntimeError(f"session {session_id} {record.status}: {record.error}")
+        workers.check_alive()
+
+
+async def burst_sessions(
+    store: Store,
+    db: asyncpg.Connection,
+    topology: Topology,
+    workers: Workers,
+    ids: Sequence[str],
+    within: float,
+) -> float:
+    """Submit all sessions at once; return seconds from the first submission until the
+    last one was answered."""
+    started = time.time()
+    await asyncio.gather(*(submit(store, topology, session_id) for session_id in ids))
+    deadline = time.monotonic() + within
+    while True:
+        done = await db.fetchval(
+            "SELECT count(*) FROM submission WHERE session_id = ANY($1::text[]) "
+            "AND status = ANY($2::text[])",
+            list(ids),
+            list(FINAL),
+        )
+        if done == len(ids):
+            break
+        workers.check_alive()
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{done} of {len(ids)} sessions answered within {within}s")
+        await asyncio.sleep(0.05)
+    rows = await db.fetch(
+        "SELECT status, updated_at FROM submission WHERE session_id = ANY($1::text[])", list(ids)
+    )
+    failed = [r for r in rows if r["status"] != "answered"]
+    if failed:
+        raise RuntimeError(f"{len(failed)} of {len(ids)} sessions not answered")
+    return float(max(r["updated_at"] for r in rows) - started)
+
+
+async def timelines(
+    db: asyncpg.Connection, ids: Sequence[str], workers: Workers, topology: Topology
+) -> list[Timeline]:
+    """Each session's tool call, from the store (entries, outbox) and the workers' logs."""
+    entries = await db.fetch(
+        "SELECT session_id, seq, kind, created_at FROM entry "
+        "WHERE session_id = ANY($1::text[]) ORDER BY session_id, seq",
+        list(ids),
+    )
+    model: dict[str, float] = {}
+    applied: dict[str, float] = {}
+    for e in entries:
+        if e["kind"] == "model":
+            model.setdefault(e["session_id"], e["created_at"])
+        elif e["kind"] == "tool_result":
+            applied.setdefault(e["session_id"], e["created_at"])
+    missing = set(ids) - (model.keys() & applied.keys())
+    if missing:
+        raise RuntimeError(f"{len(missing)} sessions lack a model or tool_result entry")
+    out = {sid: Timeline(sid, model[sid], applied[sid]) for sid in ids}
+
+    outbox = await db.fetch(
+        "SELECT session_id, routing_key, created_at, sent_at FROM outbox "
+        "WHERE session_id = ANY($1::text[]) ORDER BY id",
+        list(ids),
+    )
+    jobs, results = topology.hands_queue(POOL), topology.brain_queue(COMPAT)
+    for row in outbox:
+        t = out[row["session_id"]]
+        if row["routing_key"] == jobs and t.job_sent is None:
+            t.job_sent = row["sent_at"]
+        elif row["routing_key"] == results and row["created_at"] > t.model_at:
+            t.result_sent = t.result_sent or row["sent_at"]
+
+    operations = await db.fetch(
+        "SELECT session_id, created_at FROM operation WHERE session_id = ANY($1::text[])",
+        list(ids),
+    )
+    for row in operations:
+        out[row["session_id"]].claim_at = row["created_at"]
+    tools = await db.fetch(
+        "SELECT session_id, updated_at FROM task WHERE session_id = ANY($1::text[]) "
+        "AND kind = $2 AND status = 'terminal'",
+        list(ids),
+        TOOL_KIND,
+    )
+    for row in tools:
+        out[row["session_id"]].settled = row["updated_at"]
+
+    hands = {"received", "claimed", "started", "outcome"}
+    for path in workers.paths("hands"):
+        for e in log_events(path):
+            seen = out.get(e.get("session_id", ""))
+            if seen is not None and e.get("event") in hands and getattr(seen, e["event"]) is None:
+                setattr(seen, e["event"], e["ts"])
+    for path in workers.paths("brain"):
+        for e in log_events(path):
+            seen = out.get(e.get("session_id", ""))
+            if seen is None or e["ts"] < seen.model_at:
+                continue
+            if e.get("event") == "woken" and e.get("by") == "tool_result":
+                seen.woken = min(e["ts"], seen.woken or e["ts"])
+            elif e.get("event") == "advanced":
+                seen.dispatch_done = min(e["ts"], seen.dispatch_done or e["ts"])
+    return list(out.values())
+
+
+@dataclass
+class Passes:
+    """What the Brains did for a set of sessions, from their logs."""
+
+    woken: dict[str, int] = field(default_factory=dict)
+    """Deliveries by message type (``wake``: submissions, sweeper, timers)."""
+    idle: int = 0
+    """Passes that ran no phase (a duplicate trigger)."""
+    busy: int = 0
+    """Deliveries that found the session held by another pass, after waiting for it."""
+    swept: int = 0
+    """Wake-ups the sweeper sent while these sessions ran (all sessions of the namespace)."""
+
+
+def brain_passes(workers: Workers, ids: Sequence[str]) -> Passes:
+    wanted = set(ids)
+    out = Passes()
+    times: list[float] = []
+    events = [e for path in workers.paths("brain") for e in log_events(path)]
+    for e in events:
+        if e.get("session_id") not in wanted:
+            continue
+        times.append(e["ts"])
+        if e.get("event") == "woken":
+            by = str(e.get("by"))
+            out.woken[by] = out.woken.get(by, 0) + 1
+        elif e.get("event") == "advanced" and not e.get("phases"):
+            out.idle += 1
+        elif e.get("event") == "busy":
+            out.busy += 1
+    if times:
+        first, last = min(times), max(times)
+        out.swept = sum(
+            int(e.get("session_woken", 0))
+            for e in events
+            if e.get("event") == "swept" and first <= e["ts"] <= last
+        )
+    return out
+
+
+def step_samples(runs: Sequence[Timeline], start: str, end: str) -> list[float]:
+    samples = []
+    for t in runs:
+        a, b = getattr(t, start), getattr(t, end)
+        if a is not None and b is not None:
+            samples.append(b - a)
+    return samples
+
+
+def cpu_per_session(before: dict[str, float], after: dict[str, float], n: int) -> dict[str, float]:
+    return {role: (after[role] - before.get(role, 0.0)) / n for role in after}
