@@ -12,6 +12,7 @@ from shared.messages import SessionWake, encode
 from shared.store import Draft, OutboxMessage, Store, SubmissionRecord
 from shared.store.submissions import SubmitReceipt, get_submission, submit
 from shared.topology import Topology
+from shared.tracing import current_carrier, tracer
 
 FINAL_SUBMISSION = ("answered", "failed", "cancelled")
 
@@ -28,18 +29,25 @@ async def submit_input(
     """Accept ``input`` once per ``request_id`` and wake the session's Brains (those of
     ``compat`` for a new session; an existing one keeps its own key)."""
 
-    def wake(key: str) -> OutboxMessage:
-        message = SessionWake(session_id=session_id, compat=key, reason="submission")
-        return OutboxMessage(topology.brain_queue(key), encode(message))
+    with tracer.start_as_current_span(
+        "brainhands.submit", attributes={"session_id": session_id, "request_id": request_id}
+    ):
+        carrier = current_carrier()
 
-    return await submit(
-        store,
-        session_id=session_id,
-        request_id=request_id,
-        input=input,
-        compat=compat,
-        wake=wake,
-    )
+        def wake(key: str) -> OutboxMessage:
+            message = SessionWake(
+                session_id=session_id, compat=key, reason="submission", trace=carrier
+            )
+            return OutboxMessage(topology.brain_queue(key), encode(message))
+
+        return await submit(
+            store,
+            session_id=session_id,
+            request_id=request_id,
+            input=input,
+            compat=compat,
+            wake=wake,
+        )
 
 
 async def wait_for_answer(

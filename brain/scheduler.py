@@ -42,6 +42,7 @@ from shared.store.queries import operations_by_ids, tasks_by_ids
 from shared.store.records import CommitReceipt, DocumentRecord, EntryRecord, OperationRecord
 from shared.tools import ToolRegistry
 from shared.topology import Topology
+from shared.tracing import current_carrier
 
 log = logging.getLogger("brainhands.brain")
 
@@ -484,6 +485,7 @@ class SessionRunner:
             task_id=task_id,
             compat=self.compat,
             pool=pool,
+            trace=current_carrier(),
         )
         draft.add_outbox(self.topology.hands_queue(pool), encode(job))
         return task_id

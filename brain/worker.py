@@ -23,6 +23,7 @@ from shared.messages import CancelNotice, Message, SessionWake, ToolResult
 from shared.parking import park
 from shared.store import Store
 from shared.tools import ToolRegistry
+from shared.tracing import context_from, tracer
 
 log = logging.getLogger("brainhands.brain")
 
@@ -98,7 +99,12 @@ class BrainWorker:
             },
         )
         try:
-            await self.advance(message.session_id)
+            with tracer.start_as_current_span(
+                "brainhands.brain.pass",
+                context=context_from(message.trace),
+                attributes={"session_id": message.session_id, "trigger": message.type},
+            ):
+                await self.advance(message.session_id)
         except LeaseLost as exc:
             metrics.LEASE_LOST.inc()
             log.warning(

@@ -22,6 +22,7 @@ from shared.relay import OutboxRelay
 from shared.runtime import Services, open_services, stop_on_signals
 from shared.store import OperationLedger
 from shared.tools import load_tool_modules
+from shared.tracing import configure_tracing, flush_tracing
 
 
 async def hands(args: argparse.Namespace) -> int:
@@ -44,7 +45,12 @@ async def hands(args: argparse.Namespace) -> int:
             max_inline_result=settings.max_inline_result,
         )
         await serve(
-            services, worker.run, http_port=settings.http_port, consuming=lambda: worker.consuming
+            services,
+            worker.run,
+            http_port=settings.http_port,
+            service=f"brainhands-hands-{args.pool}",
+            otlp_endpoint=settings.otlp_endpoint,
+            consuming=lambda: worker.consuming,
         )
     return 0
 
@@ -79,7 +85,12 @@ async def brain(args: argparse.Namespace) -> int:
             await asyncio.gather(*jobs)
 
         await serve(
-            services, work, http_port=settings.http_port, consuming=lambda: worker.consuming
+            services,
+            work,
+            http_port=settings.http_port,
+            service="brainhands-brain",
+            otlp_endpoint=settings.otlp_endpoint,
+            consuming=lambda: worker.consuming,
         )
     return 0
 
@@ -88,7 +99,13 @@ async def sweeper(args: argparse.Namespace) -> int:
     settings = load_settings(BrainSettings)
     async with open_services(settings, name="sweeper") as services:
         sweeper = sweeper_of(services, services.leases(settings.lease_ttl_ms), settings)
-        await serve(services, sweeper.run, http_port=settings.http_port)
+        await serve(
+            services,
+            sweeper.run,
+            http_port=settings.http_port,
+            service="brainhands-sweeper",
+            otlp_endpoint=settings.otlp_endpoint,
+        )
     return 0
 
 
@@ -106,7 +123,13 @@ async def relay(args: argparse.Namespace) -> int:
     settings = load_settings(CommonSettings)
     async with open_services(settings, name="relay") as services:
         # The embedded relay of ``serve`` is the whole job here.
-        await serve(services, _until_stopped, http_port=settings.http_port)
+        await serve(
+            services,
+            _until_stopped,
+            http_port=settings.http_port,
+            service="brainhands-relay",
+            otlp_endpoint=settings.otlp_endpoint,
+        )
     return 0
 
 
@@ -119,6 +142,8 @@ async def serve(
     work: Callable[[asyncio.Event], Any],
     *,
     http_port: int,
+    service: str,
+    otlp_endpoint: str | None,
     consuming: Callable[[], bool] = lambda: True,
 ) -> None:
     """Run ``work`` with an embedded relay woken by this process's commits, and the
@@ -127,6 +152,7 @@ async def serve(
     On a signal the work drains first; the relay stops after it, so outcomes committed
     while draining are still published.
     """
+    configure_tracing(service, otlp_endpoint)
     stop = stop_on_signals()
     relay_stop = asyncio.Event()
     relay = OutboxRelay(services.store, services.broker)
@@ -149,6 +175,7 @@ async def serve(
         await relay_task
         await relay.drain_once()
         await health.close()
+        flush_tracing()
 
 
 async def _now(value: bool) -> bool:

@@ -37,6 +37,7 @@ from shared.parking import park
 from shared.store import OperationLedger, OperationRecord, OutboxMessage
 from shared.store.records import OperationStatus
 from shared.tools import QueryAnswer, ToolRegistry, ToolSpec
+from shared.tracing import context_from, current_carrier, tracer
 
 log = logging.getLogger("brainhands.hands")
 
@@ -90,7 +91,14 @@ class HandsWorker:
         if not isinstance(message, ToolJob):
             await park(self.broker, delivery, f"a {message.type} message has no place here")
             return
-        job = message
+        with tracer.start_as_current_span(
+            "brainhands.hands.job",
+            context=context_from(message.trace),
+            attributes={"operation_id": message.operation_id, "tool": message.tool},
+        ):
+            await self._handle(message, delivery)
+
+    async def _handle(self, job: ToolJob, delivery: Delivery) -> None:
         metrics.JOBS_RECEIVED.labels(self.pool).inc()
         if delivery.redelivered:
             metrics.REDELIVERIES.labels("hands").inc()
@@ -377,6 +385,7 @@ def _result_event(job: ToolJob, status: OperationStatus) -> ToolResult:
         task_id=job.task_id,
         compat=job.compat,
         status=status,
+        trace=current_carrier(),
     )
 
 

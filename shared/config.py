@@ -44,6 +44,8 @@ class CommonSettings(BaseSettings):
     redis_url: str = "redis://127.0.0.1:6379/0"
     namespace: str = "brainhands"
     """Prefix of every queue, exchange and Redis key, so deployments can share services."""
+    otlp_endpoint: str | None = None
+    """OTLP/HTTP collector for traces (e.g. http://collector:4318); unset: no export."""
     http_port: int = Field(default=0, ge=-1, le=65535)
     """Port of /healthz, /readyz and /metrics: 0 picks a free one (logged), -1 turns it off."""
     delivery_limit: int = Field(default=5, ge=1)

@@ -1,0 +1,125 @@
+"""One agent turn is one trace: the submission's trace context travels through the Brain,
+the outbox, Hands and back, and the processes export their spans over OTLP/HTTP."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+from opentelemetry import trace
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.sdk.trace import TracerProvider
+
+from brain.client import submit_input
+from tests.helpers.brains import BrainHarness
+from tests.helpers.harness import start_email_service
+from tests.helpers.polling import eventually
+from tests.helpers.processes import spawn_module
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
+
+
+class Collector(ThreadingHTTPServer):
+    """An OTLP/HTTP trace receiver on loopback: keeps (service, span name, trace id)."""
+
+    def __init__(self) -> None:
+        super().__init__(("127.0.0.1", 0), _Receive)
+        self.spans: list[tuple[str, str, str]] = []
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}"
+
+
+class _Receive(BaseHTTPRequestHandler):
+    server: Collector
+
+    def do_POST(self) -> None:
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        request = ExportTraceServiceRequest.FromString(body)
+        for resource in request.resource_spans:
+            service = next(
+                a.value.string_value
+                for a in resource.resource.attributes
+                if a.key == "service.name"
+            )
+            for scope in resource.scope_spans:
+                for span in scope.spans:
+                    self.server.spans.append((service, span.name, span.trace_id.hex()))
+        self.send_response(200)
+        self.send_header("Content-Type", "application/x-protobuf")
+        self.end_headers()
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def collector() -> Iterator[Collector]:
+    server = Collector()
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server
+    server.shutdown()
+
+
+async def test_an_agent_turn_is_one_trace_across_processes(
+    brains: BrainHarness, collector: Collector, tmp_path: Any
+) -> None:
+    service, email_url = await start_email_service(tmp_path)
+    extra = {
+        "BRAINHANDS_OTLP_ENDPOINT": collector.url,
+        "TEST_EMAIL_URL": email_url,
+        "TEST_MODEL_LOG": str(tmp_path / "model.jsonl"),
+    }
+    try:
+        brains.start_brain(
+            tasks=None, agents="tests.helpers.agents", tools="tests.helpers.tools", **extra
+        )
+        brains.processes.append(
+            spawn_module(
+                "brainhands",
+                "hands",
+                "--pool",
+                "email",
+                "--tools",
+                "tests.helpers.tools",
+                env=brains.settings(**extra),
+                log=tmp_path / "hands.log",
+            )
+        )
+        # The caller's own span: a local provider, so nothing global changes in this process.
+        submit_span = TracerProvider().get_tracer("test").start_span("caller")
+        with trace.use_span(submit_span, end_on_exit=True):
+            await submit_input(
+                brains.store,
+                brains.env.topology,
+                session_id="s1",
+                request_id="r1",
+                input={"agent": "echoer", "text": "go"},
+                compat="v1",
+            )
+        trace_id = format(submit_span.get_span_context().trace_id, "032x")
+        record = await brains.answer(within=60)
+        assert record.status == "answered"
+
+        def seen(name: str) -> bool:
+            return any(s[1] == name for s in collector.spans)
+
+        await eventually(
+            lambda: seen("brainhands.hands.job") and seen("brainhands.brain.pass"),
+            within=20,
+            what="spans from the Brain and Hands",
+        )
+    finally:
+        service.kill()
+        service.wait()
+
+    ours = [s for s in collector.spans if s[2] == trace_id]
+    services = {s[0] for s in ours}
+    assert {"brainhands-brain", "brainhands-hands-email"} <= services
+    assert sum(s[1] == "brainhands.hands.job" for s in ours) == 3  # the three echo calls
+    assert sum(s[1] == "brainhands.brain.pass" for s in ours) >= 3  # passes woken by results
