@@ -10,28 +10,18 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
-import subprocess
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+
+from brainhands.demo import docker_available
 
 ENV = {
     "postgres": "BRAINHANDS_TEST_POSTGRES_URL",
     "redis": "BRAINHANDS_TEST_REDIS_URL",
     "rabbitmq": "BRAINHANDS_TEST_RABBITMQ_URL",
 }
-
-
-def _docker_available() -> bool:
-    if shutil.which("docker") is None:
-        return False
-    try:
-        done = subprocess.run(["docker", "info"], capture_output=True, timeout=10, check=False)
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return done.returncode == 0
 
 
 def _missing(name: str) -> None:
@@ -51,7 +41,7 @@ def service_url(name: str) -> Iterator[str]:
     if url:
         yield url
         return
-    if not _docker_available():
+    if not docker_available():
         _missing(name)
     container: Any
     if name == "postgres":
