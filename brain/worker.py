@@ -59,7 +59,6 @@ class BrainWorker:
         self.max_restarts = max_restarts
         self.shutdown_grace = shutdown_grace
         self.start_submission = start_submission
-        self.sessions_advanced = 0
         self.consuming = False
         """True while the wake-up queues are consumed (readiness)."""
         self._timers: set[asyncio.TimerHandle] = set()
@@ -171,7 +170,6 @@ class BrainWorker:
                 wake, self.broker.topology.brain_queue(summary.foreign)
             )
             return
-        self.sessions_advanced += 1
         metrics.SESSIONS_ADVANCED.inc()
         log.info(
             "session advanced",

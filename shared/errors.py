@@ -11,7 +11,6 @@
     │   ├── BrokerUnavailable       no connection, or no confirm within the bound; retryable
     │   └── UnroutableMessage       a mandatory publish matched no queue
     ├── LeaseError                  Redis lease operations failed
-    │   ├── LeaseUnavailable        another holder owns the lease now
     │   └── LeaseBackendError       Redis itself failed; retryable
     ├── InvalidMessage              a message body failed decoding or validation
     ├── UnknownToolError            no tool of that name is registered in this worker
@@ -85,12 +84,6 @@ class UnroutableMessage(BrokerError):
 
 class LeaseError(BrainhandsError):
     """A lease operation failed."""
-
-
-class LeaseUnavailable(LeaseError):
-    """The lease is held by another owner."""
-
-    retryable = True
 
 
 class LeaseBackendError(LeaseError):
