@@ -14,6 +14,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.sdk.trace import TracerProvider
 
 from brain.client import submit_input
+from shared.relay import OutboxRelay
 from tests.helpers.brains import BrainHarness
 from tests.helpers.harness import start_email_service
 from tests.helpers.polling import eventually
@@ -70,7 +71,10 @@ async def test_an_agent_turn_is_one_trace_across_processes(
     brains: BrainHarness, collector: Collector, tmp_path: Any
 ) -> None:
     service, email_url = await start_email_service(tmp_path)
+    # The sweeper would wake the session too, with no trace: keep it out of the way, and
+    # publish the submission's own wake-up at once.
     extra = {
+        "BRAINHANDS_SWEEPER_PERIOD": "60",
         "BRAINHANDS_OTLP_ENDPOINT": collector.url,
         "TEST_EMAIL_URL": email_url,
         "TEST_MODEL_LOG": str(tmp_path / "model.jsonl"),
@@ -102,6 +106,7 @@ async def test_an_agent_turn_is_one_trace_across_processes(
                 input={"agent": "echoer", "text": "go"},
                 compat="v1",
             )
+        await OutboxRelay(brains.store, brains.env.broker).drain_once()
         trace_id = format(submit_span.get_span_context().trace_id, "032x")
         record = await brains.answer(within=60)
         assert record.status == "answered"
