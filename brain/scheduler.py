@@ -39,7 +39,13 @@ from shared.errors import UnknownToolError
 from shared.messages import ToolJob, encode
 from shared.store import Draft, Store, SubmissionRecord, TaskRecord
 from shared.store.queries import operations_by_ids, tasks_by_ids
-from shared.store.records import CommitReceipt, DocumentRecord, EntryRecord, OperationRecord
+from shared.store.records import (
+    CommitReceipt,
+    DocumentRecord,
+    EntryRecord,
+    OperationRecord,
+    TaskStatus,
+)
 from shared.tools import ToolRegistry
 from shared.topology import Topology
 from shared.tracing import current_carrier
@@ -396,7 +402,9 @@ class SessionRunner:
         version = child.version or (kind.version if kind else 1)
         task_id = self._new_id(n)
         phase = kind.first_phase if kind else None
-        draft.add_task(
+        self._create(
+            draft,
+            rows,
             task_id=task_id,
             kind=child.kind,
             kind_version=version,
@@ -404,19 +412,6 @@ class SessionRunner:
             parent_id=parent,
             phase=phase,
             submission_id=submission_id,
-        )
-        rows.append(
-            _new_row(
-                task_id,
-                self.session_id,
-                parent,
-                child.kind,
-                version,
-                child.input,
-                "pending",
-                phase,
-                submission_id=submission_id,
-            )
         )
         return task_id
 
@@ -430,7 +425,9 @@ class SessionRunner:
         except UnknownToolError as exc:
             # Recorded as a failed call the phase will see; nothing is sent.
             error = {"status": "failed", "error": {"type": "UnknownToolError", "message": str(exc)}}
-            draft.add_task(
+            self._create(
+                draft,
+                rows,
                 task_id=task_id,
                 kind=TOOL_KIND,
                 kind_version=1,
@@ -441,26 +438,11 @@ class SessionRunner:
                 error=error,
                 operation_id=operation_id,
             )
-            rows.append(
-                dataclasses.replace(
-                    _new_row(
-                        task_id,
-                        self.session_id,
-                        task.id,
-                        TOOL_KIND,
-                        1,
-                        {"tool": call.tool, "arguments": call.arguments},
-                        "terminal",
-                        None,
-                    ),
-                    outcome="failed",
-                    error=error,
-                    operation_id=operation_id,
-                )
-            )
             return task_id
         tool_input = {"tool": call.tool, "arguments": call.arguments, "pool": pool}
-        draft.add_task(
+        self._create(
+            draft,
+            rows,
             task_id=task_id,
             kind=TOOL_KIND,
             kind_version=1,
@@ -468,14 +450,6 @@ class SessionRunner:
             parent_id=task.id,
             status="waiting",
             operation_id=operation_id,
-        )
-        rows.append(
-            dataclasses.replace(
-                _new_row(
-                    task_id, self.session_id, task.id, TOOL_KIND, 1, tool_input, "waiting", None
-                ),
-                operation_id=operation_id,
-            )
         )
         job = ToolJob(
             operation_id=operation_id,
@@ -489,6 +463,39 @@ class SessionRunner:
         )
         draft.add_outbox(self.topology.hands_queue(pool), encode(job))
         return task_id
+
+    def _create(
+        self,
+        draft: Draft,
+        rows: list[TaskRecord],
+        *,
+        task_id: str,
+        kind: str,
+        kind_version: int,
+        input: Any,
+        status: TaskStatus = "pending",
+        **fields: Any,
+    ) -> None:
+        """Create a task in ``draft`` and keep its row as the commit will leave it."""
+        draft.add_task(
+            task_id=task_id,
+            kind=kind,
+            kind_version=kind_version,
+            input=input,
+            status=status,
+            **fields,
+        )
+        rows.append(
+            TaskRecord.new(
+                id=task_id,
+                session_id=self.session_id,
+                kind=kind,
+                kind_version=kind_version,
+                input=input,
+                status=status,
+                **fields,
+            )
+        )
 
     def _answer(self, draft: Draft, task: TaskRecord) -> None:
         if task.submission_id is None:
@@ -594,43 +601,3 @@ class SessionRunner:
             self._answer(draft, updated)
             return [updated]
         return [self._update(draft, task, attempt=task.attempt + 1)]
-
-
-def _new_row(
-    task_id: str,
-    session_id: str,
-    parent: str | None,
-    kind: str,
-    version: int,
-    input: Any,
-    status: str,
-    phase: str | None,
-    *,
-    submission_id: str | None = None,
-) -> TaskRecord:
-    now = time.time()
-    return TaskRecord(
-        id=task_id,
-        session_id=session_id,
-        parent_id=parent,
-        kind=kind,
-        kind_version=version,
-        input=input,
-        state=None,
-        submission_id=submission_id,
-        status=status,  # type: ignore[arg-type]
-        phase=phase,
-        wake_at=None,
-        wait_for=None,
-        join_policy=None,
-        operation_id=None,
-        outcome=None,
-        result=None,
-        error=None,
-        attempt=0,
-        restarts=0,
-        cancel_requested=False,
-        blocked_reason=None,
-        created_at=now,
-        updated_at=now,
-    )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -67,6 +68,49 @@ class TaskRecord:
     blocked_reason: str | None
     created_at: float
     updated_at: float
+
+    @classmethod
+    def new(
+        cls,
+        *,
+        id: str,
+        session_id: str,
+        kind: str,
+        kind_version: int,
+        input: JSON,
+        status: TaskStatus = "pending",
+        **fields: Any,
+    ) -> TaskRecord:
+        """A task as a commit that creates it leaves it (unset fields at their defaults)."""
+        now = time.time()
+        defaults: dict[str, Any] = {
+            "parent_id": None,
+            "state": None,
+            "submission_id": None,
+            "phase": None,
+            "wake_at": None,
+            "wait_for": None,
+            "join_policy": None,
+            "operation_id": None,
+            "outcome": None,
+            "result": None,
+            "error": None,
+            "attempt": 0,
+            "restarts": 0,
+            "cancel_requested": False,
+            "blocked_reason": None,
+            "created_at": now,
+            "updated_at": now,
+        }
+        return cls(
+            id=id,
+            session_id=session_id,
+            kind=kind,
+            kind_version=kind_version,
+            input=input,
+            status=status,
+            **{**defaults, **fields},
+        )
 
 
 @dataclass(frozen=True)

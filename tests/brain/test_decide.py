@@ -27,32 +27,15 @@ NOW = 1_000.0
 
 
 def task(**fields: Any) -> TaskRecord:
-    base = TaskRecord(
-        id="t",
-        session_id="s",
-        parent_id=None,
-        kind="k",
-        kind_version=1,
-        input={},
-        state=None,
-        submission_id=None,
-        status="pending",
-        phase="p",
-        wake_at=None,
-        wait_for=None,
-        join_policy=None,
-        operation_id=None,
-        outcome=None,
-        result=None,
-        error=None,
-        attempt=0,
-        restarts=0,
-        cancel_requested=False,
-        blocked_reason=None,
-        created_at=0,
-        updated_at=0,
-    )
-    return dataclasses.replace(base, **fields)
+    base: dict[str, Any] = {
+        "id": "t",
+        "session_id": "s",
+        "kind": "k",
+        "kind_version": 1,
+        "input": {},
+        "phase": "p",
+    }
+    return TaskRecord.new(**{**base, **fields})
 
 
 def child(n: int, status: str = "terminal", outcome: str | None = "succeeded") -> TaskRecord:
