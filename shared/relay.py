@@ -1,10 +1,16 @@
 """The outbox relay: publishes committed outbox rows and marks them sent after the confirm.
 
-A row is marked sent only after the broker confirmed it, in the same transaction that
-claimed it; a crash between the confirm and the mark publishes the row again, which every
-consumer tolerates (messages are triggers; the store dedupes). The relay is woken right
-after each commit of its own process (``wake`` is a commit listener) and polls as a
-fallback for rows other processes wrote.
+Two paths, one rule: a row is marked sent only after the broker confirmed it, and a crash
+between the confirm and the mark publishes the row again, which every consumer tolerates
+(messages are triggers; the store dedupes).
+
+- **Right after a commit.** While the relay runs, the commits of its own process hand it
+  their rows (``wake`` is a commit listener, the receipt carries the rows) and it publishes
+  them at once, with no query; the rows were written with ``publish_after`` one handoff
+  period ahead, so other relays leave them alone meanwhile.
+- **Polling**, as the fallback: rows other processes wrote without a relay, rows whose
+  writer died before publishing, rows whose publish failed. A poll claims them in a
+  transaction (``FOR UPDATE SKIP LOCKED`` on PostgreSQL) and marks them in it.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from shared.errors import BrainhandsError, UnroutableMessage
 from shared.store import CommitReceipt, Store
 from shared.store.engine import write_transaction
 from shared.store.outbox import claim_unsent, mark_sent, outbox_backlog, prune_sent
+from shared.store.records import OutboxRow
 
 log = logging.getLogger("brainhands.relay")
 
@@ -38,6 +45,7 @@ class OutboxRelay:
         poll_interval: float = 1.0,
         retention: float = 3600.0,
         prune_interval: float = 60.0,
+        handoff: float = 5.0,
     ) -> None:
         self.store = store
         self.broker = broker
@@ -45,41 +53,71 @@ class OutboxRelay:
         self.poll_interval = poll_interval
         self.retention = retention
         self.prune_interval = prune_interval
+        self.handoff = handoff
         self.published = 0
         self._wakeup = asyncio.Event()
         self._next_prune = 0.0
         self._next_measure = 0.0
+        self._fresh: list[OutboxRow] = []
+        self._publisher: asyncio.Task[None] | None = None
 
     def wake(self, receipt: CommitReceipt | None = None) -> None:
-        """Drain now (a commit listener: only commits that added outbox rows matter)."""
-        if receipt is None or receipt.outbox_rows:
+        """A commit listener: publish the rows the commit wrote (or poll, if none are given)."""
+        if receipt is not None and receipt.outbox and self.store.handoff is not None:
+            self._fresh.extend(receipt.outbox)
+            if self._publisher is None or self._publisher.done():
+                self._publisher = asyncio.create_task(self._publish_fresh())
+        elif receipt is None or receipt.outbox:
             self._wakeup.set()
 
     async def run(self, stop: asyncio.Event) -> None:
         """Drain until ``stop`` is set; survives store and broker outages, backing off."""
         backoff = self.poll_interval
-        while not stop.is_set():
-            self._wakeup.clear()
+        self.store.handoff = self.handoff
+        try:
+            while not stop.is_set():
+                self._wakeup.clear()
+                try:
+                    sent = await self.drain_once()
+                    await self._housekeeping()
+                except BrainhandsError as exc:
+                    log.warning("relay pass failed: %s", exc, extra={"event": "relay_error"})
+                    sent = 0
+                    backoff = min(backoff * 2, 10 * self.poll_interval)
+                else:
+                    backoff = self.poll_interval
+                if sent == self.batch_size:
+                    continue  # more is waiting
+                waiters = {
+                    asyncio.ensure_future(self._wakeup.wait()),
+                    asyncio.ensure_future(stop.wait()),
+                }
+                _, pending = await asyncio.wait(
+                    waiters, timeout=backoff, return_when=asyncio.FIRST_COMPLETED
+                )
+                for waiter in pending:
+                    waiter.cancel()
+        finally:
+            self.store.handoff = None
+            if self._publisher is not None:
+                await asyncio.gather(self._publisher, return_exceptions=True)
+
+    async def _publish_fresh(self) -> None:
+        """Publish the rows commits handed over, batching those that arrive meanwhile."""
+        while self._fresh:
+            rows, self._fresh = self._fresh, []
             try:
-                sent = await self.drain_once()
-                await self._housekeeping()
+                confirmed = await self._publish(rows)
+                async with write_transaction(self.store.engine) as conn:
+                    await mark_sent(conn, confirmed)
             except BrainhandsError as exc:
-                log.warning("relay pass failed: %s", exc, extra={"event": "relay_error"})
-                sent = 0
-                backoff = min(backoff * 2, 10 * self.poll_interval)
-            else:
-                backoff = self.poll_interval
-            if sent == self.batch_size:
-                continue  # more is waiting
-            waiters = {
-                asyncio.ensure_future(self._wakeup.wait()),
-                asyncio.ensure_future(stop.wait()),
-            }
-            _, pending = await asyncio.wait(
-                waiters, timeout=backoff, return_when=asyncio.FIRST_COMPLETED
-            )
-            for waiter in pending:
-                waiter.cancel()
+                # Unmarked rows are polled once their handoff period is over.
+                log.warning(
+                    "publishing %d committed rows failed: %s",
+                    len(rows),
+                    exc,
+                    extra={"event": "relay_error"},
+                )
 
     async def drain_once(self) -> int:
         """Publish one batch of unsent rows; return how many were confirmed and marked."""
@@ -87,11 +125,16 @@ class OutboxRelay:
             rows = await claim_unsent(conn, self.batch_size)
             if not rows:
                 return 0
-            outcomes = await self.broker.publish_many(
-                [Outgoing(row.body, row.routing_key, row.headers) for row in rows]
-            )
-            confirmed = [row.id for row, error in zip(rows, outcomes, strict=True) if error is None]
+            confirmed = await self._publish(rows)
             await mark_sent(conn, confirmed)
+        return len(confirmed)
+
+    async def _publish(self, rows: list[OutboxRow]) -> list[int]:
+        """Publish ``rows``; return the ids of those the broker confirmed."""
+        outcomes = await self.broker.publish_many(
+            [Outgoing(row.body, row.routing_key, row.headers) for row in rows]
+        )
+        confirmed = [row.id for row, error in zip(rows, outcomes, strict=True) if error is None]
         for row, error in zip(rows, outcomes, strict=True):
             if isinstance(error, UnroutableMessage):
                 await self._declare_route(row.routing_key)
@@ -104,7 +147,7 @@ class OutboxRelay:
                 len(rows),
                 extra={"event": "relay_partial"},
             )
-        return len(confirmed)
+        return confirmed
 
     async def _declare_route(self, routing_key: str) -> None:
         # A row routed to a pool or Brain build whose queue nobody declared yet: declare it

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Sequence
 from functools import cache
 from typing import Any
 
@@ -24,7 +25,7 @@ from sqlalchemy.util import greenlet_spawn
 from shared.errors import ConflictError, NotFoundError, StaleLeaseError
 from shared.store import schema
 from shared.store.draft import Draft, OutboxMessage
-from shared.store.records import CommitReceipt
+from shared.store.records import CommitReceipt, OutboxRow
 
 _s = schema.session
 _GUARD = (
@@ -44,7 +45,7 @@ _GUARD = (
 _INSERT_ENTRIES = insert(schema.entry)
 _INSERT_TASKS = insert(schema.task)
 _INSERT_SUBMISSIONS = insert(schema.submission)
-_INSERT_OUTBOX = insert(schema.outbox)
+_INSERT_OUTBOX = insert(schema.outbox).returning(schema.outbox.c.id, sort_by_parameter_order=True)
 
 
 @cache
@@ -75,9 +76,13 @@ def _bound(changes: dict[str, Any], now: float) -> tuple[tuple[str, ...], dict[s
 
 
 async def commit_draft(
-    engine: AsyncEngine, draft: Draft, *, sqlite_writer: Engine | None = None
+    engine: AsyncEngine,
+    draft: Draft,
+    *,
+    sqlite_writer: Engine | None = None,
+    handoff: float | None = None,
 ) -> CommitReceipt:
-    """Apply ``draft`` in a transaction of its own.
+    """Apply ``draft`` in a transaction of its own (``handoff``: see ``insert_outbox``).
 
     Checkout, BEGIN, the statements, COMMIT and checkin all run in one greenlet: the
     ``AsyncConnection`` API would enter a new one for each of them. With ``sqlite_writer``
@@ -86,26 +91,19 @@ async def commit_draft(
     one entry, one task update and one outbox row, against one here.
     """
     if sqlite_writer is not None:
-        return await asyncio.to_thread(_commit_draft, sqlite_writer, draft)
-    return await greenlet_spawn(_commit_draft, engine.sync_engine, draft)
+        return await asyncio.to_thread(_commit_draft, sqlite_writer, draft, handoff)
+    return await greenlet_spawn(_commit_draft, engine.sync_engine, draft, handoff)
 
 
-def _commit_draft(engine: Engine, draft: Draft) -> CommitReceipt:
+def _commit_draft(engine: Engine, draft: Draft, handoff: float | None) -> CommitReceipt:
     with engine.begin() as conn:
-        return apply_draft_sync(conn, draft)
+        return apply_draft_sync(conn, draft, handoff=handoff)
 
 
-async def apply_draft(conn: AsyncConnection, draft: Draft) -> CommitReceipt:
-    """Apply every change of ``draft`` on ``conn`` (inside the caller's transaction).
-
-    The statements run in one ``run_sync`` call: one greenlet switch-in for the whole
-    commit instead of one per statement.
-    """
-    return await conn.run_sync(apply_draft_sync, draft)
-
-
-def apply_draft_sync(conn: Connection, draft: Draft) -> CommitReceipt:
-    """``apply_draft`` on a sync connection (inside the caller's transaction)."""
+def apply_draft_sync(
+    conn: Connection, draft: Draft, *, handoff: float | None = None
+) -> CommitReceipt:
+    """Apply every change of ``draft`` on ``conn`` (inside the caller's transaction)."""
     now = time.time()
     guarded = conn.execute(
         _GUARD,
@@ -176,38 +174,63 @@ def apply_draft_sync(conn: Connection, draft: Draft) -> CommitReceipt:
         done = conn.execute(_update_submission(columns), params)
         if done.rowcount != 1:
             raise NotFoundError(f"submission {sub_change.submission_id} not found")
-    if draft.outbox:
-        insert_outbox_sync(conn, draft.session_id, draft.outbox, now)
+    outbox = insert_outbox_sync(conn, draft.session_id, draft.outbox, now, handoff=handoff)
     return CommitReceipt(
         session_id=draft.session_id,
         version=draft.version + 1,
         entry_seqs=seqs,
-        outbox_rows=len(draft.outbox),
+        outbox=outbox,
     )
 
 
 async def insert_outbox(
-    conn: AsyncConnection, session_id: str | None, messages: list[OutboxMessage], now: float
-) -> None:
-    """Add outbox rows in the caller's transaction."""
-    await conn.run_sync(insert_outbox_sync, session_id, messages, now)
+    conn: AsyncConnection,
+    session_id: str | None,
+    messages: list[OutboxMessage],
+    now: float,
+    *,
+    handoff: float | None = None,
+) -> tuple[OutboxRow, ...]:
+    """Add outbox rows in the caller's transaction and return them with their ids.
+
+    With ``handoff`` (seconds) the rows are left to the writer's own relay, which publishes
+    them right after the commit; other relays take them only once that time has passed.
+    """
+    return await conn.run_sync(insert_outbox_sync, session_id, messages, now, handoff=handoff)
 
 
 def insert_outbox_sync(
-    conn: Connection, session_id: str | None, messages: list[OutboxMessage], now: float
-) -> None:
-    conn.execute(
-        _INSERT_OUTBOX,
-        [
-            {
-                "session_id": session_id,
-                "routing_key": m.routing_key,
-                "body": m.body,
-                "headers": m.headers,
-                "created_at": now,
-            }
-            for m in messages
-        ],
+    conn: Connection,
+    session_id: str | None,
+    messages: list[OutboxMessage],
+    now: float,
+    *,
+    handoff: float | None = None,
+) -> tuple[OutboxRow, ...]:
+    if not messages:
+        return ()
+    publish_after = now + handoff if handoff is not None else None
+    ids: Sequence[int] = (
+        conn.execute(
+            _INSERT_OUTBOX,
+            [
+                {
+                    "session_id": session_id,
+                    "routing_key": m.routing_key,
+                    "body": m.body,
+                    "headers": m.headers,
+                    "created_at": now,
+                    "publish_after": publish_after,
+                }
+                for m in messages
+            ],
+        )
+        .scalars()
+        .all()
+    )
+    return tuple(
+        OutboxRow(row_id, m.routing_key, m.body, m.headers)
+        for row_id, m in zip(ids, messages, strict=True)
     )
 
 

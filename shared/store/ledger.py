@@ -25,7 +25,7 @@ from shared.store.commit import insert_outbox
 from shared.store.draft import OutboxMessage, new_id
 from shared.store.engine import read_transaction, write_transaction
 from shared.store.load import operation_record
-from shared.store.records import CommitReceipt, OperationRecord, OperationStatus
+from shared.store.records import CommitReceipt, OperationRecord, OperationStatus, OutboxRow
 from shared.store.store import Store
 
 FINAL_STATUSES: frozenset[OperationStatus] = frozenset(
@@ -114,6 +114,7 @@ class OperationLedger:
         if status not in FINAL_STATUSES:
             raise ValueError(f"{status!r} is not an outcome")
         now = time.time()
+        rows: tuple[OutboxRow, ...] = ()
         async with write_transaction(self.store.engine) as conn:
             blob_id = None
             if blob is not None:
@@ -133,10 +134,12 @@ class OperationLedger:
                 updated_at=now,
             )
             if notify is not None:
-                await insert_outbox(conn, session_id, [notify], now)
-        if notify is not None:
+                rows = await insert_outbox(
+                    conn, session_id, [notify], now, handoff=self.store.handoff
+                )
+        if rows:
             self.store.notify(
-                CommitReceipt(session_id or "", version=-1, entry_seqs=[], outbox_rows=1)
+                CommitReceipt(session_id or "", version=-1, entry_seqs=[], outbox=rows)
             )
 
     async def read_blob(self, blob_id: str) -> bytes:

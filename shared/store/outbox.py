@@ -8,29 +8,27 @@ transaction holds the database lock, so there one relay drains at a time.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 
-from sqlalchemy import delete, func, select, update
+from sqlalchemy import delete, func, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from shared.store import schema
 from shared.store.engine import read_transaction, write_transaction
-
-
-@dataclass(frozen=True)
-class OutboxRow:
-    id: int
-    routing_key: str
-    body: bytes
-    headers: dict[str, str] | None
+from shared.store.records import OutboxRow
 
 
 async def claim_unsent(conn: AsyncConnection, limit: int) -> list[OutboxRow]:
-    """The oldest unsent rows, locked for this transaction (skipping rows others locked)."""
+    """The oldest unsent rows, locked for this transaction (skipping rows others locked).
+
+    Rows still handed to their writer's relay (``publish_after`` in the future) are left to it.
+    """
     o = schema.outbox
     stmt = (
         select(o.c.id, o.c.routing_key, o.c.body, o.c.headers)
-        .where(o.c.sent_at.is_(None))
+        .where(
+            o.c.sent_at.is_(None),
+            or_(o.c.publish_after.is_(None), o.c.publish_after <= time.time()),
+        )
         .order_by(o.c.id)
         .limit(limit)
     )

@@ -144,7 +144,18 @@ class CommitReceipt:
     session_id: str
     version: int
     entry_seqs: list[int]
-    outbox_rows: int
+    outbox: tuple[OutboxRow, ...] = ()
+    """The outbox rows it wrote, for the writer's relay to publish at once."""
+
+
+@dataclass(frozen=True)
+class OutboxRow:
+    """A message waiting in the outbox, as a relay publishes it."""
+
+    id: int
+    routing_key: str
+    body: bytes
+    headers: dict[str, str] | None
 
 
 @dataclass(frozen=True)

@@ -131,6 +131,9 @@ outbox = Table(
     Column("headers", JSON, nullable=True),
     Column("created_at", Float, nullable=False),
     Column("sent_at", Float, nullable=True),
+    # Until then the row is left to the relay of the process that wrote it, which publishes
+    # it right after the commit; other relays take it only if that did not happen.
+    Column("publish_after", Float, nullable=True),
     # The relay's hot query: the oldest unsent rows. Partial, so it stays small.
     Index(
         "ix_outbox_unsent",

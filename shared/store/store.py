@@ -42,6 +42,9 @@ class Store:
         self.sqlite_writer = sqlite_writer
         """On SQLite, the sync engine commits run on (one thread hop per commit)."""
         self._listeners: list[CommitListener] = []
+        self.handoff: float | None = None
+        """While a relay runs in this process: seconds its outbox rows are left to it alone
+        (it publishes them right after each commit; other relays take them after that)."""
 
     @classmethod
     async def open(
@@ -105,7 +108,9 @@ class Store:
         the draft is written.
         """
         with wrap_driver_errors():
-            receipt = await commit_draft(self.engine, draft, sqlite_writer=self.sqlite_writer)
+            receipt = await commit_draft(
+                self.engine, draft, sqlite_writer=self.sqlite_writer, handoff=self.handoff
+            )
         self.notify(receipt)
         return receipt
 

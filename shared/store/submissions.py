@@ -20,7 +20,7 @@ from shared.store import schema
 from shared.store.commit import insert_outbox
 from shared.store.draft import OutboxMessage, new_id
 from shared.store.engine import dialect_insert, read_transaction, write_transaction
-from shared.store.records import CommitReceipt, SubmissionRecord
+from shared.store.records import CommitReceipt, OutboxRow, SubmissionRecord
 from shared.store.store import Store
 
 
@@ -46,6 +46,7 @@ async def submit(
     was created with, and ``wake(key)`` builds the wake-up for that key.
     """
     now = time.time()
+    rows: tuple[OutboxRow, ...] = ()
     async with write_transaction(store.engine) as conn:
         insert = dialect_insert(conn)
         await conn.execute(
@@ -70,10 +71,12 @@ async def submit(
         if is_new:
             s = schema.session
             key = await conn.execute(select(s.c.compat).where(s.c.id == session_id))
-            await insert_outbox(conn, session_id, [wake(str(key.scalar_one()))], now)
+            rows = await insert_outbox(
+                conn, session_id, [wake(str(key.scalar_one()))], now, handoff=store.handoff
+            )
         record = await _by_request(conn, session_id, request_id)
     if is_new:
-        store.notify(CommitReceipt(session_id, version=-1, entry_seqs=[], outbox_rows=1))
+        store.notify(CommitReceipt(session_id, version=-1, entry_seqs=[], outbox=rows))
     return SubmitReceipt(record, is_new)
 
 

@@ -1,9 +1,14 @@
-"""A relay process that freezes after the broker confirmed a batch, before marking it sent.
+"""A relay process that freezes in the middle of its work, for the test to SIGKILL it there.
 
-    python -m tests.helpers.relay_victim MARKER
+    python -m tests.helpers.relay_victim MARKER            # polls, publishes, freezes
+    python -m tests.helpers.relay_victim MARKER --commit   # commits, freezes before publishing
 
-Store and broker come from the ``BRAINHANDS_*`` variables. The freeze is the window the
-test SIGKILLs the process in: the rows are published but still unsent in the store.
+Store and broker come from the ``BRAINHANDS_*`` variables. Without ``--commit`` the relay
+polls the outbox and freezes after the broker confirmed the batch, before marking it sent:
+the rows are published but still unsent in the store. With ``--commit`` the process runs
+its relay, commits three wake-ups to session ``s2`` (fence 1, version 0) and freezes before
+the relay publishes them: the rows are committed, handed to this dead relay, and never sent.
+The marker file receives the ids of the rows, once frozen.
 """
 
 from __future__ import annotations
@@ -16,19 +21,42 @@ from typing import Any
 
 from shared import relay as relay_module
 from shared.config import CommonSettings, load_settings
+from shared.messages import SessionWake, encode
 from shared.relay import OutboxRelay
 from shared.runtime import open_services
+from shared.store import Draft
+
+HANDOFF = 2.0
+"""Seconds the ``--commit`` victim's rows are left to its own relay."""
 
 
-async def main(marker: Path) -> None:
-    async def freeze_before_marking(conn: Any, ids: list[int]) -> None:
+def freezer(marker: Path) -> Any:
+    async def freeze(_first: Any, rows: list[Any]) -> None:
+        ids = [r if isinstance(r, int) else r.id for r in rows]
         marker.write_text(",".join(map(str, ids)))  # noqa: ASYNC240
         time.sleep(120)  # noqa: ASYNC251 - freezes the whole process until it is killed
 
-    relay_module.mark_sent = freeze_before_marking  # type: ignore[assignment]
+    return freeze
+
+
+async def main(marker: Path, after_commit: bool) -> None:
     async with open_services(load_settings(CommonSettings), name="relay-victim") as services:
-        await OutboxRelay(services.store, services.broker).drain_once()
+        if not after_commit:
+            relay_module.mark_sent = freezer(marker)  # type: ignore[assignment]
+            await OutboxRelay(services.store, services.broker).drain_once()
+            return
+        relay = OutboxRelay(services.store, services.broker, handoff=HANDOFF)
+        relay._publish = freezer(marker).__get__(relay)  # type: ignore[method-assign]
+        services.store.add_commit_listener(relay.wake)
+        running = asyncio.create_task(relay.run(asyncio.Event()))
+        await asyncio.sleep(0.1)  # the relay runs: commits are handed to it
+        draft = Draft("s2", version=0, fence=1)
+        for n in range(3):
+            wake = SessionWake(session_id="s2", compat="v1", reason=f"c{n}")
+            draft.add_outbox(services.broker.topology.brain_queue("v1"), encode(wake))
+        await services.store.commit(draft)
+        await running
 
 
 if __name__ == "__main__":
-    asyncio.run(main(Path(sys.argv[1])))
+    asyncio.run(main(Path(sys.argv[1]), "--commit" in sys.argv[2:]))

@@ -218,3 +218,87 @@ async def test_relay_killed_between_confirm_and_mark_publishes_again_harmlessly(
     await eventually(lambda: sum(consumer.deliveries.values()) == 20, what="second publication")
     assert consumer.unique == expected(10)  # delivered twice, deduped to once each
     assert (await store.status())["outbox_unsent"] == 0
+
+
+async def test_rows_handed_to_a_running_relay_are_left_to_it_until_the_handoff_ends(
+    store: Store, env: BrokerEnv
+) -> None:
+    queue = await env.brain_queue()
+    store.handoff = 1.0  # as while this process's relay runs
+    await commit_wakes(store, queue, 4)
+    store.handoff = None
+    other = OutboxRelay(store, env.broker)
+
+    assert await other.drain_once() == 0  # another relay leaves them alone meanwhile
+    await asyncio.sleep(1.1)
+    assert await other.drain_once() == 4  # the writer never published them: taken over
+    assert (await store.status())["outbox_unsent"] == 0
+
+
+async def test_a_running_relay_publishes_its_commits_rows_and_marks_them_sent(
+    store: Store, env: BrokerEnv
+) -> None:
+    queue = await env.brain_queue()
+    consumer = Dedupe()
+    await env.broker.consume(queue, consumer)
+    relay = OutboxRelay(store, env.broker, poll_interval=60.0, handoff=60.0)
+    store.add_commit_listener(relay.wake)
+    stop = asyncio.Event()
+    running = asyncio.create_task(relay.run(stop))
+    try:
+        await asyncio.sleep(0.2)  # past its first (empty) poll: only the commits can wake it
+        await commit_wakes(store, queue, 300, per_commit=3)
+        await eventually(lambda: consumer.unique == expected(300), within=30, what="delivery")
+        await eventually(lambda: all_sent(store), within=10, what="rows marked sent")
+    finally:
+        stop.set()
+        await running
+    assert store.handoff is None  # a stopped relay takes no more rows over
+    assert relay.published == 300
+
+
+async def all_sent(store: Store) -> bool:
+    return bool((await store.status())["outbox_unsent"] == 0)
+
+
+@pytest.mark.chaos
+async def test_a_writer_killed_before_its_relay_published_is_taken_over_after_the_handoff(
+    store: Store, store_target: StoreTarget, env: BrokerEnv, tmp_path: Path
+) -> None:
+    queue = await env.brain_queue()
+    consumer = Dedupe()
+    await env.broker.consume(queue, consumer)
+    await store.create_session("s2", compat="v1")
+    await store.claim_session_fence("s2", 1)
+    marker = tmp_path / "committed"
+    victim = spawn_module(
+        "tests.helpers.relay_victim",
+        str(marker),
+        "--commit",
+        env={
+            **store_target.env(),
+            "BRAINHANDS_RABBITMQ_URL": env.url,
+            "BRAINHANDS_NAMESPACE": env.topology.namespace,
+        },
+        log=tmp_path / "victim.log",
+    )
+    try:
+        await eventually(marker.exists, within=30, what="the victim to commit and freeze")
+    finally:
+        victim.send_signal(signal.SIGKILL)
+        victim.wait()
+    killed_at = time.monotonic()
+    assert (await store.status())["outbox_unsent"] == 3  # committed, never published
+    other = OutboxRelay(store, env.broker, poll_interval=0.1)
+    stop = asyncio.Event()
+    running = asyncio.create_task(other.run(stop))
+    try:
+        await eventually(
+            lambda: consumer.deliveries.total() == 3, within=10, what="rows taken over"
+        )
+    finally:
+        stop.set()
+        await running
+    assert time.monotonic() - killed_at >= 1.0  # it waited out (most of) the 2 s handoff
+    assert consumer.unique == {"c0", "c1", "c2"}
+    assert (await store.status())["outbox_unsent"] == 0
