@@ -20,5 +20,8 @@ class BrainSettings(CommonSettings):
     """Seconds running phases get to finish after SIGTERM."""
     sweeper_period: float = Field(default=1.0, gt=0)
     """Seconds between sweeps: how long a lost trigger can delay work."""
+    sweeper_backlog_grace: float = Field(default=10.0, gt=0)
+    """Seconds a session's need must wait before it is re-triggered while its Brain queue
+    holds a backlog (its wake-up is most likely still queued)."""
     redispatch_after: float = Field(default=15.0, gt=0)
     """Seconds a tool call may go without an outcome or a live lease before it is re-sent."""

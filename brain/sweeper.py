@@ -6,6 +6,10 @@ runnable or interrupted tasks, winding-down parents, tool outcomes not yet appli
 submissions -- and wakes those no Brain holds; and it re-sends tool jobs that went without an
 outcome or a live lease for too long. Normal traffic never waits for it: its period only
 bounds how long a lost message can delay work.
+
+A session whose Brain queue holds a backlog looks just like one whose wake-up was lost: its
+wake-up is still queued. Waking it again would only add to the backlog the Brains are
+working through, so there the sweeper waits ``backlog_grace`` instead (``plan_wake_ups``).
 """
 
 from __future__ import annotations
@@ -15,19 +19,49 @@ import contextlib
 import logging
 import time
 from collections import Counter
+from collections.abc import Mapping, Sequence
 
 from brain.decide import TOOL_KIND
 from shared import metrics
 from shared.broker import Broker
-from shared.errors import BrainhandsError
+from shared.errors import BrainhandsError, BrokerError
 from shared.lease import Lease, LeaseManager
 from shared.messages import SessionWake, ToolJob
 from shared.store import Store
-from shared.store.queries import calls_without_outcome, sessions_needing_attention
+from shared.store.queries import SessionRef, calls_without_outcome, sessions_needing_attention
 
 log = logging.getLogger("brainhands.sweeper")
 
 RESOURCE = "sweeper"
+
+
+def plan_wake_ups(
+    sessions: Sequence[SessionRef],
+    *,
+    backlogs: Mapping[str, int],
+    woken_at: Mapping[str, float],
+    now: float,
+    grace: float,
+    backlog_grace: float,
+) -> tuple[list[SessionRef], list[SessionRef]]:
+    """Split ``sessions`` into those to wake now and those to hold back.
+
+    A session is woken once its need is ``grace`` old. While its Brain queue holds messages
+    (``backlogs``: ready messages per compat), its own wake-up is most likely among them and a
+    duplicate would only queue behind it: then both the need and the sweeper's last wake-up
+    of the session (``woken_at``) must be ``backlog_grace`` old. That still recovers a lost
+    wake-up, without re-sending every waiting session each period while the backlog lasts.
+    """
+    wake: list[SessionRef] = []
+    hold: list[SessionRef] = []
+    for ref in sessions:
+        if backlogs.get(ref.compat, 0) > 0:
+            waited = now - max(ref.since, woken_at.get(ref.session_id, ref.since))
+            enough = max(grace, backlog_grace)
+        else:
+            waited, enough = now - ref.since, grace
+        (wake if waited >= enough else hold).append(ref)
+    return wake, hold
 
 
 class Sweeper:
@@ -41,14 +75,18 @@ class Sweeper:
         leases: LeaseManager,
         period: float = 1.0,
         redispatch_after: float = 15.0,
+        backlog_grace: float = 10.0,
     ) -> None:
         self.store = store
         self.broker = broker
         self.leases = leases
         self.period = period
         self.redispatch_after = redispatch_after
+        self.backlog_grace = backlog_grace
         self.recoveries: Counter[str] = Counter()
         self._lease: Lease | None = None
+        # When this sweeper last woke each session, kept while it can still hold one back.
+        self._woken_at: dict[str, float] = {}
 
     async def run(self, stop: asyncio.Event) -> None:
         """Sweep every period while holding the sweeper lease; stand by otherwise."""
@@ -81,11 +119,35 @@ class Sweeper:
         # Work is only re-triggered once its own trigger had a period to land.
         sessions = await sessions_needing_attention(self.store.engine, now=now, grace=self.period)
         busy = await self.leases.held([f"session:{s.session_id}" for s in sessions])
-        for ref in sessions:
-            if f"session:{ref.session_id}" in busy:
-                continue
+        idle = [ref for ref in sessions if f"session:{ref.session_id}" not in busy]
+        backlogs = await self._backlogs({ref.compat for ref in idle})
+        self._woken_at = {
+            sid: at for sid, at in self._woken_at.items() if at > now - self.backlog_grace
+        }
+        wake_ups, held = plan_wake_ups(
+            idle,
+            backlogs=backlogs,
+            woken_at=self._woken_at,
+            now=now,
+            grace=self.period,
+            backlog_grace=self.backlog_grace,
+        )
+        if held:
+            log.info(
+                "held back %d wake-ups: their Brain queues hold a backlog",
+                len(held),
+                extra={
+                    "event": "sweep_held_back",
+                    "held_back": len(held),
+                    "backlogs": {ref.compat: backlogs[ref.compat] for ref in held},
+                    "backlog_grace": self.backlog_grace,
+                },
+            )
+            metrics.SWEEPER_HELD_BACK.inc(len(held))
+        for ref in wake_ups:
             wake = SessionWake(session_id=ref.session_id, compat=ref.compat, reason="sweeper")
             await self.broker.publish_routed(wake, self.broker.topology.brain_queue(ref.compat))
+            self._woken_at[ref.session_id] = now
             sent["session_woken"] += 1
         calls = await calls_without_outcome(
             self.store.engine, older_than=now - self.redispatch_after
@@ -113,3 +175,23 @@ class Sweeper:
         for kind, count in sent.items():
             metrics.SWEEPER_RECOVERIES.labels(kind).inc(count)
         return sent
+
+    async def _backlogs(self, compats: set[str]) -> dict[str, int]:
+        """Ready messages in the Brain queue of each compat; 0 where that cannot be read, so
+        that a broker failure never stops the sweep (its publishes will tell)."""
+
+        async def depth(compat: str) -> int:
+            queue = self.broker.topology.brain_queue(compat)
+            try:
+                return await self.broker.ready_count(queue)
+            except BrokerError as exc:
+                log.warning(
+                    "depth of %s unknown, taken as 0: %s",
+                    queue,
+                    exc,
+                    extra={"event": "sweep_depth_unknown", "queue": queue},
+                )
+                return 0
+
+        ordered = sorted(compats)
+        return dict(zip(ordered, await asyncio.gather(*map(depth, ordered)), strict=True))

@@ -115,6 +115,7 @@ def sweeper_of(services: Services, leases: LeaseManager, settings: BrainSettings
         broker=services.broker,
         leases=leases,
         period=settings.sweeper_period,
+        backlog_grace=settings.sweeper_backlog_grace,
         redispatch_after=settings.redispatch_after,
     )
 

@@ -195,8 +195,11 @@ class Broker:
             try:
                 yield channel
             finally:
+                # Bounded on its own: a caller's timeout that cut the block short has already
+                # fired, and a broker that does not answer must not hold the caller here.
                 with contextlib.suppress(*_TRANSPORT_ERRORS):
-                    await channel.close()
+                    async with asyncio.timeout(self._publish_timeout):
+                        await channel.close()
         except _TRANSPORT_ERRORS as exc:
             raise BrokerUnavailable(f"RabbitMQ channel failed: {exc!r}") from exc
 
@@ -243,6 +246,25 @@ class Broker:
             raise BrokerUnavailable(f"could not declare {routing_key} in time") from exc
         except _TRANSPORT_ERRORS as exc:
             raise BrokerUnavailable(f"could not declare {routing_key}: {exc!r}") from exc
+
+    async def ready_count(self, queue: str) -> int:
+        """How many messages wait in ``queue`` for a consumer; 0 when it does not exist.
+
+        Delivered messages not yet settled are not counted. Answers within the publish bound
+        or raises ``BrokerUnavailable``; never declares the queue.
+        """
+        try:
+            async with asyncio.timeout(self._publish_timeout), self.side_channel() as channel:
+                # A channel of its own: the broker closes the channel of a passive declare
+                # that finds nothing, and a robust channel answers a repeated passive declare
+                # from its cache.
+                try:
+                    declared = await channel.declare_queue(queue, passive=True, robust=False)
+                except ChannelNotFoundEntity:
+                    return 0
+                return int(declared.declaration_result.message_count or 0)
+        except TimeoutError as exc:
+            raise BrokerUnavailable(f"no depth of {queue} within {self._publish_timeout}s") from exc
 
     async def publish_body(
         self,

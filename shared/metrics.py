@@ -31,5 +31,9 @@ RELAY_LAG = Gauge("brainhands_relay_lag_seconds", "Age of the oldest unsent outb
 SWEEPER_RECOVERIES = Counter(
     "brainhands_sweeper_recoveries_total", "Triggers the sweeper sent again", ["kind"]
 )
+SWEEPER_HELD_BACK = Counter(
+    "brainhands_sweeper_held_back_total",
+    "Wake-ups the sweeper held back because the session's Brain queue had a backlog",
+)
 SESSIONS_ADVANCED = Counter("brainhands_sessions_advanced_total", "Session passes by Brains")
 PHASES_RUN = Counter("brainhands_phases_total", "Task phases run", ["kind"])

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sqlalchemy import and_, select
+from sqlalchemy import and_, func, select, union_all
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from shared.store import schema
@@ -36,8 +36,11 @@ async def operations_by_ids(engine: AsyncEngine, ids: list[str]) -> dict[str, Op
 
 @dataclass(frozen=True)
 class SessionRef:
+    """A session with something to do, and since when (its oldest unmet need)."""
+
     session_id: str
     compat: str
+    since: float
 
 
 async def sessions_needing_attention(
@@ -46,23 +49,36 @@ async def sessions_needing_attention(
     """Sessions with work a Brain could have done ``grace`` seconds ago and has not: due
     timers, runnable or interrupted tasks, winding-down parents, tool outcomes not yet
     applied, queued submissions. The grace leaves the normal triggers (in-memory timers,
-    result events, wake-ups in flight) time to land before a duplicate is sent."""
+    result events, wake-ups in flight) time to land before a duplicate is sent.
+
+    Oldest need first, so that under ``limit`` the sessions waiting longest come first."""
     t, s, o, sub = schema.task, schema.session, schema.operation, schema.submission
     before = now - grace
-    runnable = select(t.c.session_id).where(
+    runnable = select(t.c.session_id, t.c.updated_at.label("since")).where(
         t.c.status.in_(("pending", "running", "completing")), t.c.updated_at <= before
     )
-    due = select(t.c.session_id).where(t.c.status == "sleeping", t.c.wake_at <= before)
+    due = select(t.c.session_id, t.c.wake_at.label("since")).where(
+        t.c.status == "sleeping", t.c.wake_at <= before
+    )
     unapplied = (
-        select(t.c.session_id)
+        select(t.c.session_id, o.c.updated_at.label("since"))
         .join(o, o.c.operation_id == t.c.operation_id)
         .where(t.c.status == "waiting", o.c.status.in_(FINAL), o.c.updated_at <= before)
     )
-    queued = select(sub.c.session_id).where(sub.c.status == "queued", sub.c.created_at <= before)
-    ids = runnable.union(due, unapplied, queued).subquery()
-    stmt = select(s.c.id, s.c.compat).where(s.c.id.in_(select(ids.c.session_id))).limit(limit)
+    queued = select(sub.c.session_id, sub.c.created_at.label("since")).where(
+        sub.c.status == "queued", sub.c.created_at <= before
+    )
+    needs = union_all(runnable, due, unapplied, queued).subquery()
+    since = func.min(needs.c.since)
+    stmt = (
+        select(s.c.id, s.c.compat, since.label("since"))
+        .join(needs, needs.c.session_id == s.c.id)
+        .group_by(s.c.id, s.c.compat)
+        .order_by(since, s.c.id)
+        .limit(limit)
+    )
     async with read_transaction(engine) as conn:
-        return [SessionRef(r.id, r.compat) for r in await conn.execute(stmt)]
+        return [SessionRef(r.id, r.compat, r.since) for r in await conn.execute(stmt)]
 
 
 @dataclass(frozen=True)

@@ -35,6 +35,7 @@ class BrainHarness:
             "BRAINHANDS_LEASE_TTL_MS": str(self.lease_ttl_ms),
             "BRAINHANDS_SWEEPER_PERIOD": str(self.sweeper_period),
             "BRAINHANDS_REDISPATCH_AFTER": "5",
+            "BRAINHANDS_SWEEPER_BACKLOG_GRACE": "3",
             "BRAINHANDS_MAX_RESTARTS": "3",
             **extra,
         }

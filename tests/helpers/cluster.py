@@ -75,6 +75,7 @@ class Cluster:
             "BRAINHANDS_LEASE_TTL_MS": "1500",
             "BRAINHANDS_SWEEPER_PERIOD": "0.5",
             "BRAINHANDS_REDISPATCH_AFTER": "4",
+            "BRAINHANDS_SWEEPER_BACKLOG_GRACE": "3",
             "BRAINHANDS_SHUTDOWN_GRACE": "2",
             "NOTIFY_EMAIL_URL": self.email_url,
             "TEST_EMAIL_URL": self.email_url,
