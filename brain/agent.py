@@ -131,19 +131,24 @@ def agent_kinds(agents: AgentRegistry, tools: ToolRegistry) -> TaskRegistry:
     session = registry.add(TaskKind("agent.session"))
     generate = registry.add(TaskKind("agent.generate"))
 
+    def begin_turn(agent_name: str, turn: int) -> Next:
+        """Start model turn ``turn`` (a generation task), or fail past the agent's limit."""
+        agent = agents.get(agent_name)
+        if turn > agent.max_turns:
+            return Fail({"reason": "turn limit", "turns": agent.max_turns})
+        child = Child("agent.generate", {"agent": agent.name, "turn": turn})
+        return Spawn([child], then="next", state={"turn": turn})
+
     @session.phase("start")
     async def start(task: TaskView, docs: dict[str, Any], ctx: PhaseContext) -> Next:
         agents.get(task.input["agent"])  # fail early for an unknown agent
         ctx.append_entry("user", {"text": task.input["text"]})
-        return Goto("turn", state={"turn": 1})
+        return begin_turn(task.input["agent"], 1)
 
     @session.phase("turn")
     async def turn(task: TaskView, docs: dict[str, Any], ctx: PhaseContext) -> Next:
-        agent = agents.get(task.input["agent"])
-        if task.state["turn"] > agent.max_turns:
-            return Fail({"reason": "turn limit", "turns": agent.max_turns})
-        child = Child("agent.generate", {"agent": agent.name, "turn": task.state["turn"]})
-        return Spawn([child], then="next", state=task.state)
+        # Sessions saved by builds that went through this phase between turns.
+        return begin_turn(task.input["agent"], task.state["turn"])
 
     @session.phase("next")
     async def next_turn(task: TaskView, docs: dict[str, Any], ctx: PhaseContext) -> Next:
@@ -152,7 +157,7 @@ def agent_kinds(agents: AgentRegistry, tools: ToolRegistry) -> TaskRegistry:
             return Fail({"reason": "model turn failed", "error": done.error})
         if "final" in done.result:
             return Finish({"text": done.result["final"], "turns": task.state["turn"]})
-        return Goto("turn", state={"turn": task.state["turn"] + 1})
+        return begin_turn(task.input["agent"], task.state["turn"] + 1)
 
     @generate.phase("prepare")
     async def prepare(task: TaskView, docs: dict[str, Any], ctx: PhaseContext) -> Next:

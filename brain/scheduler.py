@@ -2,8 +2,15 @@
 
 It reads the session once, then loops: decide for every open task (``brain.decide``), run
 the phases that are ready concurrently (outside any transaction), and commit each result as
-it comes -- commits are serialized by a lock, each guarded by the session version and the
-lease's fence. The loop ends when nothing is runnable and no new tool outcome has arrived.
+it comes -- commits are serialized, each guarded by the session version and the lease's
+fence. The loop ends when nothing is runnable and no new tool outcome has arrived.
+
+Every commit carries the kernel's consequences of its own changes: before a draft is
+committed, the decisions it makes possible (settling a tool task whose outcome is in,
+entering a parent whose join is now satisfied, a child spawned ready to run) are taken on
+the rows as the draft leaves them and added to it, until nothing more follows. A settled
+tool call and the entry of the phase that applies it are one commit, as are a spawn and the
+entry of the child it starts; entries are still durable before their phase runs.
 """
 
 from __future__ import annotations
@@ -77,6 +84,10 @@ class RunSummary:
     """Operation ids of tool calls cancelled in this pass: Hands should hear of them."""
 
 
+MAX_DECISION_ROUNDS = 100
+"""Rounds of decisions one commit may take before the rules are deemed not to converge."""
+
+
 class SessionRunner:
     """One pass over a session, for the holder of its lease token ``fence``."""
 
@@ -109,7 +120,6 @@ class SessionRunner:
         self.version = 0
         self.compat = ""
         self.summary = RunSummary()
-        self._lock = asyncio.Lock()
         self._entered: set[str] = set()
 
     async def run(self) -> RunSummary:
@@ -123,15 +133,16 @@ class SessionRunner:
         self.documents = dict(state.documents)
         self.entries = list(state.entries)
         self.rows = {t.id: t for t in state.open_tasks}
-        for submission in state.open_submissions:
-            if submission.status == "queued":
-                await self._accept(submission)
         await self._read_waits()
-        await self._upgrade_versions()
         running: dict[str, asyncio.Task[PhaseDone]] = {}
         try:
+            draft = self._draft()
+            for submission in state.open_submissions:
+                if submission.status == "queued":
+                    self._accept(draft, submission)
+            self._upgrade_versions(draft)
             while True:
-                progressed, idle_until = await self._decide_and_start(running)
+                progressed, idle_until = await self._decide_and_commit(draft, running)
                 if running:
                     done, _ = await asyncio.wait(
                         running.values(), return_when=asyncio.FIRST_COMPLETED
@@ -139,15 +150,13 @@ class SessionRunner:
                     for finished in done:
                         task, result, docs, appended = finished.result()
                         running.pop(task.id)
-                        await self._after_phase(task, result, docs, appended)
-                    continue
-                if progressed:
-                    continue
-                # Nothing runnable: before letting go, look once more for tool outcomes
-                # that arrived meanwhile (their wake-up may be waiting on our lease).
-                if not await self._read_waits():
+                        await self._after_phase(task, result, docs, appended, running)
+                elif not progressed and not await self._read_waits():
+                    # Nothing runnable, and no tool outcome arrived meanwhile (its wake-up
+                    # may be waiting on our lease): let go.
                     self.summary.next_wake = idle_until
                     return self.summary
+                draft = self._draft()
         finally:
             for pending in running.values():
                 pending.cancel()
@@ -155,38 +164,67 @@ class SessionRunner:
 
     # Deciding ------------------------------------------------------------------------------
 
-    async def _decide_and_start(
-        self, running: dict[str, asyncio.Task[PhaseDone]]
+    async def _decide_and_commit(
+        self, draft: Draft, running: dict[str, asyncio.Task[PhaseDone]]
     ) -> tuple[bool, float | None]:
-        """Act on every open task once; return whether anything changed, and the next timer."""
+        """Add the kernel's decisions to ``draft``, commit it (if it changes anything), then
+        start the phases that are ready; return whether anything changed, and the next timer.
+
+        No phase starts before the commit that records its entry (or the result of the phase
+        before it) is durable.
+        """
+        progressed, idle_until, ready = self._decide(draft, running)
+        if draft.has_changes():
+            receipt = await self._commit(draft)
+            self._adopt_entries(receipt, draft)
+        self._entered.update(ready)
+        for task_id in ready:
+            running[task_id] = self._start(self.rows[task_id])
+        return progressed or draft.has_changes(), idle_until
+
+    def _decide(
+        self, draft: Draft, running: dict[str, asyncio.Task[PhaseDone]]
+    ) -> tuple[bool, float | None, list[str]]:
+        """Decide for every open task until no decision changes anything more.
+
+        Kernel changes go into ``draft`` (and into ``self.rows`` at once, so that the next
+        decisions see them). Returns whether anything was decided, the next timer, and the
+        tasks whose phase is ready to run (entered in ``draft`` or earlier in this pass).
+        """
         now = time.time()
-        enter: list[TaskRecord] = []
-        wakes: list[float] = []
         progressed = False
-        for task_id in [t.id for t in self.open_tasks()]:
-            task = self.rows[task_id]  # as updated by earlier actions of this round
-            if task.id in running or task.status == "terminal":
-                continue
-            action = next_action(self._facts(task, now))
-            progressed |= not isinstance(action, Idle)
-            if isinstance(action, Run):
-                if task.id in self._entered and task.status == "running":
-                    running[task.id] = self._start(task)
-                else:
-                    enter.append(task)
-            elif isinstance(action, Settle):
-                await self._settle(task, action)
-            elif isinstance(action, WindDown):
-                await self._wind_down(task, action)
-            elif isinstance(action, Block):
-                await self._block(task, action.reason)
-            elif isinstance(action, Idle) and action.until is not None:
-                wakes.append(action.until)
-        if enter:
-            await self._enter(enter)
-            for task in enter:
-                running[task.id] = self._start(self.rows[task.id])
-        return progressed, (min(wakes) if wakes else None)
+        ready: list[str] = []
+        for _ in range(MAX_DECISION_ROUNDS):
+            changed = False
+            wakes: list[float] = []
+            for task_id in [t.id for t in self.open_tasks()]:
+                task = self.rows[task_id]  # as updated by earlier decisions
+                if task.id in running or task.id in ready or task.status == "terminal":
+                    continue
+                action = next_action(self._facts(task, now))
+                if isinstance(action, Idle):
+                    if action.until is not None:
+                        wakes.append(action.until)
+                    continue
+                progressed = True
+                if isinstance(action, Run):
+                    ready.append(task.id)
+                    if task.id in self._entered and task.status == "running":
+                        continue  # entered earlier in this pass: its next phase is ready
+                    self._enter(draft, task)
+                elif isinstance(action, Settle):
+                    self._settle(draft, task, action)
+                elif isinstance(action, WindDown):
+                    self._wind_down(draft, task, action)
+                elif isinstance(action, Block):
+                    self._block(draft, task, action.reason)
+                changed = True
+            if not changed:
+                return progressed, (min(wakes) if wakes else None), ready
+        raise RuntimeError(
+            f"session {self.session_id}: decisions still changing after "
+            f"{MAX_DECISION_ROUNDS} rounds"
+        )
 
     def open_tasks(self) -> list[TaskRecord]:
         return [t for t in self.rows.values() if t.status != "terminal"]
@@ -276,6 +314,7 @@ class SessionRunner:
         result: Next | BaseException,
         docs: dict[str, Any],
         appended: list[tuple[str, Any]],
+        running: dict[str, asyncio.Task[PhaseDone]],
     ) -> None:
         self.summary.phases += 1
         metrics.PHASES_RUN.labels(task.kind).inc()
@@ -289,58 +328,60 @@ class SessionRunner:
                     "error": repr(result),
                 },
             )
-            await self._commit(lambda d: self._phase_failed(d, task, result))
-            return
-        receipt = await self._commit(lambda d: self._apply(d, task, result, docs, appended))
-        now = time.time()
-        self.entries.extend(
-            EntryRecord(seq, kind, body, now)
-            for seq, (kind, body) in zip(receipt.entry_seqs, appended, strict=True)
-        )
+        # The row as it stands now: decisions taken while the phase ran (a cancel request
+        # from a parent winding down) are kept.
+        current = self.rows[task.id]
+        draft = self._draft()
+        if isinstance(result, BaseException):
+            self._phase_failed(draft, current, result)
+        else:
+            self._apply(draft, current, result, docs, appended)
+        await self._decide_and_commit(draft, running)
 
     # Building commits ----------------------------------------------------------------------
 
-    async def _commit(self, build: Callable[[Draft], list[TaskRecord]]) -> CommitReceipt:
-        """Build a draft against the current version and commit it; adopt the new rows."""
-        async with self._lock:
-            draft = Draft(self.session_id, version=self.version, fence=self.fence)
-            updated = build(draft)
-            receipt = await self.store.commit(draft)
-            self.version = receipt.version
-            self.summary.commits += 1
-            for row in updated:
-                self.rows[row.id] = row
-                if row.status == "terminal":
-                    self.summary.settled.append(row.id)
-            return receipt
+    def _draft(self) -> Draft:
+        return Draft(self.session_id, version=self.version, fence=self.fence)
+
+    async def _commit(self, draft: Draft) -> CommitReceipt:
+        """Commit ``draft``, built against the current version (its rows are adopted)."""
+        receipt = await self.store.commit(draft)
+        self.version = receipt.version
+        self.summary.commits += 1
+        return receipt
+
+    def _adopt_entries(self, receipt: CommitReceipt, draft: Draft) -> None:
+        now = time.time()
+        self.entries.extend(
+            EntryRecord(seq, e.kind, e.body, now)
+            for seq, e in zip(receipt.entry_seqs, draft.entries, strict=True)
+        )
 
     def _update(self, draft: Draft, task: TaskRecord, **changes: Any) -> TaskRecord:
+        """Change ``task`` in ``draft`` and adopt the row as the commit will leave it."""
         draft.update_task(task.id, **changes)
-        return dataclasses.replace(task, **changes, updated_at=time.time())
+        return self._adopt(dataclasses.replace(task, **changes, updated_at=time.time()))
+
+    def _adopt(self, row: TaskRecord) -> TaskRecord:
+        self.rows[row.id] = row
+        if row.status == "terminal":
+            self.summary.settled.append(row.id)
+        return row
 
     def _new_id(self, n: int) -> str:
         # Derived from the commit that creates it: stable if the phase runs again before
         # its result is committed, unique forever after (versions only grow).
         return uuid.uuid5(uuid.NAMESPACE_URL, f"{self.session_id}/{self.version + 1}/{n}").hex
 
-    async def _enter(self, tasks: list[TaskRecord]) -> None:
-        def build(draft: Draft) -> list[TaskRecord]:
-            rows = []
-            for task in tasks:
-                attempt = task.attempt + 1 if task.status == "running" else 1
-                rows.append(
-                    self._update(
-                        draft,
-                        task,
-                        status="running",
-                        attempt=attempt,
-                        restarts=task.restarts + (task.status == "running"),
-                    )
-                )
-            return rows
-
-        await self._commit(build)
-        self._entered.update(t.id for t in tasks)
+    def _enter(self, draft: Draft, task: TaskRecord) -> None:
+        """Record the entry into the task's phase (counted: a crash loop ends in failure)."""
+        self._update(
+            draft,
+            task,
+            status="running",
+            attempt=task.attempt + 1 if task.status == "running" else 1,
+            restarts=task.restarts + (task.status == "running"),
+        )
 
     def _apply(
         self,
@@ -349,7 +390,7 @@ class SessionRunner:
         result: Next,
         docs: dict[str, Any],
         appended: list[tuple[str, Any]],
-    ) -> list[TaskRecord]:
+    ) -> None:
         kind = self._kind(task)
         assert kind is not None
         for entry_kind, body in appended:
@@ -363,7 +404,6 @@ class SessionRunner:
                 self.documents[name] = DocumentRecord(
                     name, (current.version if current else 0) + 1, docs[name]
                 )
-        rows: list[TaskRecord] = []
         spawned: list[str] = []
         if isinstance(result, Dispatch):
             result = Spawn(
@@ -374,20 +414,17 @@ class SessionRunner:
         if isinstance(result, Spawn):
             for n, child in enumerate(result.children):
                 if isinstance(child, Call):
-                    spawned.append(self._call(draft, rows, task, child, n))
+                    spawned.append(self._call(draft, task, child, n))
                 else:
-                    spawned.append(self._spawn(draft, rows, child, parent=task.id, n=n))
+                    spawned.append(self._spawn(draft, child, parent=task.id, n=n))
         changes = transition(result, now=time.time(), spawned=spawned)
         updated = self._update(draft, task, **changes)
-        rows.append(updated)
         if updated.status == "terminal":
             self._answer(draft, updated)
-        return rows
 
     def _spawn(
         self,
         draft: Draft,
-        rows: list[TaskRecord],
         child: Child,
         *,
         parent: str | None,
@@ -404,7 +441,6 @@ class SessionRunner:
         phase = kind.first_phase if kind else None
         self._create(
             draft,
-            rows,
             task_id=task_id,
             kind=child.kind,
             kind_version=version,
@@ -415,9 +451,7 @@ class SessionRunner:
         )
         return task_id
 
-    def _call(
-        self, draft: Draft, rows: list[TaskRecord], task: TaskRecord, call: Call, n: int
-    ) -> str:
+    def _call(self, draft: Draft, task: TaskRecord, call: Call, n: int) -> str:
         task_id = self._new_id(n)
         operation_id = call.operation_id or f"op-{task_id}"
         try:
@@ -427,7 +461,6 @@ class SessionRunner:
             error = {"status": "failed", "error": {"type": "UnknownToolError", "message": str(exc)}}
             self._create(
                 draft,
-                rows,
                 task_id=task_id,
                 kind=TOOL_KIND,
                 kind_version=1,
@@ -442,7 +475,6 @@ class SessionRunner:
         tool_input = {"tool": call.tool, "arguments": call.arguments, "pool": pool}
         self._create(
             draft,
-            rows,
             task_id=task_id,
             kind=TOOL_KIND,
             kind_version=1,
@@ -467,7 +499,6 @@ class SessionRunner:
     def _create(
         self,
         draft: Draft,
-        rows: list[TaskRecord],
         *,
         task_id: str,
         kind: str,
@@ -485,7 +516,7 @@ class SessionRunner:
             status=status,
             **fields,
         )
-        rows.append(
+        self._adopt(
             TaskRecord.new(
                 id=task_id,
                 session_id=self.session_id,
@@ -506,98 +537,70 @@ class SessionRunner:
             status = "cancelled" if task.outcome == "cancelled" else "failed"
             draft.update_submission(task.submission_id, status=status, error=str(task.error))
 
-    async def _upgrade_versions(self) -> None:
+    def _upgrade_versions(self, draft: Draft) -> None:
         """Tasks of an old version this build can migrate are upgraded before they run."""
-        upgrades = []
         for task in self.open_tasks():
             if task.kind == TOOL_KIND or self._kind(task) is not None:
                 continue
             path = self.tasks.upgrade_path(task.kind, task.kind_version)
-            if path:
-                upgrades.append((task, path))
-        if not upgrades:
+            if not path:
+                continue
+            input_, state = task.input, task.state
+            for step in path:
+                input_, state = step(input_, state)
+            self._update(
+                draft,
+                task,
+                kind_version=task.kind_version + len(path),
+                input=input_,
+                state=state,
+                blocked_reason=None,
+            )
+            log.info(
+                "task upgraded",
+                extra={
+                    "event": "upgraded",
+                    "task_id": task.id,
+                    "to_version": task.kind_version + len(path),
+                },
+            )
+
+    def _accept(self, draft: Draft, submission: SubmissionRecord) -> None:
+        try:
+            child = self.start_submission(submission)
+            self._spawn(draft, child, parent=None, n=0, submission_id=submission.id)
+        except Exception as exc:  # bad input is the submitter's problem, reported to it
+            draft.update_submission(submission.id, status="failed", error=str(exc))
             return
+        draft.update_submission(submission.id, status="running")
 
-        def build(draft: Draft) -> list[TaskRecord]:
-            rows = []
-            for task, path in upgrades:
-                input_, state = task.input, task.state
-                for step in path:
-                    input_, state = step(input_, state)
-                rows.append(
-                    self._update(
-                        draft,
-                        task,
-                        kind_version=task.kind_version + len(path),
-                        input=input_,
-                        state=state,
-                        blocked_reason=None,
-                    )
-                )
-                log.info(
-                    "task upgraded",
-                    extra={
-                        "event": "upgraded",
-                        "task_id": task.id,
-                        "to_version": task.kind_version + len(path),
-                    },
-                )
-            return rows
-
-        await self._commit(build)
-
-    async def _accept(self, submission: SubmissionRecord) -> None:
-        def build(draft: Draft) -> list[TaskRecord]:
-            rows: list[TaskRecord] = []
-            try:
-                child = self.start_submission(submission)
-                self._spawn(draft, rows, child, parent=None, n=0, submission_id=submission.id)
-            except Exception as exc:  # bad input is the submitter's problem, reported to it
-                draft.update_submission(submission.id, status="failed", error=str(exc))
-                return rows
-            draft.update_submission(submission.id, status="running")
-            return rows
-
-        await self._commit(build)
-
-    async def _settle(self, task: TaskRecord, action: Settle) -> None:
+    def _settle(self, draft: Draft, task: TaskRecord, action: Settle) -> None:
         if action.notify_cancel and task.operation_id:
             self.summary.cancelled_calls.append(task.operation_id)
+        self._answer(draft, self._update(draft, task, **settle_changes(action)))
 
-        def build(draft: Draft) -> list[TaskRecord]:
-            updated = self._update(draft, task, **settle_changes(action))
-            self._answer(draft, updated)
-            return [updated]
-
-        await self._commit(build)
-
-    async def _wind_down(self, task: TaskRecord, action: WindDown) -> None:
+    def _wind_down(self, draft: Draft, task: TaskRecord, action: WindDown) -> None:
         log.info(
             "winding down",
             extra={"event": "completing", "task_id": task.id, "cancel": action.cancel},
         )
+        self._update(draft, task, **wind_down_changes(action))
+        for child_id in action.cancel:
+            child = self.rows[child_id]
+            if not child.cancel_requested:
+                self._update(draft, child, cancel_requested=True)
 
-        def build(draft: Draft) -> list[TaskRecord]:
-            rows = [self._update(draft, task, **wind_down_changes(action))]
-            for child_id in action.cancel:
-                child = self.rows[child_id]
-                if not child.cancel_requested:
-                    rows.append(self._update(draft, child, cancel_requested=True))
-            return rows
-
-        await self._commit(build)
-
-    async def _block(self, task: TaskRecord, reason: str) -> None:
+    def _block(self, draft: Draft, task: TaskRecord, reason: str) -> None:
         log.warning(
             "task blocked", extra={"event": "blocked", "task_id": task.id, "reason": reason}
         )
-        await self._commit(lambda d: [self._update(d, task, blocked_reason=reason)])
+        self._update(draft, task, blocked_reason=reason)
 
-    def _phase_failed(self, draft: Draft, task: TaskRecord, exc: BaseException) -> list[TaskRecord]:
+    def _phase_failed(self, draft: Draft, task: TaskRecord, exc: BaseException) -> None:
         if task.attempt >= self.max_restarts:
             updated = self._update(
                 draft, task, **settle_changes(Settle("failed", error=failed_phase_error(task, exc)))
             )
             self._answer(draft, updated)
-            return [updated]
-        return [self._update(draft, task, attempt=task.attempt + 1)]
+            return
+        self._update(draft, task, attempt=task.attempt + 1)

@@ -71,6 +71,20 @@ class Draft:
     submission_updates: list[SubmissionUpdate] = field(default_factory=list)
     outbox: list[OutboxMessage] = field(default_factory=list)
 
+    def has_changes(self) -> bool:
+        """Whether committing this draft would change anything."""
+        return any(
+            (
+                self.entries,
+                self.documents,
+                self.new_tasks,
+                self.task_updates,
+                self.new_submissions,
+                self.submission_updates,
+                self.outbox,
+            )
+        )
+
     def append_entry(self, kind: str, body: JSON) -> None:
         """Append an immutable entry; its ``seq`` is assigned gap-free at commit."""
         self.entries.append(NewEntry(kind, body))
