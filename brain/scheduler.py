@@ -47,10 +47,12 @@ from shared.messages import ToolJob, encode
 from shared.store import Draft, Store, SubmissionRecord, TaskRecord
 from shared.store.queries import operations_by_ids, tasks_by_ids
 from shared.store.records import (
+    ClaimedSession,
     CommitReceipt,
     DocumentRecord,
     EntryRecord,
     OperationRecord,
+    SessionState,
     TaskStatus,
 )
 from shared.tools import ToolRegistry
@@ -122,9 +124,19 @@ class SessionRunner:
         self.summary = RunSummary()
         self._entered: set[str] = set()
 
-    async def run(self) -> RunSummary:
-        """Advance the session until nothing is runnable; return what was done."""
-        state = await self.store.load(self.session_id)
+    async def run(self, claimed: ClaimedSession | None = None) -> RunSummary:
+        """Advance the session until nothing is runnable; return what was done.
+
+        ``claimed`` is what the fence claim read (``Store.claim_session``); without it the
+        session is loaded here.
+        """
+        if claimed is None:
+            claimed = ClaimedSession(await self.store.load(self.session_id))
+            reads = True
+        else:
+            reads = False
+        state = claimed.state
+        self.session = state.session
         self.version, self.compat = state.session.version, state.session.compat
         if self.compats is not None and self.compat not in self.compats:
             # Another build's session: touch nothing (this build may not read its state).
@@ -132,8 +144,10 @@ class SessionRunner:
             return self.summary
         self.documents = dict(state.documents)
         self.entries = list(state.entries)
-        self.rows = {t.id: t for t in state.open_tasks}
-        await self._read_waits()
+        self.rows = {**state.settled, **{t.id: t for t in state.open_tasks}}
+        self.operations = dict(claimed.operations)
+        if reads:
+            await self._read_waits()
         running: dict[str, asyncio.Task[PhaseDone]] = {}
         try:
             draft = self._draft()
@@ -224,6 +238,24 @@ class SessionRunner:
         raise RuntimeError(
             f"session {self.session_id}: decisions still changing after "
             f"{MAX_DECISION_ROUNDS} rounds"
+        )
+
+    def snapshot(self) -> SessionState:
+        """The session as this pass left it (for the next pass, if the version still holds)."""
+        open_tasks = self.open_tasks()
+        waited = {i for t in open_tasks for i in (t.wait_for or [])}
+        return SessionState(
+            session=dataclasses.replace(
+                self.session, version=self.version, entry_count=len(self.entries)
+            ),
+            entries=list(self.entries),
+            documents=dict(self.documents),
+            open_tasks=open_tasks,
+            settled={
+                i: row
+                for i in waited
+                if (row := self.rows.get(i)) is not None and row.status == "terminal"
+            },
         )
 
     def open_tasks(self) -> list[TaskRecord]:

@@ -4,6 +4,10 @@ session's lease, advances the session until nothing is runnable, and lets go.
 A message only says "look at session S"; the store says what to do. So duplicates, losses and
 reordering cost nothing but time: a duplicate finds nothing runnable, and a loss is found by
 the sweeper.
+
+The worker keeps the state of the sessions it advanced last (``KEPT_SESSIONS`` of them). When
+it takes such a session again and the fence claim finds it at the same version, nothing of
+it changed but its submissions and tool outcomes, so only those are read again.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections import OrderedDict
 
 from brain.registry import TaskRegistry
 from brain.scheduler import SessionRunner, StartSubmission, start_from_input
@@ -21,7 +26,8 @@ from shared.errors import BrainhandsError, LeaseLost, NotFoundError, StaleLeaseE
 from shared.lease import Lease, LeaseManager
 from shared.messages import CancelNotice, Message, SessionWake, ToolResult
 from shared.parking import park
-from shared.store import Store
+from shared.store import SessionState, Store
+from shared.store.records import ClaimedSession
 from shared.tools import ToolRegistry
 from shared.tracing import context_from, tracer
 
@@ -30,6 +36,9 @@ log = logging.getLogger("brainhands.brain")
 LOCAL_TIMER_HORIZON = 300.0
 """Timers due within this many seconds are also kept in memory, so they fire on time; the
 sweeper remains the durable backstop."""
+
+KEPT_SESSIONS = 1000
+"""Sessions whose state a worker keeps between passes (least recently advanced dropped)."""
 
 
 class BrainWorker:
@@ -63,6 +72,7 @@ class BrainWorker:
         """True while the wake-up queues are consumed (readiness)."""
         self._timers: set[asyncio.TimerHandle] = set()
         self._publishing: set[asyncio.Task[None]] = set()
+        self._kept: OrderedDict[str, SessionState] = OrderedDict()
 
     async def run(self, stop: asyncio.Event) -> None:
         """Consume until ``stop`` is set; running sessions get the grace period to finish."""
@@ -120,7 +130,8 @@ class BrainWorker:
 
     async def advance(self, session_id: str) -> None:
         """Take the session, run it until nothing is runnable, let go."""
-        lease = await self._acquire(session_id)
+        claimed: list[ClaimedSession] = []
+        lease = await self._acquire(session_id, claimed)
         if lease is None:
             # Its holder re-checks for new results before letting go.
             log.info("session busy", extra={"event": "busy", "session_id": session_id})
@@ -138,8 +149,9 @@ class BrainWorker:
                     start_submission=self.start_submission,
                     compats=frozenset(self.compats),
                 )
-                summary = await runner.run()
+                summary = await runner.run(claimed[-1])
         except StaleLeaseError as exc:
+            self._kept.pop(session_id, None)
             metrics.STALE_REJECTED.inc()
             log.warning(
                 "superseded on session; stopped",
@@ -157,10 +169,15 @@ class BrainWorker:
                 extra={"event": "unknown_session", "session_id": session_id},
             )
             return
+        except BaseException:
+            self._kept.pop(session_id, None)
+            raise
         finally:
             with contextlib.suppress(BrainhandsError):
                 await self.leases.release(lease)
-        if summary.foreign is not None:
+        if summary.foreign is None:
+            self._keep(session_id, runner.snapshot())
+        else:
             log.warning(
                 "session of another build; passed on",
                 extra={"event": "foreign", "session_id": session_id, "compat": summary.foreign},
@@ -192,18 +209,26 @@ class BrainWorker:
             with contextlib.suppress(BrainhandsError):  # best effort: the store has the fact
                 await self.broker.broadcast(notice, self.broker.topology.cancel_key)
 
-    async def _acquire(self, session_id: str) -> Lease | None:
+    async def _acquire(self, session_id: str, claimed: list[ClaimedSession]) -> Lease | None:
+        """The session's lease; what its fence claim read is appended to ``claimed``."""
         resource = f"session:{session_id}"
         deadline = time.monotonic() + self.leases.ttl_ms / 1000 + 1.0
 
-        async def claim(token: int) -> int:
-            return await self.store.claim_session_fence(session_id, token)
+        async def claim(token: int) -> None:
+            known = self._kept.get(session_id)
+            claimed.append(await self.store.claim_session(session_id, token, known))
 
         while True:
             lease = await self.leases.acquire_fenced(resource, claim)
             if lease is not None or time.monotonic() > deadline:
                 return lease
             await asyncio.sleep(min(0.2, self.leases.ttl_ms / 5000))
+
+    def _keep(self, session_id: str, state: SessionState) -> None:
+        self._kept[session_id] = state
+        self._kept.move_to_end(session_id)
+        while len(self._kept) > KEPT_SESSIONS:
+            self._kept.popitem(last=False)
 
     def _remember_timer(self, session_id: str, compat: str, at: float) -> None:
         delay = at - time.time()

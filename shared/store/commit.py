@@ -138,14 +138,13 @@ def apply_draft_sync(
         )
     for doc in draft.documents:
         _write_document(conn, draft.session_id, doc.name, doc.body, doc.expected_version, now)
-    if draft.new_tasks:
-        conn.execute(
-            _INSERT_TASKS,
-            [
-                {**t, "session_id": draft.session_id, "created_at": now, "updated_at": now}
-                for t in draft.new_tasks
-            ],
-        )
+    # One executemany per set of columns: a batch's rows must all name the same ones.
+    by_columns: dict[frozenset[str], list[dict[str, Any]]] = {}
+    for t in draft.new_tasks:
+        row = {**t, "session_id": draft.session_id, "created_at": now, "updated_at": now}
+        by_columns.setdefault(frozenset(row), []).append(row)
+    for rows in by_columns.values():
+        conn.execute(_INSERT_TASKS, rows)
     for change in draft.task_updates:
         columns, params = _bound(change.changes, now)
         params["w_id"] = change.task_id

@@ -1,20 +1,31 @@
 """Reading a session back: a fixed number of queries, whatever its size.
 
 One query per row kind (session, entries, documents, open tasks, open submissions), all in
-one snapshot, so a Brain rebuilds a consistent context after a restart without N+1 reads.
+one snapshot, so a Brain rebuilds a consistent context after a restart without N+1 reads;
+plus, only when open tasks wait for tasks already settled, one query for those rows.
+
+``claim_session_sync`` is what a Brain runs when it takes a session: the fence claim and the
+reads in one transaction. A Brain that still holds the session's state from its last pass,
+at the version the claim returns, re-reads only what can change without a new version: the
+open submissions and the operations its waiting tool calls refer to.
+
+The statements are built once, with bind parameters, and run on a sync connection: the
+caller runs the whole transaction in one greenlet (or one worker thread on SQLite).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
-from sqlalchemy import Row, select
-from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy import BindParameter, Row, bindparam, select, update
+from sqlalchemy.engine import Connection
 
-from shared.errors import NotFoundError
+from shared.errors import NotFoundError, StaleLeaseError
 from shared.store import schema
 from shared.store.records import (
     OPEN_SUBMISSION_STATUSES,
+    ClaimedSession,
     DocumentRecord,
     EntryRecord,
     OperationRecord,
@@ -23,6 +34,43 @@ from shared.store.records import (
     SubmissionRecord,
     TaskRecord,
 )
+
+_s, _e, _d, _t, _sub, _o = (
+    schema.session,
+    schema.entry,
+    schema.document,
+    schema.task,
+    schema.submission,
+    schema.operation,
+)
+_SID: BindParameter[str] = bindparam("sid")
+_IDS: BindParameter[list[str]] = bindparam("ids", expanding=True)
+_SESSION = select(_s).where(_s.c.id == _SID)
+_CLAIM = (
+    update(_s)
+    .where(_s.c.id == _SID, _s.c.fence < bindparam("below", type_=_s.c.fence.type))
+    .values(fence=bindparam("token", type_=_s.c.fence.type))
+    .returning(*_s.c)
+)
+_FENCE = select(_s.c.fence).where(_s.c.id == _SID)
+_ENTRIES = (
+    select(_e.c.seq, _e.c.kind, _e.c.body, _e.c.created_at)
+    .where(_e.c.session_id == _SID)
+    .order_by(_e.c.seq)
+)
+_DOCUMENTS = select(_d.c.name, _d.c.version, _d.c.body).where(_d.c.session_id == _SID)
+_OPEN_TASKS = (
+    select(_t)
+    .where(_t.c.session_id == _SID, _t.c.status != "terminal")
+    .order_by(_t.c.created_at, _t.c.id)
+)
+_OPEN_SUBMISSIONS = (
+    select(_sub)
+    .where(_sub.c.session_id == _SID, _sub.c.status.in_(OPEN_SUBMISSION_STATUSES))
+    .order_by(_sub.c.created_at)
+)
+_TASKS_BY_ID = select(_t).where(_t.c.id.in_(_IDS))
+_OPERATIONS_BY_ID = select(_o).where(_o.c.operation_id.in_(_IDS))
 
 
 def _fields(row: Row[Any]) -> dict[str, Any]:
@@ -37,35 +85,66 @@ def operation_record(row: Row[Any]) -> OperationRecord:
     return OperationRecord(**_fields(row))
 
 
-async def load_session(conn: AsyncConnection, session_id: str) -> SessionState:
-    """Everything a Brain needs to continue ``session_id``, read in five queries."""
-    s = schema.session
-    row = (await conn.execute(select(s).where(s.c.id == session_id))).one_or_none()
+def load_session_sync(conn: Connection, session_id: str) -> SessionState:
+    """Everything a Brain needs to continue ``session_id``, read in five or six queries."""
+    row = conn.execute(_SESSION, {"sid": session_id}).one_or_none()
     if row is None:
         raise NotFoundError(f"session {session_id} does not exist")
-    e, d, t, sub = schema.entry, schema.document, schema.task, schema.submission
-    entries = await conn.execute(
-        select(e.c.seq, e.c.kind, e.c.body, e.c.created_at)
-        .where(e.c.session_id == session_id)
-        .order_by(e.c.seq)
-    )
-    documents = await conn.execute(
-        select(d.c.name, d.c.version, d.c.body).where(d.c.session_id == session_id)
-    )
-    tasks = await conn.execute(
-        select(t)
-        .where(t.c.session_id == session_id, t.c.status != "terminal")
-        .order_by(t.c.created_at, t.c.id)
-    )
-    submissions = await conn.execute(
-        select(sub)
-        .where(sub.c.session_id == session_id, sub.c.status.in_(OPEN_SUBMISSION_STATUSES))
-        .order_by(sub.c.created_at)
-    )
+    return _read_state(conn, SessionRecord(**_fields(row)))
+
+
+def claim_session_sync(
+    conn: Connection, session_id: str, token: int, known: SessionState | None = None
+) -> ClaimedSession:
+    """Raise the session's fence to ``token`` and read what the holder needs.
+
+    ``known`` is the state the caller kept from an earlier pass; it is reused when the
+    session is still at its version. Raises ``StaleLeaseError`` (with the stored fence)
+    when ``token`` is not above the fence, ``NotFoundError`` for an unknown session.
+    """
+    row = conn.execute(_CLAIM, {"sid": session_id, "below": token, "token": token}).one_or_none()
+    if row is None:
+        current = conn.execute(_FENCE, {"sid": session_id}).scalar()
+        if current is None:
+            raise NotFoundError(f"session {session_id} does not exist")
+        raise StaleLeaseError(f"session:{session_id}", token, int(current))
+    session = SessionRecord(**_fields(row))
+    if known is not None and known.session.version == session.version:
+        state = dataclasses.replace(
+            known, session=session, open_submissions=_open_submissions(conn, session_id)
+        )
+    else:
+        state = _read_state(conn, session)
+    waiting = [t.operation_id for t in state.open_tasks if t.status == "waiting" and t.operation_id]
+    operations = {}
+    if waiting:
+        operations = {
+            r.operation_id: operation_record(r)
+            for r in conn.execute(_OPERATIONS_BY_ID, {"ids": waiting})
+        }
+    return ClaimedSession(state, operations)
+
+
+def _read_state(conn: Connection, session: SessionRecord) -> SessionState:
+    params = {"sid": session.id}
+    entries = [EntryRecord(**_fields(r)) for r in conn.execute(_ENTRIES, params)]
+    documents = {r.name: DocumentRecord(**_fields(r)) for r in conn.execute(_DOCUMENTS, params)}
+    open_tasks = [task_record(r) for r in conn.execute(_OPEN_TASKS, params)]
+    open_ids = {t.id for t in open_tasks}
+    settled_ids = sorted({i for t in open_tasks for i in (t.wait_for or [])} - open_ids)
+    settled = {}
+    if settled_ids:
+        settled = {r.id: task_record(r) for r in conn.execute(_TASKS_BY_ID, {"ids": settled_ids})}
     return SessionState(
-        session=SessionRecord(**_fields(row)),
-        entries=[EntryRecord(**_fields(r)) for r in entries],
-        documents={r.name: DocumentRecord(**_fields(r)) for r in documents},
-        open_tasks=[task_record(r) for r in tasks],
-        open_submissions=[SubmissionRecord(**_fields(r)) for r in submissions],
+        session=session,
+        entries=entries,
+        documents=documents,
+        open_tasks=open_tasks,
+        open_submissions=_open_submissions(conn, session.id),
+        settled=settled,
     )
+
+
+def _open_submissions(conn: Connection, session_id: str) -> list[SubmissionRecord]:
+    rows = conn.execute(_OPEN_SUBMISSIONS, {"sid": session_id})
+    return [SubmissionRecord(**_fields(r)) for r in rows]

@@ -135,6 +135,17 @@ class SessionState:
     documents: dict[str, DocumentRecord] = field(default_factory=dict)
     open_tasks: list[TaskRecord] = field(default_factory=list)
     open_submissions: list[SubmissionRecord] = field(default_factory=list)
+    settled: dict[str, TaskRecord] = field(default_factory=dict)
+    """Terminal tasks that open tasks wait for (their outcomes are what the waits read)."""
+
+
+@dataclass(frozen=True)
+class ClaimedSession:
+    """What a Brain reads as it takes a session: its state, and the operations of the tool
+    calls its tasks wait for."""
+
+    state: SessionState
+    operations: dict[str, OperationRecord] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Callable
@@ -11,6 +12,7 @@ from typing import Any
 from sqlalchemy import func, insert, select, text
 from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.util import greenlet_spawn
 
 from shared.store import fence, migrate, schema
 from shared.store.commit import commit_draft
@@ -22,8 +24,8 @@ from shared.store.engine import (
     wrap_driver_errors,
     write_transaction,
 )
-from shared.store.load import load_session
-from shared.store.records import CommitReceipt, SessionRecord, SessionState
+from shared.store.load import claim_session_sync, load_session_sync
+from shared.store.records import ClaimedSession, CommitReceipt, SessionRecord, SessionState
 
 log = logging.getLogger("brainhands.store")
 
@@ -122,7 +124,24 @@ class Store:
     async def load(self, session_id: str) -> SessionState:
         """Read the session's state in one snapshot and a fixed number of queries."""
         async with read_transaction(self.engine) as conn:
-            return await load_session(conn, session_id)
+            return await conn.run_sync(load_session_sync, session_id)
+
+    async def claim_session(
+        self, session_id: str, token: int, known: SessionState | None = None
+    ) -> ClaimedSession:
+        """Claim the session for lease ``token`` and read its state, in one transaction.
+
+        ``known`` (the state kept from an earlier pass) is reused if the session is still at
+        its version. Raises ``StaleLeaseError`` if ``token`` is not above the fence.
+        """
+        with wrap_driver_errors():
+            if self.sqlite_writer is not None:
+                return await asyncio.to_thread(
+                    _in_transaction, self.sqlite_writer, session_id, token, known
+                )
+            return await greenlet_spawn(
+                _in_transaction, self.engine.sync_engine, session_id, token, known
+            )
 
     async def claim_session_fence(self, session_id: str, token: int) -> int:
         """Claim the session for lease ``token``; ``StaleLeaseError`` if not above the fence."""
@@ -155,3 +174,10 @@ class Store:
             )
             counts["outbox_unsent"] = unsent.scalar_one()
         return counts
+
+
+def _in_transaction(
+    engine: Engine, session_id: str, token: int, known: SessionState | None
+) -> ClaimedSession:
+    with engine.begin() as conn:
+        return claim_session_sync(conn, session_id, token, known)

@@ -47,6 +47,25 @@ async def test_commit_applies_every_kind_of_change(store: Store) -> None:
     assert (await store.status())["outbox_unsent"] == 1
 
 
+async def test_tasks_created_with_different_fields_in_one_commit_are_all_written(
+    store: Store,
+) -> None:
+    await claimed_session(store)
+    draft = Draft("s1", version=0, fence=1)
+    failed = draft.add_task(
+        kind="k", kind_version=1, input={}, status="terminal", outcome="failed", error={"x": 1}
+    )
+    waiting = draft.add_task(
+        kind="k", kind_version=1, input={}, status="waiting", wait_for=[failed]
+    )
+    plain = draft.add_task(kind="k", kind_version=1, input={})
+    await store.commit(draft)
+
+    state = await store.load("s1")
+    assert {t.id: t.status for t in state.open_tasks} == {waiting: "waiting", plain: "pending"}
+    assert state.settled[failed].error == {"x": 1}
+
+
 async def test_second_commit_advances_tasks_documents_and_submissions(store: Store) -> None:
     await claimed_session(store)
     first = Draft("s1", version=0, fence=1)

@@ -1,4 +1,5 @@
-"""Reading a session back costs a fixed number of queries, whatever its size."""
+"""Reading a session back costs a fixed number of queries, whatever its size; taking a
+session claims its fence and reads it in one transaction, reusing a state still current."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from typing import Any
 import pytest
 from sqlalchemy import event
 
+from shared.errors import StaleLeaseError
 from shared.store import Draft, Store
 
 pytestmark = pytest.mark.integration
@@ -55,3 +57,102 @@ async def test_load_is_not_n_plus_one(store: Store) -> None:
     assert len(state.entries) == 200
     assert len(state.open_tasks) == 40
     assert len(state.documents) == 10
+
+
+async def test_claiming_a_session_reads_its_state_and_what_its_waits_need(store: Store) -> None:
+    await store.create_session("s1", compat="v1")
+    await store.claim_session_fence("s1", 1)
+    draft = Draft("s1", version=0, fence=1)
+    draft.append_entry("user", {"text": "hi"})
+    done = draft.add_task(
+        kind="k", kind_version=1, input={}, status="terminal", outcome="succeeded"
+    )
+    call = draft.add_task(
+        kind="brainhands.tool", kind_version=1, input={}, status="waiting", operation_id="op1"
+    )
+    draft.add_task(kind="k", kind_version=1, input={}, status="waiting", wait_for=[done, call])
+    await store.commit(draft)
+
+    claimed = await store.claim_session("s1", 2)
+
+    assert claimed.state.session.fence == 2
+    assert [e.body for e in claimed.state.entries] == [{"text": "hi"}]
+    assert len(claimed.state.open_tasks) == 2
+    assert list(claimed.state.settled) == [done]  # the settled task a wait refers to
+    assert claimed.operations == {}  # Hands has not claimed op1 yet
+
+
+async def test_a_claim_at_or_below_the_fence_is_refused_and_changes_nothing(
+    store: Store,
+) -> None:
+    await store.create_session("s1", compat="v1")
+    await store.claim_session("s1", 5)
+
+    for refused in (5, 4):
+        with pytest.raises(StaleLeaseError) as caught:
+            await store.claim_session("s1", refused)
+        assert caught.value.current == 5
+
+    assert (await store.load("s1")).session.fence == 5
+
+
+async def test_a_state_still_at_its_version_is_reused_and_only_submissions_are_read(
+    store: Store,
+) -> None:
+    await store.create_session("s1", compat="v1")
+    await grow_at(store, "s1", fence=1, entries=30)
+    known = (await store.claim_session("s1", 2)).state
+    await store.commit(submission_draft(known.session.version, fence=2))
+    known = (await store.claim_session("s1", 3)).state  # now at the new version
+
+    reads = await count_claim_queries(store, "s1", 4, known)
+
+    assert reads == 1  # the open submissions; entries, documents and tasks are reused
+    claimed = await store.claim_session("s1", 5, known)
+    assert claimed.state.entries == known.entries
+    assert [s.request_id for s in claimed.state.open_submissions] == ["r-new"]
+
+
+async def test_a_state_behind_the_stored_version_is_not_reused(store: Store) -> None:
+    await store.create_session("s1", compat="v1")
+    await grow_at(store, "s1", fence=1, entries=2)
+    stale = (await store.claim_session("s1", 2)).state
+    draft = Draft("s1", version=stale.session.version, fence=2)
+    draft.append_entry("note", {"i": "later"})
+    await store.commit(draft)  # another holder moved the session on
+
+    claimed = await store.claim_session("s1", 3, stale)
+
+    assert [e.body for e in claimed.state.entries][-1] == {"i": "later"}
+    assert claimed.state.session.version == stale.session.version + 1
+
+
+async def grow_at(store: Store, session_id: str, *, fence: int, entries: int) -> None:
+    await store.claim_session_fence(session_id, fence)
+    state = await store.load(session_id)
+    draft = Draft(session_id, version=state.session.version, fence=fence)
+    for i in range(entries):
+        draft.append_entry("note", {"i": i})
+    await store.commit(draft)
+
+
+def submission_draft(version: int, *, fence: int) -> Draft:
+    draft = Draft("s1", version=version, fence=fence)
+    draft.add_submission(request_id="r-new", input={})
+    return draft
+
+
+async def count_claim_queries(store: Store, session_id: str, token: int, known: Any) -> int:
+    statements: list[str] = []
+
+    def count(_conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
+        if statement.lstrip().upper().startswith("SELECT"):
+            statements.append(statement)
+
+    engine = store.sqlite_writer or store.engine.sync_engine
+    event.listen(engine, "before_cursor_execute", count)
+    try:
+        await store.claim_session(session_id, token, known)
+    finally:
+        event.remove(engine, "before_cursor_execute", count)
+    return len(statements)
