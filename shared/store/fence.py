@@ -11,14 +11,16 @@ increasing even when Redis counters start over.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import Insert, Row, Table, bindparam, select, update
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from shared.errors import NotFoundError, StaleLeaseError
 from shared.store import schema
-from shared.store.engine import dialect_insert
 
 
 async def claim_session_fence(conn: AsyncConnection, session_id: str, token: int) -> int:
@@ -35,15 +37,42 @@ async def claim_session_fence(conn: AsyncConnection, session_id: str, token: int
     raise StaleLeaseError(f"session:{session_id}", token, int(current))
 
 
-async def claim_operation_fence(
-    conn: AsyncConnection, operation_id: str, token: int, *, intent: dict[str, Any]
-) -> int:
-    """Create the operation row (``intended``) or raise its fence to ``token``; refuse otherwise.
+def _claim_operation(insert: Callable[[Table], Any]) -> Insert:
+    """``INSERT ... ON CONFLICT DO UPDATE ... WHERE fence < :fence RETURNING *``.
 
-    ``intent`` holds the columns a new row needs (session_id, task_id, tool, pool,
-    arguments); it is ignored when the row exists.
+    The new row's columns are bound by name; the conflict branch takes the token and the
+    time from the row that was proposed (``excluded``), so each is bound only once.
     """
     o = schema.operation
+    stmt = insert(o)
+    upsert: Insert = stmt.on_conflict_do_update(
+        index_elements=[o.c.operation_id],
+        set_={"fence": stmt.excluded.fence, "updated_at": stmt.excluded.updated_at},
+        where=o.c.fence < stmt.excluded.fence,
+    )
+    return upsert.returning(*o.c)
+
+
+# ON CONFLICT is dialect syntax, so there is one statement per backend, built once.
+_CLAIM_OPERATION = {
+    "postgresql": _claim_operation(postgresql.insert),
+    "sqlite": _claim_operation(sqlite.insert),
+}
+_OPERATION_FENCE = select(schema.operation.c.fence).where(
+    schema.operation.c.operation_id == bindparam("operation_id")
+)
+
+
+def claim_operation_fence(
+    conn: Connection, operation_id: str, token: int, *, intent: dict[str, Any]
+) -> Row[Any]:
+    """Create the operation row (``intended``) or raise its fence to ``token``; refuse otherwise.
+
+    One statement: the upsert returns the row as it stands after the claim, and returns
+    nothing when the stored fence is at or above ``token``. ``intent`` holds the columns a
+    new row needs (session_id, task_id, tool, pool, arguments); it is ignored when the row
+    exists. Runs on the caller's (sync) connection, inside its transaction.
+    """
     now = time.time()
     values = {
         **intent,
@@ -53,14 +82,8 @@ async def claim_operation_fence(
         "created_at": now,
         "updated_at": now,
     }
-    stmt = dialect_insert(conn)(o).values(**values)
-    stmt = stmt.on_conflict_do_update(
-        index_elements=[o.c.operation_id],
-        set_={"fence": token, "updated_at": now},
-        where=o.c.fence < token,
-    )
-    claimed = await conn.execute(stmt)
-    if claimed.rowcount == 1:
-        return token
-    current = await conn.execute(select(o.c.fence).where(o.c.operation_id == operation_id))
-    raise StaleLeaseError(f"operation:{operation_id}", token, int(current.scalar_one()))
+    claimed = conn.execute(_CLAIM_OPERATION[conn.dialect.name], values).one_or_none()
+    if claimed is not None:
+        return claimed
+    current: int = conn.execute(_OPERATION_FENCE, {"operation_id": operation_id}).scalar_one()
+    raise StaleLeaseError(f"operation:{operation_id}", token, current)

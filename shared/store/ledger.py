@@ -8,22 +8,30 @@ nothing. Status meanings:
   is due at ``next_attempt_at``);
 - ``started``: a call may be in flight; if its holder died, the effect may have happened;
 - ``succeeded | failed | uncertain | cancelled``: the outcome, final.
+
+These writes are a Hands job's hot path, so each runs the way ``commit_draft`` does: the
+whole transaction in one greenlet (PostgreSQL) or one worker thread (SQLite, on the store's
+``sqlite_writer``), with statements built once; each write is one statement whose
+``RETURNING`` (or row count) answers what a read-back used to.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn, TypeVar
 
-from sqlalchemy import insert, select, update
-from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy import Update, bindparam, insert, null, select, update
+from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.util import greenlet_spawn
 
 from shared.errors import NotFoundError, StaleLeaseError
 from shared.store import fence, schema
-from shared.store.commit import insert_outbox
+from shared.store.commit import insert_outbox_sync
 from shared.store.draft import OutboxMessage, new_id
-from shared.store.engine import read_transaction, write_transaction
+from shared.store.engine import read_transaction, wrap_driver_errors
 from shared.store.load import operation_record
 from shared.store.records import CommitReceipt, OperationRecord, OperationStatus, OutboxRow
 from shared.store.store import Store
@@ -31,6 +39,45 @@ from shared.store.store import Store
 FINAL_STATUSES: frozenset[OperationStatus] = frozenset(
     {"succeeded", "failed", "uncertain", "cancelled"}
 )
+
+_T = TypeVar("_T")
+_o = schema.operation
+
+
+def _guarded_update(**values: Any) -> Update:
+    """``UPDATE operation SET ... WHERE operation_id = :w_id AND fence = :w_fence``."""
+    return (
+        update(_o)
+        .where(_o.c.operation_id == bindparam("w_id"), _o.c.fence == bindparam("w_fence"))
+        .values(**values)
+    )
+
+
+def _bound(column: str) -> Any:
+    # Not named like the column: SQLAlchemy reserves that name for its own SET parameter.
+    return bindparam(f"v_{column}", type_=_o.c[column].type)
+
+
+_READ = select(_o).where(_o.c.operation_id == bindparam("operation_id"))
+_FENCE = select(_o.c.fence).where(_o.c.operation_id == bindparam("operation_id"))
+_MARK_STARTED = _guarded_update(
+    status="started",
+    attempts=_o.c.attempts + 1,
+    started_at=_bound("started_at"),
+    next_attempt_at=null(),
+    updated_at=_bound("updated_at"),
+).returning(*_o.c)
+_SCHEDULE_RETRY = _guarded_update(
+    status="intended",
+    error=_bound("error"),
+    next_attempt_at=_bound("next_attempt_at"),
+    updated_at=_bound("updated_at"),
+)
+_RECORD_OUTCOME = _guarded_update(
+    **{c: _bound(c) for c in ("status", "result", "error", "blob_id", "finished_at", "updated_at")}
+)
+_INSERT_BLOB = insert(schema.blob)
+_READ_BLOB = select(schema.blob.c.data).where(schema.blob.c.id == bindparam("id"))
 
 
 @dataclass(frozen=True)
@@ -55,45 +102,25 @@ class OperationLedger:
 
         Raises ``StaleLeaseError`` (with the stored fence) when ``token`` is not above it.
         """
-        async with write_transaction(self.store.engine) as conn:
-            await fence.claim_operation_fence(conn, operation_id, token, intent=intent)
-            return OperationClaim(token, await _read(conn, operation_id))
+        row = await self._write(lambda conn: _claim(conn, operation_id, token, intent))
+        return OperationClaim(token, row)
 
     async def get(self, operation_id: str) -> OperationRecord:
         async with read_transaction(self.store.engine) as conn:
-            return await _read(conn, operation_id)
+            row = (await conn.execute(_READ, {"operation_id": operation_id})).one_or_none()
+        if row is None:
+            raise NotFoundError(f"operation {operation_id} does not exist")
+        return operation_record(row)
 
     async def mark_started(self, operation_id: str, token: int) -> OperationRecord:
         """Record that a call is about to go out: ``started``, one more attempt."""
-        o = schema.operation
-        now = time.time()
-        async with write_transaction(self.store.engine) as conn:
-            await _guarded(
-                conn,
-                operation_id,
-                token,
-                status="started",
-                attempts=o.c.attempts + 1,
-                started_at=now,
-                next_attempt_at=None,
-                updated_at=now,
-            )
-            return await _read(conn, operation_id)
+        return await self._write(lambda conn: _mark_started(conn, operation_id, token))
 
     async def schedule_retry(
         self, operation_id: str, token: int, *, error: dict[str, Any], retry_at: float
     ) -> None:
         """The attempt failed and may be retried: back to ``intended`` until ``retry_at``."""
-        async with write_transaction(self.store.engine) as conn:
-            await _guarded(
-                conn,
-                operation_id,
-                token,
-                status="intended",
-                error=error,
-                next_attempt_at=retry_at,
-                updated_at=time.time(),
-            )
+        await self._write(lambda conn: _schedule_retry(conn, operation_id, token, error, retry_at))
 
     async def record_outcome(
         self,
@@ -113,62 +140,106 @@ class OperationLedger:
         """
         if status not in FINAL_STATUSES:
             raise ValueError(f"{status!r} is not an outcome")
-        now = time.time()
-        rows: tuple[OutboxRow, ...] = ()
-        async with write_transaction(self.store.engine) as conn:
-            blob_id = None
-            if blob is not None:
-                blob_id = new_id()
-                await conn.execute(
-                    insert(schema.blob).values(id=blob_id, data=blob, created_at=now)
-                )
-            await _guarded(
-                conn,
-                operation_id,
-                token,
-                status=status,
-                result=result,
-                error=error,
-                blob_id=blob_id,
-                finished_at=now,
-                updated_at=now,
+        outcome = {"v_status": status, "v_result": result, "v_error": error}
+        handoff = self.store.handoff
+        rows = await self._write(
+            lambda conn: _record_outcome(
+                conn, operation_id, token, outcome, blob, notify, session_id, handoff
             )
-            if notify is not None:
-                rows = await insert_outbox(
-                    conn, session_id, [notify], now, handoff=self.store.handoff
-                )
+        )
         if rows:
             self.store.notify(
                 CommitReceipt(session_id or "", version=-1, entry_seqs=[], outbox=rows)
             )
 
     async def read_blob(self, blob_id: str) -> bytes:
-        b = schema.blob
         async with read_transaction(self.store.engine) as conn:
-            data = (await conn.execute(select(b.c.data).where(b.c.id == blob_id))).scalar()
+            data = (await conn.execute(_READ_BLOB, {"id": blob_id})).scalar()
         if data is None:
             raise NotFoundError(f"blob {blob_id} does not exist")
         return bytes(data)
 
+    async def _write(self, work: Callable[[Connection], _T]) -> _T:
+        """Run ``work(conn)`` in a writing transaction of its own, in one hop.
 
-async def _read(conn: AsyncConnection, operation_id: str) -> OperationRecord:
-    o = schema.operation
-    row = (await conn.execute(select(o).where(o.c.operation_id == operation_id))).one_or_none()
+        Checkout, BEGIN, the statements, COMMIT and checkin run in one greenlet, or with
+        ``sqlite_writer`` in one worker thread (see ``commit_draft``); driver errors leave
+        as store errors.
+        """
+        writer = self.store.sqlite_writer
+        with wrap_driver_errors():
+            if writer is not None:
+                return await asyncio.to_thread(_transaction, writer, work)
+            return await greenlet_spawn(_transaction, self.store.engine.sync_engine, work)
+
+
+def _transaction(engine: Engine, work: Callable[[Connection], _T]) -> _T:
+    with engine.begin() as conn:
+        return work(conn)
+
+
+def _claim(
+    conn: Connection, operation_id: str, token: int, intent: dict[str, Any]
+) -> OperationRecord:
+    return operation_record(fence.claim_operation_fence(conn, operation_id, token, intent=intent))
+
+
+def _mark_started(conn: Connection, operation_id: str, token: int) -> OperationRecord:
+    now = time.time()
+    params = {"w_id": operation_id, "w_fence": token, "v_started_at": now, "v_updated_at": now}
+    row = conn.execute(_MARK_STARTED, params).one_or_none()
     if row is None:
-        raise NotFoundError(f"operation {operation_id} does not exist")
+        _refuse(conn, operation_id, token)
     return operation_record(row)
 
 
-async def _guarded(conn: AsyncConnection, operation_id: str, token: int, **values: Any) -> None:
-    o = schema.operation
-    done = await conn.execute(
-        update(o).where(o.c.operation_id == operation_id, o.c.fence == token).values(**values)
-    )
-    if done.rowcount == 1:
-        return
-    current = (
-        await conn.execute(select(o.c.fence).where(o.c.operation_id == operation_id))
-    ).scalar()
+def _schedule_retry(
+    conn: Connection, operation_id: str, token: int, error: dict[str, Any], retry_at: float
+) -> None:
+    params = {
+        "w_id": operation_id,
+        "w_fence": token,
+        "v_error": error,
+        "v_next_attempt_at": retry_at,
+        "v_updated_at": time.time(),
+    }
+    if conn.execute(_SCHEDULE_RETRY, params).rowcount != 1:
+        _refuse(conn, operation_id, token)
+
+
+def _record_outcome(
+    conn: Connection,
+    operation_id: str,
+    token: int,
+    outcome: dict[str, Any],
+    blob: bytes | None,
+    notify: OutboxMessage | None,
+    session_id: str | None,
+    handoff: float | None,
+) -> tuple[OutboxRow, ...]:
+    now = time.time()
+    blob_id = None if blob is None else new_id()
+    params = {
+        **outcome,
+        "w_id": operation_id,
+        "w_fence": token,
+        "v_blob_id": blob_id,
+        "v_finished_at": now,
+        "v_updated_at": now,
+    }
+    # The guard goes first: a stale writer is refused before it sends a large blob.
+    if conn.execute(_RECORD_OUTCOME, params).rowcount != 1:
+        _refuse(conn, operation_id, token)
+    if blob is not None:
+        conn.execute(_INSERT_BLOB, {"id": blob_id, "data": blob, "created_at": now})
+    if notify is None:
+        return ()
+    return insert_outbox_sync(conn, session_id, [notify], now, handoff=handoff)
+
+
+def _refuse(conn: Connection, operation_id: str, token: int) -> NoReturn:
+    """A guarded write matched no row: say whether the row is missing or the token stale."""
+    current = conn.execute(_FENCE, {"operation_id": operation_id}).scalar()
     if current is None:
         raise NotFoundError(f"operation {operation_id} does not exist")
     raise StaleLeaseError(f"operation:{operation_id}", token, int(current))

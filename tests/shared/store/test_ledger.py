@@ -2,10 +2,20 @@
 
 from __future__ import annotations
 
-import pytest
+import asyncio
 
-from shared.errors import StaleLeaseError
-from shared.store import OperationLedger, OutboxMessage, Store
+import pytest
+from sqlalchemy import func, select
+
+from shared.errors import ConflictError, NotFoundError, StaleLeaseError
+from shared.store import (
+    CommitReceipt,
+    OperationClaim,
+    OperationLedger,
+    OutboxMessage,
+    Store,
+    schema,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -101,3 +111,128 @@ async def test_only_outcomes_are_recorded_as_outcomes(store: Store) -> None:
     await ledger.claim("op1", 1, intent=INTENT)
     with pytest.raises(ValueError, match="not an outcome"):
         await ledger.record_outcome("op1", 1, status="started")
+
+
+async def test_a_refused_claim_leaves_the_row_as_it_was(store: Store) -> None:
+    ledger = OperationLedger(store)
+    await ledger.claim("op1", 4, intent=INTENT)
+    before = await ledger.mark_started("op1", 4)
+
+    # Equal too: after Redis restarts empty it may hand the same token to a second holder.
+    for refused in (4, 3):
+        with pytest.raises(StaleLeaseError) as caught:
+            await ledger.claim("op1", refused, intent={**INTENT, "arguments": {"x": 2}})
+        assert (caught.value.resource, caught.value.token) == ("operation:op1", refused)
+        assert caught.value.current == 4
+        assert await ledger.get("op1") == before
+
+
+async def test_claim_and_start_return_the_row_as_stored(store: Store) -> None:
+    ledger = OperationLedger(store)
+    claimed = await ledger.claim("op1", 1, intent=INTENT)
+    assert claimed == OperationClaim(1, await ledger.get("op1"))
+    assert claimed.operation.task_id == "t1" and claimed.operation.attempts == 0
+
+    started = await ledger.mark_started("op1", 1)
+    assert started == await ledger.get("op1")
+    assert started.started_at is not None and started.started_at == started.updated_at
+
+    again = await ledger.claim("op1", 2, intent=INTENT)
+    assert again.operation == await ledger.get("op1")
+    assert (again.operation.status, again.operation.fence) == ("started", 2)
+    assert again.operation.created_at == claimed.operation.created_at
+    assert again.operation.updated_at > started.updated_at
+
+
+async def test_one_of_two_simultaneous_claims_with_one_token_wins(store: Store) -> None:
+    ledger = OperationLedger(store)
+    outcomes = await asyncio.gather(
+        *(ledger.claim("op1", 3, intent=INTENT) for _ in range(2)), return_exceptions=True
+    )
+    refused = [o for o in outcomes if isinstance(o, StaleLeaseError)]
+    assert len(refused) == 1 and refused[0].current == 3
+    assert (await ledger.get("op1")).fence == 3
+
+
+async def test_guarded_writes_on_a_missing_operation_say_so(store: Store) -> None:
+    ledger = OperationLedger(store)
+    with pytest.raises(NotFoundError):
+        await ledger.mark_started("nope", 1)
+    with pytest.raises(NotFoundError):
+        await ledger.schedule_retry("nope", 1, error={"type": "Busy"}, retry_at=1.0)
+    with pytest.raises(NotFoundError):
+        await ledger.record_outcome("nope", 1, status="failed", blob=b"x")
+    with pytest.raises(NotFoundError):
+        await ledger.get("nope")
+    assert (await store.status())["operations"] == 0
+
+
+async def test_a_stale_retry_or_outcome_writes_nothing(store: Store) -> None:
+    ledger = OperationLedger(store)
+    await ledger.claim("op1", 1, intent=INTENT)
+    await ledger.mark_started("op1", 1)
+    current = await ledger.claim("op1", 2, intent=INTENT)
+
+    with pytest.raises(StaleLeaseError) as caught:
+        await ledger.schedule_retry("op1", 1, error={"type": "Busy"}, retry_at=9.0)
+    assert (caught.value.token, caught.value.current) == (1, 2)
+    with pytest.raises(StaleLeaseError):
+        await ledger.record_outcome(
+            "op1", 1, status="succeeded", blob=b"x" * 1000, notify=OutboxMessage("brain.v1", b"r")
+        )
+    assert await ledger.get("op1") == current.operation
+    async with store.engine.connect() as conn:
+        blobs = (await conn.execute(select(func.count()).select_from(schema.blob))).scalar_one()
+    assert blobs == 0
+    assert (await store.status())["outbox_rows"] == 0
+
+
+async def test_an_outcome_hands_its_outbox_row_to_the_commit_listeners(store: Store) -> None:
+    ledger = OperationLedger(store)
+    receipts: list[CommitReceipt] = []
+    store.add_commit_listener(receipts.append)
+    store.handoff = 30.0
+    await ledger.claim("op1", 1, intent=INTENT)
+    await ledger.record_outcome("op1", 1, status="failed", error={"type": "Boom"})
+    assert receipts == []  # nothing to publish
+
+    await ledger.claim("op2", 1, intent=INTENT)
+    message = OutboxMessage("brain.v1", b"result", {"h": "1"})
+    await ledger.record_outcome("op2", 1, status="succeeded", notify=message, session_id="s1")
+    [receipt] = receipts
+    [row] = receipt.outbox
+    assert (receipt.session_id, row.routing_key, row.body, row.headers) == (
+        "s1",
+        "brain.v1",
+        b"result",
+        {"h": "1"},
+    )
+    o = schema.outbox
+    async with store.engine.connect() as conn:
+        stored = (await conn.execute(select(o).where(o.c.id == row.id))).one()
+    assert stored.session_id == "s1" and stored.sent_at is None
+    assert stored.publish_after == pytest.approx(stored.created_at + 30.0)
+
+
+async def test_a_driver_error_leaves_as_a_store_error(store: Store) -> None:
+    ledger = OperationLedger(store)
+    with pytest.raises(ConflictError):
+        await ledger.claim("op1", 1, intent={**INTENT, "tool": None})
+    # The failed transaction left its connection usable.
+    assert (await ledger.claim("op1", 1, intent=INTENT)).fence == 1
+
+
+async def test_the_ledger_works_on_an_in_memory_sqlite_store() -> None:
+    """No second engine can share an in-memory database: the writes run on the async one."""
+    store = await Store.open("sqlite+aiosqlite:///:memory:", upgrade=True)
+    try:
+        assert store.sqlite_writer is None
+        ledger = OperationLedger(store)
+        await ledger.claim("op1", 1, intent=INTENT)
+        with pytest.raises(StaleLeaseError):
+            await ledger.claim("op1", 1, intent=INTENT)
+        assert (await ledger.mark_started("op1", 1)).attempts == 1
+        await ledger.record_outcome("op1", 1, status="succeeded", result=[1])
+        assert (await ledger.get("op1")).result == [1]
+    finally:
+        await store.close()
