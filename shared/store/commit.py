@@ -11,7 +11,6 @@ Core statement and computing its cache key costs more CPU than executing it.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Sequence
 from functools import cache
@@ -20,11 +19,11 @@ from typing import Any
 from sqlalchemy import Update, bindparam, insert, select, update
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
-from sqlalchemy.util import greenlet_spawn
 
 from shared.errors import ConflictError, NotFoundError, StaleLeaseError
 from shared.store import schema
 from shared.store.draft import Draft, OutboxMessage
+from shared.store.engine import in_one_hop
 from shared.store.records import CommitReceipt, OutboxRow
 
 _s = schema.session
@@ -82,22 +81,11 @@ async def commit_draft(
     sqlite_writer: Engine | None = None,
     handoff: float | None = None,
 ) -> CommitReceipt:
-    """Apply ``draft`` in a transaction of its own (``handoff``: see ``insert_outbox``).
-
-    Checkout, BEGIN, the statements, COMMIT and checkin all run in one greenlet: the
-    ``AsyncConnection`` API would enter a new one for each of them. With ``sqlite_writer``
-    (a sync engine on the same SQLite file) they run in one worker thread instead: aiosqlite
-    hops to its thread for every cursor, execute, fetch and close -- 17 hops for a draft of
-    one entry, one task update and one outbox row, against one here.
-    """
-    if sqlite_writer is not None:
-        return await asyncio.to_thread(_commit_draft, sqlite_writer, draft, handoff)
-    return await greenlet_spawn(_commit_draft, engine.sync_engine, draft, handoff)
-
-
-def _commit_draft(engine: Engine, draft: Draft, handoff: float | None) -> CommitReceipt:
-    with engine.begin() as conn:
-        return apply_draft_sync(conn, draft, handoff=handoff)
+    """Apply ``draft`` in a transaction of its own, in one hop (``handoff``: see
+    ``insert_outbox``)."""
+    return await in_one_hop(
+        engine, sqlite_writer, lambda conn: apply_draft_sync(conn, draft, handoff=handoff)
+    )
 
 
 def apply_draft_sync(

@@ -1,4 +1,5 @@
-"""Creating the async engine for either backend, and wrapping driver errors.
+"""Creating the async engine for either backend, running a transaction in one hop, and
+wrapping driver errors.
 
 SQLite runs in WAL mode with ``BEGIN IMMEDIATE`` for writing transactions, so two writers
 queue on the database lock at the start of a transaction instead of failing half way
@@ -7,10 +8,11 @@ through it; reads use plain deferred transactions and never wait on a writer.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator
-from typing import Any
+from collections.abc import AsyncIterator, Callable
+from typing import Any, TypeVar
 
 from sqlalchemy import Engine, event
 from sqlalchemy import create_engine as create_sync_engine
@@ -24,6 +26,7 @@ from sqlalchemy.exc import (
 )
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 from sqlalchemy.pool import ConnectionPoolEntry, PoolProxiedConnection
+from sqlalchemy.util import greenlet_spawn
 
 from shared.errors import BrainhandsError, ConflictError, StoreError, StoreUnavailable
 
@@ -31,6 +34,8 @@ SQLITE_BUSY_TIMEOUT_MS = 30_000
 PING_AFTER_IDLE_S = 5.0
 """A pooled PostgreSQL connection idle for longer than this is pinged before use."""
 READ_ONLY = "brainhands_read_only"
+
+_T = TypeVar("_T")
 
 
 def is_sqlite(engine: AsyncEngine) -> bool:
@@ -171,3 +176,35 @@ def wrap_driver_errors() -> Any:
         raise StoreUnavailable(f"store unreachable: {exc}") from exc
     except SQLAlchemyError as exc:
         raise StoreError(f"store error: {exc}") from exc
+
+
+async def in_one_hop(
+    engine: AsyncEngine,
+    sqlite_writer: Engine | None,
+    work: Callable[[Connection], _T],
+    *,
+    single_statement: bool = False,
+) -> _T:
+    """Run ``work(conn)`` in a writing transaction of its own, in one hop.
+
+    Checkout, BEGIN, the statements, COMMIT and checkin run in one greenlet -- the
+    ``AsyncConnection`` API would enter a new one for each of them -- or, with
+    ``sqlite_writer`` (a sync engine on the same SQLite file), in one worker thread:
+    aiosqlite would hop to its thread for every cursor, execute, fetch and close.
+    ``single_statement`` work whose one write is atomic on its own runs without BEGIN and
+    COMMIT on PostgreSQL (two round trips fewer). Driver errors leave as store errors.
+    """
+    with wrap_driver_errors():
+        if sqlite_writer is not None:
+            return await asyncio.to_thread(_run, sqlite_writer, work, False)
+        autocommit = single_statement and not is_sqlite(engine)
+        return await greenlet_spawn(_run, engine.sync_engine, work, autocommit)
+
+
+def _run(engine: Engine, work: Callable[[Connection], _T], autocommit: bool) -> _T:
+    if autocommit:
+        with engine.connect() as conn:
+            conn.execution_options(isolation_level="AUTOCOMMIT")
+            return work(conn)
+    with engine.begin() as conn:
+        return work(conn)

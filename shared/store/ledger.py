@@ -17,21 +17,19 @@ whole transaction in one greenlet (PostgreSQL) or one worker thread (SQLite, on 
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NoReturn, TypeVar
 
 from sqlalchemy import Update, bindparam, insert, null, select, update
-from sqlalchemy.engine import Connection, Engine
-from sqlalchemy.util import greenlet_spawn
+from sqlalchemy.engine import Connection
 
 from shared.errors import NotFoundError, StaleLeaseError
 from shared.store import fence, schema
 from shared.store.commit import insert_outbox_sync
 from shared.store.draft import OutboxMessage, new_id
-from shared.store.engine import read_transaction, wrap_driver_errors
+from shared.store.engine import in_one_hop, read_transaction
 from shared.store.load import operation_record
 from shared.store.records import CommitReceipt, OperationRecord, OperationStatus, OutboxRow
 from shared.store.store import Store
@@ -102,7 +100,7 @@ class OperationLedger:
 
         Raises ``StaleLeaseError`` (with the stored fence) when ``token`` is not above it.
         """
-        row = await self._write(lambda conn: _claim(conn, operation_id, token, intent))
+        row = await self._write(lambda conn: _claim(conn, operation_id, token, intent), single=True)
         return OperationClaim(token, row)
 
     async def get(self, operation_id: str) -> OperationRecord:
@@ -114,7 +112,7 @@ class OperationLedger:
 
     async def mark_started(self, operation_id: str, token: int) -> OperationRecord:
         """Record that a call is about to go out: ``started``, one more attempt."""
-        return await self._write(lambda conn: _mark_started(conn, operation_id, token))
+        return await self._write(lambda conn: _mark_started(conn, operation_id, token), single=True)
 
     async def schedule_retry(
         self, operation_id: str, token: int, *, error: dict[str, Any], retry_at: float
@@ -159,23 +157,12 @@ class OperationLedger:
             raise NotFoundError(f"blob {blob_id} does not exist")
         return bytes(data)
 
-    async def _write(self, work: Callable[[Connection], _T]) -> _T:
-        """Run ``work(conn)`` in a writing transaction of its own, in one hop.
-
-        Checkout, BEGIN, the statements, COMMIT and checkin run in one greenlet, or with
-        ``sqlite_writer`` in one worker thread (see ``commit_draft``); driver errors leave
-        as store errors.
-        """
-        writer = self.store.sqlite_writer
-        with wrap_driver_errors():
-            if writer is not None:
-                return await asyncio.to_thread(_transaction, writer, work)
-            return await greenlet_spawn(_transaction, self.store.engine.sync_engine, work)
-
-
-def _transaction(engine: Engine, work: Callable[[Connection], _T]) -> _T:
-    with engine.begin() as conn:
-        return work(conn)
+    async def _write(self, work: Callable[[Connection], _T], *, single: bool = False) -> _T:
+        """Run ``work(conn)`` in a writing transaction of its own, in one hop
+        (``single``: its one write needs no BEGIN/COMMIT around it)."""
+        return await in_one_hop(
+            self.store.engine, self.store.sqlite_writer, work, single_statement=single
+        )
 
 
 def _claim(

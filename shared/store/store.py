@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from collections.abc import Callable
@@ -12,7 +11,6 @@ from typing import Any
 from sqlalchemy import func, insert, select, text
 from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.ext.asyncio import AsyncEngine
-from sqlalchemy.util import greenlet_spawn
 
 from shared.store import fence, migrate, schema
 from shared.store.commit import commit_draft
@@ -20,6 +18,7 @@ from shared.store.draft import Draft
 from shared.store.engine import (
     create_engine,
     create_sqlite_writer,
+    in_one_hop,
     read_transaction,
     wrap_driver_errors,
     write_transaction,
@@ -134,14 +133,14 @@ class Store:
         ``known`` (the state kept from an earlier pass) is reused if the session is still at
         its version. Raises ``StaleLeaseError`` if ``token`` is not above the fence.
         """
-        with wrap_driver_errors():
-            if self.sqlite_writer is not None:
-                return await asyncio.to_thread(
-                    _in_transaction, self.sqlite_writer, session_id, token, known
-                )
-            return await greenlet_spawn(
-                _in_transaction, self.engine.sync_engine, session_id, token, known
-            )
+        # Without BEGIN on PostgreSQL: once the claim is in, no older holder can commit,
+        # and the reads see the session as the last commit before it left it.
+        return await in_one_hop(
+            self.engine,
+            self.sqlite_writer,
+            lambda conn: claim_session_sync(conn, session_id, token, known),
+            single_statement=True,
+        )
 
     async def claim_session_fence(self, session_id: str, token: int) -> int:
         """Claim the session for lease ``token``; ``StaleLeaseError`` if not above the fence."""
@@ -174,10 +173,3 @@ class Store:
             )
             counts["outbox_unsent"] = unsent.scalar_one()
         return counts
-
-
-def _in_transaction(
-    engine: Engine, session_id: str, token: int, known: SessionState | None
-) -> ClaimedSession:
-    with engine.begin() as conn:
-        return claim_session_sync(conn, session_id, token, known)
