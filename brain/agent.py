@@ -139,18 +139,18 @@ def agent_kinds(agents: AgentRegistry, tools: ToolRegistry) -> TaskRegistry:
         child = Child("agent.generate", {"agent": agent.name, "turn": turn})
         return Spawn([child], then="next", state={"turn": turn})
 
-    @session.phase("start")
+    @session.phase("start", light=True)
     async def start(task: TaskView, docs: dict[str, Any], ctx: PhaseContext) -> Next:
         agents.get(task.input["agent"])  # fail early for an unknown agent
         ctx.append_entry("user", {"text": task.input["text"]})
         return begin_turn(task.input["agent"], 1)
 
-    @session.phase("turn")
+    @session.phase("turn", light=True)
     async def turn(task: TaskView, docs: dict[str, Any], ctx: PhaseContext) -> Next:
         # Sessions saved by builds that went through this phase between turns.
         return begin_turn(task.input["agent"], task.state["turn"])
 
-    @session.phase("next")
+    @session.phase("next", light=True)
     async def next_turn(task: TaskView, docs: dict[str, Any], ctx: PhaseContext) -> Next:
         [done] = task.children
         if done.outcome != "succeeded":
@@ -159,7 +159,7 @@ def agent_kinds(agents: AgentRegistry, tools: ToolRegistry) -> TaskRegistry:
             return Finish({"text": done.result["final"], "turns": task.state["turn"]})
         return begin_turn(task.input["agent"], task.state["turn"] + 1)
 
-    @generate.phase("prepare")
+    @generate.phase("prepare", light=True)
     async def prepare(task: TaskView, docs: dict[str, Any], ctx: PhaseContext) -> Next:
         agent = agents.get(task.input["agent"])
         upto = ctx.entries[-1].seq if ctx.entries else 0
@@ -215,7 +215,7 @@ def agent_kinds(agents: AgentRegistry, tools: ToolRegistry) -> TaskRegistry:
                 children.append(Call(call.name, call.arguments, operation_id=operation_id))
         return Spawn(children, then="apply", state={"plan": plan})
 
-    @generate.phase("apply")
+    @generate.phase("apply", light=True)
     async def apply(task: TaskView, docs: dict[str, Any], ctx: PhaseContext) -> Next:
         outcomes = iter(task.children)
         for step in task.state["plan"]:

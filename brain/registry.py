@@ -25,14 +25,25 @@ class TaskKind:
     """The first phase (default: the first one registered)."""
     documents: tuple[str, ...] = ()
     phases: dict[str, Phase] = field(default_factory=dict)
+    light: set[str] = field(default_factory=set)
+    """Phases that only compute from the state they are given (no I/O, nothing slow)."""
 
-    def phase(self, name: str) -> Callable[[Phase], Phase]:
-        """Register ``async def fn(task, docs, ctx) -> Next`` as the phase ``name``."""
+    def phase(self, name: str, *, light: bool = False) -> Callable[[Phase], Phase]:
+        """Register ``async def fn(task, docs, ctx) -> Next`` as the phase ``name``.
+
+        A ``light`` phase runs as soon as it is ready and its entry is committed together
+        with its result (and with the commit that made it ready): no commit of its own. A
+        phase that can be slow or has effects must not be light; and since its entry is not
+        recorded before it runs, a light phase that crashes the process is not counted
+        toward the crash-loop limit (an exception it raises is).
+        """
 
         def register(fn: Phase) -> Phase:
             if name in self.phases:
                 raise ValueError(f"{self.name} v{self.version} has two phases named {name!r}")
             self.phases[name] = fn
+            if light:
+                self.light.add(name)
             if self.start is None:
                 self.start = name
             return fn

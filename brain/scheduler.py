@@ -45,7 +45,7 @@ from shared import metrics
 from shared.errors import UnknownToolError
 from shared.messages import ToolJob, encode
 from shared.store import Draft, Store, SubmissionRecord, TaskRecord
-from shared.store.queries import operations_by_ids, tasks_by_ids
+from shared.store.queries import tasks_and_operations
 from shared.store.records import (
     ClaimedSession,
     CommitReceipt,
@@ -185,29 +185,50 @@ class SessionRunner:
         start the phases that are ready; return whether anything changed, and the next timer.
 
         No phase starts before the commit that records its entry (or the result of the phase
-        before it) is durable.
+        before it) is durable -- except light phases: they run right here, and their entry
+        and result go into ``draft`` together, with whatever follows from them.
         """
-        progressed, idle_until, ready = self._decide(draft, running)
+        progressed = False
+        ready: list[str] = []
+        while True:
+            decided, idle_until = self._decide(draft, running, ready)
+            progressed |= decided
+            light = [i for i in ready if self._is_light(self.rows[i])]
+            if not light:
+                break
+            for task_id in light:
+                ready.remove(task_id)
+                self._entered.add(task_id)
+                self._record(draft, *(await self._run_phase(self.rows[task_id])))
         if draft.has_changes():
             receipt = await self._commit(draft)
-            self._adopt_entries(receipt, draft)
+            provisional = [e.seq for e in self.entries[len(self.entries) - len(draft.entries) :]]
+            if receipt.entry_seqs != provisional:
+                raise RuntimeError(
+                    f"session {self.session_id}: entries numbered {receipt.entry_seqs}, "
+                    f"expected {provisional}"
+                )
         self._entered.update(ready)
         for task_id in ready:
             running[task_id] = self._start(self.rows[task_id])
         return progressed or draft.has_changes(), idle_until
 
+    def _is_light(self, task: TaskRecord) -> bool:
+        kind = self._kind(task)
+        return kind is not None and task.phase in kind.light
+
     def _decide(
-        self, draft: Draft, running: dict[str, asyncio.Task[PhaseDone]]
-    ) -> tuple[bool, float | None, list[str]]:
+        self, draft: Draft, running: dict[str, asyncio.Task[PhaseDone]], ready: list[str]
+    ) -> tuple[bool, float | None]:
         """Decide for every open task until no decision changes anything more.
 
         Kernel changes go into ``draft`` (and into ``self.rows`` at once, so that the next
-        decisions see them). Returns whether anything was decided, the next timer, and the
-        tasks whose phase is ready to run (entered in ``draft`` or earlier in this pass).
+        decisions see them). Tasks whose phase is ready to run (entered in ``draft`` or
+        earlier in this pass) are added to ``ready``; returns whether anything was decided,
+        and the next timer.
         """
         now = time.time()
         progressed = False
-        ready: list[str] = []
         for _ in range(MAX_DECISION_ROUNDS):
             changed = False
             wakes: list[float] = []
@@ -234,7 +255,7 @@ class SessionRunner:
                     self._block(draft, task, action.reason)
                 changed = True
             if not changed:
-                return progressed, (min(wakes) if wakes else None), ready
+                return progressed, (min(wakes) if wakes else None)
         raise RuntimeError(
             f"session {self.session_id}: decisions still changing after "
             f"{MAX_DECISION_ROUNDS} rounds"
@@ -279,13 +300,12 @@ class SessionRunner:
     async def _read_waits(self) -> bool:
         """Fetch the rows open tasks wait for; return whether anything new arrived."""
         waited = {i for t in self.open_tasks() for i in (t.wait_for or [])} - set(self.rows)
-        fresh = await tasks_by_ids(self.store.engine, sorted(waited))
         op_ids = [
             t.operation_id
             for t in self.open_tasks()
             if t.kind == TOOL_KIND and t.operation_id and t.status == "waiting"
         ]
-        ops = await operations_by_ids(self.store.engine, op_ids)
+        fresh, ops = await tasks_and_operations(self.store.engine, sorted(waited), op_ids)
         changed = bool(fresh) or any(
             ops[i].status != (self.operations[i].status if i in self.operations else None)
             for i in ops
@@ -348,6 +368,19 @@ class SessionRunner:
         appended: list[tuple[str, Any]],
         running: dict[str, asyncio.Task[PhaseDone]],
     ) -> None:
+        draft = self._draft()
+        self._record(draft, task, result, docs, appended)
+        await self._decide_and_commit(draft, running)
+
+    def _record(
+        self,
+        draft: Draft,
+        task: TaskRecord,
+        result: Next | BaseException,
+        docs: dict[str, Any],
+        appended: list[tuple[str, Any]],
+    ) -> None:
+        """Put a finished phase's result (or its failure) into ``draft``."""
         self.summary.phases += 1
         metrics.PHASES_RUN.labels(task.kind).inc()
         if isinstance(result, BaseException):
@@ -363,12 +396,10 @@ class SessionRunner:
         # The row as it stands now: decisions taken while the phase ran (a cancel request
         # from a parent winding down) are kept.
         current = self.rows[task.id]
-        draft = self._draft()
         if isinstance(result, BaseException):
             self._phase_failed(draft, current, result)
         else:
             self._apply(draft, current, result, docs, appended)
-        await self._decide_and_commit(draft, running)
 
     # Building commits ----------------------------------------------------------------------
 
@@ -382,13 +413,6 @@ class SessionRunner:
         self.summary.commits += 1
         return receipt
 
-    def _adopt_entries(self, receipt: CommitReceipt, draft: Draft) -> None:
-        now = time.time()
-        self.entries.extend(
-            EntryRecord(seq, e.kind, e.body, now)
-            for seq, e in zip(receipt.entry_seqs, draft.entries, strict=True)
-        )
-
     def _update(self, draft: Draft, task: TaskRecord, **changes: Any) -> TaskRecord:
         """Change ``task`` in ``draft`` and adopt the row as the commit will leave it."""
         draft.update_task(task.id, **changes)
@@ -400,10 +424,12 @@ class SessionRunner:
             self.summary.settled.append(row.id)
         return row
 
-    def _new_id(self, n: int) -> str:
-        # Derived from the commit that creates it: stable if the phase runs again before
-        # its result is committed, unique forever after (versions only grow).
-        return uuid.uuid5(uuid.NAMESPACE_URL, f"{self.session_id}/{self.version + 1}/{n}").hex
+    def _new_id(self, draft: Draft) -> str:
+        # Derived from the commit that creates it and the task's place in it: stable if the
+        # phases run again before their results are committed, unique forever after
+        # (versions only grow).
+        n = len(draft.new_tasks)
+        return uuid.uuid5(uuid.NAMESPACE_URL, f"{self.session_id}/{draft.version + 1}/{n}").hex
 
     def _enter(self, draft: Draft, task: TaskRecord) -> None:
         """Record the entry into the task's phase (counted: a crash loop ends in failure)."""
@@ -425,8 +451,13 @@ class SessionRunner:
     ) -> None:
         kind = self._kind(task)
         assert kind is not None
+        now = time.time()
         for entry_kind, body in appended:
+            # Numbered now, as the commit will number them (gap-free after the last one):
+            # a light phase run before the commit already reads them.
             draft.append_entry(entry_kind, body)
+            seq = self.entries[-1].seq + 1 if self.entries else 1
+            self.entries.append(EntryRecord(seq, entry_kind, body, now))
         for name in kind.documents:
             if docs.get(name) != self._doc_body(name):
                 current = self.documents.get(name)
@@ -444,11 +475,11 @@ class SessionRunner:
                 state=result.state,
             )
         if isinstance(result, Spawn):
-            for n, child in enumerate(result.children):
+            for child in result.children:
                 if isinstance(child, Call):
-                    spawned.append(self._call(draft, task, child, n))
+                    spawned.append(self._call(draft, task, child))
                 else:
-                    spawned.append(self._spawn(draft, child, parent=task.id, n=n))
+                    spawned.append(self._spawn(draft, child, parent=task.id))
         changes = transition(result, now=time.time(), spawned=spawned)
         updated = self._update(draft, task, **changes)
         if updated.status == "terminal":
@@ -460,7 +491,6 @@ class SessionRunner:
         child: Child,
         *,
         parent: str | None,
-        n: int,
         submission_id: str | None = None,
     ) -> str:
         kind = (
@@ -469,7 +499,7 @@ class SessionRunner:
             else self.tasks.newest(child.kind)
         )
         version = child.version or (kind.version if kind else 1)
-        task_id = self._new_id(n)
+        task_id = self._new_id(draft)
         phase = kind.first_phase if kind else None
         self._create(
             draft,
@@ -483,8 +513,8 @@ class SessionRunner:
         )
         return task_id
 
-    def _call(self, draft: Draft, task: TaskRecord, call: Call, n: int) -> str:
-        task_id = self._new_id(n)
+    def _call(self, draft: Draft, task: TaskRecord, call: Call) -> str:
+        task_id = self._new_id(draft)
         operation_id = call.operation_id or f"op-{task_id}"
         try:
             pool = self.tools.get(call.tool).pool
@@ -600,7 +630,7 @@ class SessionRunner:
     def _accept(self, draft: Draft, submission: SubmissionRecord) -> None:
         try:
             child = self.start_submission(submission)
-            self._spawn(draft, child, parent=None, n=0, submission_id=submission.id)
+            self._spawn(draft, child, parent=None, submission_id=submission.id)
         except Exception as exc:  # bad input is the submitter's problem, reported to it
             draft.update_submission(submission.id, status="failed", error=str(exc))
             return

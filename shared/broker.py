@@ -292,6 +292,9 @@ class Broker:
         Returns one entry per message, in order: ``None`` once the broker confirmed it, else
         the error ``publish`` would have raised. The whole batch shares one ``publish_timeout``.
         """
+        if len(batch) == 1:
+            # The common case right after a commit: no task to schedule first.
+            return [await self._send_bounded(batch[0])]
         # aiormq writes the frames one by one anyway; the gain is in not waiting for each
         # confirm before sending the next message.
         tasks = [
@@ -309,6 +312,20 @@ class Broker:
             if error is not None:
                 logger.warning("publish failed: %s", error, extra={"routing_key": item.routing_key})
         return outcomes
+
+    async def _send_bounded(self, item: Outgoing) -> BrokerError | None:
+        """``_send`` within ``publish_timeout``; the error instead of raising it."""
+        error: BrokerError | None = None
+        try:
+            async with asyncio.timeout(self._publish_timeout):
+                await self._send(item.body, item.routing_key, self._topology.exchange, item.headers)
+        except TimeoutError:
+            error = BrokerUnavailable(f"no confirm within {self._publish_timeout}s")
+        except BrokerError as exc:
+            error = exc
+        if error is not None:
+            logger.warning("publish failed: %s", error, extra={"routing_key": item.routing_key})
+        return error
 
     async def consume(
         self, queue_name: str, handler: Handler, *, prefetch: int | None = None

@@ -208,3 +208,20 @@ def _run(engine: Engine, work: Callable[[Connection], _T], autocommit: bool) -> 
             return work(conn)
     with engine.begin() as conn:
         return work(conn)
+
+
+async def read_in_one_hop(engine: AsyncEngine, work: Callable[[Connection], _T]) -> _T:
+    """Run reading ``work(conn)`` in one greenlet: on PostgreSQL without a transaction
+    around it (each statement sees the latest commits), on SQLite in a deferred one."""
+    with wrap_driver_errors():
+        return await greenlet_spawn(_read, engine.sync_engine, work, is_sqlite(engine))
+
+
+def _read(engine: Engine, work: Callable[[Connection], _T], sqlite: bool) -> _T:
+    with engine.connect() as conn:
+        if sqlite:
+            conn.execution_options(**{READ_ONLY: True})
+            with conn.begin():
+                return work(conn)
+        conn.execution_options(isolation_level="AUTOCOMMIT")
+        return work(conn)

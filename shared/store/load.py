@@ -116,13 +116,20 @@ def claim_session_sync(
     else:
         state = _read_state(conn, session)
     waiting = [t.operation_id for t in state.open_tasks if t.status == "waiting" and t.operation_id]
-    operations = {}
-    if waiting:
-        operations = {
-            r.operation_id: operation_record(r)
-            for r in conn.execute(_OPERATIONS_BY_ID, {"ids": waiting})
-        }
-    return ClaimedSession(state, operations)
+    return ClaimedSession(state, operations_by_ids_sync(conn, waiting))
+
+
+def tasks_by_ids_sync(conn: Connection, ids: list[str]) -> dict[str, TaskRecord]:
+    if not ids:
+        return {}
+    return {r.id: task_record(r) for r in conn.execute(_TASKS_BY_ID, {"ids": ids})}
+
+
+def operations_by_ids_sync(conn: Connection, ids: list[str]) -> dict[str, OperationRecord]:
+    if not ids:
+        return {}
+    rows = conn.execute(_OPERATIONS_BY_ID, {"ids": ids})
+    return {r.operation_id: operation_record(r) for r in rows}
 
 
 def _read_state(conn: Connection, session: SessionRecord) -> SessionState:
@@ -132,9 +139,7 @@ def _read_state(conn: Connection, session: SessionRecord) -> SessionState:
     open_tasks = [task_record(r) for r in conn.execute(_OPEN_TASKS, params)]
     open_ids = {t.id for t in open_tasks}
     settled_ids = sorted({i for t in open_tasks for i in (t.wait_for or [])} - open_ids)
-    settled = {}
-    if settled_ids:
-        settled = {r.id: task_record(r) for r in conn.execute(_TASKS_BY_ID, {"ids": settled_ids})}
+    settled = tasks_by_ids_sync(conn, settled_ids)
     return SessionState(
         session=session,
         entries=entries,

@@ -9,8 +9,13 @@ from sqlalchemy import and_, func, select, union_all
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from shared.store import schema
-from shared.store.engine import read_transaction
-from shared.store.load import operation_record, task_record
+from shared.store.engine import read_in_one_hop, read_transaction
+from shared.store.load import (
+    operation_record,
+    operations_by_ids_sync,
+    task_record,
+    tasks_by_ids_sync,
+)
 from shared.store.records import OperationRecord, TaskRecord
 
 FINAL = ("succeeded", "failed", "uncertain", "cancelled")
@@ -19,19 +24,28 @@ FINAL = ("succeeded", "failed", "uncertain", "cancelled")
 async def tasks_by_ids(engine: AsyncEngine, ids: list[str]) -> dict[str, TaskRecord]:
     if not ids:
         return {}
-    t = schema.task
-    async with read_transaction(engine) as conn:
-        rows = await conn.execute(select(t).where(t.c.id.in_(ids)))
-        return {r.id: task_record(r) for r in rows}
+    return await read_in_one_hop(engine, lambda conn: tasks_by_ids_sync(conn, ids))
 
 
 async def operations_by_ids(engine: AsyncEngine, ids: list[str]) -> dict[str, OperationRecord]:
     if not ids:
         return {}
-    o = schema.operation
-    async with read_transaction(engine) as conn:
-        rows = await conn.execute(select(o).where(o.c.operation_id.in_(ids)))
-        return {r.operation_id: operation_record(r) for r in rows}
+    return await read_in_one_hop(engine, lambda conn: operations_by_ids_sync(conn, ids))
+
+
+async def tasks_and_operations(
+    engine: AsyncEngine, task_ids: list[str], operation_ids: list[str]
+) -> tuple[dict[str, TaskRecord], dict[str, OperationRecord]]:
+    """``tasks_by_ids`` and ``operations_by_ids`` together, in one hop."""
+    if not task_ids and not operation_ids:
+        return {}, {}
+    return await read_in_one_hop(
+        engine,
+        lambda conn: (
+            tasks_by_ids_sync(conn, task_ids),
+            operations_by_ids_sync(conn, operation_ids),
+        ),
+    )
 
 
 @dataclass(frozen=True)

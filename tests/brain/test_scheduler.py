@@ -77,6 +77,35 @@ async def test_a_submission_runs_its_task_through_every_phase(store: Store) -> N
     assert state.documents["log"].version == 2
 
 
+async def test_light_phases_commit_with_the_commit_that_made_them_ready(store: Store) -> None:
+    await store.create_session("s1", compat="v1")
+    draft = Draft("s1", version=0, fence=0)
+    draft.append_entry("user", {"text": "first"})
+    await store.commit(draft)
+    await submit(store, "chain", {"text": "hi"})
+
+    summary = await run(store)
+
+    # Accepting the submission, entering the task, both light phases and the answer: one
+    # commit; the second phase read the entry the first had appended in it.
+    assert summary.commits == 1 and summary.phases == 2
+    assert await answer(store) == {"entries": [[1, "user"], [2, "note"]]}
+    assert [(e.seq, e.kind) for e in (await store.load("s1")).entries] == [
+        (1, "user"),
+        (2, "note"),
+    ]
+
+
+async def test_a_light_phase_that_always_raises_is_counted_and_fails(store: Store) -> None:
+    await submit(store, "fragile", {})
+
+    summary = await run(store, max_restarts=3)
+
+    record = await get_submission(store, "s1", "r1")
+    assert record.status == "failed" and "light and always fails" in (record.error or "")
+    assert summary.phases == 3 and summary.commits == 1
+
+
 async def test_resubmitting_a_request_id_starts_nothing(store: Store) -> None:
     receipts = await asyncio.gather(
         *(

@@ -131,3 +131,26 @@ async def spawn_family(task: TaskView, docs: dict[str, Any], ctx: PhaseContext) 
 @family.phase("gather")
 async def gather_family(task: TaskView, docs: dict[str, Any], ctx: PhaseContext) -> Next:
     return Finish([c.outcome for c in task.children])
+
+
+chain = registry.add(TaskKind("chain"))
+
+
+@chain.phase("note", light=True)
+async def note(task: TaskView, docs: dict[str, Any], ctx: PhaseContext) -> Next:
+    ctx.append_entry("note", {"text": task.input["text"]})
+    return Goto("count")
+
+
+@chain.phase("count", light=True)
+async def count(task: TaskView, docs: dict[str, Any], ctx: PhaseContext) -> Next:
+    # Reads the entry the phase before appended, in the same (not yet committed) draft.
+    return Finish({"entries": [(e.seq, e.kind) for e in ctx.entries]})
+
+
+fragile = registry.add(TaskKind("fragile"))
+
+
+@fragile.phase("compute", light=True)
+async def compute(task: TaskView, docs: dict[str, Any], ctx: PhaseContext) -> Next:
+    raise RuntimeError("light and always fails")
