@@ -113,7 +113,11 @@ class BrainWorker:
                 context=context_from(message.trace),
                 attributes={"session_id": message.session_id, "trigger": message.type},
             ):
-                await self.advance(message.session_id)
+                # A tool result's pass need not look for new submissions: each has a
+                # wake-up of its own.
+                await self.advance(
+                    message.session_id, submissions=not isinstance(message, ToolResult)
+                )
         except LeaseLost as exc:
             metrics.LEASE_LOST.inc()
             log.warning(
@@ -128,10 +132,11 @@ class BrainWorker:
             return
         await delivery.ack()
 
-    async def advance(self, session_id: str) -> None:
-        """Take the session, run it until nothing is runnable, let go."""
+    async def advance(self, session_id: str, *, submissions: bool = True) -> None:
+        """Take the session, run it until nothing is runnable, let go (``submissions``:
+        whether to accept submissions queued meanwhile when the kept state is reused)."""
         claimed: list[ClaimedSession] = []
-        lease = await self._acquire(session_id, claimed)
+        lease = await self._acquire(session_id, claimed, submissions)
         if lease is None:
             # Its holder re-checks for new results before letting go.
             log.info("session busy", extra={"event": "busy", "session_id": session_id})
@@ -209,14 +214,18 @@ class BrainWorker:
             with contextlib.suppress(BrainhandsError):  # best effort: the store has the fact
                 await self.broker.broadcast(notice, self.broker.topology.cancel_key)
 
-    async def _acquire(self, session_id: str, claimed: list[ClaimedSession]) -> Lease | None:
+    async def _acquire(
+        self, session_id: str, claimed: list[ClaimedSession], submissions: bool
+    ) -> Lease | None:
         """The session's lease; what its fence claim read is appended to ``claimed``."""
         resource = f"session:{session_id}"
         deadline = time.monotonic() + self.leases.ttl_ms / 1000 + 1.0
 
         async def claim(token: int) -> None:
             known = self._kept.get(session_id)
-            claimed.append(await self.store.claim_session(session_id, token, known))
+            claimed.append(
+                await self.store.claim_session(session_id, token, known, submissions=submissions)
+            )
 
         while True:
             lease = await self.leases.acquire_fenced(resource, claim)

@@ -94,13 +94,19 @@ def load_session_sync(conn: Connection, session_id: str) -> SessionState:
 
 
 def claim_session_sync(
-    conn: Connection, session_id: str, token: int, known: SessionState | None = None
+    conn: Connection,
+    session_id: str,
+    token: int,
+    known: SessionState | None = None,
+    submissions: bool = True,
 ) -> ClaimedSession:
     """Raise the session's fence to ``token`` and read what the holder needs.
 
     ``known`` is the state the caller kept from an earlier pass; it is reused when the
-    session is still at its version. Raises ``StaleLeaseError`` (with the stored fence)
-    when ``token`` is not above the fence, ``NotFoundError`` for an unknown session.
+    session is still at its version, with its open submissions read again (unless
+    ``submissions`` is false: then none are returned). Raises ``StaleLeaseError`` (with
+    the stored fence) when ``token`` is not above the fence, ``NotFoundError`` for an
+    unknown session.
     """
     row = conn.execute(_CLAIM, {"sid": session_id, "below": token, "token": token}).one_or_none()
     if row is None:
@@ -110,9 +116,8 @@ def claim_session_sync(
         raise StaleLeaseError(f"session:{session_id}", token, int(current))
     session = SessionRecord(**_fields(row))
     if known is not None and known.session.version == session.version:
-        state = dataclasses.replace(
-            known, session=session, open_submissions=_open_submissions(conn, session_id)
-        )
+        open_submissions = _open_submissions(conn, session_id) if submissions else []
+        state = dataclasses.replace(known, session=session, open_submissions=open_submissions)
     else:
         state = _read_state(conn, session)
     waiting = [t.operation_id for t in state.open_tasks if t.status == "waiting" and t.operation_id]

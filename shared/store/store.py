@@ -126,19 +126,25 @@ class Store:
             return await conn.run_sync(load_session_sync, session_id)
 
     async def claim_session(
-        self, session_id: str, token: int, known: SessionState | None = None
+        self,
+        session_id: str,
+        token: int,
+        known: SessionState | None = None,
+        *,
+        submissions: bool = True,
     ) -> ClaimedSession:
         """Claim the session for lease ``token`` and read its state, in one transaction.
 
         ``known`` (the state kept from an earlier pass) is reused if the session is still at
-        its version. Raises ``StaleLeaseError`` if ``token`` is not above the fence.
+        its version; then its open submissions are read again unless ``submissions`` is
+        false. Raises ``StaleLeaseError`` if ``token`` is not above the fence.
         """
         # Without BEGIN on PostgreSQL: once the claim is in, no older holder can commit,
         # and the reads see the session as the last commit before it left it.
         return await in_one_hop(
             self.engine,
             self.sqlite_writer,
-            lambda conn: claim_session_sync(conn, session_id, token, known),
+            lambda conn: claim_session_sync(conn, session_id, token, known, submissions),
             single_statement=True,
         )
 

@@ -108,7 +108,9 @@ async def test_a_state_still_at_its_version_is_reused_and_only_submissions_are_r
     reads = await count_claim_queries(store, "s1", 4, known)
 
     assert reads == 1  # the open submissions; entries, documents and tasks are reused
-    claimed = await store.claim_session("s1", 5, known)
+    without = await store.claim_session("s1", 6, known, submissions=False)
+    assert without.state.open_submissions == [] and without.state.entries == known.entries
+    claimed = await store.claim_session("s1", 7, known)
     assert claimed.state.entries == known.entries
     assert [s.request_id for s in claimed.state.open_submissions] == ["r-new"]
 
