@@ -262,10 +262,10 @@ def report(args: argparse.Namespace, r: Results) -> None:
         "under load for the throughput row. calls/s of the serial rows: 1 / mean."
     )
     print(
-        "The floor has no session lease or fence claim on the Brain side, no session load, "
-        "no relay transaction (publish straight after COMMIT), no 'started' record and no "
-        "separate settle/enter commits; Celery keeps no durable state: a classic queue, "
-        "no publisher confirms (its default), results in Redis."
+        "The floor has no session lease or fence claim on the Brain side, no session reads, "
+        "no outbox mark after the publish and no decisions or phases; Celery keeps no "
+        "durable state: a classic queue, no publisher confirms (its default), results in "
+        "Redis."
     )
     ratio = ours_p50 / floor_p50
     met = "MET" if ratio <= TARGET_FLOOR_RATIO else "NOT MET"

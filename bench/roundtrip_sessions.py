@@ -20,7 +20,6 @@ from bench._services import Workers, log_events
 from bench.roundtrip_agents import AGENT, COMPAT
 from bench.roundtrip_tools import POOL
 from brain.client import submit_input, wait_for_answer
-from brain.decide import TOOL_KIND
 from shared.store import Store
 from shared.topology import Topology
 
@@ -47,8 +46,6 @@ class Timeline:
     """When the Brain pass that committed the call let go of the session."""
     claim_at: float | None = None
     """The fence claim's statement (the operation row's ``created_at``)."""
-    settled: float | None = None
-    """The commit that settled the tool task (its ``updated_at``)."""
 
     @property
     def latency(self) -> float:
@@ -58,14 +55,18 @@ class Timeline:
 STEPS: list[tuple[str, str, str]] = [
     ("tools commit -> job confirmed + marked sent (Brain's relay)", "model_at", "job_sent"),
     ("-> Hands received the job", "job_sent", "received"),
-    ("-> fence claim statement (operation lease in Redis, BEGIN)", "received", "claim_at"),
-    ("-> claimed (fence claim txn: upsert, read back, COMMIT)", "claim_at", "claimed"),
-    ("-> started (mark_started txn)", "claimed", "started"),
+    ("-> fence claim statement (operation lease in Redis)", "received", "claim_at"),
+    ("-> claimed and started (one upsert, RETURNING the row)", "claim_at", "claimed"),
+    ("-> tool called ('started' logged)", "claimed", "started"),
     ("-> outcome recorded (no-op tool + outcome txn)", "started", "outcome"),
     ("-> result confirmed + marked sent (Hands' relay)", "outcome", "result_sent"),
     ("-> Brain woken by the result", "result_sent", "woken"),
-    ("-> tool task settled (session lease, fence txn, load, read waits)", "woken", "settled"),
-    ("-> tool_result commit (settle commit, enter commit, apply phase)", "settled", "applied_at"),
+    (
+        "-> result applied (session lease, claim + reads, light phases; the commit that "
+        "settles the call and appends tool_result)",
+        "woken",
+        "applied_at",
+    ),
 ]
 
 
@@ -171,15 +172,6 @@ async def timelines(
     )
     for row in operations:
         out[row["session_id"]].claim_at = row["created_at"]
-    tools = await db.fetch(
-        "SELECT session_id, updated_at FROM task WHERE session_id = ANY($1::text[]) "
-        "AND kind = $2 AND status = 'terminal'",
-        list(ids),
-        TOOL_KIND,
-    )
-    for row in tools:
-        out[row["session_id"]].settled = row["updated_at"]
-
     hands = {"received", "claimed", "started", "outcome"}
     for path in workers.paths("hands"):
         for e in log_events(path):
