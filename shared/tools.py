@@ -7,6 +7,8 @@ Brain never imports ``hands``; users declare tools with ``hands.tool``.
 
 from __future__ import annotations
 
+import copy
+import functools
 import importlib
 import inspect
 from collections.abc import Awaitable, Callable, Iterator
@@ -68,9 +70,15 @@ def function_schema(name: str, description: str, args: type[BaseModel]) -> dict[
         "function": {
             "name": name,
             "description": description,
-            "parameters": args.model_json_schema(),
+            "parameters": copy.deepcopy(_json_schema(args)),
         },
     }
+
+
+@functools.cache
+def _json_schema(args: type[BaseModel]) -> dict[str, Any]:
+    # Generating a schema costs far more than copying it, and every model request needs one.
+    return args.model_json_schema()
 
 
 @dataclass(frozen=True)
