@@ -24,7 +24,13 @@ from shared.broker import Broker, Outgoing
 from shared.errors import BrainhandsError, UnroutableMessage
 from shared.store import CommitReceipt, Store
 from shared.store.engine import write_transaction
-from shared.store.outbox import claim_unsent, mark_sent, outbox_backlog, prune_sent
+from shared.store.outbox import (
+    claim_unsent,
+    mark_sent,
+    mark_sent_now,
+    outbox_backlog,
+    prune_sent,
+)
 from shared.store.records import OutboxRow
 
 log = logging.getLogger("brainhands.relay")
@@ -107,9 +113,7 @@ class OutboxRelay:
         while self._fresh:
             rows, self._fresh = self._fresh, []
             try:
-                confirmed = await self._publish(rows)
-                async with write_transaction(self.store.engine) as conn:
-                    await mark_sent(conn, confirmed)
+                await mark_sent_now(self.store, await self._publish(rows))
             except BrainhandsError as exc:
                 # Unmarked rows are polled once their handoff period is over.
                 log.warning(

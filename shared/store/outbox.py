@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import time
 
-from sqlalchemy import delete, func, or_, select, update
+from sqlalchemy import bindparam, delete, func, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from shared.store import schema
-from shared.store.engine import read_transaction, write_transaction
+from shared.store.engine import in_one_hop, read_transaction, write_transaction
 from shared.store.records import OutboxRow
+from shared.store.store import Store
 
 
 async def claim_unsent(conn: AsyncConnection, limit: int) -> list[OutboxRow]:
@@ -38,11 +39,28 @@ async def claim_unsent(conn: AsyncConnection, limit: int) -> list[OutboxRow]:
     return [OutboxRow(r.id, r.routing_key, bytes(r.body), r.headers) for r in rows]
 
 
+_MARK_SENT = (
+    update(schema.outbox)
+    .where(schema.outbox.c.id.in_(bindparam("ids", expanding=True)))
+    .values(sent_at=bindparam("now", type_=schema.outbox.c.sent_at.type))
+)
+
+
 async def mark_sent(conn: AsyncConnection, ids: list[int]) -> None:
-    """Record that the broker confirmed these rows."""
+    """Record that the broker confirmed these rows (in the caller's transaction)."""
     if ids:
-        o = schema.outbox
-        await conn.execute(update(o).where(o.c.id.in_(ids)).values(sent_at=time.time()))
+        await conn.execute(_MARK_SENT, {"ids": ids, "now": time.time()})
+
+
+async def mark_sent_now(store: Store, ids: list[int]) -> None:
+    """Record that the broker confirmed these rows: one statement, in one hop."""
+    if ids:
+        await in_one_hop(
+            store.engine,
+            store.sqlite_writer,
+            lambda conn: conn.execute(_MARK_SENT, {"ids": ids, "now": time.time()}),
+            single_statement=True,
+        )
 
 
 async def prune_sent(engine: AsyncEngine, *, older_than: float) -> int:
