@@ -17,6 +17,9 @@ unique namespace; every process started is stopped and every queue deleted at th
 2. **Throughput.** A second Brain and a second Hands process join; S2 sessions
    (``--burst``) are submitted at once, and the clock runs until the last submission is
    answered (its ``updated_at``). One tool call per session: tool calls/s = sessions/s.
+   Then (2b) S3 sessions (``--fanout-burst``) of the ``fanout`` agent, whose first model turn
+   asks for 10 calls at once: tool calls/s = 10 x sessions/s, the per-session Brain work
+   spread over ten calls (agents often ask for several tools in one turn).
 3. **Physical floor**, measured in the same run right before and after part 1, without any
    of our code: the bare operations one round trip requires, serially in this process with
    asyncpg (prepared statements), aio-pika and redis-py -- commit the intents (one
@@ -36,7 +39,8 @@ far more per call (durable commits on both sides, leases, fences, outbox relays)
 numbers are reported as they are. Parts 1 and 2 are measured by ``bench/roundtrip_sessions.py``,
 part 3 by ``bench/roundtrip_floor.py``, part 4 by ``bench/roundtrip_celery.py``.
 
-    .venv/bin/python -m bench.roundtrip [--sessions S] [--burst S2] [--floor F] [--celery-burst N]
+    .venv/bin/python -m bench.roundtrip [--sessions S] [--burst S2] [--fanout-burst S3]
+        [--floor F] [--celery-burst N]
 """
 
 from __future__ import annotations
@@ -63,7 +67,7 @@ from bench._services import (
     worker_env,
 )
 from bench._stats import machine, percentile, print_table
-from bench.roundtrip_agents import COMPAT
+from bench.roundtrip_agents import COMPAT, FANOUT, FANOUT_AGENT
 from bench.roundtrip_celery import CeleryResult, bench_celery
 from bench.roundtrip_floor import FLOOR_JOBS, FLOOR_RESULTS, FLOOR_STEPS, Floor, floor_schema
 from bench.roundtrip_sessions import (
@@ -95,6 +99,8 @@ class Results:
     serial: list[Timeline] = field(default_factory=list)
     burst: list[Timeline] = field(default_factory=list)
     burst_seconds: float = 0.0
+    fanout_sessions: int = 0
+    fanout_seconds: float = 0.0
     serial_passes: Passes = field(default_factory=Passes)
     burst_passes: Passes = field(default_factory=Passes)
     serial_cpu: dict[str, float] = field(default_factory=dict)
@@ -165,6 +171,17 @@ async def bench_ours(
                 store, db, topology, workers, burst, args.timeout
             )
             results.burst_cpu = cpu_per_session(cpu, workers.cpu(), len(burst))
+            if args.fanout_burst:
+                print(
+                    f"2b. throughput: {args.fanout_burst} sessions of {FANOUT} parallel calls "
+                    "at once, 2 Brains + 2 Hands",
+                    flush=True,
+                )
+                fanned = session_ids("fan", args.fanout_burst)
+                results.fanout_sessions = len(fanned)
+                results.fanout_seconds = await burst_sessions(
+                    store, db, topology, workers, fanned, args.timeout, FANOUT_AGENT
+                )
         finally:
             relay_stop.set()
             await relay_task
@@ -189,6 +206,7 @@ def report(args: argparse.Namespace, r: Results) -> None:
     ours = [t.latency for t in r.serial]
     ours_p50 = percentile(ours, 50)
     ours_rate = len(r.burst) / r.burst_seconds
+    fanout_rate = r.fanout_sessions * FANOUT / r.fanout_seconds if r.fanout_seconds else 0.0
     c = r.celery
     celery_rate = c.burst / c.burst_seconds if c else None
 
@@ -212,6 +230,21 @@ def report(args: argparse.Namespace, r: Results) -> None:
             "-",
             vs_celery(ours_rate),
         ],
+        *(
+            [
+                [
+                    f"brainhands throughput, {FANOUT} parallel calls per model turn "
+                    f"({r.fanout_sessions} sessions at once)",
+                    "-",
+                    "-",
+                    f"{fanout_rate:,.1f}",
+                    "-",
+                    vs_celery(fanout_rate),
+                ]
+            ]
+            if fanout_rate
+            else []
+        ),
         [
             f"physical floor, raw asyncpg/aio-pika/redis ({len(floor)} serial)",
             fmt_ms(floor, 50),
@@ -336,6 +369,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = new_parser(__doc__)
     parser.add_argument("--sessions", type=int, default=100, help="serial sessions (part 1)")
     parser.add_argument("--burst", type=int, default=300, help="sessions at once (part 2)")
+    parser.add_argument(
+        "--fanout-burst",
+        type=int,
+        default=60,
+        help=f"sessions of {FANOUT} parallel tool calls at once (part 2b; 0 skips it)",
+    )
     parser.add_argument("--floor", type=int, default=200, help="floor round trips (part 3)")
     parser.add_argument("--celery-serial", type=int, default=100, help="serial tasks (part 4)")
     parser.add_argument("--celery-burst", type=int, default=300, help="tasks at once (part 4)")

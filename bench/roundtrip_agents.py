@@ -1,5 +1,6 @@
-"""The agent of ``bench.roundtrip``: a scripted model that calls the no-op ``ping`` tool
-once, then answers. One session is one model turn with one tool call, one turn without.
+"""The agents of ``bench.roundtrip``: scripted models that call the no-op ``ping`` tool, then
+answer. A ``pinger`` session is one model turn with one tool call and one turn without; a
+``fanout`` session asks for ``FANOUT`` calls at once in its first turn.
 
 Served by ``brainhands brain --compat v1 --agents bench.roundtrip_agents
 --tools bench.roundtrip_tools``.
@@ -14,6 +15,10 @@ from brain.models.scripted import ScriptedModel
 
 SCRIPT = Path(__file__).with_name("roundtrip_script.json")
 AGENT = "pinger"
+FANOUT_SCRIPT = Path(__file__).with_name("roundtrip_fanout.json")
+FANOUT_AGENT = "fanout"
+FANOUT = 10
+"""Tool calls in a ``fanout`` session's first turn."""
 COMPAT = "v1"
 """The compat the benchmark's Brain processes serve."""
 
@@ -24,5 +29,14 @@ agents.add(
         model=ScriptedModel(SCRIPT),
         system="You ping once, then say so.",
         tools=("ping",),
+    )
+)
+agents.add(
+    Agent(
+        name=FANOUT_AGENT,
+        model=ScriptedModel(FANOUT_SCRIPT),
+        system="You ping ten times at once, then say so.",
+        tools=("ping",),
+        max_tool_calls=FANOUT,
     )
 )

@@ -74,13 +74,13 @@ def session_ids(prefix: str, n: int) -> list[str]:
     return [f"{prefix}-{i:05d}" for i in range(n)]
 
 
-async def submit(store: Store, topology: Topology, session_id: str) -> None:
+async def submit(store: Store, topology: Topology, session_id: str, agent: str = AGENT) -> None:
     await submit_input(
         store,
         topology,
         session_id=session_id,
         request_id="r1",
-        input={"agent": AGENT, "text": "ping once, then say so"},
+        input={"agent": agent, "text": "ping, then say so"},
         compat=COMPAT,
     )
 
@@ -104,11 +104,12 @@ async def burst_sessions(
     workers: Workers,
     ids: Sequence[str],
     within: float,
+    agent: str = AGENT,
 ) -> float:
-    """Submit all sessions at once; return seconds from the first submission until the
-    last one was answered."""
+    """Submit all sessions (to ``agent``) at once; return seconds from the first submission
+    until the last one was answered."""
     started = time.time()
-    await asyncio.gather(*(submit(store, topology, session_id) for session_id in ids))
+    await asyncio.gather(*(submit(store, topology, session_id, agent) for session_id in ids))
     deadline = time.monotonic() + within
     while True:
         done = await db.fetchval(
