@@ -168,7 +168,7 @@ class OperationLedger:
             )
         )
         if rows:
-            self.store.notify(
+            await self.store.notify(
                 CommitReceipt(session_id or "", version=-1, entry_seqs=[], outbox=rows)
             )
 
