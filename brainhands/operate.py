@@ -188,5 +188,10 @@ def _redacted(url: str) -> str:
 
 
 def _table(values: dict[str, Any]) -> str:
+    def shown(value: Any) -> str:
+        if isinstance(value, dict):
+            return ", ".join(f"{k}={v}" for k, v in value.items()) or "none"
+        return str(value)
+
     width = max(len(k) for k in values)
-    return "\n".join(f"{k:<{width}}  {v}" for k, v in values.items())
+    return "\n".join(f"{k:<{width}}  {shown(v)}" for k, v in values.items())

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import func, insert, select, text
+from sqlalchemy import exists, func, insert, or_, select, text
 from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -25,7 +25,13 @@ from shared.store.engine import (
     write_transaction,
 )
 from shared.store.load import claim_session_sync, load_session_sync
-from shared.store.records import ClaimedSession, CommitReceipt, SessionRecord, SessionState
+from shared.store.records import (
+    OPEN_SUBMISSION_STATUSES,
+    ClaimedSession,
+    CommitReceipt,
+    SessionRecord,
+    SessionState,
+)
 
 log = logging.getLogger("brainhands.store")
 
@@ -167,7 +173,8 @@ class Store:
         return True
 
     async def status(self) -> dict[str, Any]:
-        """Schema revision and row counts, for ``brainhands status``."""
+        """Schema revision, row counts, and sessions with open work (tasks not terminal or
+        submissions not answered) per compatibility key, for ``brainhands status``."""
         counts: dict[str, Any] = {"revision": await migrate.current_revision(self.engine)}
         async with read_transaction(self.engine) as conn:
             tables = {
@@ -185,4 +192,15 @@ class Store:
                 .where(schema.outbox.c.sent_at.is_(None))
             )
             counts["outbox_unsent"] = unsent.scalar_one()
+            s, t, sub = schema.session, schema.task, schema.submission
+            open_work = or_(
+                exists().where(t.c.session_id == s.c.id, t.c.status != "terminal"),
+                exists().where(
+                    sub.c.session_id == s.c.id, sub.c.status.in_(OPEN_SUBMISSION_STATUSES)
+                ),
+            )
+            by_key = await conn.execute(
+                select(s.c.compat, func.count()).where(open_work).group_by(s.c.compat)
+            )
+            counts["open_sessions_by_compat"] = {key: n for key, n in by_key}
         return counts

@@ -220,3 +220,18 @@ async def test_entry_seq_is_gap_free_under_concurrent_committers(store: Store) -
     assert seqs == list(range(1, len(seqs) + 1))
     assert len(seqs) >= per_writer * writers
     assert state.session.entry_count == len(seqs)
+
+
+async def test_status_counts_sessions_with_open_work_per_compatibility_key(store: Store) -> None:
+    for session_id, compat in (("busy1", "v1"), ("busy2", "v1"), ("asked", "v2"), ("idle", "v2")):
+        await store.create_session(session_id, compat=compat)
+        await store.claim_session_fence(session_id, 1)
+    for session_id, status in (("busy1", "pending"), ("busy2", "waiting"), ("idle", "terminal")):
+        draft = Draft(session_id, version=0, fence=1)
+        draft.add_task(kind="k", kind_version=1, input={}, status=status)
+        await store.commit(draft)
+    draft = Draft("asked", version=0, fence=1)
+    draft.add_submission(request_id="r1", input={})
+    await store.commit(draft)
+
+    assert (await store.status())["open_sessions_by_compat"] == {"v1": 2, "v2": 1}
