@@ -191,7 +191,10 @@ class Broker:
         failures inside the block surface as ``BrokerUnavailable``.
         """
         try:
-            channel = await self._connection.channel(publisher_confirms=False)
+            try:
+                channel = await self._connection.channel(publisher_confirms=False)
+            except RuntimeError as exc:  # aio-pika's word for a connection being restored
+                raise BrokerUnavailable(f"RabbitMQ connection is down: {exc}") from exc
             try:
                 yield channel
             finally:

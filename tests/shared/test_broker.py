@@ -292,6 +292,8 @@ async def test_broker_outage_fails_fast_and_recovers(rabbitmq_url: str, namespac
             with pytest.raises(BrokerUnavailable):
                 await broker.publish(job(2), queue)
             assert time.monotonic() - started < 2.0 + 1.0
+            with pytest.raises(BrokerUnavailable):  # a side channel too: an error, not a crash
+                await broker.ready_count(queue)
 
         async def publish_succeeds() -> bool:
             try:
