@@ -1,4 +1,5 @@
-"""Opening a process's connections from its settings, and stopping it on a signal."""
+"""Opening a process's connections from its settings (once the store's schema is ready for
+this build), and stopping it on a signal."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import asyncio
 import contextlib
 import logging
 import signal
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
@@ -15,10 +17,15 @@ from shared.broker import Broker
 from shared.config import CommonSettings
 from shared.keys import Keys
 from shared.lease import LeaseManager, connect_redis
-from shared.store import Store
+from shared.store import Store, migrate
 from shared.topology import Topology
 
 log = logging.getLogger("brainhands.runtime")
+
+SCHEMA_POLL = 1.0
+"""Seconds between looks at the schema revision while it is behind this build."""
+SCHEMA_REMINDER = 30.0
+"""Seconds between warnings while waiting for the migration."""
 
 
 @dataclass
@@ -39,6 +46,7 @@ async def open_services(settings: CommonSettings, *, name: str) -> AsyncIterator
     """Connect to everything a worker needs; close it all on the way out."""
     store = await Store.open(settings.database_url, db_schema=settings.database_schema)
     try:
+        await wait_for_schema(store)
         topology = Topology(settings.namespace, delivery_limit=settings.delivery_limit)
         broker = await Broker.connect(settings.rabbitmq_url, topology, connection_name=name)
         try:
@@ -51,6 +59,27 @@ async def open_services(settings: CommonSettings, *, name: str) -> AsyncIterator
             await broker.close()
     finally:
         await store.close()
+
+
+async def wait_for_schema(store: Store, *, poll: float = SCHEMA_POLL) -> None:
+    """Wait until the store's schema has every migration this build needs.
+
+    During a deploy the migration job and the new workers start together: a worker that
+    found the schema behind would fail on its first write, so it waits (not ready, saying
+    why) instead.
+    """
+    said = 0.0
+    while migrate.behind_head(revision := await migrate.current_revision(store.engine)):
+        if time.monotonic() - said > SCHEMA_REMINDER:
+            said = time.monotonic()
+            log.warning(
+                "the store's schema is at %s, this build needs %s: run `brainhands migrate`; "
+                "waiting",
+                revision or "nothing (empty)",
+                migrate.head_revision(),
+                extra={"event": "schema_behind", "revision": revision},
+            )
+        await asyncio.sleep(poll)
 
 
 def stop_on_signals() -> asyncio.Event:

@@ -66,3 +66,14 @@ async def current_revision(engine: AsyncEngine) -> str | None:
             return MigrationContext.configure(sync_conn).get_current_revision()
 
         return await conn.run_sync(read)
+
+
+def behind_head(revision: str | None) -> bool:
+    """Whether a store at ``revision`` lacks migrations this build needs: it is empty or at
+    an older revision this build knows. A revision it does not know is a newer build's,
+    which only adds to what this build uses."""
+    if revision is None:
+        return True
+    script = ScriptDirectory(str(MIGRATIONS))
+    known = {r.revision for r in script.walk_revisions()}
+    return revision in known and revision != head_revision()

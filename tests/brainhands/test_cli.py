@@ -11,9 +11,12 @@ from pathlib import Path
 
 import pytest
 
+from shared.config import normalize_database_url
 from tests.helpers.brains import BrainHarness
-from tests.helpers.processes import ROOT
+from tests.helpers.polling import eventually
+from tests.helpers.processes import ROOT, spawn_module
 from tests.helpers.rabbit import BrokerEnv, broker_env
+from tests.helpers.stores import StoreTarget, drop_schema
 
 
 def brainhands(
@@ -129,3 +132,41 @@ def test_config_prints_every_setting_with_secrets_redacted(tmp_path: Path) -> No
         "config", "--role", "brain", cwd=tmp_path, env={"BRAINHANDS_SWEEPER_PERIOD": "soon"}
     )
     assert bad.returncode == 2 and "BRAINHANDS_SWEEPER_PERIOD" in bad.stderr
+
+
+@pytest.mark.integration
+async def test_a_worker_waits_for_the_schema_migration_then_serves(
+    postgres_url: str, rabbitmq_url: str, redis_url: str, namespace: str, tmp_path: Path
+) -> None:
+    target = StoreTarget(normalize_database_url(postgres_url), f"mig{namespace}")
+    env = {
+        **target.env(),
+        "BRAINHANDS_RABBITMQ_URL": rabbitmq_url,
+        "BRAINHANDS_REDIS_URL": redis_url,
+        "BRAINHANDS_NAMESPACE": namespace,
+        "BRAINHANDS_HTTP_PORT": "-1",
+    }
+    log = tmp_path / "hands.log"
+    worker = spawn_module(
+        "brainhands",
+        "hands",
+        "--pool",
+        "email",
+        "--tools",
+        "tests.helpers.tools",
+        env=env,
+        log=log,
+    )
+    try:
+        await eventually(lambda: "schema_behind" in log.read_text(), within=30, what="warning")
+        assert worker.poll() is None and '"consuming"' not in log.read_text()
+        assert "run `brainhands migrate`" in log.read_text()
+
+        done = await asyncio.to_thread(brainhands, "migrate", cwd=tmp_path, env=env)
+        assert done.returncode == 0, done.stderr
+
+        await eventually(lambda: '"consuming"' in log.read_text(), within=30, what="consuming")
+    finally:
+        worker.terminate()
+        worker.wait(timeout=30)
+        await drop_schema(target.url, f"mig{namespace}")
