@@ -34,7 +34,7 @@ from shared.errors import (
 from shared.lease import Lease, LeaseManager
 from shared.messages import CancelNotice, Message, ToolJob, ToolResult, encode
 from shared.parking import park
-from shared.store import OperationClaim, OperationLedger, OperationRecord, OutboxMessage
+from shared.store import OperationLedger, OperationRecord, OutboxMessage
 from shared.store.records import OperationStatus
 from shared.tools import QueryAnswer, ToolRegistry, ToolSpec
 from shared.tracing import context_from, current_carrier, tracer
@@ -112,14 +112,11 @@ class HandsWorker:
                 "delivery_count": delivery.delivery_count,
             },
         )
-        claimed: list[OperationClaim] = []
-        start_within = self._attempt_limit(job)
+        claimed: list[OperationRecord] = []
 
         async def claim(token: int) -> None:
             claimed.append(
-                await self.ledger.claim(
-                    job.operation_id, token, intent=_intent(job), start_within=start_within
-                )
+                (await self.ledger.claim(job.operation_id, token, intent=_intent(job))).operation
             )
 
         lease = await self._acquire(job, claim)
@@ -175,19 +172,7 @@ class HandsWorker:
                 return lease
             await asyncio.sleep(self.leases.ttl_ms / 5000)
 
-    def _attempt_limit(self, job: ToolJob) -> int | None:
-        """The tool's attempt limit if the job can run as it is (a known tool, valid
-        arguments): then the claim may record the attempt's start itself."""
-        spec = self.registry.tools.get(job.tool)
-        if spec is None:
-            return None
-        try:
-            spec.args_model.model_validate(job.arguments)
-        except ValidationError:
-            return None
-        return spec.retry.max_attempts
-
-    async def _process(self, job: ToolJob, claim: OperationClaim, token: int) -> None:
+    async def _process(self, job: ToolJob, op: OperationRecord, token: int) -> None:
         try:
             spec = self.registry.get(job.tool)
         except UnknownToolError as exc:
@@ -197,10 +182,6 @@ class HandsWorker:
             args = spec.args_model.model_validate(job.arguments)
         except ValidationError as exc:
             await self._record_failure(job, token, "InvalidArguments", _describe(exc))
-            return
-        op = claim.operation
-        if claim.started:  # the claim recorded this attempt's start: nothing to recover
-            await self._run(job, spec, args, token, started=op)
             return
         step = next_step(
             op.status,
@@ -227,20 +208,10 @@ class HandsWorker:
                 await asyncio.sleep(step.delay)
             await self._run(job, spec, args, token)
 
-    async def _run(
-        self,
-        job: ToolJob,
-        spec: ToolSpec,
-        args: BaseModel,
-        token: int,
-        *,
-        started: OperationRecord | None = None,
-    ) -> None:
-        """Call the tool, retrying retryable failures within its retry policy (``started``:
-        the row of an attempt whose start the claim already recorded)."""
+    async def _run(self, job: ToolJob, spec: ToolSpec, args: BaseModel, token: int) -> None:
+        """Call the tool, retrying retryable failures within its retry policy."""
         while True:
-            op = started or await self.ledger.mark_started(job.operation_id, token)
-            started = None
+            op = await self.ledger.mark_started(job.operation_id, token)
             log.info(
                 "started",
                 extra={

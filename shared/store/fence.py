@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from sqlalchemy import Insert, Row, Table, and_, bindparam, case, null, or_, select, update
+from sqlalchemy import Insert, Row, Table, bindparam, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -37,40 +37,26 @@ async def claim_session_fence(conn: AsyncConnection, session_id: str, token: int
     raise StaleLeaseError(f"session:{session_id}", token, int(current))
 
 
-def _claim_operation(insert: Callable[[Table], Any], *, start: bool) -> Insert:
+def _claim_operation(insert: Callable[[Table], Any]) -> Insert:
     """``INSERT ... ON CONFLICT DO UPDATE ... WHERE fence < :fence RETURNING *``.
 
     The new row's columns are bound by name; the conflict branch takes the token and the
-    time from the row that was proposed (``excluded``), so each is bound only once. With
-    ``start``, an existing row that waits for its next attempt (``intended``, due, fewer than
-    ``:max_attempts`` attempts) is also marked ``started``, as ``mark_started`` would.
+    time from the row that was proposed (``excluded``), so each is bound only once.
     """
     o = schema.operation
     stmt = insert(o)
-    changes: dict[str, Any] = {"fence": stmt.excluded.fence, "updated_at": stmt.excluded.updated_at}
-    if start:
-        due = and_(
-            o.c.status == "intended",
-            or_(o.c.next_attempt_at.is_(None), o.c.next_attempt_at <= stmt.excluded.updated_at),
-            o.c.attempts < bindparam("max_attempts", type_=o.c.attempts.type),
-        )
-        changes |= {
-            "status": case((due, "started"), else_=o.c.status),
-            "attempts": case((due, o.c.attempts + 1), else_=o.c.attempts),
-            "started_at": case((due, stmt.excluded.updated_at), else_=o.c.started_at),
-            "next_attempt_at": case((due, null()), else_=o.c.next_attempt_at),
-        }
     upsert: Insert = stmt.on_conflict_do_update(
-        index_elements=[o.c.operation_id], set_=changes, where=o.c.fence < stmt.excluded.fence
+        index_elements=[o.c.operation_id],
+        set_={"fence": stmt.excluded.fence, "updated_at": stmt.excluded.updated_at},
+        where=o.c.fence < stmt.excluded.fence,
     )
     return upsert.returning(*o.c)
 
 
 # ON CONFLICT is dialect syntax, so there is one statement per backend, built once.
 _CLAIM_OPERATION = {
-    (name, start): _claim_operation(insert, start=start)
-    for name, insert in (("postgresql", postgresql.insert), ("sqlite", sqlite.insert))
-    for start in (False, True)
+    "postgresql": _claim_operation(postgresql.insert),
+    "sqlite": _claim_operation(sqlite.insert),
 }
 _OPERATION_FENCE = select(schema.operation.c.fence).where(
     schema.operation.c.operation_id == bindparam("operation_id")
@@ -78,21 +64,14 @@ _OPERATION_FENCE = select(schema.operation.c.fence).where(
 
 
 def claim_operation_fence(
-    conn: Connection,
-    operation_id: str,
-    token: int,
-    *,
-    intent: dict[str, Any],
-    start_within: int | None = None,
+    conn: Connection, operation_id: str, token: int, *, intent: dict[str, Any]
 ) -> Row[Any]:
     """Create the operation row (``intended``) or raise its fence to ``token``; refuse otherwise.
 
     One statement: the upsert returns the row as it stands after the claim, and returns
     nothing when the stored fence is at or above ``token``. ``intent`` holds the columns a
     new row needs (session_id, task_id, tool, pool, arguments); it is ignored when the row
-    exists. With ``start_within`` (the tool's attempt limit) a new row, or one whose next
-    attempt is due and allowed, is also marked ``started``: its ``started_at`` is then the
-    claim's ``updated_at``. Runs on the caller's (sync) connection, inside its transaction.
+    exists. Runs on the caller's (sync) connection, inside its transaction.
     """
     now = time.time()
     values = {
@@ -103,12 +82,7 @@ def claim_operation_fence(
         "created_at": now,
         "updated_at": now,
     }
-    start = start_within is not None
-    if start:
-        values |= {"status": "started", "attempts": 1, "started_at": now}
-        values["max_attempts"] = start_within
-    statement = _CLAIM_OPERATION[conn.dialect.name, start]
-    claimed = conn.execute(statement, values).one_or_none()
+    claimed = conn.execute(_CLAIM_OPERATION[conn.dialect.name], values).one_or_none()
     if claimed is not None:
         return claimed
     current: int = conn.execute(_OPERATION_FENCE, {"operation_id": operation_id}).scalar_one()

@@ -85,8 +85,6 @@ class OperationClaim:
     fence: int
     operation: OperationRecord
     """The row as it stood right after the claim."""
-    started: bool = False
-    """The claim also recorded the start of an attempt (``claim(start_within=...)``)."""
 
 
 class OperationLedger:
@@ -96,34 +94,14 @@ class OperationLedger:
         self.store = store
 
     async def claim(
-        self,
-        operation_id: str,
-        token: int,
-        *,
-        intent: dict[str, Any],
-        start_within: int | None = None,
+        self, operation_id: str, token: int, *, intent: dict[str, Any]
     ) -> OperationClaim:
         """Create the row or raise its fence to ``token``, and read it back in one go.
 
-        With ``start_within`` (the tool's attempt limit) the claim also does what
-        ``mark_started`` does when the row is new or its next attempt is due and allowed:
-        ``started`` on the returned claim says whether it did. Raises ``StaleLeaseError``
-        (with the stored fence) when ``token`` is not above it.
+        Raises ``StaleLeaseError`` (with the stored fence) when ``token`` is not above it.
         """
-        row = await self._write(
-            lambda conn: operation_record(
-                fence.claim_operation_fence(
-                    conn, operation_id, token, intent=intent, start_within=start_within
-                )
-            ),
-            single=True,
-        )
-        started = (
-            start_within is not None
-            and row.status == "started"
-            and (row.started_at == row.updated_at)
-        )
-        return OperationClaim(token, row, started)
+        row = await self._write(lambda conn: _claim(conn, operation_id, token, intent), single=True)
+        return OperationClaim(token, row)
 
     async def get(self, operation_id: str) -> OperationRecord:
         async with read_transaction(self.store.engine) as conn:
@@ -168,7 +146,7 @@ class OperationLedger:
             )
         )
         if rows:
-            await self.store.notify(
+            self.store.notify(
                 CommitReceipt(session_id or "", version=-1, entry_seqs=[], outbox=rows)
             )
 
@@ -185,6 +163,12 @@ class OperationLedger:
         return await in_one_hop(
             self.store.engine, self.store.sqlite_writer, work, single_statement=single
         )
+
+
+def _claim(
+    conn: Connection, operation_id: str, token: int, intent: dict[str, Any]
+) -> OperationRecord:
+    return operation_record(fence.claim_operation_fence(conn, operation_id, token, intent=intent))
 
 
 def _mark_started(conn: Connection, operation_id: str, token: int) -> OperationRecord:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from collections.abc import Callable
@@ -119,19 +118,13 @@ class Store:
             receipt = await commit_draft(
                 self.engine, draft, sqlite_writer=self.sqlite_writer, handoff=self.handoff
             )
-        await self.notify(receipt)
+        self.notify(receipt)
         return receipt
 
-    async def notify(self, receipt: CommitReceipt) -> None:
-        """Tell the commit listeners about a transaction that committed (outbox rows...).
-
-        Then yields once, so that what they started (the relay's publish of the rows) goes
-        out before the caller carries on with its own work.
-        """
+    def notify(self, receipt: CommitReceipt) -> None:
+        """Tell the commit listeners about a transaction that committed (outbox rows...)."""
         for listener in self._listeners:
             listener(receipt)
-        if receipt.outbox and self._listeners:
-            await asyncio.sleep(0)
 
     async def load(self, session_id: str) -> SessionState:
         """Read the session's state in one snapshot and a fixed number of queries."""

@@ -76,7 +76,7 @@ async def submit(
             )
         record = await _by_request(conn, session_id, request_id)
     if is_new:
-        await store.notify(CommitReceipt(session_id, version=-1, entry_seqs=[], outbox=rows))
+        store.notify(CommitReceipt(session_id, version=-1, entry_seqs=[], outbox=rows))
     return SubmitReceipt(record, is_new)
 
 

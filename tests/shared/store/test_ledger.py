@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import time
 
 import pytest
 from sqlalchemy import func, select
@@ -237,47 +236,3 @@ async def test_the_ledger_works_on_an_in_memory_sqlite_store() -> None:
         assert (await ledger.get("op1")).result == [1]
     finally:
         await store.close()
-
-
-async def test_a_claim_may_start_a_new_call_in_the_same_statement(store: Store) -> None:
-    ledger = OperationLedger(store)
-
-    claim = await ledger.claim("op1", 1, intent=INTENT, start_within=3)
-
-    assert claim.started
-    assert (claim.operation.status, claim.operation.attempts) == ("started", 1)
-    assert (await ledger.get("op1")).started_at == claim.operation.started_at
-
-
-async def test_a_claim_starts_only_an_attempt_that_is_due_and_allowed(store: Store) -> None:
-    ledger = OperationLedger(store)
-    await ledger.claim("due", 1, intent=INTENT)
-    await ledger.mark_started("due", 1)
-    await ledger.schedule_retry("due", 1, error={"e": 1}, retry_at=0.0)
-    await ledger.claim("later", 1, intent=INTENT)
-    await ledger.mark_started("later", 1)
-    await ledger.schedule_retry("later", 1, error={"e": 1}, retry_at=time.time() + 60)
-    await ledger.claim("spent", 1, intent=INTENT)
-    await ledger.mark_started("spent", 1)
-    await ledger.schedule_retry("spent", 1, error={"e": 1}, retry_at=0.0)
-    await ledger.claim("crashed", 1, intent=INTENT)
-    await ledger.mark_started("crashed", 1)  # its holder died: the effect may have happened
-
-    due = await ledger.claim("due", 2, intent=INTENT, start_within=3)
-    later = await ledger.claim("later", 2, intent=INTENT, start_within=3)
-    spent = await ledger.claim("spent", 2, intent=INTENT, start_within=1)
-    crashed = await ledger.claim("crashed", 2, intent=INTENT, start_within=3)
-
-    assert (due.started, due.operation.status, due.operation.attempts) == (True, "started", 2)
-    assert due.operation.next_attempt_at is None
-    for left in (later, spent):
-        assert (left.started, left.operation.status, left.operation.attempts) == (
-            False,
-            "intended",
-            1,
-        )
-    assert (crashed.started, crashed.operation.status, crashed.operation.attempts) == (
-        False,
-        "started",
-        1,
-    )
