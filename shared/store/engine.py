@@ -117,9 +117,11 @@ def _configure_sqlite(sync_engine: Engine) -> None:
         # Take transaction control away from the driver so "begin" below decides it.
         dbapi_connection.isolation_level = None
         cursor = dbapi_connection.cursor()
+        # First, so that the statements below wait for a lock another connection holds
+        # (a migration, say) instead of failing at once.
+        cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
         cursor.execute("PRAGMA journal_mode=WAL")
         cursor.execute("PRAGMA synchronous=FULL")
-        cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
         cursor.execute("PRAGMA foreign_keys=ON")
         cursor.close()
 
