@@ -23,20 +23,16 @@ COMPAT = "v1"
 """The compat the benchmark's Brain processes serve."""
 
 agents = AgentRegistry()
-agents.add(
-    Agent(
-        name=AGENT,
-        model=ScriptedModel(SCRIPT),
-        system="You ping once, then say so.",
-        tools=("ping",),
+for name, script, system, calls in (
+    (AGENT, SCRIPT, "You ping once, then say so.", 1),
+    (FANOUT_AGENT, FANOUT_SCRIPT, "You ping ten times at once, then say so.", FANOUT),
+):
+    agents.add(
+        Agent(
+            name=name,
+            model=ScriptedModel(script),
+            system=system,
+            tools=("ping",),
+            max_tool_calls=calls,
+        )
     )
-)
-agents.add(
-    Agent(
-        name=FANOUT_AGENT,
-        model=ScriptedModel(FANOUT_SCRIPT),
-        system="You ping ten times at once, then say so.",
-        tools=("ping",),
-        max_tool_calls=FANOUT,
-    )
-)

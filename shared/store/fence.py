@@ -17,21 +17,28 @@ from typing import Any
 from sqlalchemy import Insert, Row, Table, bindparam, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from shared.errors import NotFoundError, StaleLeaseError
 from shared.store import schema
 
+_s = schema.session
+_CLAIM_SESSION = (
+    update(_s)
+    .where(_s.c.id == bindparam("sid"), _s.c.fence < bindparam("below", type_=_s.c.fence.type))
+    .values(fence=bindparam("token", type_=_s.c.fence.type))
+    .returning(*_s.c)
+)
+_SESSION_FENCE = select(_s.c.fence).where(_s.c.id == bindparam("sid"))
 
-async def claim_session_fence(conn: AsyncConnection, session_id: str, token: int) -> int:
-    """Raise the session's fence to ``token`` if it is higher; refuse otherwise."""
-    s = schema.session
-    claimed = await conn.execute(
-        update(s).where(s.c.id == session_id, s.c.fence < token).values(fence=token)
-    )
-    if claimed.rowcount == 1:
-        return token
-    current = (await conn.execute(select(s.c.fence).where(s.c.id == session_id))).scalar()
+
+def claim_session_fence(conn: Connection, session_id: str, token: int) -> Row[Any]:
+    """Raise the session's fence to ``token`` if it is higher and return the session row;
+    refuse otherwise. One statement, on the caller's (sync) connection."""
+    params = {"sid": session_id, "below": token, "token": token}
+    claimed = conn.execute(_CLAIM_SESSION, params).one_or_none()
+    if claimed is not None:
+        return claimed
+    current = conn.execute(_SESSION_FENCE, {"sid": session_id}).scalar()
     if current is None:
         raise NotFoundError(f"session {session_id} does not exist")
     raise StaleLeaseError(f"session:{session_id}", token, int(current))

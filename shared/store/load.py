@@ -18,11 +18,11 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from sqlalchemy import BindParameter, Row, bindparam, select, update
+from sqlalchemy import BindParameter, Row, bindparam, select
 from sqlalchemy.engine import Connection
 
-from shared.errors import NotFoundError, StaleLeaseError
-from shared.store import schema
+from shared.errors import NotFoundError
+from shared.store import fence, schema
 from shared.store.records import (
     OPEN_SUBMISSION_STATUSES,
     ClaimedSession,
@@ -46,13 +46,6 @@ _s, _e, _d, _t, _sub, _o = (
 _SID: BindParameter[str] = bindparam("sid")
 _IDS: BindParameter[list[str]] = bindparam("ids", expanding=True)
 _SESSION = select(_s).where(_s.c.id == _SID)
-_CLAIM = (
-    update(_s)
-    .where(_s.c.id == _SID, _s.c.fence < bindparam("below", type_=_s.c.fence.type))
-    .values(fence=bindparam("token", type_=_s.c.fence.type))
-    .returning(*_s.c)
-)
-_FENCE = select(_s.c.fence).where(_s.c.id == _SID)
 _ENTRIES = (
     select(_e.c.seq, _e.c.kind, _e.c.body, _e.c.created_at)
     .where(_e.c.session_id == _SID)
@@ -108,13 +101,7 @@ def claim_session_sync(
     the stored fence) when ``token`` is not above the fence, ``NotFoundError`` for an
     unknown session.
     """
-    row = conn.execute(_CLAIM, {"sid": session_id, "below": token, "token": token}).one_or_none()
-    if row is None:
-        current = conn.execute(_FENCE, {"sid": session_id}).scalar()
-        if current is None:
-            raise NotFoundError(f"session {session_id} does not exist")
-        raise StaleLeaseError(f"session:{session_id}", token, int(current))
-    session = SessionRecord(**_fields(row))
+    session = SessionRecord(**_fields(fence.claim_session_fence(conn, session_id, token)))
     if known is not None and known.session.version == session.version:
         open_submissions = _open_submissions(conn, session_id) if submissions else []
         state = dataclasses.replace(known, session=session, open_submissions=open_submissions)

@@ -20,7 +20,6 @@ from shared.store.engine import (
     create_sqlite_writer,
     in_one_hop,
     read_transaction,
-    wrap_driver_errors,
     write_transaction,
 )
 from shared.store.load import claim_session_sync, load_session_sync
@@ -114,10 +113,9 @@ class Store:
         ``StaleLeaseError`` if its fence moved past ``draft.fence``; either way nothing of
         the draft is written.
         """
-        with wrap_driver_errors():
-            receipt = await commit_draft(
-                self.engine, draft, sqlite_writer=self.sqlite_writer, handoff=self.handoff
-            )
+        receipt = await commit_draft(
+            self.engine, draft, sqlite_writer=self.sqlite_writer, handoff=self.handoff
+        )
         self.notify(receipt)
         return receipt
 
@@ -156,8 +154,13 @@ class Store:
 
     async def claim_session_fence(self, session_id: str, token: int) -> int:
         """Claim the session for lease ``token``; ``StaleLeaseError`` if not above the fence."""
-        async with write_transaction(self.engine) as conn:
-            return await fence.claim_session_fence(conn, session_id, token)
+        await in_one_hop(
+            self.engine,
+            self.sqlite_writer,
+            lambda conn: fence.claim_session_fence(conn, session_id, token),
+            single_statement=True,
+        )
+        return token
 
     async def ping(self) -> bool:
         """Whether the store answers a trivial query."""

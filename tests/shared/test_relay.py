@@ -194,22 +194,7 @@ async def test_relay_killed_between_confirm_and_mark_publishes_again_harmlessly(
     consumer = Dedupe()
     await env.broker.consume(queue, consumer)
     await commit_wakes(store, queue, 10)
-    marker = tmp_path / "confirmed"
-    victim = spawn_module(
-        "tests.helpers.relay_victim",
-        str(marker),
-        env={
-            **store_target.env(),
-            "BRAINHANDS_RABBITMQ_URL": env.url,
-            "BRAINHANDS_NAMESPACE": env.topology.namespace,
-        },
-        log=tmp_path / "victim.log",
-    )
-    try:
-        await eventually(marker.exists, within=30, what="the victim to publish and freeze")
-    finally:
-        victim.send_signal(signal.SIGKILL)
-        victim.wait()
+    await kill_frozen_victim(store_target, env, tmp_path, what="publish and freeze")
     await eventually(lambda: consumer.unique == expected(10), what="first publication")
     assert (await store.status())["outbox_unsent"] == 10  # confirmed, but never marked
 
@@ -270,23 +255,7 @@ async def test_a_writer_killed_before_its_relay_published_is_taken_over_after_th
     await env.broker.consume(queue, consumer)
     await store.create_session("s2", compat="v1")
     await store.claim_session_fence("s2", 1)
-    marker = tmp_path / "committed"
-    victim = spawn_module(
-        "tests.helpers.relay_victim",
-        str(marker),
-        "--commit",
-        env={
-            **store_target.env(),
-            "BRAINHANDS_RABBITMQ_URL": env.url,
-            "BRAINHANDS_NAMESPACE": env.topology.namespace,
-        },
-        log=tmp_path / "victim.log",
-    )
-    try:
-        await eventually(marker.exists, within=30, what="the victim to commit and freeze")
-    finally:
-        victim.send_signal(signal.SIGKILL)
-        victim.wait()
+    await kill_frozen_victim(store_target, env, tmp_path, "--commit", what="commit and freeze")
     killed_at = time.monotonic()
     assert (await store.status())["outbox_unsent"] == 3  # committed, never published
     other = OutboxRelay(store, env.broker, poll_interval=0.1)
@@ -302,3 +271,26 @@ async def test_a_writer_killed_before_its_relay_published_is_taken_over_after_th
     assert time.monotonic() - killed_at >= 1.0  # it waited out (most of) the 2 s handoff
     assert consumer.unique == {"c0", "c1", "c2"}
     assert (await store.status())["outbox_unsent"] == 0
+
+
+async def kill_frozen_victim(
+    store_target: StoreTarget, env: BrokerEnv, tmp_path: Path, *args: str, what: str
+) -> None:
+    """Run ``tests.helpers.relay_victim`` until it froze where ``args`` say, then SIGKILL it."""
+    marker = tmp_path / "frozen"
+    victim = spawn_module(
+        "tests.helpers.relay_victim",
+        str(marker),
+        *args,
+        env={
+            **store_target.env(),
+            "BRAINHANDS_RABBITMQ_URL": env.url,
+            "BRAINHANDS_NAMESPACE": env.topology.namespace,
+        },
+        log=tmp_path / "victim.log",
+    )
+    try:
+        await eventually(marker.exists, within=30, what=f"the victim to {what}")
+    finally:
+        victim.send_signal(signal.SIGKILL)
+        victim.wait()
