@@ -103,8 +103,10 @@ class Results:
     fanout_seconds: float = 0.0
     serial_passes: Passes = field(default_factory=Passes)
     burst_passes: Passes = field(default_factory=Passes)
+    fanout_passes: Passes = field(default_factory=Passes)
     serial_cpu: dict[str, float] = field(default_factory=dict)
     burst_cpu: dict[str, float] = field(default_factory=dict)
+    fanout_cpu: dict[str, float] = field(default_factory=dict)
     """CPU seconds per session of the Brain and Hands processes (all of a role together)."""
     floor: Floor | None = None
     celery: CeleryResult | None = None
@@ -179,9 +181,11 @@ async def bench_ours(
                 )
                 fanned = session_ids("fan", args.fanout_burst)
                 results.fanout_sessions = len(fanned)
+                cpu = workers.cpu()
                 results.fanout_seconds = await burst_sessions(
                     store, db, topology, workers, fanned, args.timeout, FANOUT_AGENT
                 )
+                results.fanout_cpu = cpu_per_session(cpu, workers.cpu(), len(fanned))
         finally:
             relay_stop.set()
             await relay_task
@@ -190,6 +194,8 @@ async def bench_ours(
         results.burst = await timelines(db, burst, workers, topology)
         results.serial_passes = brain_passes(workers, ids)
         results.burst_passes = brain_passes(workers, burst)
+        if args.fanout_burst:
+            results.fanout_passes = brain_passes(workers, fanned)
 
 
 # Report ----------------------------------------------------------------------------------------
@@ -333,20 +339,28 @@ def report(args: argparse.Namespace, r: Results) -> None:
     print_table(
         ["step", "1B+1H p50 ms", "p99 ms", "2B+2H p50 ms", "p99 ms"], step_rows, align="<>>>>"
     )
-    for label, used in (("1B+1H serial", r.serial_cpu), ("2B+2H burst", r.burst_cpu)):
-        print(
-            f"CPU per session ({label}): Brain {used.get('brain', 0) * ms:.1f} ms, Hands "
-            f"{used.get('hands', 0) * ms:.1f} ms (a session: 2 model turns, 1 tool call)"
-        )
-    for label, n, p in (
+    one_call = "2 model turns, 1 tool call"
+    cpu_rows = [("1B+1H serial", r.serial_cpu, one_call), ("2B+2H burst", r.burst_cpu, one_call)]
+    pass_rows = [
         ("1B+1H serial", len(r.serial), r.serial_passes),
         ("2B+2H burst", len(r.burst), r.burst_passes),
-    ):
+    ]
+    if r.fanout_sessions:
+        fanned = f"2 model turns, {FANOUT} parallel tool calls"
+        cpu_rows.append(("2B+2H fan-out", r.fanout_cpu, fanned))
+        pass_rows.append(("2B+2H fan-out", r.fanout_sessions, r.fanout_passes))
+    for label, used, session in cpu_rows:
+        print(
+            f"CPU per session ({label}): Brain {used.get('brain', 0) * ms:.1f} ms, Hands "
+            f"{used.get('hands', 0) * ms:.1f} ms (a session: {session})"
+        )
+    for label, n, p in pass_rows:
         woken = ", ".join(f"{count} by {by}" for by, count in sorted(p.woken.items()))
         print(
             f"Brain passes ({label}): {sum(p.woken.values())} deliveries for {n} sessions "
-            f"({woken}); {p.idle} ran no phase, {p.busy} found the session busy; the sweeper "
-            f"sent {p.swept} wake-ups meanwhile"
+            f"({woken}); {p.applied} results found already applied (no pass), {p.idle} passes "
+            f"ran no phase, {p.busy} found the session busy; the sweeper sent {p.swept} wake-ups "
+            "meanwhile"
         )
     late = [t for t in r.serial if t.woken and t.dispatch_done and t.woken < t.dispatch_done]
     print(

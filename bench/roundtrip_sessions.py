@@ -197,6 +197,8 @@ class Passes:
 
     woken: dict[str, int] = field(default_factory=dict)
     """Deliveries by message type (``wake``: submissions, sweeper, timers)."""
+    applied: int = 0
+    """Tool results acknowledged without a pass: the Brain had applied them already."""
     idle: int = 0
     """Passes that ran no phase (a duplicate trigger)."""
     busy: int = 0
@@ -221,6 +223,8 @@ def brain_passes(workers: Workers, ids: Sequence[str]) -> Passes:
             out.idle += 1
         elif e.get("event") == "busy":
             out.busy += 1
+        elif e.get("event") == "already_applied":
+            out.applied += 1
     if times:
         first, last = min(times), max(times)
         out.swept = sum(

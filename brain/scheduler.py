@@ -81,9 +81,9 @@ class RunSummary:
     settled: list[str] = field(default_factory=list)
     next_wake: float | None = None
     cancelled_calls: list[str] = field(default_factory=list)
+    """Operation ids of tool calls cancelled in this pass: Hands should hear of them."""
     foreign: str | None = None
     """The session belongs to Brains of this other compatibility key: nothing was done."""
-    """Operation ids of tool calls cancelled in this pass: Hands should hear of them."""
 
 
 MAX_DECISION_ROUNDS = 100

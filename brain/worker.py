@@ -8,6 +8,13 @@ the sweeper.
 The worker keeps the state of the sessions it advanced last (``KEPT_SESSIONS`` of them). When
 it takes such a session again and the fence claim finds it at the same version, nothing of
 it changed but its submissions and tool outcomes, so only those are read again.
+
+A pass applies every tool outcome it finds, not only the one that woke it, so after a fan-out
+most result messages arrive for calls already applied. Such a message is acknowledged without
+a pass when the call's task is settled: the worker remembers the calls its own passes settled
+(``KEPT_CALLS`` of them) and asks the store about calls it does not know to be waiting. A
+redelivered message always gets a pass: it may be the only trigger left of a pass that died
+after settling the call but before running what the settlement made ready.
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ from shared.lease import Lease, LeaseManager
 from shared.messages import CancelNotice, Message, SessionWake, ToolResult
 from shared.parking import park
 from shared.store import SessionState, Store
+from shared.store.queries import tasks_by_ids
 from shared.store.records import ClaimedSession
 from shared.tools import ToolRegistry
 from shared.tracing import context_from, tracer
@@ -39,6 +47,9 @@ sweeper remains the durable backstop."""
 
 KEPT_SESSIONS = 1000
 """Sessions whose state a worker keeps between passes (least recently advanced dropped)."""
+
+KEPT_CALLS = 10_000
+"""Tool calls whose applied results a worker remembers (oldest dropped)."""
 
 
 class BrainWorker:
@@ -73,6 +84,7 @@ class BrainWorker:
         self._timers: set[asyncio.TimerHandle] = set()
         self._publishing: set[asyncio.Task[None]] = set()
         self._kept: OrderedDict[str, SessionState] = OrderedDict()
+        self._applied: OrderedDict[str, None] = OrderedDict()
 
     async def run(self, stop: asyncio.Event) -> None:
         """Consume until ``stop`` is set; running sessions get the grace period to finish."""
@@ -107,6 +119,11 @@ class BrainWorker:
                 "redelivered": delivery.redelivered,
             },
         )
+        # A redelivered result always gets a pass (see the module's docstring).
+        result = message if isinstance(message, ToolResult) and not delivery.redelivered else None
+        if result is not None and await self._already_applied(result):
+            await delivery.ack()
+            return
         try:
             with tracer.start_as_current_span(
                 "brainhands.brain.pass",
@@ -116,7 +133,9 @@ class BrainWorker:
                 # A tool result's pass need not look for new submissions: each has a
                 # wake-up of its own.
                 await self.advance(
-                    message.session_id, submissions=not isinstance(message, ToolResult)
+                    message.session_id,
+                    submissions=not isinstance(message, ToolResult),
+                    result=result,
                 )
         except LeaseLost as exc:
             metrics.LEASE_LOST.inc()
@@ -132,14 +151,15 @@ class BrainWorker:
             return
         await delivery.ack()
 
-    async def advance(self, session_id: str, *, submissions: bool = True) -> None:
+    async def advance(
+        self, session_id: str, *, submissions: bool = True, result: ToolResult | None = None
+    ) -> None:
         """Take the session, run it until nothing is runnable, let go (``submissions``:
-        whether to accept submissions queued meanwhile when the kept state is reused)."""
+        whether to accept submissions queued meanwhile when the kept state is reused;
+        ``result``: the tool result this pass is for, if it may be skipped once applied)."""
         claimed: list[ClaimedSession] = []
-        lease = await self._acquire(session_id, claimed, submissions)
+        lease = await self._acquire(session_id, claimed, submissions, result)
         if lease is None:
-            # Its holder re-checks for new results before letting go.
-            log.info("session busy", extra={"event": "busy", "session_id": session_id})
             return
         try:
             async with self.leases.hold(lease):
@@ -181,7 +201,9 @@ class BrainWorker:
             with contextlib.suppress(BrainhandsError):
                 await self.leases.release(lease)
         if summary.foreign is None:
-            self._keep(session_id, runner.snapshot())
+            state = runner.snapshot()
+            self._keep(session_id, state)
+            self._remember_applied(claimed[-1].state, state)
         else:
             log.warning(
                 "session of another build; passed on",
@@ -215,9 +237,17 @@ class BrainWorker:
                 await self.broker.broadcast(notice, self.broker.topology.cancel_key)
 
     async def _acquire(
-        self, session_id: str, claimed: list[ClaimedSession], submissions: bool
+        self,
+        session_id: str,
+        claimed: list[ClaimedSession],
+        submissions: bool,
+        result: ToolResult | None,
     ) -> Lease | None:
-        """The session's lease; what its fence claim read is appended to ``claimed``."""
+        """The session's lease; what its fence claim read is appended to ``claimed``.
+
+        None if another pass holds it past the lease's time (its holder re-checks for new
+        results before letting go), or, while waiting for it, ``result`` was applied.
+        """
         resource = f"session:{session_id}"
         deadline = time.monotonic() + self.leases.ttl_ms / 1000 + 1.0
 
@@ -229,15 +259,49 @@ class BrainWorker:
 
         while True:
             lease = await self.leases.acquire_fenced(resource, claim)
-            if lease is not None or time.monotonic() > deadline:
+            if lease is not None:
                 return lease
+            if time.monotonic() > deadline:
+                log.info("session busy", extra={"event": "busy", "session_id": session_id})
+                return None
             await asyncio.sleep(min(0.2, self.leases.ttl_ms / 5000))
+            if result is not None and await self._already_applied(result):
+                return None
 
     def _keep(self, session_id: str, state: SessionState) -> None:
         self._kept[session_id] = state
         self._kept.move_to_end(session_id)
         while len(self._kept) > KEPT_SESSIONS:
             self._kept.popitem(last=False)
+
+    async def _already_applied(self, result: ToolResult) -> bool:
+        """Whether ``result``'s call is settled (then it is logged as skipped)."""
+        if result.operation_id not in self._applied:
+            kept = self._kept.get(result.session_id)
+            if kept is not None and any(t.id == result.task_id for t in kept.open_tasks):
+                return False  # waiting as far as this worker knows: no read
+            found = await tasks_by_ids(self.store.engine, [result.task_id])
+            task = found.get(result.task_id)
+            if task is None or task.session_id != result.session_id or task.status != "terminal":
+                return False
+        log.info(
+            "result already applied",
+            extra={
+                "event": "already_applied",
+                "session_id": result.session_id,
+                "operation_id": result.operation_id,
+            },
+        )
+        return True
+
+    def _remember_applied(self, before: SessionState, after: SessionState) -> None:
+        """Note the calls that were waited on before the pass and are settled after it."""
+        still_open = {t.operation_id for t in after.open_tasks}
+        for task in before.open_tasks:
+            if task.operation_id and task.operation_id not in still_open:
+                self._applied[task.operation_id] = None
+        while len(self._applied) > KEPT_CALLS:
+            self._applied.popitem(last=False)
 
     def _remember_timer(self, session_id: str, compat: str, at: float) -> None:
         delay = at - time.time()

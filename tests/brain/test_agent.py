@@ -13,8 +13,11 @@ from pathlib import Path
 import pytest
 
 from brain.client import submit_input
+from brain.decide import TOOL_KIND
 from examples.notify.email_client import EmailClient
+from shared.messages import ToolResult
 from shared.store import SubmissionRecord
+from shared.store.queries import session_history
 from tests.helpers.brains import BrainHarness
 from tests.helpers.harness import start_email_service
 from tests.helpers.polling import eventually
@@ -123,6 +126,57 @@ async def test_parallel_calls_then_one_more_then_the_answer(agent_run: AgentRun)
         "tool_result",
         "model",
     ]
+
+
+async def test_a_result_for_a_call_already_applied_costs_no_pass(agent_run: AgentRun) -> None:
+    brains = agent_run.brains
+    agent_run.start_brain()
+    agent_run.start_hands()
+    await eventually(lambda: '"consuming"' in brains.log(0), what="the Brain")
+    assert (await agent_run.ask("errand")).status == "answered"
+    tasks, _ = await session_history(brains.store.engine, "s1")
+    call = next(t for t in tasks if t.kind == TOOL_KIND)
+    assert call.status == "terminal" and call.operation_id
+    queue = brains.env.topology.brain_queue("v1")
+
+    def result(operation_id: str, task_id: str) -> ToolResult:
+        return ToolResult(
+            operation_id=operation_id,
+            session_id="s1",
+            task_id=task_id,
+            compat="v1",
+            status="succeeded",
+        )
+
+    def passes(n: int) -> int:
+        return brains.log(n).count('"event": "advanced"')
+
+    def skipped(n: int, operation_id: str) -> int:
+        return sum(
+            '"already_applied"' in line and operation_id in line
+            for line in brains.log(n).splitlines()
+        )
+
+    # The Brain that applied the result remembers it.
+    before, seen = passes(0), skipped(0, call.operation_id)
+    await brains.env.broker.publish(result(call.operation_id, call.id), queue)
+    await eventually(
+        lambda: skipped(0, call.operation_id) == seen + 1, what="the duplicate to be skipped"
+    )
+    assert passes(0) == before
+    # A Brain that never saw the call asks the store.
+    brains.processes[0].send_signal(signal.SIGTERM)
+    brains.processes[0].wait()
+    fresh = len(brains.processes)
+    agent_run.start_brain()
+    await eventually(lambda: '"consuming"' in brains.log(fresh), what="the new Brain")
+    await brains.env.broker.publish(result(call.operation_id, call.id), queue)
+    await eventually(lambda: skipped(fresh, call.operation_id) >= 1, what="the store to be asked")
+    assert passes(fresh) == 0
+    # A result whose task is not settled in the store gets a pass.
+    await brains.env.broker.publish(result("op-unknown", "no-such-task"), queue)
+    await eventually(lambda: passes(fresh) == 1, what="a pass for an unsettled call")
+    assert skipped(fresh, "op-unknown") == 0
 
 
 @pytest.mark.chaos
