@@ -5,6 +5,11 @@ holder the store must believe. Redis only caches the token counter: the store's 
 truth. ``LeaseManager.acquire_fenced`` has the store confirm every token, and when Redis
 forgot its counter (a restart without persistence) it raises the counter past the store's
 fence and tries again, so tokens keep increasing whatever happened to Redis.
+
+The same recovery lets counters expire: a resource's counter is dropped after
+``counter_ttl_ms`` without an acquisition (a week by default), so Redis does not keep one key
+for every session and tool call there ever was. The next acquisition of such a resource costs
+one refusal by the store.
 """
 
 from __future__ import annotations
@@ -27,6 +32,9 @@ from shared import metrics
 from shared.errors import LeaseBackendError, LeaseLost, StaleLeaseError
 from shared.keys import Keys
 
+COUNTER_TTL_MS = 7 * 24 * 3600 * 1000
+"""How long a resource's token counter outlives its last acquisition in Redis."""
+
 
 @dataclass(frozen=True)
 class Lease:
@@ -47,10 +55,20 @@ class Lease:
 class LeaseManager:
     """Acquires, renews and releases fenced leases in one Redis."""
 
-    def __init__(self, redis: Redis, keys: Keys, *, ttl_ms: int = 10_000) -> None:
+    def __init__(
+        self,
+        redis: Redis,
+        keys: Keys,
+        *,
+        ttl_ms: int = 10_000,
+        counter_ttl_ms: int = COUNTER_TTL_MS,
+    ) -> None:
         if ttl_ms <= 0:
             raise ValueError(f"ttl_ms must be positive, got {ttl_ms}")
+        if counter_ttl_ms <= 0:
+            raise ValueError(f"counter_ttl_ms must be positive, got {counter_ttl_ms}")
         self.ttl_ms = ttl_ms
+        self.counter_ttl_ms = counter_ttl_ms
         self._redis = redis
         self._keys = keys
         self._acquire = _register(redis, "acquire")
@@ -71,7 +89,7 @@ class LeaseManager:
         token = await self._run(
             self._acquire,
             [self._keys.lease(resource), self._keys.fence(resource)],
-            [owner, self.ttl_ms, floor],
+            [owner, self.ttl_ms, floor, self.counter_ttl_ms],
         )
         if token == 0:
             return None
@@ -106,7 +124,9 @@ class LeaseManager:
 
     async def raise_floor(self, resource: str, floor: int) -> None:
         """Make every later token of ``resource`` greater than ``floor``."""
-        await self._run(self._raise_floor, [self._keys.fence(resource)], [floor])
+        await self._run(
+            self._raise_floor, [self._keys.fence(resource)], [floor, self.counter_ttl_ms]
+        )
 
     async def acquire_fenced(
         self,

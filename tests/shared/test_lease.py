@@ -245,6 +245,23 @@ async def test_fenced_tokens_keep_increasing_after_redis_forgets_the_counter(
     assert store.fence == 5
 
 
+async def test_an_idle_counter_expires_and_tokens_still_increase(redis: Redis, keys: Keys) -> None:
+    manager = LeaseManager(redis, keys, ttl_ms=TTL_MS, counter_ttl_ms=300)
+    store = MemoryFence()
+    first = await manager.acquire_fenced(RESOURCE, store.claim)
+    assert first is not None
+    await manager.release(first)
+    assert 0 < await redis.pttl(keys.fence(RESOURCE)) <= 300
+
+    await asyncio.sleep(0.4)
+    assert await redis.exists(keys.fence(RESOURCE)) == 0  # forgotten, as in a restart
+    again = await manager.acquire_fenced(RESOURCE, store.claim)
+
+    assert again is not None and again.token == 2
+    assert store.claims == [1, 1, 2]  # the store refused the counter's fresh start
+    assert 0 < await redis.pttl(keys.fence(RESOURCE)) <= 300  # raised with its TTL
+
+
 async def test_a_claim_can_refuse_a_token_equal_to_the_stored_fence(
     manager: LeaseManager,
 ) -> None:
