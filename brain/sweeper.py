@@ -10,6 +10,10 @@ bounds how long a lost message can delay work.
 A session whose Brain queue holds a backlog looks just like one whose wake-up was lost: its
 wake-up is still queued. Waking it again would only add to the backlog the Brains are
 working through, so there the sweeper waits ``backlog_grace`` instead (``plan_wake_ups``).
+
+A row it cannot turn into a job (a tool task whose input lacks what a job needs) is reported
+once and skipped; the other calls are still re-sent. Nothing that goes wrong in a sweep stops
+the sweeper, or the Brain it runs in: the failure is logged and the next period tries again.
 """
 
 from __future__ import annotations
@@ -21,6 +25,8 @@ import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
 
+from pydantic import ValidationError
+
 from brain.decide import TOOL_KIND
 from shared import metrics
 from shared.broker import Broker
@@ -28,7 +34,12 @@ from shared.errors import BrainhandsError, BrokerError
 from shared.lease import Lease, LeaseManager
 from shared.messages import SessionWake, ToolJob
 from shared.store import Store
-from shared.store.queries import SessionRef, calls_without_outcome, sessions_needing_attention
+from shared.store.queries import (
+    PendingCall,
+    SessionRef,
+    calls_without_outcome,
+    sessions_needing_attention,
+)
 
 log = logging.getLogger("brainhands.sweeper")
 
@@ -87,6 +98,8 @@ class Sweeper:
         self._lease: Lease | None = None
         # When this sweeper last woke each session, kept while it can still hold one back.
         self._woken_at: dict[str, float] = {}
+        self._unsendable: set[str] = set()
+        """Calls already reported as impossible to re-send."""
 
     async def run(self, stop: asyncio.Event) -> None:
         """Sweep every period while holding the sweeper lease; stand by otherwise."""
@@ -97,6 +110,8 @@ class Sweeper:
                         await self.sweep_once()
                 except BrainhandsError as exc:
                     log.warning("sweep failed: %s", exc, extra={"event": "sweep_error"})
+                except Exception:
+                    log.exception("sweep crashed; trying again", extra={"event": "sweep_crashed"})
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stop.wait(), self.period)
         finally:
@@ -157,16 +172,9 @@ class Sweeper:
             task = call.task
             if task.kind != TOOL_KIND or f"operation:{task.operation_id}" in running:
                 continue
-            assert task.operation_id is not None
-            job = ToolJob(
-                operation_id=task.operation_id,
-                tool=task.input["tool"],
-                arguments=task.input["arguments"],
-                session_id=task.session_id,
-                task_id=task.id,
-                compat=call.compat,
-                pool=task.input["pool"],
-            )
+            job = self._job(call)
+            if job is None:
+                continue
             await self.broker.publish_routed(job, self.broker.topology.hands_queue(job.pool))
             sent["job_redispatched"] += 1
         if sent:
@@ -175,6 +183,34 @@ class Sweeper:
         for kind, count in sent.items():
             metrics.SWEEPER_RECOVERIES.labels(kind).inc(count)
         return sent
+
+    def _job(self, call: PendingCall) -> ToolJob | None:
+        """The job of a tool call, as the Brain first sent it; None if its row is malformed."""
+        task = call.task
+        try:
+            return ToolJob(
+                operation_id=task.operation_id,
+                tool=task.input["tool"],
+                arguments=task.input["arguments"],
+                session_id=task.session_id,
+                task_id=task.id,
+                compat=call.compat,
+                pool=task.input["pool"],
+            )
+        except (KeyError, TypeError, ValidationError) as exc:
+            if task.id not in self._unsendable:
+                self._unsendable.add(task.id)
+                log.error(
+                    "cannot re-send the job of tool task %s: its input is malformed (%s)",
+                    task.id,
+                    repr(exc),
+                    extra={
+                        "event": "sweep_unsendable",
+                        "task_id": task.id,
+                        "session_id": task.session_id,
+                    },
+                )
+            return None
 
     async def _backlogs(self, compats: set[str]) -> dict[str, int]:
         """Ready messages in the Brain queue of each compat; 0 where that cannot be read, so

@@ -10,13 +10,14 @@ from collections.abc import AsyncIterator
 import pytest
 from aio_pika.exceptions import ChannelNotFoundEntity
 from redis.asyncio import Redis
-from sqlalchemy import update
+from sqlalchemy import insert, update
 
 from brain.client import submit_input
+from brain.decide import TOOL_KIND
 from brain.sweeper import Sweeper, plan_wake_ups
 from shared.keys import Keys
 from shared.lease import LeaseManager
-from shared.messages import SessionWake, decode
+from shared.messages import SessionWake, ToolJob, decode
 from shared.store import Store, schema
 from shared.store.queries import SessionRef, sessions_needing_attention
 from tests.helpers.rabbit import BrokerEnv, broker_env
@@ -208,3 +209,49 @@ async def test_reading_a_depth_declares_nothing(env: BrokerEnv) -> None:
 
     with pytest.raises(ChannelNotFoundEntity):
         await env.message_count(missing)
+
+
+async def lost_call(store: Store, task_id: str, tool_input: object) -> None:
+    """A tool task waiting for a minute on a call whose job never reached Hands."""
+    now = time.time()
+    async with store.engine.begin() as conn:
+        await conn.execute(
+            insert(schema.task).values(
+                id=task_id,
+                session_id="s1",
+                kind=TOOL_KIND,
+                kind_version=1,
+                input=tool_input,
+                status="waiting",
+                operation_id=f"op-{task_id}",
+                created_at=now - 60,
+                updated_at=now - 60,
+            )
+        )
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(60)
+async def test_a_malformed_tool_task_is_reported_once_and_the_other_calls_are_resent(
+    sweeper: Sweeper, store: Store, env: BrokerEnv, caplog: pytest.LogCaptureFixture
+) -> None:
+    queue = await env.hands_queue("email")
+    await store.create_session("s1", compat="v1")
+    await lost_call(store, "t-bad", {"tool": "send_email"})  # no arguments, no pool
+    await lost_call(store, "t-good", {"tool": "send_email", "arguments": {}, "pool": "email"})
+
+    with caplog.at_level(logging.INFO, logger="brainhands.sweeper"):
+        first = await sweeper.sweep_once()
+        second = await sweeper.sweep_once()
+
+    assert first["job_redispatched"] == second["job_redispatched"] == 1
+    reported = [r for r in caplog.records if getattr(r, "event", None) == "sweep_unsendable"]
+    assert [r.task_id for r in reported] == ["t-bad"]  # type: ignore[attr-defined]
+    async with env.broker.side_channel() as channel:
+        jobs = await channel.declare_queue(queue, passive=True)
+        sent = []
+        while (incoming := await jobs.get(no_ack=True, fail=False)) is not None:
+            job = decode(incoming.body)
+            assert isinstance(job, ToolJob)
+            sent.append(job.task_id)
+    assert sent == ["t-good", "t-good"]
