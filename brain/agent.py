@@ -8,10 +8,12 @@ A generation task's phases:
 - ``request``: call the model; transient failures sleep and retry, the attempt count in
   the task's state; the raw response is handed on in the state, so once committed the
   model is never asked the same question again;
-- ``tools``: one commit appends the raw response as an entry, creates one tool task per
-  granted call (frozen arguments, operation id derived from the task and the provider's call
-  id) with its job in the outbox, and waits for them all; calls of tools the agent was not
-  granted are refused here and never dispatched;
+- ``tools``: appends the raw response as an entry, creates one tool task per granted call
+  (frozen arguments, operation id derived from the task and the provider's call id) with its
+  job in the outbox, and waits for them all; calls of tools the agent was not granted are
+  refused here and never dispatched. It is light: all of this goes into the commit that
+  records the request's result, so no tool intent ever exists without the raw response it
+  came from, and a response is either durable with its intents or not at all;
 - ``apply``: appends the tool results in call order, uncertain and failed ones included
   and labelled as such, for the model to judge.
 """
@@ -188,7 +190,7 @@ def agent_kinds(agents: AgentRegistry, tools: ToolRegistry) -> TaskRegistry:
             return Fail({"reason": "model error", "error": str(exc)})
         return Goto("tools", state={**state, "raw": response.raw})
 
-    @generate.phase("tools")
+    @generate.phase("tools", light=True)
     async def dispatch(task: TaskView, docs: dict[str, Any], ctx: PhaseContext) -> Next:
         agent = agents.get(task.input["agent"])
         raw = task.state["raw"]

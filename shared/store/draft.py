@@ -2,6 +2,11 @@
 
 A draft is built by code that runs outside any transaction (a task phase, the agent loop);
 ``Store.commit`` then applies all of it atomically or none of it.
+
+One commit often moves a task several times (entered, its light phase's result, entered
+again): the draft folds those changes into one write per task -- into the row it inserts
+when the task is new in the same commit, else into one ``UPDATE`` -- so a commit costs one
+statement per task it touches, not one per change.
 """
 
 from __future__ import annotations
@@ -70,6 +75,8 @@ class Draft:
     new_submissions: list[dict[str, Any]] = field(default_factory=list)
     submission_updates: list[SubmissionUpdate] = field(default_factory=list)
     outbox: list[OutboxMessage] = field(default_factory=list)
+    _new_task_at: dict[str, int] = field(default_factory=dict, repr=False)
+    _update_at: dict[str, int] = field(default_factory=dict, repr=False)
 
     def has_changes(self) -> bool:
         """Whether committing this draft would change anything."""
@@ -110,6 +117,7 @@ class Draft:
         if unknown:
             raise ValueError(f"unknown task fields: {sorted(unknown)}")
         task_id = task_id or new_id()
+        self._new_task_at[task_id] = len(self.new_tasks)
         self.new_tasks.append(
             {
                 "id": task_id,
@@ -127,10 +135,29 @@ class Draft:
     def update_task(
         self, task_id: str, *, expected_status: str | None = None, **changes: Any
     ) -> None:
-        """Change task fields; with ``expected_status`` the commit fails if it moved on."""
+        """Change task fields; with ``expected_status`` the commit fails if it moved on.
+
+        Folded into this draft's earlier write of the task when that write leaves the task in
+        ``expected_status`` (or none is expected), so the outcome is the same either way.
+        """
         unknown = set(changes) - _TASK_COLUMNS
         if unknown:
             raise ValueError(f"unknown task fields: {sorted(unknown)}")
+        at = self._new_task_at.get(task_id)
+        if at is not None:
+            row = self.new_tasks[at]
+            if expected_status is None or expected_status == row["status"]:
+                row.update(changes)
+                return
+        at = self._update_at.get(task_id)
+        if at is not None:
+            earlier = self.task_updates[at]
+            status = earlier.changes.get("status", earlier.expected_status)
+            if expected_status is None or expected_status == status:
+                merged = {**earlier.changes, **changes}
+                self.task_updates[at] = TaskUpdate(task_id, merged, earlier.expected_status)
+                return
+        self._update_at[task_id] = len(self.task_updates)
         self.task_updates.append(TaskUpdate(task_id, changes, expected_status))
 
     def add_submission(

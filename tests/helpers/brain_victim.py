@@ -3,10 +3,10 @@
     python -m tests.helpers.brain_victim RULE brain --compat v1 --tasks ...
 
 RULE is one of ``after:N`` / ``before:N`` (the N-th commit of the process), or
-``after-entry:KIND`` (right after the first commit that appends an entry of KIND), or
-``before-state:KEY`` (right before the first commit that hands a phase's ``KEY`` on in a
-task's state, e.g. ``raw``: the model answered, the answer is not yet durable). The exit
-(``os._exit``) lands exactly between two facts recovery must tell apart.
+``after-entry:KIND`` / ``before-entry:KIND`` (right after / right before the first commit
+that appends an entry of KIND; ``before-entry:model``: the model answered, the answer is not
+yet durable). The exit (``os._exit``) lands exactly between two facts recovery must tell
+apart.
 """
 
 from __future__ import annotations
@@ -25,11 +25,9 @@ def matches(rule: str, draft: Draft, count: int) -> tuple[bool, bool]:
     if kind in ("before", "after"):
         hit = count == int(arg)
         return (hit and kind == "before", hit and kind == "after")
-    if kind == "after-entry":
-        return (False, any(e.kind == arg for e in draft.entries))
-    if kind == "before-state":
-        states = [u.changes.get("state") for u in draft.task_updates]
-        return (any(isinstance(s, dict) and arg in s for s in states), False)
+    if kind in ("before-entry", "after-entry"):
+        hit = any(e.kind == arg for e in draft.entries)
+        return (hit and kind == "before-entry", hit and kind == "after-entry")
     raise ValueError(f"unknown rule {rule!r}")
 
 

@@ -87,6 +87,70 @@ async def test_second_commit_advances_tasks_documents_and_submissions(store: Sto
     assert state.documents["doc"].body == {"n": 2}
 
 
+def test_a_draft_writes_each_task_once_however_often_it_changes() -> None:
+    draft = Draft("s1", version=3, fence=1)
+    old = "t-old"
+    new = draft.add_task(kind="k", kind_version=1, input={}, phase="a")
+    draft.update_task(new, status="running", attempt=1)
+    draft.update_task(old, expected_status="waiting", status="running", phase="apply")
+    draft.update_task(new, expected_status="running", phase="b", state={"n": 2})
+    draft.update_task(old, expected_status="running", status="terminal", outcome="succeeded")
+
+    [row] = draft.new_tasks
+    assert (row["status"], row["attempt"], row["phase"], row["state"]) == (
+        "running",
+        1,
+        "b",
+        {"n": 2},
+    )
+    [update] = draft.task_updates
+    assert update.expected_status == "waiting"  # the status the store must still have
+    assert update.changes == {"status": "terminal", "phase": "apply", "outcome": "succeeded"}
+
+
+def test_a_change_expecting_another_status_than_the_draft_leaves_is_kept_apart() -> None:
+    draft = Draft("s1", version=3, fence=1)
+    new = draft.add_task(kind="k", kind_version=1, input={})
+    draft.update_task(new, expected_status="running", status="terminal")
+    draft.update_task("t-old", expected_status="waiting", status="running")
+    draft.update_task("t-old", expected_status="sleeping", status="terminal")
+
+    assert draft.new_tasks[0]["status"] == "pending"
+    assert [(u.task_id, u.expected_status) for u in draft.task_updates] == [
+        (new, "running"),
+        ("t-old", "waiting"),
+        ("t-old", "sleeping"),
+    ]
+
+
+async def test_folded_task_writes_commit_what_the_changes_one_by_one_would(
+    store: Store,
+) -> None:
+    await claimed_session(store)
+    first = Draft("s1", version=0, fence=1)
+    waiting = first.add_task(kind="k", kind_version=1, input={}, status="waiting")
+    await store.commit(first)
+
+    second = Draft("s1", version=1, fence=1)
+    child = second.add_task(kind="k", kind_version=1, input={}, parent_id=waiting)
+    second.update_task(child, expected_status="pending", status="running", phase="go")
+    second.update_task(waiting, expected_status="waiting", status="running", phase="apply")
+    second.update_task(waiting, expected_status="running", state={"seen": [child]})
+    await store.commit(second)
+    stale = Draft("s1", version=2, fence=1)
+    stale.update_task(waiting, expected_status="waiting", status="terminal")
+    stale.update_task(waiting, expected_status="terminal", outcome="succeeded")
+    with pytest.raises(ConflictError):
+        await store.commit(stale)
+
+    state = await store.load("s1")
+    rows = {t.id: t for t in state.open_tasks}
+    assert (rows[child].status, rows[child].phase) == ("running", "go")
+    assert (rows[waiting].status, rows[waiting].phase) == ("running", "apply")
+    assert rows[waiting].state == {"seen": [child]}
+    assert state.session.version == 2
+
+
 async def test_two_committers_at_once_exactly_one_wins(store: Store) -> None:
     await claimed_session(store)
 
