@@ -12,9 +12,11 @@ it changed but its submissions and tool outcomes, so only those are read again.
 A pass applies every tool outcome it finds, not only the one that woke it, so after a fan-out
 most result messages arrive for calls already applied. Such a message is acknowledged without
 a pass when the call's task is settled: the worker remembers the calls its own passes settled
-(``KEPT_CALLS`` of them) and asks the store about calls it does not know to be waiting. A
-redelivered message always gets a pass: it may be the only trigger left of a pass that died
-after settling the call but before running what the settlement made ready.
+(``KEPT_CALLS`` of them), and asks the store about a call when it knows the session but not
+the call as waiting, or when the session's lease was busy (its holder may have applied the
+call meanwhile). A session it does not know gets a pass, which reads it anyway. A redelivered
+message always gets a pass: it may be the only trigger left of a pass that died after
+settling the call but before running what the settlement made ready.
 """
 
 from __future__ import annotations
@@ -265,7 +267,7 @@ class BrainWorker:
                 log.info("session busy", extra={"event": "busy", "session_id": session_id})
                 return None
             await asyncio.sleep(min(0.2, self.leases.ttl_ms / 5000))
-            if result is not None and await self._already_applied(result):
+            if result is not None and await self._already_applied(result, waited=True):
                 return None
 
     def _keep(self, session_id: str, state: SessionState) -> None:
@@ -274,12 +276,15 @@ class BrainWorker:
         while len(self._kept) > KEPT_SESSIONS:
             self._kept.popitem(last=False)
 
-    async def _already_applied(self, result: ToolResult) -> bool:
-        """Whether ``result``'s call is settled (then it is logged as skipped)."""
+    async def _already_applied(self, result: ToolResult, *, waited: bool = False) -> bool:
+        """Whether ``result``'s call is settled (then it is logged as skipped); ``waited``:
+        the session's lease was found busy."""
         if result.operation_id not in self._applied:
             kept = self._kept.get(result.session_id)
-            if kept is not None and any(t.id == result.task_id for t in kept.open_tasks):
-                return False  # waiting as far as this worker knows: no read
+            if not waited and (
+                kept is None or any(t.id == result.task_id for t in kept.open_tasks)
+            ):
+                return False  # unknown session, or waiting as far as this worker knows
             found = await tasks_by_ids(self.store.engine, [result.task_id])
             task = found.get(result.task_id)
             if task is None or task.session_id != result.session_id or task.status != "terminal":
