@@ -259,6 +259,7 @@ class BrainWorker:
                 await self.store.claim_session(session_id, token, known, submissions=submissions)
             )
 
+        waits = 0
         while True:
             lease = await self.leases.acquire_fenced(resource, claim)
             if lease is not None:
@@ -267,7 +268,13 @@ class BrainWorker:
                 log.info("session busy", extra={"event": "busy", "session_id": session_id})
                 return None
             await asyncio.sleep(min(0.2, self.leases.ttl_ms / 5000))
-            if result is not None and await self._already_applied(result, waited=True):
+            waits += 1
+            # Asked after 1, 2, 4, 8... waits: a long pass costs a few reads, not one a wait.
+            if (
+                result is not None
+                and waits & (waits - 1) == 0
+                and await self._already_applied(result, waited=True)
+            ):
                 return None
 
     def _keep(self, session_id: str, state: SessionState) -> None:

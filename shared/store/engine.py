@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import sqlite3
 import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any, TypeVar
@@ -31,6 +32,8 @@ from sqlalchemy.util import greenlet_spawn
 from shared.errors import BrainhandsError, ConflictError, StoreError, StoreUnavailable
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
+WAL_SWITCH_WAIT_MS = 100
+"""How long one attempt to switch a new SQLite file to WAL mode waits for a lock."""
 PING_AFTER_IDLE_S = 5.0
 """A pooled PostgreSQL connection idle for longer than this is pinged before use."""
 READ_ONLY = "brainhands_read_only"
@@ -111,16 +114,34 @@ def create_sqlite_writer(url: str) -> Engine | None:
     return engine
 
 
+def _switch_to_wal(cursor: Any) -> None:
+    """Put the database in WAL mode (a no-op once any connection did).
+
+    The first connections to a new file race to switch it. The loser can get "database is
+    locked" at once (SQLite skips the busy handler where waiting could deadlock), or wait
+    for a lock the winner's connection keeps for as long as it is open. So each attempt
+    waits only briefly, and is tried again until ``SQLITE_BUSY_TIMEOUT_MS`` has passed.
+    """
+    cursor.execute(f"PRAGMA busy_timeout={WAL_SWITCH_WAIT_MS}")
+    deadline = time.monotonic() + SQLITE_BUSY_TIMEOUT_MS / 1000
+    while True:
+        try:
+            cursor.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+
+
 def _configure_sqlite(sync_engine: Engine) -> None:
     @event.listens_for(sync_engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: ConnectionPoolEntry) -> None:
         # Take transaction control away from the driver so "begin" below decides it.
         dbapi_connection.isolation_level = None
         cursor = dbapi_connection.cursor()
-        # First, so that the statements below wait for a lock another connection holds
-        # (a migration, say) instead of failing at once.
+        _switch_to_wal(cursor)
+        # Statements wait this long for a lock another connection holds (a migration, say).
         cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
-        cursor.execute("PRAGMA journal_mode=WAL")
         cursor.execute("PRAGMA synchronous=FULL")
         cursor.execute("PRAGMA foreign_keys=ON")
         cursor.close()
