@@ -3,7 +3,9 @@
 A worker process (``celery -A bench.roundtrip_celery_app worker --pool prefork``) on the same
 RabbitMQ (default vhost, a queue of the run's own) and Redis (result keys under a prefix of
 the run's own); ``delay().get()`` serially, then a burst sent at once and all awaited. The
-queue, its exchange and the result keys are deleted at the end.
+queue, its exchange and the result keys are deleted at the end. It runs twice: as Celery
+comes (the target's yardstick), then durable like brainhands' messages (a quorum queue and
+publisher confirms).
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ class CeleryResult:
     samples: list[float]
     burst: int
     burst_seconds: float
+    durable: CeleryResult | None = None
+    """The same with a quorum queue and publisher confirms."""
 
 
 def celery_available() -> bool:
@@ -47,20 +51,23 @@ def celery_broker_url(url: str) -> str:
     return url
 
 
-def celery_env(args: argparse.Namespace, queue: str) -> dict[str, str]:
+def celery_env(args: argparse.Namespace, queue: str, durable: bool) -> dict[str, str]:
     return {
         "BENCH_CELERY_QUEUE": queue,
         "BENCH_CELERY_BROKER": celery_broker_url(args.rabbitmq_url),
         "BENCH_CELERY_BACKEND": args.redis_url,
         "BENCH_CELERY_PREFIX": f"{queue}:",
+        "BENCH_CELERY_DURABLE": "1" if durable else "0",
     }
 
 
-def start_celery_worker(args: argparse.Namespace, queue: str, log: Path) -> subprocess.Popen[bytes]:
+def start_celery_worker(
+    args: argparse.Namespace, queue: str, durable: bool, log: Path
+) -> subprocess.Popen[bytes]:
     argv = ["celery", "-A", "bench.roundtrip_celery_app", "worker", "--pool", "prefork"]
     argv += ["--concurrency", str(args.celery_concurrency), "-Q", queue, "-n", f"{queue}@%h"]
     argv += ["--loglevel", "WARNING", "--without-gossip", "--without-mingle", "--without-heartbeat"]
-    env = {**os.environ, **celery_env(args, queue)}
+    env = {**os.environ, **celery_env(args, queue, durable)}
     # In a process group of its own: the pool's children go with it.
     return spawn(argv, env, log, new_session=True)
 
@@ -71,11 +78,19 @@ def stop_celery_worker(proc: subprocess.Popen[bytes]) -> None:
         os.killpg(proc.pid, signal.SIGKILL)  # any pool child left behind (group we created)
 
 
-def measure_celery(args: argparse.Namespace, queue: str) -> CeleryResult:
+def measure_celery(args: argparse.Namespace, queue: str, durable: bool) -> CeleryResult:
     """Blocking Celery client calls (run in a thread): warm-up, serial, burst."""
-    os.environ.update(celery_env(args, queue))
-    from bench.roundtrip_celery_app import app, noop
+    from bench.roundtrip_celery_app import NOOP, create_app
 
+    env = celery_env(args, queue, durable)
+    app = create_app(
+        queue,
+        env["BENCH_CELERY_BROKER"],
+        env["BENCH_CELERY_BACKEND"],
+        env["BENCH_CELERY_PREFIX"],
+        durable,
+    )
+    noop = app.tasks[NOOP]
     try:
         noop.delay().get(timeout=60)  # the first one waits for the worker to come up
         for _ in range(args.warmup * 4):
@@ -103,17 +118,27 @@ async def bench_celery(args: argparse.Namespace, tag: str, logs: Path) -> Celery
             flush=True,
         )
         return None
-    queue = f"benchroundtrip_celery_{tag}"
+    result = await bench_celery_variant(args, f"benchroundtrip_celery_{tag}", False, logs)
+    result.durable = await bench_celery_variant(
+        args, f"benchroundtrip_celerydurable_{tag}", True, logs
+    )
+    return result
+
+
+async def bench_celery_variant(
+    args: argparse.Namespace, queue: str, durable: bool, logs: Path
+) -> CeleryResult:
+    kind = "quorum queue, publisher confirms" if durable else "as it comes"
     print(
-        f"4. Celery: prefork worker x{args.celery_concurrency}, queue {queue}; "
+        f"4. Celery ({kind}): prefork worker x{args.celery_concurrency}, queue {queue}; "
         f"{args.celery_serial} serial delay().get(), then {args.celery_burst} at once",
         flush=True,
     )
-    log = logs / "celery.log"
-    proc = start_celery_worker(args, queue, log)
+    log = logs / f"{queue}.log"
+    proc = start_celery_worker(args, queue, durable, log)
     try:
         result = await asyncio.wait_for(
-            asyncio.to_thread(measure_celery, args, queue), timeout=args.timeout + 60
+            asyncio.to_thread(measure_celery, args, queue, durable), timeout=args.timeout + 60
         )
         if proc.poll() is not None:
             raise RuntimeError(f"the Celery worker exited:\n{log_tail(log)}")
