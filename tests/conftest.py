@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -9,8 +10,8 @@ import pytest
 from shared.config import normalize_database_url
 from shared.store import Store
 from tests.helpers.brains import BrainHarness
-from tests.helpers.rabbit import broker_env
-from tests.helpers.services import service_url
+from tests.helpers.rabbit import broker_env, delete_leftovers
+from tests.helpers.services import ENV, service_url
 from tests.helpers.stores import StoreTarget, drop_pg_schema, drop_schema
 
 
@@ -32,10 +33,25 @@ def rabbitmq_url() -> Iterator[str]:
         yield url
 
 
+_namespaces: set[str] = set()
+
+
 @pytest.fixture
 def namespace() -> str:
     """A unique prefix for queue names and Redis keys, so tests never share state."""
-    return f"t{uuid.uuid4().hex[:12]}"
+    name = f"t{uuid.uuid4().hex[:12]}"
+    _namespaces.add(name)
+    return name
+
+
+@pytest.fixture(scope="session", autouse=True)
+def broker_leftovers() -> Iterator[None]:
+    """Once every test ran: delete what worker processes declared under the tests'
+    namespaces on a local RabbitMQ, so runs do not pile up queues on a shared broker."""
+    yield
+    url = os.environ.get(ENV["rabbitmq"])
+    if url:
+        delete_leftovers(url, _namespaces)
 
 
 @pytest.fixture(params=["sqlite", "postgres"])

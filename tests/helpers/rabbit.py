@@ -8,6 +8,7 @@ import shutil
 import subprocess
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from urllib.parse import urlsplit
 
 import aio_pika
 
@@ -76,6 +77,43 @@ async def broker_env(
     finally:
         await broker.close()
         await delete_topology(url, topology, env.queues)
+
+
+def delete_leftovers(url: str, namespaces: set[str]) -> int:
+    """Delete every queue and exchange of ``namespaces`` on the local node; return how many.
+
+    A test deletes the queues it declared itself, but the worker processes it started may
+    have declared more (a pool's queue, another build's Brain queue). This runs once at the
+    end of the test session, only for a broker on this machine, which ``rabbitmqctl`` lists.
+    """
+    host = urlsplit(url).hostname
+    if not namespaces or RABBITMQCTL is None or host not in ("127.0.0.1", "localhost", "::1"):
+        return 0
+
+    def names(kind: str) -> list[str]:
+        done = subprocess.run(
+            [RABBITMQCTL, "-q", f"list_{kind}", "name"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        listed = (line.strip() for line in done.stdout.splitlines())
+        return [n for n in listed if n.split(".", 1)[0] in namespaces]
+
+    queues, exchanges = names("queues"), names("exchanges")
+
+    async def delete() -> None:
+        connection = await aio_pika.connect(url)
+        async with connection:
+            channel = await connection.channel()
+            for queue in queues:
+                await channel.queue_delete(queue)
+            for exchange in exchanges:
+                await channel.exchange_delete(exchange)
+
+    if queues or exchanges:
+        asyncio.run(delete())
+    return len(queues) + len(exchanges)
 
 
 async def rabbitmqctl(*args: str) -> str:
