@@ -75,8 +75,6 @@ class Draft:
     new_submissions: list[dict[str, Any]] = field(default_factory=list)
     submission_updates: list[SubmissionUpdate] = field(default_factory=list)
     outbox: list[OutboxMessage] = field(default_factory=list)
-    _new_task_at: dict[str, int] = field(default_factory=dict, repr=False)
-    _update_at: dict[str, int] = field(default_factory=dict, repr=False)
 
     def has_changes(self) -> bool:
         """Whether committing this draft would change anything."""
@@ -117,7 +115,6 @@ class Draft:
         if unknown:
             raise ValueError(f"unknown task fields: {sorted(unknown)}")
         task_id = task_id or new_id()
-        self._new_task_at[task_id] = len(self.new_tasks)
         self.new_tasks.append(
             {
                 "id": task_id,
@@ -143,21 +140,26 @@ class Draft:
         unknown = set(changes) - _TASK_COLUMNS
         if unknown:
             raise ValueError(f"unknown task fields: {sorted(unknown)}")
-        at = self._new_task_at.get(task_id)
-        if at is not None:
-            row = self.new_tasks[at]
-            if expected_status is None or expected_status == row["status"]:
-                row.update(changes)
-                return
-        at = self._update_at.get(task_id)
+        row = next((r for r in self.new_tasks if r["id"] == task_id), None)
+        if row is not None and expected_status in (None, row["status"]):
+            row.update(changes)
+            return
+        # The task's latest write in this draft (a draft touches a handful of tasks).
+        at = next(
+            (
+                i
+                for i in reversed(range(len(self.task_updates)))
+                if self.task_updates[i].task_id == task_id
+            ),
+            None,
+        )
         if at is not None:
             earlier = self.task_updates[at]
             status = earlier.changes.get("status", earlier.expected_status)
-            if expected_status is None or expected_status == status:
+            if expected_status in (None, status):
                 merged = {**earlier.changes, **changes}
                 self.task_updates[at] = TaskUpdate(task_id, merged, earlier.expected_status)
                 return
-        self._update_at[task_id] = len(self.task_updates)
         self.task_updates.append(TaskUpdate(task_id, changes, expected_status))
 
     def add_submission(

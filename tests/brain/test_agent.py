@@ -22,7 +22,7 @@ from shared.store.queries import session_history
 from tests.helpers.brains import BrainHarness
 from tests.helpers.harness import start_email_service
 from tests.helpers.polling import eventually
-from tests.helpers.processes import spawn_module
+from tests.helpers.processes import spawn_email_hands
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(150)]
 
@@ -45,13 +45,7 @@ class AgentRun:
 
     def start_hands(self) -> subprocess.Popen[bytes]:
         n = len(self.brains.processes)
-        proc = spawn_module(
-            "brainhands",
-            "hands",
-            "--pool",
-            "email",
-            "--tools",
-            "tests.helpers.tools",
+        proc = spawn_email_hands(
             env=self.brains.settings(**self.extra),
             log=self.brains.tmp_path / f"hands{n}.log",
         )

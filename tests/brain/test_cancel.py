@@ -11,7 +11,7 @@ from shared.store import OperationLedger
 from shared.store.queries import operations_by_ids
 from tests.helpers.brains import BrainHarness
 from tests.helpers.polling import eventually
-from tests.helpers.processes import spawn_module
+from tests.helpers.processes import spawn_email_hands
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
@@ -20,13 +20,7 @@ async def test_cancelling_a_submission_stops_children_and_the_running_tool(
     brains: BrainHarness,
 ) -> None:
     brains.start_brain(tools="tests.helpers.tools")
-    hands = spawn_module(
-        "brainhands",
-        "hands",
-        "--pool",
-        "email",
-        "--tools",
-        "tests.helpers.tools",
+    hands = spawn_email_hands(
         env=brains.settings(),
         log=brains.tmp_path / "hands.log",
     )

@@ -18,7 +18,7 @@ from shared.relay import OutboxRelay
 from tests.helpers.brains import BrainHarness
 from tests.helpers.harness import start_email_service
 from tests.helpers.polling import eventually
-from tests.helpers.processes import spawn_module
+from tests.helpers.processes import spawn_email_hands
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
@@ -84,13 +84,7 @@ async def test_an_agent_turn_is_one_trace_across_processes(
             tasks=None, agents="tests.helpers.agents", tools="tests.helpers.tools", **extra
         )
         brains.processes.append(
-            spawn_module(
-                "brainhands",
-                "hands",
-                "--pool",
-                "email",
-                "--tools",
-                "tests.helpers.tools",
+            spawn_email_hands(
                 env=brains.settings(**extra),
                 log=tmp_path / "hands.log",
             )

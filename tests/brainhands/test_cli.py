@@ -14,7 +14,7 @@ import pytest
 from shared.config import normalize_database_url
 from tests.helpers.brains import BrainHarness
 from tests.helpers.polling import eventually
-from tests.helpers.processes import ROOT, spawn_module
+from tests.helpers.processes import ROOT, spawn_email_hands
 from tests.helpers.rabbit import BrokerEnv, broker_env
 from tests.helpers.stores import StoreTarget, drop_schema
 
@@ -147,16 +147,7 @@ async def test_a_worker_waits_for_the_schema_migration_then_serves(
         "BRAINHANDS_HTTP_PORT": "-1",
     }
     log = tmp_path / "hands.log"
-    worker = spawn_module(
-        "brainhands",
-        "hands",
-        "--pool",
-        "email",
-        "--tools",
-        "tests.helpers.tools",
-        env=env,
-        log=log,
-    )
+    worker = spawn_email_hands(env=env, log=log)
     try:
         await eventually(lambda: "schema_behind" in log.read_text(), within=30, what="warning")
         assert worker.poll() is None and '"consuming"' not in log.read_text()

@@ -16,7 +16,7 @@ from shared.broker import Delivery
 from shared.messages import Message, ToolJob, ToolResult
 from shared.store import OperationLedger, OperationRecord, Store
 from tests.helpers.polling import eventually
-from tests.helpers.processes import spawn_module
+from tests.helpers.processes import spawn_email_hands, spawn_module
 from tests.helpers.rabbit import BrokerEnv
 from tests.helpers.stores import StoreTarget
 
@@ -86,13 +86,7 @@ class HandsHarness:
     def start_worker(self, *, concurrency: int = 8, **extra: str) -> subprocess.Popen[bytes]:
         """A real ``brainhands hands`` process for the email pool."""
         n = len(self.workers)
-        proc = spawn_module(
-            "brainhands",
-            "hands",
-            "--pool",
-            "email",
-            "--tools",
-            "tests.helpers.tools",
+        proc = spawn_email_hands(
             "--concurrency",
             str(concurrency),
             env=self.worker_env(**extra),

@@ -22,3 +22,21 @@ def spawn_module(
         stdout=out,
         stderr=subprocess.STDOUT,
     )
+
+
+def spawn_email_hands(
+    *args: str, env: dict[str, str] | None = None, log: Path | None = None
+) -> subprocess.Popen[bytes]:
+    """A real ``brainhands hands`` process for the tests' email pool and tools (``args``:
+    more options)."""
+    return spawn_module(
+        "brainhands",
+        "hands",
+        "--pool",
+        "email",
+        "--tools",
+        "tests.helpers.tools",
+        *args,
+        env=env,
+        log=log,
+    )

@@ -55,14 +55,19 @@ class BrokerEnv:
         return await self.message_count(queue) == expected
 
 
-async def delete_topology(url: str, topology: Topology, queues: list[str]) -> None:
+async def delete_amqp(url: str, queues: list[str], exchanges: list[str]) -> None:
     connection = await aio_pika.connect(url)
     async with connection:
         channel = await connection.channel()
-        for queue in [*queues, topology.parking_queue]:
+        for queue in queues:
             await channel.queue_delete(queue)
-        await channel.exchange_delete(topology.exchange)
-        await channel.exchange_delete(topology.dead_letter_exchange)
+        for exchange in exchanges:
+            await channel.exchange_delete(exchange)
+
+
+async def delete_topology(url: str, topology: Topology, queues: list[str]) -> None:
+    exchanges = [topology.exchange, topology.dead_letter_exchange]
+    await delete_amqp(url, [*queues, topology.parking_queue], exchanges)
 
 
 @contextlib.asynccontextmanager
@@ -101,18 +106,8 @@ def delete_leftovers(url: str, namespaces: set[str]) -> int:
         return [n for n in listed if n.split(".", 1)[0] in namespaces]
 
     queues, exchanges = names("queues"), names("exchanges")
-
-    async def delete() -> None:
-        connection = await aio_pika.connect(url)
-        async with connection:
-            channel = await connection.channel()
-            for queue in queues:
-                await channel.queue_delete(queue)
-            for exchange in exchanges:
-                await channel.exchange_delete(exchange)
-
     if queues or exchanges:
-        asyncio.run(delete())
+        asyncio.run(delete_amqp(url, queues, exchanges))
     return len(queues) + len(exchanges)
 
 
