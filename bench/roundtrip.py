@@ -31,6 +31,10 @@ unique namespace; every process started is stopped and every queue deleted at th
    ``SET NX PX`` and the session's fence claim (``UPDATE``); commit the apply (guarded
    session ``UPDATE``, ``INSERT`` entry, ``UPDATE`` task). The strict floor, from the same
    samples, leaves out the started mark and the session lease; both ratios are printed.
+   (3b) The floor's throughput: L lanes (``--floor-lanes``) at once, each a serial floor on
+   connections and queues of its own, spread over two processes, ``--floor-burst`` round
+   trips in all. No design that does these commits one call at a time can pass it; the
+   throughput rows are also given as a ratio to it.
 4. **Celery** (when installed; it is not a dependency): a worker process (``celery -A
    bench.roundtrip_celery_app worker --pool prefork --concurrency 2``) on the same RabbitMQ (default
    vhost, a unique queue), ``task_acks_late``, Redis result backend (unique key prefix). A
@@ -73,7 +77,14 @@ from bench._services import (
 from bench._stats import machine, percentile, print_table
 from bench.roundtrip_agents import COMPAT, FANOUT, FANOUT_AGENT
 from bench.roundtrip_celery import CeleryResult, bench_celery
-from bench.roundtrip_floor import FLOOR_JOBS, FLOOR_RESULTS, FLOOR_STEPS, Floor, floor_schema
+from bench.roundtrip_floor import (
+    FLOOR_PROCESSES,
+    FLOOR_STEPS,
+    Floor,
+    floor_queues,
+    floor_schema,
+    floor_throughput,
+)
 from bench.roundtrip_sessions import (
     STEPS,
     Passes,
@@ -113,6 +124,8 @@ class Results:
     fanout_cpu: dict[str, float] = field(default_factory=dict)
     """CPU seconds per session of the Brain and Hands processes (all of a role together)."""
     floor: Floor | None = None
+    floor_rate: float = 0.0
+    """Round trips/s of the floor's lanes at once."""
     celery: CeleryResult | None = None
 
 
@@ -168,6 +181,12 @@ async def bench_ours(
                 results.serial_cpu = cpu_per_session(cpu, workers.cpu(), len(ids))
                 print(f"3. floor: {args.floor - half} more serial round trips", flush=True)
                 await floor.run(args.floor - half)
+            print(
+                f"3b. floor throughput: {args.floor_burst} round trips, {args.floor_lanes} lanes "
+                f"at once in {FLOOR_PROCESSES} processes",
+                flush=True,
+            )
+            results.floor_rate = await floor_throughput(args, namespace, dsn, floor_schema(schema))
             start_brain_and_hands(workers)
             await workers.wait_consuming()
             print(f"2. throughput: {args.burst} sessions at once, 2 Brains + 2 Hands", flush=True)
@@ -225,6 +244,9 @@ def report(args: argparse.Namespace, r: Results) -> None:
     def vs_celery(rate: float) -> str:
         return f"{rate / celery_rate:.2f}x" if celery_rate else "-"
 
+    def vs_floor_rate(rate: float) -> str:
+        return f"{rate / r.floor_rate:.2f}x"
+
     rows: list[list[object]] = [
         [
             f"brainhands round trip, 1 Brain + 1 Hands ({len(ours)} serial)",
@@ -239,7 +261,7 @@ def report(args: argparse.Namespace, r: Results) -> None:
             fmt_ms([t.latency for t in r.burst], 50),
             fmt_ms([t.latency for t in r.burst], 99),
             f"{ours_rate:,.1f}",
-            "-",
+            vs_floor_rate(ours_rate),
             vs_celery(ours_rate),
         ],
         *(
@@ -250,7 +272,7 @@ def report(args: argparse.Namespace, r: Results) -> None:
                     "-",
                     "-",
                     f"{fanout_rate:,.1f}",
-                    "-",
+                    vs_floor_rate(fanout_rate),
                     vs_celery(fanout_rate),
                 ]
             ]
@@ -272,6 +294,15 @@ def report(args: argparse.Namespace, r: Results) -> None:
             f"{len(strict) / sum(strict):,.1f}",
             f"{strict_p50 / floor_p50:.2f}x",
             "-",
+        ],
+        [
+            f"physical floor throughput, {args.floor_lanes} lanes at once in {FLOOR_PROCESSES} "
+            f"processes ({args.floor_burst})",
+            "-",
+            "-",
+            f"{r.floor_rate:,.1f}",
+            "1.00x",
+            vs_celery(r.floor_rate),
         ],
     ]
     if c is not None:
@@ -307,7 +338,7 @@ def report(args: argparse.Namespace, r: Results) -> None:
             "p50 ms",
             "p99 ms",
             "calls/s",
-            "ratio vs floor (p50)",
+            "ratio vs floor (p50; calls/s)",
             "ratio vs celery (throughput)",
         ],
         rows,
@@ -316,7 +347,8 @@ def report(args: argparse.Namespace, r: Results) -> None:
     print()
     print(
         "p50/p99 of brainhands: model response committed -> result applied (store timestamps); "
-        "under load for the throughput row. calls/s of the serial rows: 1 / mean."
+        "under load for the throughput row. calls/s of the serial rows: 1 / mean; the "
+        "throughput rows' ratio vs floor: their calls/s over the floor's lanes' round trips/s."
     )
     print(
         "The floor has the commits, confirmed publishes and lease round trips the design "
@@ -338,6 +370,13 @@ def report(args: argparse.Namespace, r: Results) -> None:
             f"target throughput >= Celery no-op: {ours_rate:,.1f} vs {celery_rate:,.1f} "
             f"tool calls/s = {ours_rate / celery_rate:.2f}x: {met}"
         )
+        print(
+            f"the floor's own throughput, its round trips back to back in {args.floor_lanes} "
+            f"lanes at once: {r.floor_rate:,.1f}/s = {r.floor_rate / celery_rate:.2f}x Celery's; "
+            f"brainhands reaches {ours_rate / r.floor_rate:.2f}x of it"
+        )
+    else:
+        print("target throughput >= Celery no-op: not measured (Celery is not installed)")
     if c is not None and c.durable is not None:
         durable_rate = c.durable.burst / c.durable.burst_seconds
         print(
@@ -345,8 +384,6 @@ def report(args: argparse.Namespace, r: Results) -> None:
             f"calls/s = {ours_rate / durable_rate:.2f}x (fan-out row: "
             f"{fanout_rate / durable_rate:.2f}x)"
         )
-    else:
-        print("target throughput >= Celery no-op: not measured (Celery is not installed)")
 
     print()
     print("where a brainhands round trip goes (store timestamps and worker JSON logs):")
@@ -417,6 +454,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help=f"sessions of {FANOUT} parallel tool calls at once (part 2b; 0 skips it)",
     )
     parser.add_argument("--floor", type=int, default=200, help="floor round trips (part 3)")
+    parser.add_argument(
+        "--floor-burst", type=int, default=1200, help="floor round trips at once (part 3b)"
+    )
+    parser.add_argument(
+        "--floor-lanes", type=int, default=8, help="floor round trips in flight (part 3b)"
+    )
     parser.add_argument("--celery-serial", type=int, default=100, help="serial tasks (part 4)")
     parser.add_argument("--celery-burst", type=int, default=300, help="tasks at once (part 4)")
     parser.add_argument(
@@ -431,7 +474,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--no-celery", action="store_true", help="skip part 4")
     add_service_urls(parser, "postgres", "rabbitmq", "redis")
     args = parser.parse_args(argv)
-    counts = (args.sessions, args.burst, args.celery_serial, args.celery_burst)
+    counts = (args.sessions, args.burst, args.celery_serial, args.celery_burst, args.floor_lanes)
+    if args.floor_burst < args.floor_lanes:
+        parser.error("--floor-burst must be at least --floor-lanes (a round trip per lane)")
     if min(*counts, args.celery_concurrency) < 1 or args.floor < 2 or args.warmup < 0:
         parser.error("counts must be positive (--floor at least 2), --warmup not negative")
     return args
@@ -452,7 +497,7 @@ async def main(args: argparse.Namespace) -> None:
         finally:
             topology = Topology(namespace)
             queues = [topology.hands_queue(POOL), topology.brain_queue(COMPAT)]
-            queues += [topology.hands_queue(FLOOR_JOBS), topology.brain_queue(FLOOR_RESULTS)]
+            queues += floor_queues(topology, args.floor_lanes)
             await clean_namespace(args, namespace, queues, [schema, floor_schema(schema)])
         if not args.no_celery:
             results.celery = await bench_celery(args, tag, logs)

@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
+import sys
 import time
 import uuid
 from typing import Any
@@ -27,16 +29,38 @@ import asyncpg
 from aio_pika.abc import AbstractIncomingMessage
 from redis.asyncio import Redis
 
+from bench._services import ROOT, add_service_urls, new_parser
 from bench.commit import PG_ENTRY, PG_GUARD, PG_OUTBOX
 from bench.roundtrip_tools import POOL
 from shared.topology import Topology
 
 FLOOR_JOBS = "floorjobs"
+FLOOR_PROCESSES = 2
+"""Processes the floor's throughput runs in, its lanes spread over them."""
+LANE_WARMUP = 3
+"""Unmeasured round trips per lane before the floor's throughput is measured."""
 FLOOR_RESULTS = "floorresults"
 
 
 def floor_schema(schema: str) -> str:
     return f"{schema}_floor"
+
+
+def lane_queues(lane: int) -> tuple[str, str]:
+    """The pool and compat naming a floor lane's job and result queues (lane 0: the serial
+    floor's)."""
+    suffix = str(lane) if lane else ""
+    return f"{FLOOR_JOBS}{suffix}", f"{FLOOR_RESULTS}{suffix}"
+
+
+def floor_queues(topology: Topology, lanes: int) -> list[str]:
+    """The queues of the serial floor (lane 0) and of lanes 1 to ``lanes``."""
+    names = [lane_queues(lane) for lane in range(lanes + 1)]
+    return [
+        q
+        for jobs, results in names
+        for q in (topology.hands_queue(jobs), topology.brain_queue(results))
+    ]
 
 
 PG_TASK_INSERT = (
@@ -111,8 +135,11 @@ class Floor:
     """The bare operations of one round trip, on one asyncpg connection, one AMQP connection
     (a confirm channel to publish, another to consume) and one Redis client."""
 
-    def __init__(self, args: argparse.Namespace, topology: Topology, dsn: str, schema: str):
+    def __init__(
+        self, args: argparse.Namespace, topology: Topology, dsn: str, schema: str, lane: int = 0
+    ):
         self.args = args
+        self.lane = lane
         self.topology = topology
         self.dsn = dsn
         self.schema = schema
@@ -149,8 +176,9 @@ class Floor:
         self.amqp = await aio_pika.connect(self.args.rabbitmq_url)
         self.pub = await self.amqp.channel(publisher_confirms=True)
         # Declaring is set-up, not part of the floor: the same quorum queues as ours.
-        self.jobs_queue = await self.topology.declare_hands_pool(self.pub, FLOOR_JOBS)
-        self.results_queue = await self.topology.declare_brain(self.pub, FLOOR_RESULTS)
+        jobs, results = lane_queues(self.lane)
+        self.jobs_queue = await self.topology.declare_hands_pool(self.pub, jobs)
+        self.results_queue = await self.topology.declare_brain(self.pub, results)
         self.exchange = await self.pub.get_exchange(self.topology.exchange, ensure=False)
         self.sub = await self.amqp.channel()
         await self.sub.set_qos(prefetch_count=8)
@@ -193,7 +221,7 @@ class Floor:
     async def once(self, record: bool) -> None:
         self.n += 1
         sid, n = self.session_id, self.n
-        task_id, op = f"floor-task-{n}", f"floor-op-{uuid.uuid4().hex}"
+        task_id, op = f"floor-task-{self.session_id}-{n}", f"floor-op-{uuid.uuid4().hex}"
         parent = "floor-generate"
         perf = time.perf_counter
         stamps = [perf()]
@@ -280,3 +308,84 @@ class Floor:
             await self.once(record=False)
         for _ in range(count):
             await self.once(record=True)
+
+
+# Throughput: many lanes at once ------------------------------------------------------------
+
+
+async def floor_throughput(
+    args: argparse.Namespace, namespace: str, dsn: str, schema: str
+) -> float:
+    """Round trips per second of ``args.floor_lanes`` floors running back to back at once,
+    spread over ``FLOOR_PROCESSES`` processes (``python -m bench.roundtrip_floor``), each lane
+    on connections of its own and queues of its own; ``args.floor_burst`` round trips in all.
+    The clock of each process starts when all are set up and warm; the slowest one's counts."""
+    per_lane = max(1, args.floor_burst // args.floor_lanes)
+    lanes = list(range(1, args.floor_lanes + 1))
+    groups = [lanes[i::FLOOR_PROCESSES] for i in range(FLOOR_PROCESSES) if lanes[i:]]
+    procs: list[asyncio.subprocess.Process] = []
+    try:
+        for group in groups:
+            procs.append(
+                await asyncio.create_subprocess_exec(
+                    sys.executable,
+                    "-m",
+                    "bench.roundtrip_floor",
+                    *("--namespace", namespace, "--schema", schema, "--dsn", dsn),
+                    *("--lanes", ",".join(map(str, group)), "--count", str(per_lane)),
+                    *("--rabbitmq-url", args.rabbitmq_url, "--redis-url", args.redis_url),
+                    cwd=ROOT,
+                    stdin=asyncio.subprocess.PIPE,
+                    stdout=asyncio.subprocess.PIPE,
+                )
+            )
+        for proc in procs:
+            await _expect(proc, args.timeout, "ready")
+        for proc in procs:
+            assert proc.stdin is not None
+            proc.stdin.write(b"go\n")
+            await proc.stdin.drain()
+        done = [json.loads(await _expect(proc, args.timeout)) for proc in procs]
+    finally:
+        for proc in procs:
+            if proc.returncode is None:
+                proc.kill()
+            await proc.wait()
+    return float(sum(d["count"] for d in done) / max(d["seconds"] for d in done))
+
+
+async def _expect(proc: asyncio.subprocess.Process, within: float, line: str = "") -> str:
+    """The next line a lane process prints; it must be ``line`` if one is given."""
+    assert proc.stdout is not None
+    got = (await asyncio.wait_for(proc.stdout.readline(), within)).decode().strip()
+    if not got or (line and got != line):
+        raise RuntimeError(f"floor lane process printed {got!r}, not {line or 'its result'!r}")
+    return got
+
+
+async def run_lanes(args: argparse.Namespace) -> None:
+    """One lane process: set up and warm its lanes, say ``ready``, wait for ``go`` on stdin,
+    run ``--count`` round trips in each lane at once, print the count and the seconds."""
+    topology = Topology(args.namespace)
+    floors = [Floor(args, topology, args.dsn, args.schema, lane) for lane in args.lanes]
+    async with contextlib.AsyncExitStack() as stack:
+        for floor in floors:
+            await stack.enter_async_context(floor)
+        await asyncio.gather(*(floor.run(0, warmup=LANE_WARMUP) for floor in floors))
+        print("ready", flush=True)
+        await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
+        start = time.perf_counter()
+        await asyncio.gather(*(floor.run(args.count) for floor in floors))
+        seconds = time.perf_counter() - start
+        print(json.dumps({"count": args.count * len(floors), "seconds": seconds}), flush=True)
+
+
+if __name__ == "__main__":
+    parser = new_parser(__doc__)
+    parser.add_argument("--namespace", required=True)
+    parser.add_argument("--schema", required=True)
+    parser.add_argument("--dsn", required=True)
+    parser.add_argument("--lanes", type=lambda v: [int(n) for n in v.split(",")], required=True)
+    parser.add_argument("--count", type=int, required=True)
+    add_service_urls(parser, "rabbitmq", "redis")
+    asyncio.run(run_lanes(parser.parse_args()))
