@@ -22,6 +22,7 @@ class BrainSettings(CommonSettings):
     """Seconds between sweeps: how long a lost trigger can delay work."""
     sweeper_backlog_grace: float = Field(default=10.0, gt=0)
     """Seconds a session's need must wait before it is re-triggered while its Brain queue
-    holds a backlog (its wake-up is most likely still queued)."""
+    holds a backlog (its wake-up is most likely still queued) and the queue has no delivery
+    mark; doubled per wake-up sent. No hold lasts more than eight of these."""
     redispatch_after: float = Field(default=15.0, gt=0)
     """Seconds a tool call may go without an outcome or a live lease before it is re-sent."""

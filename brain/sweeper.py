@@ -7,9 +7,14 @@ submissions -- and wakes those no Brain holds; and it re-sends tool jobs that we
 outcome or a live lease for too long. Normal traffic never waits for it: its period only
 bounds how long a lost message can delay work.
 
-A session whose Brain queue holds a backlog looks just like one whose wake-up was lost: its
-wake-up is still queued. Waking it again would only add to the backlog the Brains are
-working through, so there the sweeper waits ``backlog_grace`` instead (``plan_wake_ups``).
+A need whose trigger is still on its way looks just like one whose trigger was lost. So the
+sweeper holds a wake-up back (``plan_wake_ups``) while the session has rows in the outbox
+(the relays will publish them), and while its Brain queue holds a backlog, until the queue's
+delivery mark (``shared.progress``) shows that all that was published for the session has
+been delivered. Waking it sooner would only add to the backlog the Brains are working
+through. No hold lasts longer than ``MAX_BACKLOG_BACKOFF`` backlog graces; without a mark
+(none shared yet, Redis restarted) a hold lasts ``backlog_grace``, twice as long after each
+wake-up the sweeper sent the session.
 
 A row it cannot turn into a job (a tool task whose input lacks what a job needs) is reported
 once and skipped; the other calls are still re-sent. Nothing that goes wrong in a sweep stops
@@ -20,12 +25,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 from pydantic import ValidationError
+from redis.exceptions import RedisError
 
 from brain.decide import TOOL_KIND
 from shared import metrics
@@ -33,7 +41,9 @@ from shared.broker import Broker
 from shared.errors import BrainhandsError, BrokerError
 from shared.lease import Lease, LeaseManager
 from shared.messages import SessionWake, ToolJob
+from shared.progress import QueueProgress
 from shared.store import Store
+from shared.store.outbox import sessions_with_unsent
 from shared.store.queries import (
     PendingCall,
     SessionRef,
@@ -44,34 +54,88 @@ from shared.store.queries import (
 log = logging.getLogger("brainhands.sweeper")
 
 RESOURCE = "sweeper"
+MAX_BACKLOG_BACKOFF = 8
+"""The longest hold of a wake-up, in backlog graces."""
+MARK_MARGIN = 2.0
+"""Seconds a queue's delivery mark must be past a session's time before what was published
+for the session is taken as delivered: marks are whole seconds, and clocks differ a little."""
+
+
+@dataclass(frozen=True)
+class Watch:
+    """What the sweeper saw of a session while it needs attention: since when the session had
+    nothing left in the outbox (``clear_since``; None while it has), and the sweeper's own
+    wake-ups of it (the last one's time, how many)."""
+
+    clear_since: float | None = None
+    woken_at: float | None = None
+    woken: int = 0
+
+
+def watch_sessions(
+    watched: Mapping[str, Watch], sessions: Sequence[SessionRef], unsent: set[str], now: float
+) -> dict[str, Watch]:
+    """The watch of each of ``sessions`` after a sweep at ``now`` that found ``unsent`` (the
+    sessions with outbox rows not yet published); a session no longer listed is dropped, so
+    its next need starts afresh."""
+    updated: dict[str, Watch] = {}
+    for ref in sessions:
+        watch = watched.get(ref.session_id, Watch())
+        if ref.session_id in unsent:
+            watch = dataclasses.replace(watch, clear_since=None)
+        elif watch.clear_since is None:
+            watch = dataclasses.replace(watch, clear_since=now)
+        updated[ref.session_id] = watch
+    return updated
 
 
 def plan_wake_ups(
     sessions: Sequence[SessionRef],
     *,
+    watched: Mapping[str, Watch],
     backlogs: Mapping[str, int],
-    woken_at: Mapping[str, float],
+    marks: Mapping[str, float],
     now: float,
     grace: float,
     backlog_grace: float,
 ) -> tuple[list[SessionRef], list[SessionRef]]:
     """Split ``sessions`` into those to wake now and those to hold back.
 
-    A session is woken once its need is ``grace`` old. While its Brain queue holds messages
-    (``backlogs``: ready messages per compat), its own wake-up is most likely among them and a
-    duplicate would only queue behind it: then both the need and the sweeper's last wake-up
-    of the session (``woken_at``) must be ``backlog_grace`` old. That still recovers a lost
-    wake-up, without re-sending every waiting session each period while the backlog lasts.
+    A session is woken once its need is ``grace`` old, unless its trigger may still be on its
+    way:
+
+    - While the session has outbox rows no relay has published yet, the relays will send
+      them: it is held.
+    - While its Brain queue holds messages (``backlogs``: ready messages per compat), its
+      trigger is most likely among them, and a duplicate would only queue behind it. It is
+      held until the queue's delivery mark (``marks``: per compat, the publish time of the
+      newest message delivered from the queue) is ``MARK_MARGIN`` past both the moment its
+      outbox was seen empty and the sweeper's last wake-up of it (``watched``): then all that
+      was published for it has been delivered, so its trigger was lost.
+
+    No hold lasts longer than ``MAX_BACKLOG_BACKOFF`` backlog graces past the need's start
+    and the sweeper's last wake-up, in case a mark or the outbox is stuck. Without a mark (none
+    shared yet, or Redis restarted) a hold lasts ``backlog_grace``, doubled for each wake-up
+    the sweeper already sent (up to that cap).
     """
     wake: list[SessionRef] = []
     hold: list[SessionRef] = []
     for ref in sessions:
-        if backlogs.get(ref.compat, 0) > 0:
-            waited = now - max(ref.since, woken_at.get(ref.session_id, ref.since))
-            enough = max(grace, backlog_grace)
-        else:
-            waited, enough = now - ref.since, grace
-        (wake if waited >= enough else hold).append(ref)
+        watch = watched.get(ref.session_id, Watch())
+        due = now - ref.since >= grace
+        if due and (watch.clear_since is None or backlogs.get(ref.compat, 0) > 0):
+            latest = max(ref.since, watch.woken_at or ref.since)
+            mark = marks.get(ref.compat)
+            delivered = (
+                watch.clear_since is not None
+                and mark is not None
+                and max(latest, watch.clear_since) <= mark - MARK_MARGIN
+            )
+            # A mark says the queue moves: hold as long as the cap allows. Without one, back
+            # off from backlog_grace, doubling with each wake-up sent.
+            graces = MAX_BACKLOG_BACKOFF if mark else min(2**watch.woken, MAX_BACKLOG_BACKOFF)
+            due = delivered or now - latest >= max(grace, backlog_grace * graces)
+        (wake if due else hold).append(ref)
     return wake, hold
 
 
@@ -87,6 +151,7 @@ class Sweeper:
         period: float = 1.0,
         redispatch_after: float = 15.0,
         backlog_grace: float = 10.0,
+        progress: QueueProgress | None = None,
     ) -> None:
         self.store = store
         self.broker = broker
@@ -94,10 +159,12 @@ class Sweeper:
         self.period = period
         self.redispatch_after = redispatch_after
         self.backlog_grace = backlog_grace
+        self.progress = progress
+        """Where the Brain queues' delivery marks are read (None: hold by time only)."""
         self.recoveries: Counter[str] = Counter()
         self._lease: Lease | None = None
-        # When this sweeper last woke each session, kept while it can still hold one back.
-        self._woken_at: dict[str, float] = {}
+        self._watched: dict[str, Watch] = {}
+        """What this sweeper saw of each session, kept while the session needs attention."""
         self._unsendable: set[str] = set()
         """Calls already reported as impossible to re-send."""
 
@@ -133,28 +200,31 @@ class Sweeper:
         now = time.time()
         # Work is only re-triggered once its own trigger had a period to land.
         sessions = await sessions_needing_attention(self.store.engine, now=now, grace=self.period)
+        unsent = await sessions_with_unsent(self.store.engine, [s.session_id for s in sessions])
+        self._watched = watch_sessions(self._watched, sessions, unsent, now)
         busy = await self.leases.held([f"session:{s.session_id}" for s in sessions])
         idle = [ref for ref in sessions if f"session:{ref.session_id}" not in busy]
         backlogs = await self._backlogs({ref.compat for ref in idle})
-        self._woken_at = {
-            sid: at for sid, at in self._woken_at.items() if at > now - self.backlog_grace
-        }
+        marks = await self._marks({c for c, depth in backlogs.items() if depth > 0})
         wake_ups, held = plan_wake_ups(
             idle,
+            watched=self._watched,
             backlogs=backlogs,
-            woken_at=self._woken_at,
+            marks=marks,
             now=now,
             grace=self.period,
             backlog_grace=self.backlog_grace,
         )
         if held:
             log.info(
-                "held back %d wake-ups: their Brain queues hold a backlog",
+                "held back %d wake-ups: their triggers may still be in the outbox or queued",
                 len(held),
                 extra={
                     "event": "sweep_held_back",
                     "held_back": len(held),
+                    "unsent": sum(ref.session_id in unsent for ref in held),
                     "backlogs": {ref.compat: backlogs[ref.compat] for ref in held},
+                    "marks": {ref.compat: marks[ref.compat] for ref in held if ref.compat in marks},
                     "backlog_grace": self.backlog_grace,
                 },
             )
@@ -162,7 +232,10 @@ class Sweeper:
         for ref in wake_ups:
             wake = SessionWake(session_id=ref.session_id, compat=ref.compat, reason="sweeper")
             await self.broker.publish_routed(wake, self.broker.topology.brain_queue(ref.compat))
-            self._woken_at[ref.session_id] = now
+            watch = self._watched[ref.session_id]
+            self._watched[ref.session_id] = dataclasses.replace(
+                watch, woken_at=now, woken=watch.woken + 1
+            )
             sent["session_woken"] += 1
         calls = await calls_without_outcome(
             self.store.engine, older_than=now - self.redispatch_after
@@ -231,3 +304,16 @@ class Sweeper:
 
         ordered = sorted(compats)
         return dict(zip(ordered, await asyncio.gather(*map(depth, ordered)), strict=True))
+
+    async def _marks(self, compats: set[str]) -> dict[str, float]:
+        """The delivery mark of the Brain queue of each compat that has one; none where they
+        cannot be read (then the wake-ups are held by time only)."""
+        if self.progress is None or not compats:
+            return {}
+        queues = {self.broker.topology.brain_queue(c): c for c in compats}
+        try:
+            marks = await self.progress.read(queues)
+        except (RedisError, OSError) as exc:
+            log.warning("delivery marks unknown: %s", exc, extra={"event": "sweep_marks_unknown"})
+            return {}
+        return {queues[q]: mark for q, mark in marks.items()}

@@ -35,6 +35,7 @@ from shared.errors import BrainhandsError, LeaseLost, NotFoundError, StaleLeaseE
 from shared.lease import Lease, LeaseManager
 from shared.messages import CancelNotice, Message, SessionWake, ToolResult
 from shared.parking import park
+from shared.progress import QueueProgress
 from shared.store import SessionState, Store
 from shared.store.queries import tasks_by_ids
 from shared.store.records import ClaimedSession
@@ -70,6 +71,7 @@ class BrainWorker:
         max_restarts: int = 5,
         shutdown_grace: float = 20.0,
         start_submission: StartSubmission = start_from_input,
+        progress: QueueProgress | None = None,
     ) -> None:
         self.store = store
         self.broker = broker
@@ -81,6 +83,8 @@ class BrainWorker:
         self.max_restarts = max_restarts
         self.shutdown_grace = shutdown_grace
         self.start_submission = start_submission
+        self.progress = progress
+        """Where the publish times of the messages received are noted for the sweeper."""
         self.consuming = False
         """True while the wake-up queues are consumed (readiness)."""
         self._timers: set[asyncio.TimerHandle] = set()
@@ -98,7 +102,10 @@ class BrainWorker:
             )
             log.info("consuming", extra={"event": "consuming", "queue": queue})
         self.consuming = True
-        await stop.wait()
+        if self.progress is not None:
+            await self.progress.run(stop)
+        else:
+            await stop.wait()
         self.consuming = False
         log.info("draining", extra={"event": "draining"})
         for timer in self._timers:
@@ -107,6 +114,8 @@ class BrainWorker:
             await consumer.cancel(grace=self.shutdown_grace)
 
     async def handle(self, message: Message, delivery: Delivery) -> None:
+        if self.progress is not None:
+            self.progress.note(delivery.routing_key, delivery.published_at)
         if not isinstance(message, SessionWake | ToolResult):
             await park(self.broker, delivery, f"a {message.type} message has no place here")
             return

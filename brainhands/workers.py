@@ -18,6 +18,7 @@ from shared.config import CommonSettings, load_settings
 from shared.errors import ConfigurationError
 from shared.health import HealthServer
 from shared.lease import LeaseManager
+from shared.progress import QueueProgress
 from shared.relay import OutboxRelay
 from shared.runtime import Services, open_services, stop_on_signals
 from shared.store import OperationLedger
@@ -75,6 +76,7 @@ async def brain(args: argparse.Namespace) -> int:
             max_restarts=settings.max_restarts,
             shutdown_grace=settings.shutdown_grace,
             start_submission=start_agent_or_task,
+            progress=QueueProgress(services.redis, services.keys),
         )
         sweeper = sweeper_of(services, leases, settings)
 
@@ -117,6 +119,7 @@ def sweeper_of(services: Services, leases: LeaseManager, settings: BrainSettings
         period=settings.sweeper_period,
         backlog_grace=settings.sweeper_backlog_grace,
         redispatch_after=settings.redispatch_after,
+        progress=QueueProgress(services.redis, services.keys),
     )
 
 

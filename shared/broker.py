@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -57,6 +58,7 @@ class Delivery:
     ``body``, ``headers``, ``routing_key`` (for work queues: the queue's name) and
     ``redelivered`` are as received. ``delivery_count`` is the number of earlier failed
     deliveries, as counted by a quorum queue (``x-delivery-count``); ``None`` elsewhere.
+    ``published_at`` is when the message was published (whole seconds), if it says so.
     """
 
     def __init__(self, incoming: AbstractIncomingMessage) -> None:
@@ -65,6 +67,8 @@ class Delivery:
         self.headers: Mapping[str, Any] = incoming.headers
         self.routing_key: str = incoming.routing_key or ""
         self.redelivered = bool(incoming.redelivered)
+        stamp = incoming.timestamp
+        self.published_at: float | None = stamp.timestamp() if stamp else None
         count = incoming.headers.get("x-delivery-count")
         self.delivery_count: int | None = count if isinstance(count, int) else None
         self.settled = False
@@ -379,6 +383,7 @@ class Broker:
             headers=dict(headers) if headers else None,
             content_type="application/json",
             delivery_mode=aio_pika.DeliveryMode.PERSISTENT,
+            timestamp=time.time(),
         )
         if exchange not in self._exchanges:
             # Declared on connect (so restored by the robust channel); this is only a handle.

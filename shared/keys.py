@@ -26,3 +26,8 @@ class Keys:
     def fence(self, resource: str) -> str:
         """The fencing token counter of ``resource``; it never expires."""
         return f"{self.namespace}:fence:{resource}"
+
+    def queue_progress(self) -> str:
+        """How far each work queue was delivered: a sorted set, the queue's name scored by
+        the publish time of the newest message a consumer received from it."""
+        return f"{self.namespace}:progress"

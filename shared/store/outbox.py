@@ -82,3 +82,17 @@ async def outbox_backlog(engine: AsyncEngine) -> tuple[int, float | None]:
             )
         ).one()
     return int(row[0]), row[1]
+
+
+async def sessions_with_unsent(engine: AsyncEngine, session_ids: list[str]) -> set[str]:
+    """Those of ``session_ids`` that have outbox rows no relay has published yet."""
+    if not session_ids:
+        return set()
+    o = schema.outbox
+    stmt = (
+        select(o.c.session_id)
+        .where(o.c.sent_at.is_(None), o.c.session_id.in_(session_ids))
+        .distinct()
+    )
+    async with read_transaction(engine) as conn:
+        return set((await conn.execute(stmt)).scalars())

@@ -1,8 +1,12 @@
 """The sweeper's wake-ups: sent once a need outlives its grace, held back while the session's
-Brain queue holds a backlog (where its own wake-up most likely still waits)."""
+Brain queue holds a backlog (where its own wake-up most likely still waits) until the queue's
+delivery mark has passed the need, or, without a mark, for a time that doubles after each
+wake-up the sweeper already sent it."""
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import logging
 import time
 from collections.abc import AsyncIterator
@@ -14,10 +18,19 @@ from sqlalchemy import insert, update
 
 from brain.client import submit_input
 from brain.decide import TOOL_KIND
-from brain.sweeper import Sweeper, plan_wake_ups
+from brain.sweeper import (
+    MARK_MARGIN,
+    MAX_BACKLOG_BACKOFF,
+    Sweeper,
+    Watch,
+    plan_wake_ups,
+    watch_sessions,
+)
+from shared.broker import Delivery
 from shared.keys import Keys
 from shared.lease import LeaseManager
 from shared.messages import SessionWake, ToolJob, decode
+from shared.progress import QueueProgress
 from shared.store import Store, schema
 from shared.store.queries import SessionRef, sessions_needing_attention
 from tests.helpers.rabbit import BrokerEnv, broker_env
@@ -27,18 +40,27 @@ BACKLOG_GRACE = 30.0
 NOW = 1_000.0
 
 
+CLEAR = Watch(clear_since=NOW - 60)
+"""A session whose outbox was seen empty a minute ago, never woken by the sweeper."""
+
+
 def plan(
     sessions: list[SessionRef],
     backlogs: dict[str, int],
-    woken_at: dict[str, float] | None = None,
+    watched: dict[str, Watch] | None = None,
+    marks: dict[str, float] | None = None,
+    grace: float = PERIOD,
+    backlog_grace: float = BACKLOG_GRACE,
 ) -> tuple[list[str], list[str]]:
+    """Wake-ups and holds of ``sessions``, each ``CLEAR`` unless ``watched`` says otherwise."""
     wake, hold = plan_wake_ups(
         sessions,
+        watched={**{r.session_id: CLEAR for r in sessions}, **(watched or {})},
         backlogs=backlogs,
-        woken_at=woken_at or {},
+        marks=marks or {},
         now=NOW,
-        grace=PERIOD,
-        backlog_grace=BACKLOG_GRACE,
+        grace=grace,
+        backlog_grace=backlog_grace,
     )
     return [r.session_id for r in wake], [r.session_id for r in hold]
 
@@ -49,7 +71,27 @@ def test_an_empty_queue_wakes_every_session_past_the_grace() -> None:
     assert plan(sessions, {"v1": 0}) == (["a", "b"], [])  # v2 unknown: taken as empty
 
 
-def test_a_backlog_holds_back_needs_younger_than_the_backlog_grace() -> None:
+def test_a_need_younger_than_the_grace_waits_whatever_the_mark() -> None:
+    need = SessionRef("a", "v1", NOW - PERIOD / 2)
+
+    assert plan([need], {"v1": 0}) == ([], ["a"])
+    assert plan([need], {"v1": 40}, marks={"v1": NOW + 60}) == ([], ["a"])
+
+
+def test_a_session_with_rows_in_the_outbox_is_left_to_the_relays() -> None:
+    need = SessionRef("a", "v1", NOW - 5)
+    sending = {"a": Watch(clear_since=None)}
+
+    assert plan([need], {"v1": 0}, sending) == ([], ["a"])
+    assert plan([need], {"v1": 0}, sending, marks={"v1": NOW}) == ([], ["a"])
+    # ... but not for ever: a stuck outbox gets the time-based fallback.
+    stuck = SessionRef("a", "v1", NOW - BACKLOG_GRACE)
+    assert plan([stuck], {"v1": 0}, sending) == (["a"], [])
+    stuck_long = SessionRef("a", "v1", NOW - MAX_BACKLOG_BACKOFF * BACKLOG_GRACE)
+    assert plan([stuck_long], {"v1": 0}, sending, marks={"v1": NOW}) == (["a"], [])
+
+
+def test_without_a_mark_a_backlog_holds_back_needs_younger_than_the_backlog_grace() -> None:
     young = SessionRef("young", "v1", NOW - 5)
     old = SessionRef("old", "v1", NOW - BACKLOG_GRACE)
     elsewhere = SessionRef("elsewhere", "v2", NOW - 5)
@@ -60,25 +102,74 @@ def test_a_backlog_holds_back_needs_younger_than_the_backlog_grace() -> None:
     )
 
 
-def test_a_backlog_holds_back_a_session_the_sweeper_woke_recently() -> None:
+def test_without_a_mark_a_backlog_holds_back_a_session_the_sweeper_woke_recently() -> None:
     old = SessionRef("old", "v1", NOW - 120)
+    woken = Watch(clear_since=NOW - 120, woken_at=NOW - 10, woken=0)
 
-    assert plan([old], {"v1": 40}, {"old": NOW - 10}) == ([], ["old"])
-    assert plan([old], {"v1": 40}, {"old": NOW - BACKLOG_GRACE}) == (["old"], [])
-    assert plan([old], {"v1": 0}, {"old": NOW - 10}) == (["old"], [])
+    assert plan([old], {"v1": 40}, {"old": woken}) == ([], ["old"])
+    long_ago = dataclasses.replace(woken, woken_at=NOW - BACKLOG_GRACE)
+    assert plan([old], {"v1": 40}, {"old": long_ago}) == (["old"], [])
+    assert plan([old], {"v1": 0}, {"old": woken}) == (["old"], [])
+
+
+def test_each_wake_up_under_a_backlog_doubles_the_next_hold_up_to_a_cap() -> None:
+    old = SessionRef("old", "v1", NOW - 3600)
+
+    def woken_again(times: int, waited: float) -> bool:
+        watch = Watch(clear_since=NOW - 3600, woken_at=NOW - waited, woken=times)
+        wake, _ = plan([old], {"v1": 40}, {"old": watch})
+        return wake == ["old"]
+
+    for times, graces in ((1, 2), (2, 4), (3, MAX_BACKLOG_BACKOFF), (10, MAX_BACKLOG_BACKOFF)):
+        assert not woken_again(times, graces * BACKLOG_GRACE - 1)
+        assert woken_again(times, graces * BACKLOG_GRACE)
+    # Without a backlog the normal grace applies, however often the session was woken.
+    tired = Watch(clear_since=NOW - 3600, woken_at=NOW - PERIOD, woken=10)
+    assert plan([old], {"v1": 0}, {"old": tired}) == (["old"], [])
 
 
 def test_the_backlog_grace_is_never_shorter_than_the_grace() -> None:
-    wake, hold = plan_wake_ups(
-        [SessionRef("a", "v1", NOW - 3)],
-        backlogs={"v1": 1},
-        woken_at={},
-        now=NOW,
-        grace=5.0,
-        backlog_grace=2.0,
-    )
+    need = SessionRef("a", "v1", NOW - 3)
 
-    assert (wake, [r.session_id for r in hold]) == ([], ["a"])
+    assert plan([need], {"v1": 1}, grace=5.0, backlog_grace=2.0) == ([], ["a"])
+
+
+def test_a_delivery_mark_past_the_session_releases_it_before_the_backlog_grace() -> None:
+    need = SessionRef("a", "v1", NOW - 5)
+    seen = {"a": Watch(clear_since=NOW - 4)}
+    passed, short = NOW - 4 + MARK_MARGIN, NOW - 4 + MARK_MARGIN - 0.5
+
+    assert plan([need], {"v1": 40}, seen, marks={"v1": passed}) == (["a"], [])
+    assert plan([need], {"v1": 40}, seen, marks={"v1": short}) == ([], ["a"])
+    assert plan([need], {"v1": 40}, seen, marks={"v2": NOW}) == ([], ["a"])  # another queue
+
+
+def test_a_delivery_mark_must_also_pass_the_sweepers_own_last_wake_up() -> None:
+    need = SessionRef("a", "v1", NOW - 20)
+    woken = {"a": Watch(clear_since=NOW - 20, woken_at=NOW - 3, woken=1)}
+
+    assert plan([need], {"v1": 40}, woken, marks={"v1": NOW - 4}) == ([], ["a"])
+    assert plan([need], {"v1": 40}, woken, marks={"v1": NOW - 3 + MARK_MARGIN}) == (["a"], [])
+
+
+def test_a_mark_behind_the_session_holds_it_up_to_the_cap() -> None:
+    cap = MAX_BACKLOG_BACKOFF * BACKLOG_GRACE
+    held, stuck = SessionRef("a", "v1", NOW - cap + 1), SessionRef("b", "v1", NOW - cap)
+
+    assert plan([held, stuck], {"v1": 40}, marks={"v1": NOW - 3600}) == (["b"], ["a"])
+
+
+def test_a_watch_starts_when_the_outbox_is_first_seen_empty_and_ends_with_the_need() -> None:
+    a, b = SessionRef("a", "v1", NOW - 9), SessionRef("b", "v1", NOW - 9)
+
+    first = watch_sessions({}, [a, b], unsent={"a"}, now=NOW)
+    assert first == {"a": Watch(clear_since=None), "b": Watch(clear_since=NOW)}
+    woken_b = {**first, "b": Watch(clear_since=NOW, woken_at=NOW, woken=1)}
+    later = watch_sessions(woken_b, [a, b], unsent=set(), now=NOW + 1)
+    # b keeps the time its outbox was first seen empty, and its wake-ups.
+    assert later == {"a": Watch(clear_since=NOW + 1), "b": woken_b["b"]}
+    # b's need was met; a has rows in the outbox again.
+    assert watch_sessions(later, [a], unsent={"a"}, now=NOW + 2) == {"a": Watch()}
 
 
 @pytest.fixture
@@ -98,16 +189,32 @@ async def leases(redis_url: str, namespace: str) -> AsyncIterator[LeaseManager]:
 
 
 @pytest.fixture
-def sweeper(store: Store, env: BrokerEnv, leases: LeaseManager) -> Sweeper:
+async def progress(
+    leases: LeaseManager, redis_url: str, namespace: str
+) -> AsyncIterator[QueueProgress]:
+    # Its key goes with the lease keys (same namespace, same Redis).
+    redis = Redis.from_url(redis_url)
+    yield QueueProgress(redis, Keys(namespace))
+    await redis.aclose()
+
+
+@pytest.fixture
+def sweeper(store: Store, env: BrokerEnv, leases: LeaseManager, progress: QueueProgress) -> Sweeper:
     return Sweeper(
-        store=store, broker=env.broker, leases=leases, period=PERIOD, backlog_grace=BACKLOG_GRACE
+        store=store,
+        broker=env.broker,
+        leases=leases,
+        period=PERIOD,
+        backlog_grace=BACKLOG_GRACE,
+        progress=progress,
     )
 
 
 async def needs_attention(
-    store: Store, env: BrokerEnv, session_id: str, compat: str, age: float
+    store: Store, env: BrokerEnv, session_id: str, compat: str, age: float, sent: bool = True
 ) -> None:
-    """A session whose submission has waited ``age`` seconds (its wake-up never relayed)."""
+    """A session whose submission has waited ``age`` seconds, its wake-up lost after it left
+    the outbox (``sent``) or still in the outbox."""
     await submit_input(
         store,
         env.topology,
@@ -123,6 +230,11 @@ async def needs_attention(
             .where(sub.c.session_id == session_id)
             .values(created_at=sub.c.created_at - age)
         )
+        if sent:
+            out = schema.outbox
+            await conn.execute(
+                update(out).where(out.c.session_id == session_id).values(sent_at=time.time())
+            )
 
 
 async def backlog(env: BrokerEnv, compat: str, messages: int) -> None:
@@ -178,6 +290,35 @@ async def test_a_backlogged_queue_gets_only_wake_ups_older_than_the_backlog_grac
     # The one wake-up sent joins the backlog; the next sweep does not send it again.
     assert await sweeper.sweep_once() == {}
     assert await swept_sessions(env, "v1") == ["old"]
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(60)
+async def test_a_backlogged_session_is_woken_once_its_queue_was_delivered_past_it(
+    sweeper: Sweeper, store: Store, env: BrokerEnv, progress: QueueProgress
+) -> None:
+    queue = await env.brain_queue("v1")
+    await backlog(env, "v1", 1)
+    await needs_attention(store, env, "lost", "v1", 5)
+    await needs_attention(store, env, "unsent", "v1", 5, sent=False)
+    # Both needs are younger than the backlog grace, and no mark says their queue moved.
+    assert await sweeper.sweep_once() == {}
+    await asyncio.sleep(MARK_MARGIN + 1.5)
+    await backlog(env, "v1", 3)
+    # A Brain takes two wake-ups, one published just now, and shares the queue's mark.
+    async with env.broker.side_channel() as channel:
+        declared = await channel.declare_queue(queue, passive=True)
+        for _ in range(2):
+            progress.note(queue, Delivery(await declared.get(no_ack=True)).published_at)
+    await progress.share()
+    await needs_attention(store, env, "late", "v1", 1.5)
+
+    sent = await sweeper.sweep_once()
+
+    # Only "lost" was woken: all that was published for it has been delivered; "unsent"
+    # still has its wake-up in the outbox, and "late" was first seen after the mark.
+    assert sent["session_woken"] == 1
+    assert await swept_sessions(env, "v1") == ["lost"]
 
 
 @pytest.mark.integration
