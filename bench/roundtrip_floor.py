@@ -22,7 +22,7 @@ import json
 import sys
 import time
 import uuid
-from typing import Any
+from typing import Any, Self
 
 import aio_pika
 import asyncpg
@@ -131,47 +131,40 @@ MODEL_BODY = json.dumps(
 )
 
 
-class Floor:
-    """The bare operations of one round trip, on one asyncpg connection, one AMQP connection
-    (a confirm channel to publish, another to consume) and one Redis client."""
+class Lane:
+    """A floor lane's connections: one asyncpg connection (its ``sessions`` inserted, its
+    statements prepared by ``prepare``), one AMQP connection (a confirm channel to publish,
+    another consuming the lane's job and result queues) and one Redis client."""
 
     def __init__(
-        self, args: argparse.Namespace, topology: Topology, dsn: str, schema: str, lane: int = 0
+        self,
+        args: argparse.Namespace,
+        topology: Topology,
+        dsn: str,
+        schema: str,
+        lane: int,
+        sessions: int,
     ):
         self.args = args
         self.lane = lane
         self.topology = topology
         self.dsn = dsn
         self.schema = schema
-        self.session_id = f"floor-{uuid.uuid4().hex[:8]}"
+        self.session_ids = [f"floor-{uuid.uuid4().hex[:8]}" for _ in range(sessions)]
         self.version = 0
         self.fence = 1
-        self.samples: list[float] = []
-        self.strict: list[float] = []
-        self.steps: list[list[float]] = [[] for _ in FLOOR_STEPS]
+        self.n = 0
         self.jobs: asyncio.Queue[AbstractIncomingMessage] = asyncio.Queue()
         self.results: asyncio.Queue[AbstractIncomingMessage] = asyncio.Queue()
-        self.n = 0
 
-    async def __aenter__(self) -> Floor:
+    async def __aenter__(self) -> Self:
         self.db = await asyncpg.connect(self.dsn, server_settings={"search_path": self.schema})
-        now = time.time()
-        await self.db.execute(
+        await self.db.executemany(
             "INSERT INTO session (id, compat, version, fence, status, entry_count, created_at, "
             "updated_at) VALUES ($1, 'floor', 0, $2, 'active', 0, $3, $3)",
-            self.session_id,
-            self.fence,
-            now,
+            [(sid, self.fence, time.time()) for sid in self.session_ids],
         )
-        self.guard = await self.db.prepare(PG_GUARD)
-        self.entry = await self.db.prepare(PG_ENTRY)
-        self.task = await self.db.prepare(PG_TASK_INSERT)
-        self.outbox = await self.db.prepare(PG_OUTBOX)
-        self.claim = await self.db.prepare(PG_FENCE)
-        self.started = await self.db.prepare(PG_STARTED)
-        self.session_fence = await self.db.prepare(PG_SESSION_FENCE)
-        self.outcome = await self.db.prepare(PG_OUTCOME)
-        self.settle = await self.db.prepare(PG_SETTLE)
+        await self.prepare()
         self.redis = Redis.from_url(self.args.redis_url)
         self.amqp = await aio_pika.connect(self.args.rabbitmq_url)
         self.pub = await self.amqp.channel(publisher_confirms=True)
@@ -181,16 +174,44 @@ class Floor:
         self.results_queue = await self.topology.declare_brain(self.pub, results)
         self.exchange = await self.pub.get_exchange(self.topology.exchange, ensure=False)
         self.sub = await self.amqp.channel()
-        await self.sub.set_qos(prefetch_count=8)
+        await self.sub.set_qos(prefetch_count=max(8, 2 * len(self.session_ids)))
         for name, inbox in ((self.jobs_queue, self.jobs), (self.results_queue, self.results)):
             queue = await self.sub.declare_queue(name, passive=True)
             await queue.consume(inbox.put)
         return self
 
+    async def prepare(self) -> None:
+        """Prepare the lane's statements on ``self.db``."""
+        raise NotImplementedError
+
     async def __aexit__(self, *exc: object) -> None:
         await self.amqp.close()
         await self.redis.aclose()
         await self.db.close()
+
+
+class Floor(Lane):
+    """The bare operations of one round trip, one after another."""
+
+    def __init__(
+        self, args: argparse.Namespace, topology: Topology, dsn: str, schema: str, lane: int = 0
+    ):
+        super().__init__(args, topology, dsn, schema, lane, sessions=1)
+        self.session_id = self.session_ids[0]
+        self.samples: list[float] = []
+        self.strict: list[float] = []
+        self.steps: list[list[float]] = [[] for _ in FLOOR_STEPS]
+
+    async def prepare(self) -> None:
+        self.guard = await self.db.prepare(PG_GUARD)
+        self.entry = await self.db.prepare(PG_ENTRY)
+        self.task = await self.db.prepare(PG_TASK_INSERT)
+        self.outbox = await self.db.prepare(PG_OUTBOX)
+        self.claim = await self.db.prepare(PG_FENCE)
+        self.started = await self.db.prepare(PG_STARTED)
+        self.session_fence = await self.db.prepare(PG_SESSION_FENCE)
+        self.outcome = await self.db.prepare(PG_OUTCOME)
+        self.settle = await self.db.prepare(PG_SETTLE)
 
     async def publish(self, body: bytes, routing_key: str) -> None:
         message = aio_pika.Message(
@@ -310,17 +331,168 @@ class Floor:
             await self.once(record=True)
 
 
+# Group commit: what the floor would be if calls shared transactions -------------------------
+
+PG_GUARDS = (
+    "UPDATE session s SET version = s.version + 1, entry_count = s.entry_count + 1, "
+    "updated_at = $4 FROM unnest($1::text[], $2::bigint[], $3::bigint[]) AS v(id, version, fence) "
+    "WHERE s.id = v.id AND s.version = v.version AND s.fence = v.fence RETURNING s.id"
+)
+PG_ENTRIES = (
+    "INSERT INTO entry (session_id, seq, kind, body, created_at) SELECT sid, seq, $3, "
+    "body::json, $5 FROM unnest($1::text[], $2::bigint[], $4::text[]) AS v(sid, seq, body)"
+)
+PG_TASKS = (
+    "INSERT INTO task (id, session_id, parent_id, kind, kind_version, input, status, "
+    "operation_id, created_at, updated_at) SELECT tid, sid, 'floor-generate', 'tool', 1, '{}', "
+    "'waiting', op, $4, $4 FROM unnest($1::text[], $2::text[], $3::text[]) AS v(tid, sid, op)"
+)
+PG_OUTBOXES = (
+    "INSERT INTO outbox (session_id, routing_key, body, headers, created_at) "
+    "SELECT sid, $2, body, '{}', $4 FROM unnest($1::text[], $3::bytea[]) AS v(sid, body)"
+)
+PG_FENCES = (
+    "INSERT INTO operation (operation_id, session_id, task_id, tool, pool, arguments, status, "
+    "fence, created_at, updated_at) SELECT op, sid, tid, 'ping', $4, '{}', 'intended', $5, $6, "
+    "$6 FROM unnest($1::text[], $2::text[], $3::text[]) AS v(op, sid, tid) "
+    "ON CONFLICT (operation_id) DO UPDATE SET fence = EXCLUDED.fence "
+    "WHERE operation.fence < EXCLUDED.fence"
+)
+PG_STARTEDS = (
+    "UPDATE operation o SET status = 'started', attempts = attempts + 1, started_at = $2, "
+    "updated_at = $2 FROM unnest($1::text[]) AS v(op) WHERE o.operation_id = v.op AND o.fence = $3"
+)
+PG_OUTCOMES = (
+    "UPDATE operation o SET status = 'succeeded', result = '{}', finished_at = $2, "
+    "updated_at = $2 FROM unnest($1::text[]) AS v(op) WHERE o.operation_id = v.op AND o.fence = $3"
+)
+PG_SESSION_FENCES = (
+    "UPDATE session s SET fence = v.fence FROM unnest($1::text[], $2::bigint[]) AS v(id, fence) "
+    "WHERE s.id = v.id AND s.fence < v.fence"
+)
+PG_SETTLES = (
+    "UPDATE task t SET status = 'terminal', outcome = 'succeeded', result = '{\"result\": {}}', "
+    "updated_at = $2 FROM unnest($1::text[]) AS v(id) WHERE t.id = v.id AND t.status = 'waiting'"
+)
+
+
+class BatchedFloor(Lane):
+    """The floor's steps for ``batch`` calls of as many sessions at once: each step one
+    statement (``unnest`` arrays), one Redis pipeline or one wave of confirmed publishes for
+    all of them. Not what the design does (it commits per session): it measures what calls
+    sharing transactions and publish waves would buy."""
+
+    def __init__(
+        self,
+        args: argparse.Namespace,
+        topology: Topology,
+        dsn: str,
+        schema: str,
+        lane: int,
+        batch: int,
+    ):
+        super().__init__(args, topology, dsn, schema, lane, sessions=batch)
+        self.batch = batch
+        self.token = 0
+
+    async def prepare(self) -> None:
+        self.guards = await self.db.prepare(PG_GUARDS)
+        self.entries = await self.db.prepare(PG_ENTRIES)
+        self.tasks = await self.db.prepare(PG_TASKS)
+        self.outboxes = await self.db.prepare(PG_OUTBOXES)
+        self.fences = await self.db.prepare(PG_FENCES)
+        self.starteds = await self.db.prepare(PG_STARTEDS)
+        self.outcomes = await self.db.prepare(PG_OUTCOMES)
+        self.session_fences = await self.db.prepare(PG_SESSION_FENCES)
+        self.settles = await self.db.prepare(PG_SETTLES)
+
+    async def publish_wave(self, bodies: list[bytes], routing_key: str) -> None:
+        """Publish ``bodies`` at once; return when the broker confirmed them all."""
+        await asyncio.gather(
+            *(
+                self.exchange.publish(
+                    aio_pika.Message(body, delivery_mode=aio_pika.DeliveryMode.PERSISTENT),
+                    routing_key,
+                    mandatory=True,
+                )
+                for body in bodies
+            )
+        )
+
+    async def take(self, inbox: asyncio.Queue[AbstractIncomingMessage]) -> list[Any]:
+        return [await inbox.get() for _ in range(self.batch)]
+
+    async def lease_all(self, keys: list[str]) -> None:
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for key in keys:
+                pipe.set(key, "w", nx=True, px=10_000)
+            if not all(await pipe.execute()):
+                raise RuntimeError("floor lease taken")
+
+    async def guard_all(self, now: float) -> None:
+        versions, fences = [self.version] * self.batch, [self.fence] * self.batch
+        if len(await self.guards.fetch(self.session_ids, versions, fences, now)) != self.batch:
+            raise RuntimeError("guard failed")
+        self.version += 1
+
+    async def once(self) -> None:
+        self.n += 1
+        b, sids, n = self.batch, self.session_ids, self.n
+        ops = [f"floor-op-{uuid.uuid4().hex}" for _ in range(b)]
+        task_ids = [f"floor-task-{op}" for op in ops]
+        jobs = [json.dumps({"type": "tool_job", "operation_id": op}).encode() for op in ops]
+        now = time.time()
+        async with self.db.transaction():
+            await self.guard_all(now)
+            await self.entries.fetch(sids, [n * 2 - 1] * b, "model", [MODEL_BODY] * b, now)
+            await self.tasks.fetch(task_ids, sids, ops, now)
+            await self.outboxes.fetch(sids, self.jobs_queue, jobs, now)
+        await self.publish_wave(jobs, self.jobs_queue)
+        job_messages = await self.take(self.jobs)
+        self.token += 1
+        await self.lease_all([f"{self.topology.namespace}:floor:{op}" for op in ops])
+        await self.fences.fetch(ops, sids, task_ids, POOL, self.token, time.time())
+        await self.starteds.fetch(ops, time.time(), self.token)
+        results = [json.dumps({"type": "tool_result", "operation_id": op}).encode() for op in ops]
+        async with self.db.transaction():
+            await self.outcomes.fetch(ops, time.time(), self.token)
+            await self.outboxes.fetch(sids, self.results_queue, results, time.time())
+        for message in job_messages:
+            await message.ack()
+        await self.publish_wave(results, self.results_queue)
+        result_messages = await self.take(self.results)
+        session_keys = [f"{self.topology.namespace}:floor:session:{sid}" for sid in sids]
+        await self.lease_all(session_keys)
+        self.fence += 1
+        await self.session_fences.fetch(sids, [self.fence] * b)
+        now = time.time()
+        async with self.db.transaction():
+            await self.guard_all(now)
+            body = '{"status": "succeeded"}'
+            await self.entries.fetch(sids, [n * 2] * b, "tool_result", [body] * b, now)
+            await self.settles.fetch(task_ids, now)
+        for message in result_messages:
+            await message.ack()
+        await self.redis.delete(*session_keys)
+
+    async def run(self, count: int, warmup: int = 0) -> None:
+        """``count`` batches of round trips (after ``warmup`` unmeasured ones)."""
+        for _ in range(count + warmup):
+            await self.once()
+
+
 # Throughput: many lanes at once ------------------------------------------------------------
 
 
 async def floor_throughput(
-    args: argparse.Namespace, namespace: str, dsn: str, schema: str
+    args: argparse.Namespace, namespace: str, dsn: str, schema: str, batch: int = 1
 ) -> float:
     """Round trips per second of ``args.floor_lanes`` floors running back to back at once,
     spread over ``FLOOR_PROCESSES`` processes (``python -m bench.roundtrip_floor``), each lane
-    on connections of its own and queues of its own; ``args.floor_burst`` round trips in all.
-    The clock of each process starts when all are set up and warm; the slowest one's counts."""
-    per_lane = max(1, args.floor_burst // args.floor_lanes)
+    on connections of its own and queues of its own; ``args.floor_burst`` round trips in all
+    (``batch`` > 1: lanes of ``BatchedFloor``). The clock of each process starts when all
+    are set up and warm; the slowest one's counts."""
+    per_lane = max(1, args.floor_burst // (args.floor_lanes * batch))
     lanes = list(range(1, args.floor_lanes + 1))
     groups = [lanes[i::FLOOR_PROCESSES] for i in range(FLOOR_PROCESSES) if lanes[i:]]
     procs: list[asyncio.subprocess.Process] = []
@@ -333,6 +505,7 @@ async def floor_throughput(
                     "bench.roundtrip_floor",
                     *("--namespace", namespace, "--schema", schema, "--dsn", dsn),
                     *("--lanes", ",".join(map(str, group)), "--count", str(per_lane)),
+                    *("--batch", str(batch)),
                     *("--rabbitmq-url", args.rabbitmq_url, "--redis-url", args.redis_url),
                     cwd=ROOT,
                     stdin=asyncio.subprocess.PIPE,
@@ -365,9 +538,15 @@ async def _expect(proc: asyncio.subprocess.Process, within: float, line: str = "
 
 async def run_lanes(args: argparse.Namespace) -> None:
     """One lane process: set up and warm its lanes, say ``ready``, wait for ``go`` on stdin,
-    run ``--count`` round trips in each lane at once, print the count and the seconds."""
+    run ``--count`` round trips (of ``--batch`` calls) in each lane at once, print the count
+    of calls and the seconds."""
     topology = Topology(args.namespace)
-    floors = [Floor(args, topology, args.dsn, args.schema, lane) for lane in args.lanes]
+    floors: list[Floor | BatchedFloor] = [
+        Floor(args, topology, args.dsn, args.schema, lane)
+        if args.batch == 1
+        else BatchedFloor(args, topology, args.dsn, args.schema, lane, args.batch)
+        for lane in args.lanes
+    ]
     async with contextlib.AsyncExitStack() as stack:
         for floor in floors:
             await stack.enter_async_context(floor)
@@ -377,7 +556,8 @@ async def run_lanes(args: argparse.Namespace) -> None:
         start = time.perf_counter()
         await asyncio.gather(*(floor.run(args.count) for floor in floors))
         seconds = time.perf_counter() - start
-        print(json.dumps({"count": args.count * len(floors), "seconds": seconds}), flush=True)
+        count = args.count * len(floors) * args.batch
+        print(json.dumps({"count": count, "seconds": seconds}), flush=True)
 
 
 if __name__ == "__main__":
@@ -387,5 +567,6 @@ if __name__ == "__main__":
     parser.add_argument("--dsn", required=True)
     parser.add_argument("--lanes", type=lambda v: [int(n) for n in v.split(",")], required=True)
     parser.add_argument("--count", type=int, required=True)
+    parser.add_argument("--batch", type=int, default=1)
     add_service_urls(parser, "rabbitmq", "redis")
     asyncio.run(run_lanes(parser.parse_args()))
