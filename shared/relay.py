@@ -6,8 +6,11 @@ between the confirm and the mark publishes the row again, which every consumer t
 
 - **Right after a commit.** While the relay runs, the commits of its own process hand it
   their rows (``wake`` is a commit listener, the receipt carries the rows) and it publishes
-  them at once, with no query; the rows were written with ``publish_after`` one handoff
-  period ahead, so other relays leave them alone meanwhile.
+  them at once, with no query, ``batch_size`` at a time, each batch marked sent after its
+  confirms; the rows were written with ``publish_after`` one handoff period ahead, so other
+  relays leave them alone meanwhile. A row the relay could not get to before the last
+  ``HANDOFF_MARGIN`` of its handoff (a burst of commits outran it) is left to the polling
+  relays, which take it once the handoff is over: publishing it as well would send it twice.
 - **Polling**, as the fallback: rows other processes wrote without a relay, rows whose
   writer died before publishing, rows whose publish failed. A poll claims them in a
   transaction (``FOR UPDATE SKIP LOCKED`` on PostgreSQL) and marks them in it.
@@ -37,6 +40,9 @@ log = logging.getLogger("brainhands.relay")
 
 MEASURE_EVERY = 5.0
 """Seconds between readings of the outbox backlog (for the metrics)."""
+HANDOFF_MARGIN = 1.0
+"""Seconds before the end of a row's handoff after which its writer's relay leaves it to the
+polling relays (at most a fifth of the handoff)."""
 
 
 class OutboxRelay:
@@ -64,13 +70,15 @@ class OutboxRelay:
         self._wakeup = asyncio.Event()
         self._next_prune = 0.0
         self._next_measure = 0.0
-        self._fresh: list[OutboxRow] = []
+        self._fresh: list[tuple[float, OutboxRow]] = []
+        """Rows commits handed over, each with the monotonic time its handoff nearly ends."""
         self._publisher: asyncio.Task[None] | None = None
 
     def wake(self, receipt: CommitReceipt | None = None) -> None:
         """A commit listener: publish the rows the commit wrote (or poll, if none are given)."""
         if receipt is not None and receipt.outbox and self.store.handoff is not None:
-            self._fresh.extend(receipt.outbox)
+            until = time.monotonic() + self.handoff - min(HANDOFF_MARGIN, self.handoff / 5)
+            self._fresh.extend((until, row) for row in receipt.outbox)
             if self._publisher is None or self._publisher.done():
                 self._publisher = asyncio.create_task(self._publish_fresh())
         elif receipt is None or receipt.outbox:
@@ -109,9 +117,20 @@ class OutboxRelay:
                 await asyncio.gather(self._publisher, return_exceptions=True)
 
     async def _publish_fresh(self) -> None:
-        """Publish the rows commits handed over, batching those that arrive meanwhile."""
+        """Publish the rows commits handed over, ``batch_size`` at a time, except those whose
+        handoff is nearly over (left to the polling relays)."""
         while self._fresh:
-            rows, self._fresh = self._fresh, []
+            batch, self._fresh = self._fresh[: self.batch_size], self._fresh[self.batch_size :]
+            now = time.monotonic()
+            rows = [row for until, row in batch if until > now]
+            if len(rows) < len(batch):
+                log.warning(
+                    "left %d committed rows to the polling relays: their handoff was nearly over",
+                    len(batch) - len(rows),
+                    extra={"event": "relay_handoff_missed", "rows": len(batch) - len(rows)},
+                )
+            if not rows:
+                continue
             try:
                 await mark_sent_now(self.store, await self._publish(rows))
             except BrainhandsError as exc:

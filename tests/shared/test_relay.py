@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import signal
 import time
 from collections import Counter
@@ -240,6 +241,34 @@ async def test_a_running_relay_publishes_its_commits_rows_and_marks_them_sent(
         await running
     assert store.handoff is None  # a stopped relay takes no more rows over
     assert relay.published == 300
+
+
+async def test_rows_a_busy_relay_got_to_too_late_are_left_to_the_polling_relays(
+    store: Store, env: BrokerEnv, caplog: pytest.LogCaptureFixture
+) -> None:
+    queue = await env.brain_queue()
+    consumer = Dedupe()
+    await env.broker.consume(queue, consumer)
+    writer = OutboxRelay(store, env.broker, poll_interval=60.0, handoff=1.0)
+    store.add_commit_listener(writer.wake)
+    stop = asyncio.Event()
+    running = asyncio.create_task(writer.run(stop))
+    try:
+        await asyncio.sleep(0.2)  # past its first (empty) poll
+        with caplog.at_level(logging.WARNING, logger="brainhands.relay"):
+            await commit_wakes(store, queue, 5)
+            # The writer's process is busy (blocking) past the end of its window.
+            time.sleep(0.9)  # noqa: ASYNC251
+            await asyncio.sleep(0.3)
+        assert writer.published == 0
+        assert [r.rows for r in caplog.records if r.message.startswith("left")] == [5]  # type: ignore[attr-defined]
+        await asyncio.sleep(0.2)  # the handoff is over: a polling relay takes them
+        assert await OutboxRelay(store, env.broker).drain_once() == 5
+        await eventually(lambda: consumer.unique == expected(5), what="delivery")
+    finally:
+        stop.set()
+        await running
+    assert consumer.deliveries.total() == 5  # each once
 
 
 async def all_sent(store: Store) -> bool:
