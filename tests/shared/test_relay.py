@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import signal
 import time
@@ -221,24 +222,34 @@ async def test_rows_handed_to_a_running_relay_are_left_to_it_until_the_handoff_e
     assert (await store.status())["outbox_unsent"] == 0
 
 
-async def test_a_running_relay_publishes_its_commits_rows_and_marks_them_sent(
-    store: Store, env: BrokerEnv
-) -> None:
+@contextlib.asynccontextmanager
+async def running_relay(
+    store: Store, env: BrokerEnv, consumer: Dedupe, handoff: float
+) -> AsyncIterator[tuple[str, OutboxRelay]]:
+    """A relay running as in a worker (its commits' rows handed to it, polling only once a
+    minute), past its first empty poll, and ``consumer`` on the Brain queue it feeds."""
     queue = await env.brain_queue()
-    consumer = Dedupe()
     await env.broker.consume(queue, consumer)
-    relay = OutboxRelay(store, env.broker, poll_interval=60.0, handoff=60.0)
+    relay = OutboxRelay(store, env.broker, poll_interval=60.0, handoff=handoff)
     store.add_commit_listener(relay.wake)
     stop = asyncio.Event()
     running = asyncio.create_task(relay.run(stop))
     try:
         await asyncio.sleep(0.2)  # past its first (empty) poll: only the commits can wake it
-        await commit_wakes(store, queue, 300, per_commit=3)
-        await eventually(lambda: consumer.unique == expected(300), within=30, what="delivery")
-        await eventually(lambda: all_sent(store), within=10, what="rows marked sent")
+        yield queue, relay
     finally:
         stop.set()
         await running
+
+
+async def test_a_running_relay_publishes_its_commits_rows_and_marks_them_sent(
+    store: Store, env: BrokerEnv
+) -> None:
+    consumer = Dedupe()
+    async with running_relay(store, env, consumer, handoff=60.0) as (queue, relay):
+        await commit_wakes(store, queue, 300, per_commit=3)
+        await eventually(lambda: consumer.unique == expected(300), within=30, what="delivery")
+        await eventually(lambda: all_sent(store), within=10, what="rows marked sent")
     assert store.handoff is None  # a stopped relay takes no more rows over
     assert relay.published == 300
 
@@ -246,28 +257,19 @@ async def test_a_running_relay_publishes_its_commits_rows_and_marks_them_sent(
 async def test_rows_a_busy_relay_got_to_too_late_are_left_to_the_polling_relays(
     store: Store, env: BrokerEnv, caplog: pytest.LogCaptureFixture
 ) -> None:
-    queue = await env.brain_queue()
     consumer = Dedupe()
-    await env.broker.consume(queue, consumer)
-    writer = OutboxRelay(store, env.broker, poll_interval=60.0, handoff=1.0)
-    store.add_commit_listener(writer.wake)
-    stop = asyncio.Event()
-    running = asyncio.create_task(writer.run(stop))
-    try:
-        await asyncio.sleep(0.2)  # past its first (empty) poll
+    async with running_relay(store, env, consumer, handoff=1.0) as (queue, writer):
         with caplog.at_level(logging.WARNING, logger="brainhands.relay"):
             await commit_wakes(store, queue, 5)
             # The writer's process is busy (blocking) past the end of its window.
             time.sleep(0.9)  # noqa: ASYNC251
             await asyncio.sleep(0.3)
         assert writer.published == 0
-        assert [r.rows for r in caplog.records if r.message.startswith("left")] == [5]  # type: ignore[attr-defined]
+        left = [r for r in caplog.records if r.message.startswith("left")]
+        assert [r.rows for r in left] == [5]  # type: ignore[attr-defined]
         await asyncio.sleep(0.2)  # the handoff is over: a polling relay takes them
         assert await OutboxRelay(store, env.broker).drain_once() == 5
         await eventually(lambda: consumer.unique == expected(5), what="delivery")
-    finally:
-        stop.set()
-        await running
     assert consumer.deliveries.total() == 5  # each once
 
 
