@@ -133,7 +133,8 @@ def plan_wake_ups(
             )
             # A mark says the queue moves: hold as long as the cap allows. Without one, back
             # off from backlog_grace, doubling with each wake-up sent.
-            graces = MAX_BACKLOG_BACKOFF if mark else min(2**watch.woken, MAX_BACKLOG_BACKOFF)
+            backoff = min(2**watch.woken, MAX_BACKLOG_BACKOFF)
+            graces = MAX_BACKLOG_BACKOFF if mark is not None else backoff
             due = delivered or now - latest >= max(grace, backlog_grace * graces)
         (wake if due else hold).append(ref)
     return wake, hold
