@@ -66,8 +66,8 @@ class QueueProgress:
         return {q: float(s) for q, s in zip(names, scores, strict=True) if s is not None}
 
     async def run(self, stop: asyncio.Event) -> None:
-        """Share the marks every ``period`` until ``stop`` is set; a failed write is logged
-        and its marks are noted again by the next deliveries."""
+        """Share the marks every ``period`` until ``stop`` is set. A failed write is logged
+        and its marks are dropped: the next deliveries note newer ones, which supersede them."""
         while not stop.is_set():
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), self.period)
