@@ -39,10 +39,18 @@ async def test_a_sleeping_task_survives_its_brain_and_wakes_on_time(
         return any(t.status == "sleeping" for t in state.open_tasks)
 
     await eventually(asleep, what="the task to fall asleep")
-    # The Brain that put it to sleep keeps its timer in memory: kill it with its timer.
-    [sleeper] = [n for n in (0, 1) if '"event": "advanced"' in brains.log(n)]
-    brains.processes[sleeper].send_signal(signal.SIGKILL)
-    brains.processes[sleeper].wait()
+
+    # The Brain that put it to sleep keeps its timer in memory: kill it with its timer. Its
+    # log line is written after the commit the store already shows, so wait for it too.
+    def sleepers() -> list[int]:
+        return [n for n in (0, 1) if '"event": "advanced"' in brains.log(n)]
+
+    await eventually(lambda: bool(sleepers()), what="the sleeping Brain's log line")
+    for n in sleepers():
+        brains.processes[n].send_signal(signal.SIGKILL)
+        brains.processes[n].wait()
+    if all(proc.poll() is not None for proc in brains.processes):
+        brains.start_brain()  # both had advanced it: a fresh Brain has no timer either
 
     record = await brains.answer(within=30)
     woke_at = record.answer["woke_at"]
