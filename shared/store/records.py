@@ -19,6 +19,7 @@ OPEN_SUBMISSION_STATUSES: tuple[SubmissionStatus, ...] = ("queued", "running")
 @dataclass(frozen=True)
 class SessionRecord:
     id: str
+    uid: str
     compat: str
     version: int
     fence: int
@@ -179,6 +180,7 @@ class OperationRecord:
     arguments: JSON
     status: OperationStatus
     attempts: int
+    interruptions: int
     fence: int
     result: JSON
     error: JSON

@@ -43,6 +43,9 @@ session = Table(
     "session",
     metadata,
     Column("id", ID, primary_key=True),
+    # Random, given once when the session is created: the root of its task and operation ids,
+    # so that no other deployment, store or re-created session ever derives the same key.
+    Column("uid", String(32), nullable=False, unique=True),
     Column("compat", String(64), nullable=False),
     Column("version", BigInteger, nullable=False, server_default="0"),
     Column("fence", BigInteger, nullable=False, server_default="0"),
@@ -155,6 +158,8 @@ operation = Table(
     Column("arguments", JSON, nullable=False),
     Column("status", String(16), nullable=False),
     Column("attempts", Integer, nullable=False, server_default="0"),
+    # Attempts cut short by their worker's death or a lost lease: not the tool's failures.
+    Column("interruptions", Integer, nullable=False, server_default="0"),
     Column("fence", BigInteger, nullable=False, server_default="0"),
     Column("result", JSON, nullable=True),
     Column("error", JSON, nullable=True),

@@ -14,7 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from shared.store import fence, migrate, schema
 from shared.store.commit import commit_draft
-from shared.store.draft import Draft
+from shared.store.draft import Draft, new_id
 from shared.store.engine import (
     create_engine,
     create_sqlite_writer,
@@ -94,6 +94,7 @@ class Store:
         now = time.time()
         values: dict[str, Any] = {
             "id": session_id,
+            "uid": new_id(),
             "compat": compat,
             "version": 0,
             "fence": 0,

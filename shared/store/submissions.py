@@ -51,7 +51,7 @@ async def submit(
         insert = dialect_insert(conn)
         await conn.execute(
             insert(schema.session)
-            .values(id=session_id, compat=compat, created_at=now, updated_at=now)
+            .values(id=session_id, uid=new_id(), compat=compat, created_at=now, updated_at=now)
             .on_conflict_do_nothing(index_elements=["id"])
         )
         created = await conn.execute(

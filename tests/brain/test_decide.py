@@ -52,6 +52,7 @@ def operation(status: str, **fields: Any) -> OperationRecord:
         arguments={},
         status=status,
         attempts=1,
+        interruptions=0,
         fence=1,
         result=fields.get("result"),  # type: ignore[arg-type]
         error=fields.get("error"),
