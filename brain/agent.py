@@ -13,7 +13,9 @@ A generation task's phases:
   job in the outbox, and waits for them all; calls of tools the agent was not granted are
   refused here and never dispatched. It is light: all of this goes into the commit that
   records the request's result, so no tool intent ever exists without the raw response it
-  came from, and a response is either durable with its intents or not at all;
+  came from, and a response is either durable with its intents or not at all. Arguments of
+  a task tool that its argument model rejects are refused the same way, so no task ever
+  starts from input it cannot read;
 - ``apply``: appends the tool results in call order, uncertain and failed ones included
   and labelled as such, for the model to judge.
 """
@@ -25,7 +27,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from brain.decide import TOOL_KIND
 from brain.models.base import ModelAdapter, ModelError, TransientModelError
@@ -45,7 +47,7 @@ from brain.task import (
 )
 from shared import metrics
 from shared.store import EntryRecord, SubmissionRecord
-from shared.tools import ToolRegistry, function_schema
+from shared.tools import ToolRegistry, describe_invalid_arguments, function_schema
 
 
 @dataclass(frozen=True)
@@ -61,6 +63,15 @@ class TaskTool:
 
     def schema(self) -> dict[str, Any]:
         return function_schema(self.name, self.description, self.args_model)
+
+    def refusal(self, arguments: dict[str, Any]) -> str | None:
+        """Why the model's ``arguments`` cannot start the task (None when they can): a task
+        is only created from arguments its ``args_model`` accepts."""
+        try:
+            self.args_model.model_validate(arguments)
+        except ValidationError as exc:
+            return f"invalid arguments for {self.name!r}: {describe_invalid_arguments(exc)}"
+        return None
 
 
 @dataclass(frozen=True)
@@ -203,15 +214,18 @@ def agent_kinds(agents: AgentRegistry, tools: ToolRegistry) -> TaskRegistry:
         plan = []
         for n, call in enumerate(response.tool_calls):
             refusal = None
-            if call.name not in agent.tools and call.name not in task_tools:
+            task_tool = task_tools.get(call.name)
+            if call.name not in agent.tools and task_tool is None:
                 refusal = f"tool {call.name!r} is not granted to agent {agent.name!r}"
             elif n >= agent.max_tool_calls:
                 refusal = f"more than {agent.max_tool_calls} tool calls in one turn"
+            elif task_tool is not None:
+                refusal = task_tool.refusal(call.arguments)
             plan.append({"call_id": call.id, "name": call.name, "refused": refusal})
             if refusal is not None:
                 continue
-            if call.name in task_tools:
-                children.append(Child(task_tools[call.name].kind, call.arguments))
+            if task_tool is not None:
+                children.append(Child(task_tool.kind, call.arguments))
             else:
                 operation_id = "op-" + uuid.uuid5(uuid.NAMESPACE_URL, f"{task.id}/{call.id}").hex
                 children.append(Call(call.name, call.arguments, operation_id=operation_id))

@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from shared.errors import UnknownToolError
 
@@ -73,6 +73,15 @@ def function_schema(name: str, description: str, args: type[BaseModel]) -> dict[
             "parameters": copy.deepcopy(_json_schema(args)),
         },
     }
+
+
+def describe_invalid_arguments(exc: ValidationError) -> str:
+    """What is wrong with a call's arguments, one ``field: problem`` per error, in words a
+    model (or an operator) can act on."""
+    return "; ".join(
+        f"{'.'.join(str(p) for p in e['loc']) or 'arguments'}: {e['msg']}"
+        for e in exc.errors(include_url=False)
+    )
 
 
 @functools.cache

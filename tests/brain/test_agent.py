@@ -34,9 +34,11 @@ class AgentRun:
     model_log: Path
     extra: dict[str, str]
 
-    def start_brain(self, die_rule: str | None = None, **env: str) -> subprocess.Popen[bytes]:
+    def start_brain(
+        self, die_rule: str | None = None, tasks: str | None = None, **env: str
+    ) -> subprocess.Popen[bytes]:
         return self.brains.start_brain(
-            tasks=None,
+            tasks=tasks,
             agents="tests.helpers.agents",
             tools="tests.helpers.tools",
             die_rule=die_rule,
@@ -268,3 +270,21 @@ async def test_a_tool_the_agent_was_not_granted_is_refused_visibly_and_never_sen
     assert sent["status"] == "succeeded"
     ops = (await agent_run.brains.store.status())["operations"]
     assert ops == 1  # only the granted call reached Hands (and no worker was crashed)
+
+
+async def test_task_tool_arguments_its_model_rejects_are_refused_visibly_and_start_no_task(
+    agent_run: AgentRun,
+) -> None:
+    agent_run.start_brain(tasks="tests.helpers.kinds")
+    await agent_run.submit("delegator")
+
+    record = await agent_run.brains.answer(within=60)
+
+    assert record.answer == {"text": "Delegated what I could.", "turns": 2}
+    second = json.loads(agent_run.requests()[1])["messages"]
+    [refused, ran] = [json.loads(m["content"]) for m in second if m["role"] == "tool"]
+    assert refused["status"] == "refused"
+    assert refused["error"].startswith("invalid arguments for 'delegate': n: Input should be")
+    assert ran == {"status": "succeeded", "result": 20}
+    tasks, _ = await session_history(agent_run.brains.store.engine, "s1")
+    assert [t.input for t in tasks if t.kind == "child"] == [{"n": 2}]

@@ -5,11 +5,18 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from brain.agent import Agent, AgentRegistry
+from pydantic import BaseModel
+
+from brain.agent import Agent, AgentRegistry, TaskTool
 from brain.models.scripted import ScriptedModel
 
 SCRIPTS = Path(__file__).with_name("scripts")
 LOG = os.environ.get("TEST_MODEL_LOG") or None
+
+
+class ChildArgs(BaseModel):
+    n: int
+
 
 agents = AgentRegistry()
 agents.add(
@@ -34,5 +41,20 @@ agents.add(
         model=ScriptedModel(SCRIPTS / "echoer.json", log_path=LOG),
         system="You repeat things.",
         tools=("echo",),
+    )
+)
+agents.add(
+    Agent(
+        name="delegator",
+        model=ScriptedModel(SCRIPTS / "delegator.json", log_path=LOG),
+        system="You hand work to child tasks.",
+        task_tools=(
+            TaskTool(
+                name="delegate",
+                kind="child",  # tests.helpers.kinds: answers n * 10
+                args_model=ChildArgs,
+                description="Run a child task for n.",
+            ),
+        ),
     )
 )
