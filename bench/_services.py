@@ -153,13 +153,19 @@ def stop_on_sigterm() -> None:
 
 
 def spawn(
-    argv: Sequence[str], env: dict[str, str], log: Path, *, new_session: bool = False
+    argv: Sequence[str],
+    env: dict[str, str],
+    log: Path,
+    *,
+    new_session: bool = False,
+    cwd: Path = ROOT,
 ) -> subprocess.Popen[bytes]:
-    """``python -m <argv>`` in the project's root, its output going to ``log``."""
+    """``python -m <argv>`` in ``cwd`` (the project's root by default: the code it runs),
+    its output going to ``log``."""
     with open(log, "wb") as out:
         return subprocess.Popen(
             [sys.executable, "-m", *argv],
-            cwd=ROOT,
+            cwd=cwd,
             env=env,
             stdin=subprocess.DEVNULL,
             stdout=out,
@@ -243,6 +249,8 @@ class Workers:
     env: dict[str, str]
     logs: Path
     procs: list[Worker] = field(default_factory=list)
+    code: Path = ROOT
+    """The tree whose code the processes run (another checkout, to compare builds)."""
 
     def __post_init__(self) -> None:
         self.logs.mkdir(parents=True, exist_ok=True)
@@ -259,7 +267,7 @@ class Workers:
         role = argv[0]
         n = len(self.paths(role))
         path = self.logs / (log or f"{role}-{n}.log")
-        worker = Worker(role, spawn(["brainhands", *argv], self.env, path), path)
+        worker = Worker(role, spawn(["brainhands", *argv], self.env, path, cwd=self.code), path)
         self.procs.append(worker)
         return worker
 

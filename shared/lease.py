@@ -243,12 +243,14 @@ class _Hold:
         while True:
             await asyncio.sleep(max(0.0, valid_from + self._every - time.monotonic()))
             sent = time.monotonic()
+            metrics.LEASE_RENEWAL_LAG.observe(max(0.0, sent - valid_from - self._every))
             left = valid_from + ttl - sent
             if left <= 0:
                 return "not renewed within its TTL (was the process paused?)"
             try:
                 async with asyncio.timeout(left):
                     renewed = await self._manager.renew(self._lease)
+                metrics.LEASE_RENEWAL_SECONDS.observe(time.monotonic() - sent)
             except TimeoutError:
                 return "Redis did not confirm a renewal before the lease expired"
             except Exception as exc:  # whatever broke, we can no longer vouch for the lease

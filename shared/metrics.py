@@ -21,6 +21,17 @@ MODEL_SECONDS = Histogram("brainhands_model_seconds", "Duration of one model req
 LEASE_ACQUIRED = Counter("brainhands_lease_acquisitions_total", "Leases acquired", ["resource"])
 LEASE_RENEWED = Counter("brainhands_lease_renewals_total", "Lease renewals that succeeded")
 LEASE_LOST = Counter("brainhands_lease_losses_total", "Holders that lost their lease mid-work")
+_LEASE_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 1.5, 2.0, 3.0, 5.0)
+LEASE_RENEWAL_LAG = Histogram(
+    "brainhands_lease_renewal_lag_seconds",
+    "How late a lease renewal was sent against its schedule",
+    buckets=_LEASE_BUCKETS,
+)
+LEASE_RENEWAL_SECONDS = Histogram(
+    "brainhands_lease_renewal_seconds",
+    "Round trip of one lease renewal request to Redis",
+    buckets=_LEASE_BUCKETS,
+)
 STALE_REJECTED = Counter(
     "brainhands_stale_token_rejections_total", "Writes refused for a superseded fencing token"
 )
