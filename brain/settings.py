@@ -24,5 +24,8 @@ class BrainSettings(CommonSettings):
     """Seconds a session's need must wait before it is re-triggered while its Brain queue
     holds a backlog (its wake-up is most likely still queued) and the queue has no delivery
     mark; doubled per wake-up sent. No hold lasts more than eight of these."""
+    sweeper_blocked_recheck: float = Field(default=60.0, gt=0)
+    """Seconds after a task was blocked (no handler for its kind or version) before the
+    sweeper wakes its session to look again; doubled per look, up to eight times."""
     redispatch_after: float = Field(default=15.0, gt=0)
     """Seconds a tool call may go without an outcome or a live lease before it is re-sent."""

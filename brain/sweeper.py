@@ -16,6 +16,11 @@ through. No hold lasts longer than ``MAX_BACKLOG_BACKOFF`` backlog graces; witho
 (none shared yet, Redis restarted) a hold lasts ``backlog_grace``, twice as long after each
 wake-up the sweeper sent the session.
 
+A session whose only need is a blocked task (a kind or version no Brain that looked had a
+handler for) is not woken each period: its Brain would only find the same. It is looked at
+again ``blocked_recheck`` after the block, then twice as long after each look, up to
+``MAX_BACKLOG_BACKOFF`` times, in case a build that knows the kind has come up since.
+
 A row it cannot turn into a job (a tool task whose input lacks what a job needs) is reported
 once and skipped; the other calls are still re-sent. Nothing that goes wrong in a sweep stops
 the sweeper, or the Brain it runs in: the failure is logged and the next period tries again.
@@ -140,6 +145,20 @@ def plan_wake_ups(
     return wake, hold
 
 
+def due_rechecks(
+    sessions: Sequence[SessionRef], *, watched: Mapping[str, Watch], now: float, recheck: float
+) -> list[SessionRef]:
+    """Those of ``sessions`` (each with only blocked tasks) to wake now: ``recheck`` after the
+    block or the sweeper's last wake-up of it, doubled per wake-up it sent, up to the cap."""
+    due = []
+    for ref in sessions:
+        watch = watched.get(ref.session_id, Watch())
+        latest = max(ref.since, watch.woken_at or ref.since)
+        if now - latest >= recheck * min(2**watch.woken, MAX_BACKLOG_BACKOFF):
+            due.append(ref)
+    return due
+
+
 class Sweeper:
     """Re-triggers work from the store's facts."""
 
@@ -152,6 +171,7 @@ class Sweeper:
         period: float = 1.0,
         redispatch_after: float = 15.0,
         backlog_grace: float = 10.0,
+        blocked_recheck: float = 60.0,
         progress: QueueProgress | None = None,
     ) -> None:
         self.store = store
@@ -160,6 +180,7 @@ class Sweeper:
         self.period = period
         self.redispatch_after = redispatch_after
         self.backlog_grace = backlog_grace
+        self.blocked_recheck = blocked_recheck
         self.progress = progress
         """Where the Brain queues' delivery marks are read (None: hold by time only)."""
         self.recoveries: Counter[str] = Counter()
@@ -205,8 +226,13 @@ class Sweeper:
         self._watched = watch_sessions(self._watched, sessions, unsent, now)
         busy = await self.leases.held([f"session:{s.session_id}" for s in sessions])
         idle = [ref for ref in sessions if f"session:{ref.session_id}" not in busy]
+        blocked = [ref for ref in idle if ref.blocked]
+        idle = [ref for ref in idle if not ref.blocked]
         backlogs = await self._backlogs({ref.compat for ref in idle})
         marks = await self._marks({c for c, depth in backlogs.items() if depth > 0})
+        rechecks = due_rechecks(
+            blocked, watched=self._watched, now=now, recheck=self.blocked_recheck
+        )
         wake_ups, held = plan_wake_ups(
             idle,
             watched=self._watched,
@@ -230,14 +256,14 @@ class Sweeper:
                 },
             )
             metrics.SWEEPER_HELD_BACK.inc(len(held))
-        for ref in wake_ups:
+        for ref in [*wake_ups, *rechecks]:
             wake = SessionWake(session_id=ref.session_id, compat=ref.compat, reason="sweeper")
             await self.broker.publish_routed(wake, self.broker.topology.brain_queue(ref.compat))
             watch = self._watched[ref.session_id]
             self._watched[ref.session_id] = dataclasses.replace(
                 watch, woken_at=now, woken=watch.woken + 1
             )
-            sent["session_woken"] += 1
+            sent["blocked_rechecked" if ref.blocked else "session_woken"] += 1
         calls = await calls_without_outcome(
             self.store.engine, older_than=now - self.redispatch_after
         )

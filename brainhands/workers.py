@@ -118,6 +118,7 @@ def sweeper_of(services: Services, leases: LeaseManager, settings: BrainSettings
         leases=leases,
         period=settings.sweeper_period,
         backlog_grace=settings.sweeper_backlog_grace,
+        blocked_recheck=settings.sweeper_blocked_recheck,
         redispatch_after=settings.redispatch_after,
         progress=QueueProgress(services.redis, services.keys),
     )

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sqlalchemy import and_, func, select, union_all
+from sqlalchemy import and_, case, func, literal, select, union_all
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from shared.store import schema
@@ -55,6 +55,9 @@ class SessionRef:
     session_id: str
     compat: str
     since: float
+    blocked: bool = False
+    """Every need of the session is a task some Brain found no handler for: another build
+    may take it up, but waking the session for it each period only repeats the finding."""
 
 
 async def sessions_needing_attention(
@@ -65,34 +68,48 @@ async def sessions_needing_attention(
     applied, queued submissions. The grace leaves the normal triggers (in-memory timers,
     result events, wake-ups in flight) time to land before a duplicate is sent.
 
-    Oldest need first, so that under ``limit`` the sessions waiting longest come first."""
+    A blocked task (``blocked_reason`` set) is a need since it was blocked, and is reported
+    apart (``SessionRef.blocked``) when the session has no other: the sweeper looks at it
+    again only rarely. A session's ``since`` is its oldest unblocked need when it has one.
+
+    Oldest need first, so that under ``limit`` the sessions waiting longest come first, and
+    sessions with only blocked tasks last."""
     t, s, o, sub = schema.task, schema.session, schema.operation, schema.submission
     before = now - grace
-    runnable = select(t.c.session_id, t.c.updated_at.label("since")).where(
-        t.c.status.in_(("pending", "running", "completing")), t.c.updated_at <= before
+    unblocked, blocked = t.c.blocked_reason.is_(None), t.c.blocked_reason.is_not(None)
+    no, yes = literal(0).label("blocked"), literal(1).label("blocked")
+    runnable = select(t.c.session_id, t.c.updated_at.label("since"), no).where(
+        t.c.status.in_(("pending", "running", "completing")), t.c.updated_at <= before, unblocked
     )
-    due = select(t.c.session_id, t.c.wake_at.label("since")).where(
-        t.c.status == "sleeping", t.c.wake_at <= before
+    due = select(t.c.session_id, t.c.wake_at.label("since"), no).where(
+        t.c.status == "sleeping", t.c.wake_at <= before, unblocked
+    )
+    stuck = select(t.c.session_id, t.c.updated_at.label("since"), yes).where(
+        t.c.status.in_(("pending", "running", "completing", "sleeping")), blocked
     )
     unapplied = (
-        select(t.c.session_id, o.c.updated_at.label("since"))
+        select(t.c.session_id, o.c.updated_at.label("since"), no)
         .join(o, o.c.operation_id == t.c.operation_id)
         .where(t.c.status == "waiting", o.c.status.in_(FINAL), o.c.updated_at <= before)
     )
-    queued = select(sub.c.session_id, sub.c.created_at.label("since")).where(
+    queued = select(sub.c.session_id, sub.c.created_at.label("since"), no).where(
         sub.c.status == "queued", sub.c.created_at <= before
     )
-    needs = union_all(runnable, due, unapplied, queued).subquery()
-    since = func.min(needs.c.since)
+    needs = union_all(runnable, due, stuck, unapplied, queued).subquery()
+    since = func.coalesce(
+        func.min(case((needs.c.blocked == 0, needs.c.since))), func.min(needs.c.since)
+    )
+    only_blocked = func.min(needs.c.blocked)
     stmt = (
-        select(s.c.id, s.c.compat, since.label("since"))
+        select(s.c.id, s.c.compat, since.label("since"), only_blocked.label("blocked"))
         .join(needs, needs.c.session_id == s.c.id)
         .group_by(s.c.id, s.c.compat)
-        .order_by(since, s.c.id)
+        .order_by(only_blocked, since, s.c.id)
         .limit(limit)
     )
     async with read_transaction(engine) as conn:
-        return [SessionRef(r.id, r.compat, r.since) for r in await conn.execute(stmt)]
+        rows = await conn.execute(stmt)
+        return [SessionRef(r.id, r.compat, r.since, blocked=r.blocked == 1) for r in rows]
 
 
 @dataclass(frozen=True)

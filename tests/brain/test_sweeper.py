@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 import logging
 import time
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 from aio_pika.exceptions import ChannelNotFoundEntity
@@ -23,6 +25,7 @@ from brain.sweeper import (
     MAX_BACKLOG_BACKOFF,
     Sweeper,
     Watch,
+    due_rechecks,
     plan_wake_ups,
     watch_sessions,
 )
@@ -31,8 +34,10 @@ from shared.keys import Keys
 from shared.lease import LeaseManager
 from shared.messages import SessionWake, ToolJob, decode
 from shared.progress import QueueProgress
-from shared.store import Store, schema
+from shared.store import Draft, Store, schema
 from shared.store.queries import SessionRef, sessions_needing_attention
+from tests.helpers.brains import BrainHarness
+from tests.helpers.polling import eventually
 from tests.helpers.rabbit import BrokerEnv, broker_env
 
 PERIOD = 1.0
@@ -170,6 +175,20 @@ def test_a_watch_starts_when_the_outbox_is_first_seen_empty_and_ends_with_the_ne
     assert later == {"a": Watch(clear_since=NOW + 1), "b": woken_b["b"]}
     # b's need was met; a has rows in the outbox again.
     assert watch_sessions(later, [a], unsent={"a"}, now=NOW + 2) == {"a": Watch()}
+
+
+def test_a_blocked_session_is_looked_at_again_after_the_recheck_then_ever_more_rarely() -> None:
+    blocked = [SessionRef("fresh", "v1", NOW - 5, blocked=True)]
+    blocked.append(SessionRef("old", "v1", NOW - 3600, blocked=True))
+
+    def due(watched: dict[str, Watch]) -> list[str]:
+        return [r.session_id for r in due_rechecks(blocked, watched=watched, now=NOW, recheck=60)]
+
+    assert due({}) == ["old"]  # "fresh" was blocked 5 s ago: its Brain just looked
+    assert due({"old": Watch(woken_at=NOW - 90, woken=1)}) == []  # next look after 120 s
+    assert due({"old": Watch(woken_at=NOW - 120, woken=1)}) == ["old"]
+    capped = Watch(woken_at=NOW - 60 * MAX_BACKLOG_BACKOFF, woken=20)
+    assert due({"old": capped}) == ["old"]
 
 
 @pytest.fixture
@@ -396,3 +415,35 @@ async def test_a_malformed_tool_task_is_reported_once_and_the_other_calls_are_re
             assert isinstance(job, ToolJob)
             sent.append(job.task_id)
     assert sent == ["t-good", "t-good"]
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(60)
+async def test_a_blocked_task_does_not_get_its_session_woken_every_period(
+    brains: BrainHarness,
+) -> None:
+    recheck = 1.0  # two sweeper periods
+    brains.start_brain(BRAINHANDS_SWEEPER_BLOCKED_RECHECK=str(recheck))
+    await brains.store.create_session("stuck", compat="v1")
+    await brains.store.claim_session_fence("stuck", 1)
+    draft = Draft("stuck", version=0, fence=1)
+    draft.add_task(kind="gone", kind_version=7, input={}, phase="start")
+    await brains.store.commit(draft)  # no wake-up sent: the sweeper finds it
+
+    def events(name: str) -> list[dict[str, Any]]:
+        lines = (json.loads(line) for line in brains.log(0).splitlines() if line.startswith("{"))
+        return [e for e in lines if e.get("event") == name]
+
+    def rechecks() -> list[float]:
+        return [e["ts"] for e in events("swept") if "blocked_rechecked" in e]
+
+    await eventually(lambda: len(rechecks()) >= 2, within=30, what="two rechecks")
+
+    [block] = events("blocked")  # the rechecks found the same: nothing was committed
+    first, second = rechecks()[:2]
+    assert first - block["ts"] >= recheck - 0.2
+    assert second - first >= 2 * recheck - 0.2
+    # Over those six periods at least, the session was woken for nothing else.
+    between = [e for e in events("swept") if block["ts"] < e["ts"] <= second]
+    assert [e.get("blocked_rechecked") for e in between] == [1, 1]
+    assert not any("session_woken" in e for e in between)
