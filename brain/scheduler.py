@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import dataclasses
+import json
 import logging
 import time
 import uuid
@@ -43,7 +44,7 @@ from brain.registry import TaskKind, TaskRegistry
 from brain.task import Call, Child, ChildOutcome, Dispatch, Next, PhaseContext, Spawn, TaskView
 from shared import metrics
 from shared.errors import UnknownToolError
-from shared.messages import ToolJob, encode
+from shared.messages import MAX_INLINE_JSON, ToolJob, encode
 from shared.store import Draft, Store, SubmissionRecord, TaskRecord
 from shared.store.queries import tasks_and_operations
 from shared.store.records import (
@@ -534,7 +535,13 @@ class SessionRunner:
                 operation_id=operation_id,
             )
             return task_id
-        tool_input = {"tool": call.tool, "arguments": call.arguments, "pool": pool}
+        # Arguments too large to go inline are stored once, in this commit, and the task and
+        # the job both refer to them.
+        arguments: dict[str, Any] = {"arguments": call.arguments}
+        encoded = json.dumps(call.arguments).encode()
+        if len(encoded) > MAX_INLINE_JSON:
+            arguments = {"arguments": {}, "arguments_blob_id": draft.add_blob(encoded)}
+        tool_input = {"tool": call.tool, **arguments, "pool": pool}
         self._create(
             draft,
             task_id=task_id,
@@ -548,7 +555,7 @@ class SessionRunner:
         job = ToolJob(
             operation_id=operation_id,
             tool=call.tool,
-            arguments=call.arguments,
+            **arguments,
             session_id=self.session_id,
             task_id=task_id,
             compat=self.compat,

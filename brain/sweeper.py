@@ -292,6 +292,7 @@ class Sweeper:
                 operation_id=task.operation_id,
                 tool=task.input["tool"],
                 arguments=task.input["arguments"],
+                arguments_blob_id=task.input.get("arguments_blob_id"),
                 session_id=task.session_id,
                 task_id=task.id,
                 compat=call.compat,

@@ -105,7 +105,14 @@ async def show(args: argparse.Namespace) -> int:
         print(f"  {t.id[:12]} {t.kind:<18} v{t.kind_version} {where}{blocked}")
     print(f"\noperations ({len(operations)}):")
     for o in operations:
-        print(f"  {o.operation_id[:40]:<40} {o.tool:<16} {o.status:<10} attempts={o.attempts}")
+        blobs = "".join(
+            f" {what} in blob {blob_id}"
+            for what, blob_id in (("arguments", o.arguments_blob_id), ("result", o.blob_id))
+            if blob_id is not None
+        )
+        print(
+            f"  {o.operation_id[:40]:<40} {o.tool:<16} {o.status:<10} attempts={o.attempts}{blobs}"
+        )
     return 0
 
 

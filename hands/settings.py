@@ -5,6 +5,7 @@ from __future__ import annotations
 from pydantic import Field
 
 from shared.config import CommonSettings
+from shared.messages import MAX_INLINE_JSON
 
 
 class HandsSettings(CommonSettings):
@@ -16,5 +17,5 @@ class HandsSettings(CommonSettings):
     """How long an operation lease lives without renewal; renewed every third of it."""
     shutdown_grace: float = Field(default=20.0, ge=0)
     """Seconds running tools get to finish after SIGTERM before they are handed back."""
-    max_inline_result: int = Field(default=64 * 1024, ge=1024)
+    max_inline_result: int = Field(default=MAX_INLINE_JSON, ge=1024)
     """Results larger than this many bytes are stored once as a blob, not inline."""

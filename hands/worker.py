@@ -32,7 +32,7 @@ from shared.errors import (
     UnknownToolError,
 )
 from shared.lease import Lease, LeaseManager
-from shared.messages import CancelNotice, Message, ToolJob, ToolResult, encode
+from shared.messages import MAX_INLINE_JSON, CancelNotice, Message, ToolJob, ToolResult, encode
 from shared.parking import park
 from shared.store import OperationLedger, OperationRecord, OutboxMessage
 from shared.store.records import OperationStatus
@@ -55,7 +55,7 @@ class HandsWorker:
         pool: str,
         concurrency: int = 8,
         shutdown_grace: float = 20.0,
-        max_inline_result: int = 64 * 1024,
+        max_inline_result: int = MAX_INLINE_JSON,
     ) -> None:
         self.ledger = ledger
         self.broker = broker
@@ -179,7 +179,7 @@ class HandsWorker:
             await self._record_failure(job, token, "UnknownToolError", str(exc))
             return
         try:
-            args = spec.args_model.model_validate(job.arguments)
+            args = spec.args_model.model_validate(await self._arguments(job))
         except ValidationError as exc:
             await self._record_failure(job, token, "InvalidArguments", _describe(exc))
             return
@@ -207,6 +207,12 @@ class HandsWorker:
             if step.delay:
                 await asyncio.sleep(step.delay)
             await self._run(job, spec, args, token)
+
+    async def _arguments(self, job: ToolJob) -> Any:
+        """The job's arguments, read from their blob when they travel by reference."""
+        if job.arguments_blob_id is None:
+            return job.arguments
+        return json.loads(await self.ledger.read_blob(job.arguments_blob_id))
 
     async def _run(self, job: ToolJob, spec: ToolSpec, args: BaseModel, token: int) -> None:
         """Call the tool, retrying retryable failures within its retry policy."""
@@ -375,6 +381,7 @@ def _intent(job: ToolJob) -> dict[str, Any]:
         "tool": job.tool,
         "pool": job.pool,
         "arguments": job.arguments,
+        "arguments_blob_id": job.arguments_blob_id,
     }
 
 

@@ -18,9 +18,12 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    SerializerFunctionWrapHandler,
     StringConstraints,
     TypeAdapter,
     ValidationError,
+    model_serializer,
+    model_validator,
 )
 
 from shared.errors import InvalidMessage
@@ -29,6 +32,11 @@ Name = Annotated[str, StringConstraints(min_length=1)]
 """An identifier or routing name: never empty, since an empty one always hides a bug."""
 
 ToolStatus: TypeAlias = Literal["succeeded", "failed", "uncertain", "cancelled"]
+
+MAX_INLINE_JSON = 64 * 1024
+"""Bytes of JSON a tool call's arguments or result may take inline. Larger ones are stored
+once, as a blob row, and travel by reference: arguments by the Brain's choice (``ToolJob``),
+results by Hands' (whose ``max_inline_result`` setting defaults to this)."""
 
 
 class _ProtocolMessage(BaseModel):
@@ -46,14 +54,25 @@ class _ProtocolMessage(BaseModel):
 
 
 class ToolJob(_ProtocolMessage):
-    """Run one tool call: sent by the Brain (via the outbox) to the tool's Hands pool."""
+    """Run one tool call: sent by the Brain (via the outbox) to the tool's Hands pool.
 
+    Version 2 is a job whose arguments travel by reference (``arguments_blob_id``), and the
+    version follows from that field: a job with its arguments inline stays version 1, which
+    builds that know only version 1 still run, while they park a by-reference job naming the
+    version rather than run the tool without its arguments.
+    """
+
+    schema_version: Literal[1, 2] = 1  # type: ignore[assignment]  # ToolJob alone has a v2
     type: Literal["tool_job"] = "tool_job"
     operation_id: Name
     """The idempotency key of the call, derived deterministically by the Brain."""
     tool: Name
     arguments: dict[str, Any]
-    """The JSON object of arguments, frozen when the intent was committed."""
+    """The JSON object of arguments, frozen when the intent was committed; empty when they
+    travel by reference."""
+    arguments_blob_id: Name | None = None
+    """The blob row holding the arguments' JSON, when it is larger than ``MAX_INLINE_JSON``:
+    Hands read it before validating the arguments."""
     session_id: Name
     task_id: Name
     compat: Name
@@ -61,6 +80,28 @@ class ToolJob(_ProtocolMessage):
     pool: Name
     deadline: AwareDatetime | None = None
     """When the call is no longer worth starting; timezone-aware so every host agrees."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _version_from_content(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "schema_version" not in data:
+            return {**data, "schema_version": 2 if data.get("arguments_blob_id") else 1}
+        return data
+
+    @model_validator(mode="after")
+    def _by_reference_is_version_2(self) -> ToolJob:
+        if (self.schema_version == 2) != (self.arguments_blob_id is not None):
+            raise ValueError("schema_version 2 is exactly a job with arguments_blob_id")
+        if self.arguments_blob_id is not None and self.arguments:
+            raise ValueError("arguments travel inline or by reference, not both")
+        return self
+
+    @model_serializer(mode="wrap")
+    def _version_1_body(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        if self.arguments_blob_id is None:
+            del data["arguments_blob_id"]  # a version-1 body, exactly as version-1 builds read it
+        return data
 
 
 class ToolResult(_ProtocolMessage):

@@ -44,6 +44,7 @@ _GUARD = (
 _INSERT_ENTRIES = insert(schema.entry)
 _INSERT_TASKS = insert(schema.task)
 _INSERT_SUBMISSIONS = insert(schema.submission)
+_INSERT_BLOBS = insert(schema.blob)
 _INSERT_OUTBOX = insert(schema.outbox).returning(schema.outbox.c.id, sort_by_parameter_order=True)
 
 
@@ -123,6 +124,11 @@ def apply_draft_sync(
                 }
                 for seq, e in zip(seqs, draft.entries, strict=True)
             ],
+        )
+    if draft.blobs:
+        conn.execute(
+            _INSERT_BLOBS,
+            [{"id": i, "data": data, "created_at": now} for i, data in draft.blobs.items()],
         )
     for doc in draft.documents:
         _write_document(conn, draft.session_id, doc.name, doc.body, doc.expected_version, now)

@@ -75,6 +75,7 @@ class Draft:
     new_submissions: list[dict[str, Any]] = field(default_factory=list)
     submission_updates: list[SubmissionUpdate] = field(default_factory=list)
     outbox: list[OutboxMessage] = field(default_factory=list)
+    blobs: dict[str, bytes] = field(default_factory=dict)
 
     def has_changes(self) -> bool:
         """Whether committing this draft would change anything."""
@@ -87,6 +88,7 @@ class Draft:
                 self.new_submissions,
                 self.submission_updates,
                 self.outbox,
+                self.blobs,
             )
         )
 
@@ -189,3 +191,10 @@ class Draft:
     ) -> None:
         """Queue a message that the relay publishes once this commit is durable."""
         self.outbox.append(OutboxMessage(routing_key, body, headers))
+
+    def add_blob(self, data: bytes) -> str:
+        """Store ``data`` (a value too large to go inline) once, in this commit; return the
+        id the rows and messages that need it refer to it by."""
+        blob_id = new_id()
+        self.blobs[blob_id] = data
+        return blob_id

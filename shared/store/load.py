@@ -4,6 +4,10 @@ One query per row kind (session, entries, documents, open tasks, open submission
 one snapshot, so a Brain rebuilds a consistent context after a restart without N+1 reads;
 plus, only when open tasks wait for tasks already settled, one query for those rows.
 
+The operations a Brain reads come with their results: a result stored as a blob is joined
+in by the same query (an outer join on the blob's key, so operations without one cost
+nothing more) and decoded into ``result``.
+
 ``claim_session_sync`` is what a Brain runs when it takes a session: the fence claim and the
 reads in one transaction. A Brain that still holds the session's state from its last pass,
 at the version the claim returns, re-reads only what can change without a new version: the
@@ -16,6 +20,7 @@ caller runs the whole transaction in one greenlet (or one worker thread on SQLit
 from __future__ import annotations
 
 import dataclasses
+import json
 from typing import Any
 
 from sqlalchemy import BindParameter, Row, bindparam, select
@@ -35,13 +40,14 @@ from shared.store.records import (
     TaskRecord,
 )
 
-_s, _e, _d, _t, _sub, _o = (
+_s, _e, _d, _t, _sub, _o, _b = (
     schema.session,
     schema.entry,
     schema.document,
     schema.task,
     schema.submission,
     schema.operation,
+    schema.blob,
 )
 _SID: BindParameter[str] = bindparam("sid")
 _IDS: BindParameter[list[str]] = bindparam("ids", expanding=True)
@@ -63,7 +69,11 @@ _OPEN_SUBMISSIONS = (
     .order_by(_sub.c.created_at)
 )
 _TASKS_BY_ID = select(_t).where(_t.c.id.in_(_IDS))
-_OPERATIONS_BY_ID = select(_o).where(_o.c.operation_id.in_(_IDS))
+_OPERATIONS_BY_ID = (
+    select(_o, _b.c.data.label("result_blob"))
+    .select_from(_o.outerjoin(_b, _b.c.id == _o.c.blob_id))
+    .where(_o.c.operation_id.in_(_IDS))
+)
 
 
 def _fields(row: Row[Any]) -> dict[str, Any]:
@@ -118,10 +128,17 @@ def tasks_by_ids_sync(conn: Connection, ids: list[str]) -> dict[str, TaskRecord]
 
 
 def operations_by_ids_sync(conn: Connection, ids: list[str]) -> dict[str, OperationRecord]:
+    """The operations of ``ids`` that exist, each with its result (read from its blob)."""
     if not ids:
         return {}
-    rows = conn.execute(_OPERATIONS_BY_ID, {"ids": ids})
-    return {r.operation_id: operation_record(r) for r in rows}
+    found = {}
+    for row in conn.execute(_OPERATIONS_BY_ID, {"ids": ids}):
+        fields = _fields(row)
+        blob = fields.pop("result_blob")
+        if blob is not None:
+            fields["result"] = json.loads(blob)
+        found[row.operation_id] = OperationRecord(**fields)
+    return found
 
 
 def _read_state(conn: Connection, session: SessionRecord) -> SessionState:

@@ -178,11 +178,16 @@ class OperationRecord:
     tool: str
     pool: str
     arguments: JSON
+    arguments_blob_id: str | None
+    """Where the arguments are when they were too large to go inline (``arguments`` is then
+    empty)."""
     status: OperationStatus
     attempts: int
     interruptions: int
     fence: int
     result: JSON
+    """Read back from its blob where the Brain reads operations (``operations_by_ids_sync``);
+    None in Hands' own reads of a result stored as a blob."""
     error: JSON
     blob_id: str | None
     next_attempt_at: float | None

@@ -4,8 +4,12 @@ Timestamps are epoch seconds (float): they compare the same way on every backend
 the hot paths (due timers, outbox age) only ever compare them with "now".
 
 Ownership: Brain writes session, entry, document, task and submission rows; Hands write
-operation and blob rows; outbox rows are written by whoever commits the state that needs
-the message, and marked sent by the relay.
+operation rows; outbox rows are written by whoever commits the state that needs the message,
+and marked sent by the relay. Blob rows hold JSON too large to go inline (``MAX_INLINE_JSON``)
+and are written once, never changed, by the side that has the value: Hands for a tool's
+result (with its outcome), the Brain for a call's arguments (in the commit that creates the
+tool task and its job) -- a write outside the Brain's rows that DESIGN §2 allows for, since
+no one else can hold arguments before that commit.
 """
 
 from __future__ import annotations
@@ -155,7 +159,9 @@ operation = Table(
     Column("task_id", ID, nullable=True),
     Column("tool", String(128), nullable=False),
     Column("pool", String(64), nullable=False),
+    # Empty when the arguments are too large to go inline: then they are in this blob.
     Column("arguments", JSON, nullable=False),
+    Column("arguments_blob_id", ID, nullable=True),
     Column("status", String(16), nullable=False),
     Column("attempts", Integer, nullable=False, server_default="0"),
     # Attempts cut short by their worker's death or a lost lease: not the tool's failures.
@@ -163,7 +169,7 @@ operation = Table(
     Column("fence", BigInteger, nullable=False, server_default="0"),
     Column("result", JSON, nullable=True),
     Column("error", JSON, nullable=True),
-    Column("blob_id", ID, nullable=True),
+    Column("blob_id", ID, nullable=True),  # the result, when it is too large to go inline
     Column("next_attempt_at", Float, nullable=True),
     Column("created_at", Float, nullable=False),
     Column("started_at", Float, nullable=True),

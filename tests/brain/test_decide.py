@@ -50,6 +50,7 @@ def operation(status: str, **fields: Any) -> OperationRecord:
         tool="x",
         pool="p",
         arguments={},
+        arguments_blob_id=None,
         status=status,
         attempts=1,
         interruptions=0,

@@ -407,14 +407,35 @@ async def test_a_malformed_tool_task_is_reported_once_and_the_other_calls_are_re
     assert first["job_redispatched"] == second["job_redispatched"] == 1
     reported = [r for r in caplog.records if getattr(r, "event", None) == "sweep_unsendable"]
     assert [r.task_id for r in reported] == ["t-bad"]  # type: ignore[attr-defined]
+    assert [job.task_id for job in await sent_jobs(env, queue)] == ["t-good", "t-good"]
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(60)
+async def test_a_call_with_arguments_by_reference_is_resent_by_reference(
+    sweeper: Sweeper, store: Store, env: BrokerEnv
+) -> None:
+    queue = await env.hands_queue("email")
+    await store.create_session("s1", compat="v1")
+    by_reference = {"arguments": {}, "arguments_blob_id": "blob-1"}
+    await lost_call(store, "t-1", {"tool": "send_email", **by_reference, "pool": "email"})
+
+    await sweeper.sweep_once()
+
+    [job] = await sent_jobs(env, queue)
+    assert (job.arguments, job.arguments_blob_id, job.schema_version) == ({}, "blob-1", 2)
+
+
+async def sent_jobs(env: BrokerEnv, queue: str) -> list[ToolJob]:
+    """Take every job out of a Hands queue."""
     async with env.broker.side_channel() as channel:
         jobs = await channel.declare_queue(queue, passive=True)
         sent = []
         while (incoming := await jobs.get(no_ack=True, fail=False)) is not None:
             job = decode(incoming.body)
             assert isinstance(job, ToolJob)
-            sent.append(job.task_id)
-    assert sent == ["t-good", "t-good"]
+            sent.append(job)
+    return sent
 
 
 @pytest.mark.integration

@@ -114,3 +114,37 @@ def test_invalid_body_raises_invalid_message_with_reason(body: bytes, reason: st
     assert reason in str(caught.value)
     assert str(caught.value).startswith("invalid message: ")
     assert isinstance(caught.value.__cause__, ValidationError)
+
+
+def test_a_job_with_arguments_by_reference_is_version_2() -> None:
+    by_reference = job_like(arguments={}, arguments_blob_id="b-1")
+
+    assert by_reference.schema_version == 2
+    assert decode(encode(by_reference)) == by_reference
+
+
+def test_a_job_with_arguments_inline_keeps_the_version_1_body() -> None:
+    body = encode(JOB).decode()
+
+    assert '"schema_version":1' in body
+    assert "arguments_blob_id" not in body  # a version-1 build forbids fields it does not know
+
+
+@pytest.mark.parametrize(
+    ("fields", "reason"),
+    [
+        ({"arguments_blob_id": "b-1"}, "inline or by reference, not both"),
+        ({"arguments": {}, "schema_version": 2}, "schema_version 2 is exactly"),
+        ({"arguments": {}, "arguments_blob_id": "b-1", "schema_version": 1}, "schema_version 2"),
+    ],
+)
+def test_a_job_whose_version_and_reference_disagree_is_rejected(
+    fields: dict[str, object], reason: str
+) -> None:
+    with pytest.raises(ValidationError, match=reason):
+        job_like(**fields)
+
+
+def job_like(**fields: object) -> ToolJob:
+    """``JOB`` with other ``fields``; its version follows from them unless they give one."""
+    return ToolJob(**{**JOB.model_dump(exclude={"schema_version"}), **fields})
