@@ -9,8 +9,8 @@ A generation task's phases:
   the task's state; the raw response is handed on in the state, so once committed the
   model is never asked the same question again;
 - ``tools``: appends the raw response as an entry, creates one tool task per granted call
-  (frozen arguments, operation id derived from the task and the provider's call id) with its
-  job in the outbox, and waits for them all; calls of tools the agent was not granted are
+  (frozen arguments, the default operation id, rooted in the session's uid) with its job in
+  the outbox, and waits for them all; calls of tools the agent was not granted are
   refused here and never dispatched. It is light: all of this goes into the commit that
   records the request's result, so no tool intent ever exists without the raw response it
   came from, and a response is either durable with its intents or not at all. Arguments of
@@ -23,7 +23,6 @@ A generation task's phases:
 from __future__ import annotations
 
 import json
-import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -227,8 +226,9 @@ def agent_kinds(agents: AgentRegistry, tools: ToolRegistry) -> TaskRegistry:
             if task_tool is not None:
                 children.append(Child(task_tool.kind, call.arguments))
             else:
-                operation_id = "op-" + uuid.uuid5(uuid.NAMESPACE_URL, f"{task.id}/{call.id}").hex
-                children.append(Call(call.name, call.arguments, operation_id=operation_id))
+                # The default operation id: rooted in the session's uid, so no other
+                # deployment or re-created session sends the same key.
+                children.append(Call(call.name, call.arguments))
         return Spawn(children, then="apply", state={"plan": plan})
 
     @generate.phase("apply", light=True)

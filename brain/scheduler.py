@@ -21,7 +21,6 @@ import dataclasses
 import json
 import logging
 import time
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -40,6 +39,7 @@ from brain.decide import (
     transition,
     wind_down_changes,
 )
+from brain.ids import derive_operation_id, derive_task_id
 from brain.registry import TaskKind, TaskRegistry
 from brain.task import Call, Child, ChildOutcome, Dispatch, Next, PhaseContext, Spawn, TaskView
 from shared import metrics
@@ -426,11 +426,8 @@ class SessionRunner:
         return row
 
     def _new_id(self, draft: Draft) -> str:
-        # Derived from the commit that creates it and the task's place in it: stable if the
-        # phases run again before their results are committed, unique forever after
-        # (versions only grow).
-        n = len(draft.new_tasks)
-        return uuid.uuid5(uuid.NAMESPACE_URL, f"{self.session_id}/{draft.version + 1}/{n}").hex
+        # The commit that creates it and the task's place in it, under the session's uid.
+        return derive_task_id(self.session.uid, draft.version + 1, len(draft.new_tasks))
 
     def _enter(self, draft: Draft, task: TaskRecord) -> None:
         """Record the entry into the task's phase (counted: a crash loop ends in failure)."""
@@ -516,7 +513,7 @@ class SessionRunner:
 
     def _call(self, draft: Draft, task: TaskRecord, call: Call) -> str:
         task_id = self._new_id(draft)
-        operation_id = call.operation_id or f"op-{task_id}"
+        operation_id = derive_operation_id(self.session.uid, task_id, call.operation_id)
         try:
             pool = self.tools.get(call.tool).pool
         except UnknownToolError as exc:

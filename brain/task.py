@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from brain.ids import CHOSEN_OPERATION_ID_MAX
 from shared.store.records import EntryRecord
 
 JoinPolicy = Literal["all_settled", "fail_fast"]
@@ -113,17 +114,27 @@ class Child:
     """Default: the newest version registered for ``kind``."""
 
 
+def _check_operation_id(operation_id: str | None) -> None:
+    if operation_id is not None and not 0 < len(operation_id) <= CHOSEN_OPERATION_ID_MAX:
+        raise ValueError(
+            f"operation_id {operation_id!r} must have 1 to {CHOSEN_OPERATION_ID_MAX} characters"
+        )
+
+
 @dataclass(frozen=True)
 class Call:
-    """A tool call to make as a child: it ends as its operation does.
-
-    ``operation_id`` is the call's idempotency key; by default one is derived from the
-    commit that records the intent.
-    """
+    """A tool call to make as a child: it ends as its operation does."""
 
     tool: str
     arguments: dict[str, Any]
     operation_id: str | None = None
+    """The call's idempotency key, unique across deployments and stores. By default one is
+    derived from the commit that records the intent. One chosen here (at most 31 characters,
+    unique within the session) is scoped by the session's random uid: the operation, and
+    the tool's ``ctx.operation_id``, are ``{uid}:{chosen}``."""
+
+    def __post_init__(self) -> None:
+        _check_operation_id(self.operation_id)
 
 
 @dataclass(frozen=True)
@@ -146,7 +157,11 @@ class Dispatch:
     arguments: dict[str, Any]
     then: str
     operation_id: str | None = None
+    """As ``Call.operation_id``."""
     state: Any = None
+
+    def __post_init__(self) -> None:
+        _check_operation_id(self.operation_id)
 
 
 @dataclass(frozen=True)

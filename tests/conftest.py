@@ -9,10 +9,10 @@ import pytest
 
 from shared.config import normalize_database_url
 from shared.store import Store
-from tests.helpers.brains import BrainHarness
-from tests.helpers.rabbit import broker_env, delete_leftovers
+from tests.helpers.brains import BrainHarness, brain_deployment
+from tests.helpers.rabbit import delete_leftovers
 from tests.helpers.services import ENV, service_url
-from tests.helpers.stores import StoreTarget, drop_pg_schema, drop_schema
+from tests.helpers.stores import StoreTarget, drop_pg_schema
 
 
 @pytest.fixture(scope="session")
@@ -36,12 +36,17 @@ def rabbitmq_url() -> Iterator[str]:
 _namespaces: set[str] = set()
 
 
-@pytest.fixture
-def namespace() -> str:
+def new_namespace() -> str:
     """A unique prefix for queue names and Redis keys, so tests never share state."""
     name = f"t{uuid.uuid4().hex[:12]}"
     _namespaces.add(name)
     return name
+
+
+@pytest.fixture
+def namespace() -> str:
+    """The test's own ``new_namespace()``."""
+    return new_namespace()
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -79,14 +84,20 @@ async def brains(
     postgres_url: str, rabbitmq_url: str, redis_url: str, namespace: str, tmp_path: Path
 ) -> AsyncIterator[BrainHarness]:
     """Brain worker processes on PostgreSQL, started and killed as a test says."""
-    target = StoreTarget(normalize_database_url(postgres_url), namespace)
-    store = await Store.open(target.url, upgrade=True, db_schema=target.schema)
-    async with broker_env(rabbitmq_url, namespace) as env:
-        harness = BrainHarness(store, target, env, redis_url, tmp_path)
-        await harness.env.brain_queue("v1")
-        try:
-            yield harness
-        finally:
-            harness.kill_all()
-            await store.close()
-            await drop_schema(target.url, namespace)
+    async with brain_deployment(
+        postgres_url, rabbitmq_url, redis_url, namespace, tmp_path
+    ) as harness:
+        yield harness
+
+
+@pytest.fixture
+async def other_brains(
+    postgres_url: str, rabbitmq_url: str, redis_url: str, tmp_path: Path
+) -> AsyncIterator[BrainHarness]:
+    """A second deployment beside ``brains``: a store, a namespace and log files of its own."""
+    logs = tmp_path / "other"
+    logs.mkdir()
+    async with brain_deployment(
+        postgres_url, rabbitmq_url, redis_url, new_namespace(), logs
+    ) as harness:
+        yield harness

@@ -28,7 +28,7 @@ class Email(BaseModel):
 
 
 class Lookup(BaseModel):
-    key: str = Field(description="the operation id the email was sent under")
+    key: str = Field(description="the key the email was sent under")
 
 
 def service() -> EmailClient:

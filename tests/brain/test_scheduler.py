@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import sqlite3
 import time
+from pathlib import Path
 
 import pytest
 
@@ -16,7 +19,7 @@ from shared.messages import ToolJob, decode
 from shared.store import Draft, OperationLedger, Store, TaskRecord
 from shared.store.queries import tasks_by_ids
 from shared.store.submissions import get_submission
-from shared.tools import ToolRegistry, declare
+from shared.tools import ToolRegistry, declare, load_tool_modules
 from shared.topology import Topology
 from tests.helpers import kinds
 
@@ -307,6 +310,49 @@ async def test_a_dispatched_call_is_committed_with_its_job_and_applied_once(
         "result": {"status": "succeeded", "result": {"echoed": "hi"}},
         "error": None,
     }
+
+
+async def test_ids_are_rooted_in_the_session_uid_and_derived_again_until_committed(
+    tmp_path: Path,
+) -> None:
+    """Session s1 in two stores: different task and operation ids for the same calls. The
+    same store run again from before the Brain committed (a copy taken then): the same."""
+    tools = load_tool_modules(["tests.helpers.tools"])
+    calls = [
+        {"tool": "send_safe", "arguments": {"to": "ana@example.com"}},
+        {"tool": "send_safe", "arguments": {"to": "bo@example.com"}, "operation_id": "pay-1"},
+    ]
+
+    async def submitted(name: str) -> Path:
+        store = await Store.open(f"sqlite+aiosqlite:///{tmp_path / name}", upgrade=True)
+        await submit(store, "calls", {"calls": calls})
+        await store.close()
+        return tmp_path / name
+
+    async def sent(path: Path) -> tuple[str, list[tuple[str, str]]]:
+        """The session's uid, and (task id, operation id) of each job one pass sends."""
+        store = await Store.open(f"sqlite+aiosqlite:///{path}", upgrade=False)
+        try:
+            await run(store, tools=tools)
+            uid = (await store.load("s1")).session.uid
+            return uid, [(job.task_id, job.operation_id) for job in await outbox_jobs(store)]
+        finally:
+            await store.close()
+
+    here, elsewhere = await submitted("here.db"), await submitted("elsewhere.db")
+    before_commit = tmp_path / "before-commit.db"
+    with (
+        contextlib.closing(sqlite3.connect(here)) as source,
+        contextlib.closing(sqlite3.connect(before_commit)) as copy,
+    ):
+        source.backup(copy)
+
+    uid, ids = await sent(here)
+    assert [operation for _, operation in ids] == [f"op-{ids[0][0]}", f"{uid}:pay-1"]
+    assert await sent(before_commit) == (uid, ids)
+    other_uid, other_ids = await sent(elsewhere)
+    assert other_uid != uid
+    assert not {i for pair in ids for i in pair} & {i for pair in other_ids for i in pair}
 
 
 async def test_a_call_to_an_unknown_tool_fails_visibly_and_sends_nothing(store: Store) -> None:

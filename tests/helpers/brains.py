@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from brain.client import submit_input, wait_for_answer
+from shared.config import normalize_database_url
 from shared.store import Store, SubmissionRecord
 from shared.store.submissions import SubmitReceipt
 from tests.helpers.processes import spawn_module
-from tests.helpers.rabbit import BrokerEnv
-from tests.helpers.stores import StoreTarget
+from tests.helpers.rabbit import BrokerEnv, broker_env
+from tests.helpers.stores import StoreTarget, drop_schema
 
 
 @dataclass
@@ -107,3 +110,22 @@ class BrainHarness:
             if proc.poll() is None:
                 proc.kill()
             proc.wait()
+
+
+@contextlib.asynccontextmanager
+async def brain_deployment(
+    postgres_url: str, rabbitmq_url: str, redis_url: str, namespace: str, tmp_path: Path
+) -> AsyncIterator[BrainHarness]:
+    """A deployment of its own, for Brain processes the test starts: a PostgreSQL schema and
+    a broker topology named ``namespace``, its logs in ``tmp_path``; all removed after."""
+    target = StoreTarget(normalize_database_url(postgres_url), namespace)
+    store = await Store.open(target.url, upgrade=True, db_schema=target.schema)
+    async with broker_env(rabbitmq_url, namespace) as env:
+        harness = BrainHarness(store, target, env, redis_url, tmp_path)
+        await harness.env.brain_queue("v1")
+        try:
+            yield harness
+        finally:
+            harness.kill_all()
+            await store.close()
+            await drop_schema(target.url, namespace)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from brain import (
+    Call,
     Child,
     Dispatch,
     Fail,
@@ -105,6 +106,21 @@ async def call(task: TaskView, docs: dict[str, Any], ctx: PhaseContext) -> Next:
 async def read(task: TaskView, docs: dict[str, Any], ctx: PhaseContext) -> Next:
     [outcome] = task.children
     return Finish({"outcome": outcome.outcome, "result": outcome.result, "error": outcome.error})
+
+
+calls = registry.add(TaskKind("calls"))
+
+
+@calls.phase("call")
+async def make_calls(task: TaskView, docs: dict[str, Any], ctx: PhaseContext) -> Next:
+    # Each of input["calls"]: {"tool", "arguments"} and, if the test chooses one, "operation_id".
+    children = [Call(c["tool"], c["arguments"], c.get("operation_id")) for c in task.input["calls"]]
+    return Spawn(children, then="read")
+
+
+@calls.phase("read")
+async def read_calls(task: TaskView, docs: dict[str, Any], ctx: PhaseContext) -> Next:
+    return Finish([{"outcome": c.outcome, "result": c.result} for c in task.children])
 
 
 long_call = registry.add(TaskKind("long_call"))
