@@ -110,9 +110,10 @@ async def show(args: argparse.Namespace) -> int:
             for what, blob_id in (("arguments", o.arguments_blob_id), ("result", o.blob_id))
             if blob_id is not None
         )
-        print(
-            f"  {o.operation_id[:40]:<40} {o.tool:<16} {o.status:<10} attempts={o.attempts}{blobs}"
-        )
+        counts = f"attempts={o.attempts} interruptions={o.interruptions}"
+        print(f"  {o.operation_id} {o.tool:<16} {o.status:<10} {counts}{blobs}")
+        if o.status in ("failed", "uncertain", "intended") and o.error:
+            print(f"      error: {o.error.get('type')}: {o.error.get('message')}")
     return 0
 
 

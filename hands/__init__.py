@@ -5,7 +5,7 @@ Declare a tool with ``@tool``; run a pool with ``brainhands hands --pool NAME --
 
 from hands.context import ToolContext
 from hands.tool import tool
-from shared.errors import LeaseLost, ToolError
+from shared.errors import LeaseLost, ToolError, ToolUncertain
 from shared.tools import QueryAnswer, ReplayPolicy, RetryPolicy
 
 __all__ = [
@@ -15,5 +15,6 @@ __all__ = [
     "RetryPolicy",
     "ToolContext",
     "ToolError",
+    "ToolUncertain",
     "tool",
 ]

@@ -1,4 +1,5 @@
-"""Pure decisions of a Hands worker: what to do with an operation in a given state.
+"""Pure decisions of a Hands worker: what to do with an operation in a given state, and with
+a call that raised.
 
 No I/O here: the worker reads the operation row, asks these functions, and acts.
 """
@@ -8,12 +9,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from shared.errors import ToolError, is_retryable
+from shared.errors import ToolError, ToolUncertain
 from shared.store.ledger import FINAL_STATUSES
 from shared.store.records import OperationStatus
 from shared.tools import ReplayPolicy, RetryPolicy
 
-Action = Literal["republish", "run", "query", "record_uncertain", "record_interrupted"]
+Action = Literal["republish", "run", "query", "rerun", "record_uncertain", "record_interrupted"]
 
 
 @dataclass(frozen=True)
@@ -28,8 +29,8 @@ def next_step(
     status: OperationStatus,
     policy: ReplayPolicy,
     *,
-    attempts: int,
-    max_attempts: int,
+    interruptions: int,
+    retry: RetryPolicy,
     next_attempt_at: float | None,
     now: float,
 ) -> Step:
@@ -37,55 +38,79 @@ def next_step(
 
     - an outcome exists: publish it again (the earlier result event may have been lost);
     - ``intended``: no call is in flight: run, after the retry backoff if one is pending;
-    - ``started``: a holder died mid-call, the effect may have happened: follow the policy.
-      A ``safe`` call whose every attempt died with its worker is not run again: a tool
-      that kills its worker must not crash-loop the pool.
+    - ``started``: the holder died or lost its lease mid-call, and the effect may have
+      happened: ``unsafe`` is recorded ``uncertain``, ``query`` asks first, ``safe`` runs
+      again as an interruption (``after_interruption``).
     """
     if status in FINAL_STATUSES:
         return Step("republish")
     if status == "intended":
         return Step("run", max(0.0, (next_attempt_at or now) - now))
-    if policy == "safe":
-        return Step("record_interrupted" if attempts >= max_attempts else "run")
+    if policy == "unsafe":
+        return Step("record_uncertain")
     if policy == "query":
         return Step("query")
-    return Step("record_uncertain")
+    return after_interruption(interruptions, retry)
+
+
+def after_interruption(interruptions: int, retry: RetryPolicy) -> Step:
+    """An interrupted call may run again (``rerun``, counted, after a backoff) until
+    ``max_interruptions`` are spent; then it ends ``failed`` with that reason."""
+    if interruptions >= retry.max_interruptions:
+        return Step("record_interrupted")
+    return Step("rerun", retry.delay_after_interruption(interruptions + 1))
+
+
+Verdict = Literal["retry", "fail", "query", "uncertain"]
 
 
 @dataclass(frozen=True)
 class FailureVerdict:
-    """Whether a failed attempt is retried (after ``delay``) or final, and the error record."""
+    """What follows a call that raised: ``retry`` (after ``delay``), ``fail`` for good,
+    ``query`` the external system first, or record ``uncertain``; and the error record."""
 
-    retry: bool
+    action: Verdict
     delay: float
     error: dict[str, Any]
 
 
-def judge_failure(exc: BaseException, *, attempt: int, retry: RetryPolicy) -> FailureVerdict:
-    """Classify a tool's exception: retry within the policy's attempts, or fail for good."""
-    retryable = is_retryable(exc)
+def judge_failure(
+    exc: BaseException, policy: ReplayPolicy, *, failures: int, retry: RetryPolicy
+) -> FailureVerdict:
+    """Classify an exception from a started call (``failures`` counts the tool's own failed
+    attempts, this one included; interruptions are not among them).
+
+    Only a ``ToolError`` marked retryable is the tool author's word that nothing happened. A
+    ``ToolError`` that is not retryable is a definite failure, and ``ToolUncertain`` the
+    author's word that nobody can know. Anything else (a lost response's ``OSError``, a
+    timeout, a bug) may have come after the effect: ``safe`` retries, ``query`` asks first,
+    ``unsafe`` is ``uncertain``, never run again on its own.
+    """
+    nothing_happened = isinstance(exc, ToolError) and exc.retryable
     error = {
         "type": type(exc).__name__,
         "message": str(exc) or repr(exc),
-        "retryable": retryable,
-        "attempt": attempt,
+        "retryable": nothing_happened,
+        "attempt": failures,
     }
-    if not retryable or attempt >= retry.max_attempts:
-        return FailureVerdict(False, 0.0, error)
-    delay = retry.delay(attempt)
+    if isinstance(exc, ToolUncertain):
+        return FailureVerdict("uncertain", 0.0, error)
+    if isinstance(exc, ToolError) and not exc.retryable:
+        return FailureVerdict("fail", 0.0, error)
+    if not nothing_happened and policy == "unsafe":
+        return FailureVerdict("uncertain", 0.0, error)
+    if not nothing_happened and policy == "query":
+        return FailureVerdict("query", 0.0, error)
+    return retry_or_fail(exc, failures=failures, retry=retry, error=error)
+
+
+def retry_or_fail(
+    exc: BaseException, *, failures: int, retry: RetryPolicy, error: dict[str, Any]
+) -> FailureVerdict:
+    """A failure after which running again is harmless: retry within ``max_attempts``."""
+    if failures >= retry.max_attempts:
+        return FailureVerdict("fail", 0.0, error)
+    delay = retry.delay(failures)
     if isinstance(exc, ToolError) and exc.next_retry_delay is not None:
         delay = exc.next_retry_delay
-    return FailureVerdict(True, delay, error)
-
-
-def timeout_step(policy: ReplayPolicy) -> Action | Literal["retry"]:
-    """A call ran past its timeout and was cancelled: did its effect happen?
-
-    ``safe`` tools are simply retried; ``query`` tools are asked; ``unsafe`` ones cannot be
-    known and are recorded ``uncertain``.
-    """
-    if policy == "safe":
-        return "retry"
-    if policy == "query":
-        return "query"
-    return "record_uncertain"
+    return FailureVerdict("retry", delay, error)

@@ -21,14 +21,13 @@ from pydantic import BaseModel, ValidationError
 from pydantic_core import to_jsonable_python
 
 from hands.context import ToolContext
-from hands.decide import judge_failure, next_step, timeout_step
+from hands.decide import after_interruption, judge_failure, next_step, retry_or_fail
 from shared import metrics
 from shared.broker import Broker, Delivery
 from shared.errors import (
     BrainhandsError,
     LeaseLost,
     StaleLeaseError,
-    ToolError,
     UnknownToolError,
 )
 from shared.lease import Lease, LeaseManager
@@ -186,27 +185,48 @@ class HandsWorker:
         step = next_step(
             op.status,
             spec.policy,
-            attempts=op.attempts,
-            max_attempts=spec.retry.max_attempts,
+            interruptions=op.interruptions,
+            retry=spec.retry,
             next_attempt_at=op.next_attempt_at,
             now=time.time(),
         )
+        if step.action == "query":
+            if await self._found_by_query(job, spec, args, op, token):
+                return
+            step = after_interruption(op.interruptions, spec.retry)
         if step.action == "republish":
             await self._republish(job, op)
-        elif step.action == "record_uncertain":
-            await self._record(
-                job, token, "uncertain", error=_interrupted(op, spec), via="recovery"
-            )
-        elif step.action == "record_interrupted":
-            await self._record(job, token, "failed", error=_interrupted(op, spec), via="recovery")
-        elif step.action == "query" and await self._found_by_query(job, spec, args, op, token):
             return
-        elif op.status == "started" and op.attempts >= spec.retry.max_attempts:
-            await self._record(job, token, "failed", error=_interrupted(op, spec), via="recovery")
-        else:
-            if step.delay:
-                await asyncio.sleep(step.delay)
-            await self._run(job, spec, args, token)
+        if op.status == "started":
+            metrics.INTERRUPTIONS.labels(spec.name).inc()
+        if step.action == "record_uncertain":
+            error = _interrupted(op, spec)
+            await self._record(job, token, "uncertain", error=error, interrupted=True)
+            return
+        if step.action == "record_interrupted":
+            error = _interrupted(op, spec, spent=True)
+            await self._record(job, token, "failed", error=error, interrupted=True)
+            return
+        if step.action == "rerun":
+            await self.ledger.schedule_retry(
+                job.operation_id,
+                token,
+                error=_interrupted(op, spec),
+                retry_at=time.time() + step.delay,
+                interrupted=True,
+            )
+            log.info(
+                "interrupted call runs again",
+                extra={
+                    "event": "rerun",
+                    "operation_id": job.operation_id,
+                    "interruptions": op.interruptions + 1,
+                    "delay": step.delay,
+                },
+            )
+        if step.delay:
+            await asyncio.sleep(step.delay)
+        await self._run(job, spec, args, token)
 
     async def _arguments(self, job: ToolJob) -> Any:
         """The job's arguments, read from their blob when they travel by reference."""
@@ -215,7 +235,7 @@ class HandsWorker:
         return json.loads(await self.ledger.read_blob(job.arguments_blob_id))
 
     async def _run(self, job: ToolJob, spec: ToolSpec, args: BaseModel, token: int) -> None:
-        """Call the tool, retrying retryable failures within its retry policy."""
+        """Call the tool; each failure is judged by the tool's replay and retry policies."""
         while True:
             op = await self.ledger.mark_started(job.operation_id, token)
             log.info(
@@ -239,28 +259,27 @@ class HandsWorker:
                 async with asyncio.timeout(spec.timeout) as deadline:
                     with metrics.TOOL_SECONDS.labels(spec.name).time():
                         value = await spec.fn(args, ctx)
-            except TimeoutError as exc:
-                if not deadline.expired():
-                    verdict = judge_failure(exc, attempt=op.attempts, retry=spec.retry)
-                else:
-                    action = timeout_step(spec.policy)
-                    if action == "record_uncertain":
-                        await self._record(
-                            job, token, "uncertain", error=_timed_out(spec, op.attempts)
-                        )
-                        return
-                    if action == "query" and await self._found_by_query(job, spec, args, op, token):
-                        return
-                    timed_out = ToolError(f"timed out after {spec.timeout}s", retryable=True)
-                    verdict = judge_failure(timed_out, attempt=op.attempts, retry=spec.retry)
             except Exception as exc:  # the tool's failure is data; LeaseLost is not an Exception
-                verdict = judge_failure(exc, attempt=op.attempts, retry=spec.retry)
+                failure: Exception = exc
+                if isinstance(exc, TimeoutError) and deadline.expired():
+                    failure = TimeoutError(f"cancelled after its timeout of {spec.timeout}s")
+                failures = op.attempts - op.interruptions
+                verdict = judge_failure(failure, spec.policy, failures=failures, retry=spec.retry)
             else:
                 await self._record_success(job, token, value)
                 return
             finally:
                 self._cancels.pop(job.operation_id, None)
-            if not verdict.retry:
+            if verdict.action == "query":
+                if await self._found_by_query(job, spec, args, op, token):
+                    return
+                verdict = retry_or_fail(
+                    failure, failures=failures, retry=spec.retry, error=verdict.error
+                )
+            if verdict.action == "uncertain":
+                await self._record(job, token, "uncertain", error=verdict.error)
+                return
+            if verdict.action == "fail":
                 await self._record(job, token, "failed", error=verdict.error)
                 return
             await self.ledger.schedule_retry(
@@ -333,7 +352,10 @@ class HandsWorker:
         error: dict[str, Any] | None = None,
         blob: bytes | None = None,
         via: str | None = None,
+        interrupted: bool = False,
     ) -> None:
+        """Commit the outcome with its result event (``interrupted``: it follows an attempt
+        cut short, counted as an interruption)."""
         event = _result_event(job, status)
         notify = OutboxMessage(self.broker.topology.brain_queue(job.compat), encode(event))
         await self.ledger.record_outcome(
@@ -345,6 +367,7 @@ class HandsWorker:
             blob=blob,
             notify=notify,
             session_id=job.session_id,
+            interrupted=interrupted,
         )
         metrics.TOOL_OUTCOMES.labels(job.tool, status).inc()
         log.info(
@@ -354,7 +377,7 @@ class HandsWorker:
                 "operation_id": job.operation_id,
                 "session_id": job.session_id,
                 "status": status,
-                "via": via or "call",
+                "via": via or ("recovery" if interrupted else "call"),
                 "error": error,
             },
         )
@@ -396,24 +419,25 @@ def _result_event(job: ToolJob, status: OperationStatus) -> ToolResult:
     )
 
 
-def _interrupted(op: OperationRecord, spec: ToolSpec) -> dict[str, Any]:
+def _interrupted(op: OperationRecord, spec: ToolSpec, *, spent: bool = False) -> dict[str, Any]:
+    """The error record of an attempt cut short by its worker's death or a lost lease."""
+    interruptions = op.interruptions + 1
+    if spent:
+        message = (
+            f"interrupted {interruptions} times (its worker died or lost its lease mid-call); "
+            f"the budget of {spec.retry.max_interruptions} interruptions is spent"
+        )
+    else:
+        message = (
+            f"attempt {op.attempts} was interrupted (its worker died or lost its lease "
+            f"mid-call); the effect may or may not have happened (replay policy {spec.policy!r})"
+        )
     return {
         "type": "Interrupted",
-        "message": (
-            f"the worker running attempt {op.attempts} died mid-call; the effect may or may "
-            f"not have happened (replay policy {spec.policy!r})"
-        ),
+        "message": message,
         "retryable": False,
         "attempt": op.attempts,
-    }
-
-
-def _timed_out(spec: ToolSpec, attempt: int) -> dict[str, Any]:
-    return {
-        "type": "Timeout",
-        "message": f"cancelled after {spec.timeout}s; the effect may or may not have happened",
-        "retryable": False,
-        "attempt": attempt,
+        "interruptions": interruptions,
     }
 
 

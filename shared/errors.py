@@ -16,13 +16,16 @@
     ├── UnknownToolError            no tool of that name is registered in this worker
     ├── UnknownTaskKindError        no handler for that task kind/version in this build
     └── ToolError                   raised by tool code; carries its own retry behaviour
+        └── ToolUncertain           raised by tool code: the effect may or may not have
+                                    happened, and the tool cannot tell
 
     BaseException
     └── LeaseLost                   the holder lost its lease while working; derives from
                                     BaseException so that a tool's ``except Exception``
                                     cannot swallow it by accident
 
-``is_retryable`` is the one place that decides whether an error is worth another attempt.
+What a tool's exception means for its call is decided in one place, ``hands.decide``
+(``judge_failure``): only a retryable ``ToolError`` says that nothing happened.
 """
 
 from __future__ import annotations
@@ -123,6 +126,15 @@ class ToolError(BrainhandsError):
         self.next_retry_delay = next_retry_delay
 
 
+class ToolUncertain(ToolError):
+    """Raised by tool code that cannot tell whether its effect happened (e.g. the request went
+    out and no answer came back). The call is recorded ``uncertain`` and never run again on
+    its own: the agent or a business rule decides."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, retryable=False)
+
+
 class LeaseLost(BaseException):
     """The lease this work ran under was lost; the work must stop now."""
 
@@ -130,10 +142,3 @@ class LeaseLost(BaseException):
         self.resource = resource
         self.reason = reason
         super().__init__(f"lease on {resource} lost: {reason}")
-
-
-def is_retryable(exc: BaseException) -> bool:
-    """Whether another attempt of the failed operation may succeed."""
-    if isinstance(exc, BrainhandsError):
-        return exc.retryable
-    return isinstance(exc, ConnectionError | TimeoutError | OSError)

@@ -20,6 +20,11 @@ TOOL_SECONDS = Histogram("brainhands_tool_seconds", "Duration of one tool call",
 MODEL_SECONDS = Histogram("brainhands_model_seconds", "Duration of one model request", ["model"])
 LEASE_ACQUIRED = Counter("brainhands_lease_acquisitions_total", "Leases acquired", ["resource"])
 LEASE_RENEWED = Counter("brainhands_lease_renewals_total", "Lease renewals that succeeded")
+INTERRUPTIONS = Counter(
+    "brainhands_tool_interruptions_total",
+    "Tool calls found cut short by their worker's death or a lost lease",
+    ["tool"],
+)
 LEASE_LOST = Counter("brainhands_lease_losses_total", "Holders that lost their lease mid-work")
 _LEASE_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 1.5, 2.0, 3.0, 5.0)
 LEASE_RENEWAL_LAG = Histogram(

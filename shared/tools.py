@@ -24,7 +24,14 @@ REPLAY_POLICIES: tuple[ReplayPolicy, ...] = ("safe", "query", "unsafe")
 
 
 class RetryPolicy(BaseModel):
-    """How retryable failures are retried; the attempt count lives in the operation row."""
+    """How failed and interrupted calls are tried again; the counts live in the operation row.
+
+    ``max_attempts`` bounds the tool's own failures (a retryable ``ToolError``, or, for
+    ``safe`` and ``query`` tools, an exception after which the effect may have happened).
+    ``max_interruptions`` bounds something else: attempts cut short by their worker's death
+    or a lost lease. A flaky fleet spends that budget, never the tool's, and a call that
+    keeps killing its worker still ends once it is spent.
+    """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -32,10 +39,18 @@ class RetryPolicy(BaseModel):
     initial_delay: float = Field(default=0.5, ge=0)
     multiplier: float = Field(default=2.0, ge=1)
     max_delay: float = Field(default=30.0, ge=0)
+    max_interruptions: int = Field(default=20, ge=0)
+    interruption_delay: float = Field(default=0.25, ge=0)
+    max_interruption_delay: float = Field(default=10.0, ge=0)
 
     def delay(self, attempt: int) -> float:
         """Seconds to wait after failed attempt number ``attempt`` (1-based)."""
         return float(min(self.max_delay, self.initial_delay * self.multiplier ** (attempt - 1)))
+
+    def delay_after_interruption(self, interruption: int) -> float:
+        """Seconds to wait before running again after interruption number ``interruption``."""
+        backoff = self.interruption_delay * self.multiplier ** (interruption - 1)
+        return float(min(self.max_interruption_delay, backoff))
 
 
 @dataclass(frozen=True)

@@ -65,14 +65,17 @@ _MARK_STARTED = _guarded_update(
     next_attempt_at=null(),
     updated_at=_bound("updated_at"),
 ).returning(*_o.c)
+_INTERRUPTIONS = _o.c.interruptions + bindparam("v_interrupted", type_=_o.c.interruptions.type)
 _SCHEDULE_RETRY = _guarded_update(
     status="intended",
     error=_bound("error"),
     next_attempt_at=_bound("next_attempt_at"),
+    interruptions=_INTERRUPTIONS,
     updated_at=_bound("updated_at"),
 )
 _RECORD_OUTCOME = _guarded_update(
-    **{c: _bound(c) for c in ("status", "result", "error", "blob_id", "finished_at", "updated_at")}
+    **{c: _bound(c) for c in ("status", "result", "error", "blob_id", "finished_at", "updated_at")},
+    interruptions=_INTERRUPTIONS,
 )
 _INSERT_BLOB = insert(schema.blob)
 _READ_BLOB = select(schema.blob.c.data).where(schema.blob.c.id == bindparam("id"))
@@ -115,10 +118,19 @@ class OperationLedger:
         return await self._write(lambda conn: _mark_started(conn, operation_id, token), single=True)
 
     async def schedule_retry(
-        self, operation_id: str, token: int, *, error: dict[str, Any], retry_at: float
+        self,
+        operation_id: str,
+        token: int,
+        *,
+        error: dict[str, Any],
+        retry_at: float,
+        interrupted: bool = False,
     ) -> None:
-        """The attempt failed and may be retried: back to ``intended`` until ``retry_at``."""
-        await self._write(lambda conn: _schedule_retry(conn, operation_id, token, error, retry_at))
+        """The attempt failed (or, ``interrupted``, was cut short by its worker's death or a
+        lost lease: counted apart) and may run again: back to ``intended`` until ``retry_at``."""
+        await self._write(
+            lambda conn: _schedule_retry(conn, operation_id, token, error, retry_at, interrupted)
+        )
 
     async def record_outcome(
         self,
@@ -131,14 +143,21 @@ class OperationLedger:
         blob: bytes | None = None,
         notify: OutboxMessage | None = None,
         session_id: str | None = None,
+        interrupted: bool = False,
     ) -> None:
         """Record the final outcome and, in the same transaction, the result event.
 
         A ``blob`` is stored once in its own row and referenced, instead of ``result``.
+        ``interrupted``: the outcome follows an attempt cut short, which is counted.
         """
         if status not in FINAL_STATUSES:
             raise ValueError(f"{status!r} is not an outcome")
-        outcome = {"v_status": status, "v_result": result, "v_error": error}
+        outcome = {
+            "v_status": status,
+            "v_result": result,
+            "v_error": error,
+            "v_interrupted": int(interrupted),
+        }
         handoff = self.store.handoff
         rows = await self._write(
             lambda conn: _record_outcome(
@@ -181,13 +200,19 @@ def _mark_started(conn: Connection, operation_id: str, token: int) -> OperationR
 
 
 def _schedule_retry(
-    conn: Connection, operation_id: str, token: int, error: dict[str, Any], retry_at: float
+    conn: Connection,
+    operation_id: str,
+    token: int,
+    error: dict[str, Any],
+    retry_at: float,
+    interrupted: bool,
 ) -> None:
     params = {
         "w_id": operation_id,
         "w_fence": token,
         "v_error": error,
         "v_next_attempt_at": retry_at,
+        "v_interrupted": int(interrupted),
         "v_updated_at": time.time(),
     }
     if conn.execute(_SCHEDULE_RETRY, params).rowcount != 1:

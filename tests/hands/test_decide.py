@@ -2,89 +2,133 @@
 
 from __future__ import annotations
 
+import http.client
 import itertools
 
 import pytest
 
-from hands.decide import Step, judge_failure, next_step, timeout_step
-from shared.errors import StoreUnavailable, ToolError
-from shared.tools import REPLAY_POLICIES, RetryPolicy
+from hands.decide import (
+    FailureVerdict,
+    Step,
+    after_interruption,
+    judge_failure,
+    next_step,
+    retry_or_fail,
+)
+from shared.errors import StoreUnavailable, ToolError, ToolUncertain
+from shared.tools import REPLAY_POLICIES, ReplayPolicy, RetryPolicy
 
 NOW = 1000.0
+RETRY = RetryPolicy(max_attempts=3, max_interruptions=4, interruption_delay=0.5, multiplier=2)
+
+
+def decide(status: str, policy: ReplayPolicy, interruptions: int = 0, **kw: float) -> Step:
+    return next_step(
+        status,  # type: ignore[arg-type]
+        policy,
+        interruptions=interruptions,
+        retry=RETRY,
+        next_attempt_at=kw.get("next_attempt_at"),
+        now=NOW,
+    )
 
 
 @pytest.mark.parametrize(
     ("status", "policy"),
     list(itertools.product(("succeeded", "failed", "uncertain", "cancelled"), REPLAY_POLICIES)),
 )
-def test_an_existing_outcome_is_published_again(status: str, policy: str) -> None:
-    step = next_step(status, policy, attempts=1, max_attempts=3, next_attempt_at=None, now=NOW)  # type: ignore[arg-type]
-    assert step == Step("republish")
+def test_an_existing_outcome_is_published_again(status: str, policy: ReplayPolicy) -> None:
+    assert decide(status, policy) == Step("republish")
 
 
 @pytest.mark.parametrize("policy", REPLAY_POLICIES)
-def test_intended_runs_now_or_after_the_pending_backoff(policy: str) -> None:
-    fresh = next_step("intended", policy, attempts=0, max_attempts=3, next_attempt_at=None, now=NOW)  # type: ignore[arg-type]
-    assert fresh == Step("run", 0.0)
-    backoff = next_step(
-        "intended", policy, attempts=1, max_attempts=3, next_attempt_at=NOW + 2.5, now=NOW
-    )  # type: ignore[arg-type]
-    assert backoff == Step("run", 2.5)
-    overdue = next_step(
-        "intended", policy, attempts=1, max_attempts=3, next_attempt_at=NOW - 9, now=NOW
-    )  # type: ignore[arg-type]
-    assert overdue == Step("run", 0.0)
+def test_intended_runs_now_or_after_the_pending_backoff(policy: ReplayPolicy) -> None:
+    assert decide("intended", policy) == Step("run", 0.0)
+    assert decide("intended", policy, next_attempt_at=NOW + 2.5) == Step("run", 2.5)
+    assert decide("intended", policy, next_attempt_at=NOW - 9) == Step("run", 0.0)
 
 
-def test_started_follows_the_replay_policy() -> None:
-    def decide(policy: str, attempts: int = 1) -> str:
-        return next_step(
-            "started",
-            policy,
-            attempts=attempts,
-            max_attempts=3,  # type: ignore[arg-type]
-            next_attempt_at=None,
-            now=NOW,
-        ).action
-
-    assert decide("safe") == "run"
-    assert decide("query") == "query"
-    assert decide("unsafe") == "record_uncertain"
-    # A safe call that died with its worker on every attempt is not run again.
-    assert decide("safe", attempts=3) == "record_interrupted"
-    assert decide("query", attempts=3) == "query"
-    assert decide("unsafe", attempts=3) == "record_uncertain"
+def test_an_interrupted_call_follows_the_replay_policy() -> None:
+    assert decide("started", "safe") == Step("rerun", 0.5)
+    assert decide("started", "query") == Step("query")
+    assert decide("started", "unsafe") == Step("record_uncertain")
+    # However many interruptions came before: unsafe is never run again on its own.
+    assert decide("started", "unsafe", interruptions=99) == Step("record_uncertain")
 
 
-def test_retryable_failures_back_off_until_the_attempts_run_out() -> None:
+def test_interruptions_have_their_own_budget_and_backoff() -> None:
+    assert [after_interruption(n, RETRY) for n in range(5)] == [
+        Step("rerun", 0.5),
+        Step("rerun", 1.0),
+        Step("rerun", 2.0),
+        Step("rerun", 4.0),
+        Step("record_interrupted"),
+    ]
+    capped = RetryPolicy(interruption_delay=1, multiplier=10, max_interruption_delay=7)
+    assert after_interruption(5, capped) == Step("rerun", 7.0)
+    # A call that keeps killing its worker ends: the budget is spent on interruptions alone.
+    assert decide("started", "safe", interruptions=4) == Step("record_interrupted")
+
+
+def test_only_a_retryable_tool_error_says_nothing_happened() -> None:
+    busy = ToolError("busy", retryable=True)
+    for policy in REPLAY_POLICIES:
+        assert judge_failure(busy, policy, failures=1, retry=RETRY).action == "retry"
+
+
+@pytest.mark.parametrize(
+    "exc",
+    [
+        http.client.RemoteDisconnected("Remote end closed connection without response"),
+        ConnectionResetError(),
+        TimeoutError("cancelled after its timeout of 5s"),
+        OSError("network is unreachable"),
+        StoreUnavailable("down"),
+        ValueError("a bug after the effect"),
+    ],
+)
+def test_any_other_exception_may_have_come_after_the_effect(exc: Exception) -> None:
+    def action(policy: ReplayPolicy) -> str:
+        return judge_failure(exc, policy, failures=1, retry=RETRY).action
+
+    assert action("safe") == "retry"
+    assert action("query") == "query"
+    assert action("unsafe") == "uncertain"
+
+
+def test_a_tool_can_say_it_failed_for_good_or_cannot_tell() -> None:
+    for policy in REPLAY_POLICIES:
+        assert judge_failure(ToolError("no such user"), policy, failures=1, retry=RETRY).action == (
+            "fail"
+        )
+        verdict = judge_failure(ToolUncertain("no answer"), policy, failures=1, retry=RETRY)
+        assert verdict.action == "uncertain"
+        assert verdict.error["type"] == "ToolUncertain"
+
+
+def test_retries_back_off_until_the_tools_own_failures_run_out() -> None:
     policy = RetryPolicy(max_attempts=3, initial_delay=0.5, multiplier=2, max_delay=1.5)
-    first = judge_failure(ToolError("busy", retryable=True), attempt=1, retry=policy)
-    second = judge_failure(ToolError("busy", retryable=True), attempt=2, retry=policy)
-    last = judge_failure(ToolError("busy", retryable=True), attempt=3, retry=policy)
-    assert (first.retry, first.delay) == (True, 0.5)
-    assert (second.retry, second.delay) == (True, 1.0)
-    assert not last.retry
+    busy = ToolError("busy", retryable=True)
+    first = judge_failure(busy, "unsafe", failures=1, retry=policy)
+    second = judge_failure(busy, "unsafe", failures=2, retry=policy)
+    last = judge_failure(busy, "unsafe", failures=3, retry=policy)
+    assert (first.action, first.delay) == ("retry", 0.5)
+    assert (second.action, second.delay) == ("retry", 1.0)
+    assert last.action == "fail"
     assert last.error == {"type": "ToolError", "message": "busy", "retryable": True, "attempt": 3}
+    hinted = ToolError("429", retryable=True, next_retry_delay=7)
+    assert judge_failure(hinted, "safe", failures=1, retry=policy).delay == 7
 
 
-def test_what_is_retryable() -> None:
-    policy = RetryPolicy(max_attempts=5)
-    assert not judge_failure(ValueError("bad input"), attempt=1, retry=policy).retry
-    assert not judge_failure(ToolError("no such user"), attempt=1, retry=policy).retry
-    assert judge_failure(ConnectionResetError(), attempt=1, retry=policy).retry
-    assert judge_failure(StoreUnavailable("down"), attempt=1, retry=policy).retry
-    hinted = judge_failure(
-        ToolError("429", retryable=True, next_retry_delay=7), attempt=1, retry=policy
+def test_a_query_that_found_nothing_retries_within_the_budget() -> None:
+    error = {"type": "OSError"}
+    lost = OSError("connection reset")
+    assert retry_or_fail(lost, failures=1, retry=RETRY, error=error) == FailureVerdict(
+        "retry", 0.5, error
     )
-    assert hinted.delay == 7
+    assert retry_or_fail(lost, failures=3, retry=RETRY, error=error).action == "fail"
 
 
 def test_retry_delay_is_capped() -> None:
     policy = RetryPolicy(initial_delay=1, multiplier=10, max_delay=30)
     assert [policy.delay(n) for n in (1, 2, 3, 4)] == [1, 10, 30, 30]
-
-
-def test_a_timed_out_call_is_judged_by_its_policy() -> None:
-    assert timeout_step("safe") == "retry"
-    assert timeout_step("query") == "query"
-    assert timeout_step("unsafe") == "record_uncertain"

@@ -107,6 +107,38 @@ async def test_retries_stop_at_the_limit_and_the_count_survives_a_kill(
     assert faults["fail_next"] == 100 - 4  # the service saw exactly four calls
 
 
+async def test_an_unsafe_call_whose_response_is_lost_is_uncertain_and_never_sent_again(
+    hands: HandsHarness,
+) -> None:
+    hands.start_worker()
+    await hands.email.set_faults(drop_next=1)  # stored, then the connection closes unanswered
+    job = hands.job("pay_unsafe", {"to": "ivy@example.com"})
+    await hands.publish(job)
+
+    op = await hands.outcome(job.operation_id)
+
+    assert op.status == "uncertain" and op.attempts == 1
+    assert op.error["type"] == "RemoteDisconnected"
+    ledger = await hands.email.ledger()
+    assert ledger["unsafe_calls"] == 1  # one call reached the service
+    assert [s["key"] for s in ledger["unsafe_sends"]] == [job.operation_id]
+
+
+async def test_a_query_call_whose_response_is_lost_asks_before_sending_again(
+    hands: HandsHarness,
+) -> None:
+    hands.start_worker()
+    await hands.email.set_faults(drop_next=1)
+    job = hands.job("pay_query", {"to": "joe@example.com"})
+    await hands.publish(job)
+
+    op = await hands.outcome(job.operation_id)
+
+    assert (op.status, op.attempts) == ("succeeded", 1)  # found by its query, not re-run
+    assert (await hands.email.ledger())["calls"] == 1
+    assert '"via": "query"' in hands.log(hands.workers[0])
+
+
 async def test_a_tool_past_its_timeout_is_cancelled_and_recorded_uncertain(
     hands: HandsHarness,
 ) -> None:
@@ -117,7 +149,7 @@ async def test_a_tool_past_its_timeout_is_cancelled_and_recorded_uncertain(
     op = await hands.outcome(job.operation_id)
 
     assert op.status == "uncertain"
-    assert op.error["type"] == "Timeout"
+    assert op.error["type"] == "TimeoutError" and "timeout of 0.5s" in op.error["message"]
 
 
 async def test_a_large_result_is_stored_once_as_a_blob(hands: HandsHarness) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import random
 import signal
 
 import pytest
@@ -155,5 +156,50 @@ async def test_a_tool_that_kills_its_worker_ends_failed_not_in_a_crash_loop(
     await eventually(keep_two_workers, within=90, what="the poison job to be given up")
     op = await hands.outcome(poison.operation_id)
     assert op.error["type"] == "Interrupted"
-    assert op.attempts == 3  # the tool's max_attempts, then no more
+    # Its first attempt and two reruns, each cut short: the interruption budget, then no more.
+    assert (op.attempts, op.interruptions) == (3, 3)
+    assert "interrupted 3 times" in op.error["message"]
     assert (await hands.outcome(fine.operation_id)).status == "succeeded"
+
+
+@pytest.mark.delivery_limit(100)
+async def test_a_long_call_outlives_a_churning_fleet_and_takes_effect_once(
+    hands: HandsHarness,
+) -> None:
+    # Three workers; every 2-3 s one is SIGKILLed and replaced: the first four times the one
+    # running the call (more than the tool's 3 attempts), then a random one. The 6 s call is
+    # cut short again and again: its workers' deaths spend the interruption budget, not the
+    # tool's own attempts, so it finishes.
+    for _ in range(3):
+        hands.start_worker()
+    job = hands.job("send_after_work", {"to": "eve@example.com", "pause_after": 6})
+    await hands.publish(job)
+    chaos = random.Random(7)
+    kills = targeted = 0
+
+    async def done() -> bool:
+        op = await hands.ledger.get(job.operation_id) if kills else None
+        return op is not None and op.status in ("succeeded", "failed", "uncertain")
+
+    deadline = asyncio.get_running_loop().time() + 150
+    while not await done():
+        assert asyncio.get_running_loop().time() < deadline, "the call never finished"
+        await asyncio.sleep(chaos.uniform(2, 3))
+        alive = [w for w in hands.workers if w.poll() is None]
+        running = [w for w in alive if '"event": "started"' in hands.log(w)]
+        if targeted < 4 and not running:
+            continue  # between attempts: the next kill goes to the next one to start it
+        victim = running[0] if targeted < 4 else chaos.choice(alive)
+        targeted += victim in running
+        victim.send_signal(signal.SIGKILL)
+        victim.wait()
+        kills += 1
+        hands.start_worker()
+
+    op = await hands.outcome(job.operation_id)
+    [sent] = (await hands.email.ledger())["sends"]
+    assert op.status == "succeeded", op.error
+    assert op.result["receipt"] == sent["receipt"]
+    assert sent["key"] == job.operation_id  # one email, under the call's one key
+    assert op.interruptions >= 4
+    assert op.attempts - op.interruptions <= 1  # no attempt failed on the tool's account

@@ -78,6 +78,7 @@ class HandsHarness:
             "BRAINHANDS_REDIS_URL": self.redis_url,
             "BRAINHANDS_NAMESPACE": self.env.topology.namespace,
             "BRAINHANDS_LEASE_TTL_MS": str(self.lease_ttl_ms),
+            "BRAINHANDS_DELIVERY_LIMIT": str(self.env.topology.delivery_limit),
             "BRAINHANDS_SHUTDOWN_GRACE": "5",
             "TEST_EMAIL_URL": self.email_url,
             **extra,

@@ -4,7 +4,9 @@ email service at ``TEST_EMAIL_URL`` under its operation id."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
+import urllib.request
 from typing import Any
 
 from pydantic import BaseModel
@@ -86,9 +88,10 @@ class Nothing(BaseModel):
     pass
 
 
-@tool(pool="email", policy="safe")
+@tool(pool="email", policy="safe", retry=RetryPolicy(max_interruptions=2))
 async def crash_worker(args: Nothing, ctx: ToolContext) -> None:
-    """Kills the process that runs it, every time: a poison job."""
+    """Kills the process that runs it, every time: a poison job (given up after 2 reruns, well
+    within the queue's delivery limit, as this harness has no sweeper to re-dispatch it)."""
     os._exit(17)
 
 
@@ -110,3 +113,37 @@ class Note(BaseModel):
 async def echo(args: Note, ctx: ToolContext) -> dict[str, Any]:
     """Says back what it was given: a tool whose result never varies."""
     return {"echo": args.text}
+
+
+def post_with_urllib(path: str, payload: dict[str, Any]) -> dict[str, Any]:
+    """A request written the ordinary way with the standard library: no error handling."""
+    request = urllib.request.Request(
+        os.environ["TEST_EMAIL_URL"] + path,
+        data=json.dumps(payload).encode(),
+        headers={"Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=5) as response:
+        answer: dict[str, Any] = json.load(response)
+    return answer
+
+
+@tool(pool="email", policy="unsafe", retry=FAST_RETRY)
+async def pay_unsafe(args: Email, ctx: ToolContext) -> dict[str, Any]:
+    """A non-idempotent call over urllib: a lost response raises ``RemoteDisconnected``."""
+    body = {"key": ctx.operation_id, "to": args.to, "subject": args.subject, "body": args.body}
+    return await asyncio.to_thread(post_with_urllib, "/send-unsafe", body)
+
+
+@tool(pool="email", policy="query", query=was_sent, retry=FAST_RETRY)
+async def pay_query(args: Email, ctx: ToolContext) -> dict[str, Any]:
+    """An idempotent call over urllib, whose query asks the service after a failure."""
+    body = {"key": ctx.operation_id, "to": args.to, "subject": args.subject, "body": args.body}
+    return await asyncio.to_thread(post_with_urllib, "/send", body)
+
+
+@tool(pool="email", policy="query", query=was_sent, retry=RetryPolicy(max_interruption_delay=1))
+async def send_after_work(args: Email, ctx: ToolContext) -> dict[str, Any]:
+    """Works for ``pause_after`` seconds, then sends idempotently: a long call whose effect
+    comes at its very end. The default budget of interruptions, with short backoffs."""
+    await asyncio.sleep(args.pause_after)
+    return {"receipt": await client().send(ctx.operation_id, args.to, args.subject, args.body)}
