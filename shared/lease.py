@@ -10,12 +10,18 @@ The same recovery lets counters expire: a resource's counter is dropped after
 ``counter_ttl_ms`` without an acquisition (a week by default), so Redis does not keep one key
 for every session and tool call there ever was. The next acquisition of such a resource costs
 one refusal by the store.
+
+Held leases are renewed by one task per ``LeaseManager``, in one script call for all of them,
+on a Redis connection of its own: with dozens of leases held in a busy process, one renewal
+per lease, each waiting for the event loop and for a pooled connection, came late enough to
+lose leases nobody else wanted (issue 14).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -31,6 +37,8 @@ from redis.exceptions import RedisError
 from shared import metrics
 from shared.errors import LeaseBackendError, LeaseLost, StaleLeaseError
 from shared.keys import Keys
+
+log = logging.getLogger("brainhands.lease")
 
 COUNTER_TTL_MS = 7 * 24 * 3600 * 1000
 """How long a resource's token counter outlives its last acquisition in Redis."""
@@ -53,7 +61,11 @@ class Lease:
 
 
 class LeaseManager:
-    """Acquires, renews and releases fenced leases in one Redis."""
+    """Acquires, renews and releases fenced leases in one Redis.
+
+    ``renew_every``: seconds between renewals of a held lease, a quarter of the TTL by
+    default, so a renewal may come three quarters of the TTL late before the lease is lost.
+    """
 
     def __init__(
         self,
@@ -62,19 +74,25 @@ class LeaseManager:
         *,
         ttl_ms: int = 10_000,
         counter_ttl_ms: int = COUNTER_TTL_MS,
+        renew_every: float | None = None,
     ) -> None:
         if ttl_ms <= 0:
             raise ValueError(f"ttl_ms must be positive, got {ttl_ms}")
         if counter_ttl_ms <= 0:
             raise ValueError(f"counter_ttl_ms must be positive, got {counter_ttl_ms}")
+        every = ttl_ms / 4000 if renew_every is None else renew_every
+        if not 0 < every < ttl_ms / 1000:
+            raise ValueError(f"renew_every must be between 0 and the TTL, got {every}s")
         self.ttl_ms = ttl_ms
         self.counter_ttl_ms = counter_ttl_ms
+        self.renew_every = every
         self._redis = redis
         self._keys = keys
         self._acquire = _register(redis, "acquire")
         self._renew = _register(redis, "renew")
         self._release = _register(redis, "release")
         self._raise_floor = _register(redis, "raise_floor")
+        self._renewer = _Renewer(self)
 
     async def acquire(
         self, resource: str, *, floor: int = 0, owner: str | None = None
@@ -98,12 +116,19 @@ class LeaseManager:
 
     async def renew(self, lease: Lease) -> bool:
         """Extend ``lease`` by its TTL; False when it expired or another holder has it."""
-        renewed = await self._run(
-            self._renew, [self._keys.lease(lease.resource)], [_holder(lease), lease.ttl_ms]
-        )
-        if renewed == 1:
-            metrics.LEASE_RENEWED.inc()
-        return bool(renewed == 1)
+        [renewed] = await self.renew_all([lease])
+        return renewed
+
+    async def renew_all(self, leases: list[Lease], *, redis: Redis | None = None) -> list[bool]:
+        """Extend each of ``leases`` by its TTL in one round trip (on ``redis``, default the
+        manager's client); False for each that expired or another holder has."""
+        args: list[str | int] = []
+        for lease in leases:
+            args += [_holder(lease), lease.ttl_ms]
+        keys = [self._keys.lease(lease.resource) for lease in leases]
+        renewed = [n == 1 for n in await self._run(self._renew, keys, args, redis=redis)]
+        metrics.LEASE_RENEWED.inc(sum(renewed))
+        return renewed
 
     async def release(self, lease: Lease) -> bool:
         """Let go of ``lease``; False when it had already expired or another holder has it."""
@@ -168,47 +193,167 @@ class LeaseManager:
             floor = refused_at
         return None
 
-    def hold(
-        self, lease: Lease, *, renew_every: float | None = None
-    ) -> contextlib.AbstractAsyncContextManager[Lease]:
+    def hold(self, lease: Lease) -> contextlib.AbstractAsyncContextManager[Lease]:
         """Keep ``lease`` alive while the body of ``async with`` runs.
 
-        A background task renews it every ``renew_every`` seconds (a third of the TTL by
-        default). When a renewal finds the lease gone, fails, or comes after the TTL had
-        run out (the process was paused), the body is cancelled and ``LeaseLost`` raised
-        out of the ``async with``. A cancellation from elsewhere propagates unchanged.
-        Leaving the block stops renewing but does not release the lease.
+        The manager's renewer extends it every ``renew_every`` seconds, counted from the
+        last renewal Redis confirmed (from the acquisition at first). When the lease is
+        found gone, a renewal fails, or none was confirmed before the lease ran out by the
+        local clock (the process was paused, Redis did not answer), the body is cancelled
+        and ``LeaseLost`` raised out of the ``async with``. A cancellation from elsewhere
+        propagates unchanged. Leaving the block stops renewing but does not release the
+        lease.
         """
-        every = lease.ttl_ms / 3000 if renew_every is None else renew_every
-        if not 0 < every < lease.ttl_ms / 1000:
-            raise ValueError(f"renew_every must be between 0 and the TTL, got {every}s")
-        return _Hold(self, lease, every)
+        return _Hold(self._renewer, lease)
 
-    async def _run(self, script: AsyncScript, keys: list[str], args: list[str | int]) -> Any:
+    async def _run(
+        self,
+        script: AsyncScript,
+        keys: list[str],
+        args: list[str | int],
+        *,
+        redis: Redis | None = None,
+    ) -> Any:
         try:
-            return await script(keys=keys, args=args)
+            return await script(keys=keys, args=args, client=redis)
         except (RedisError, OSError) as exc:  # OSError: socket errors the driver let through
             raise LeaseBackendError(f"Redis failed on {keys[0]}: {exc!r}") from exc
 
 
-class _Hold:
-    """The ``async with`` of ``LeaseManager.hold``: renews, and stops the body on loss."""
+@dataclass(eq=False)
+class _Held:
+    """A lease inside ``hold()``, and the task that works under it."""
 
-    def __init__(self, manager: LeaseManager, lease: Lease, every: float) -> None:
+    lease: Lease
+    body: asyncio.Task[Any]
+    renewed_at: float
+    """``time.monotonic()`` before the last confirmed request (acquisition or renewal) was
+    sent: Redis keeps the lease at least until one TTL later."""
+    lost: str | None = None
+
+    @property
+    def expires_at(self) -> float:
+        return self.renewed_at + self.lease.ttl_ms / 1000
+
+
+class _Renewer:
+    """Renews every lease held through one manager, all in one script call per round, on a
+    Redis connection no other request waits for; runs while any lease is held.
+
+    A round is due when the least recently renewed lease is ``renew_every`` old; it renews
+    every lease that would be due within half an interval, so rounds stay few however the
+    acquisitions are spread. How late the round starts (the event loop was busy) and its
+    round trip are exported, with a warning once half the margin is used up.
+    """
+
+    def __init__(self, manager: LeaseManager) -> None:
         self._manager = manager
+        self._held: set[_Held] = set()
+        self._changed = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._running = False
+
+    def track(self, held: _Held) -> None:
+        self._held.add(held)
+        self._changed.set()  # its renewal may be due sooner than the renewer's next round
+        if not self._running:
+            self._running = True
+            self._task = asyncio.create_task(self._renew_while_held(), name="renew leases")
+
+    def untrack(self, held: _Held) -> None:
+        self._held.discard(held)
+        self._changed.set()
+
+    async def _renew_while_held(self) -> None:
+        every = self._manager.renew_every
+        redis = self._manager._redis.client()  # one connection, taken for as long as it runs
+        try:
+            while self._held:
+                due = min(h.renewed_at for h in self._held) + every
+                if (wait := due - time.monotonic()) > 0:
+                    self._changed.clear()
+                    with contextlib.suppress(TimeoutError):
+                        async with asyncio.timeout(wait):
+                            await self._changed.wait()
+                    continue
+                await self._renew_round(due, redis)
+        finally:
+            # Before any await: a lease tracked from now on starts a new renewer.
+            self._running = False
+            for held in list(self._held):  # left by an error or a cancel: nobody renews them
+                self._lose(held, "lease renewal stopped")
+            await redis.aclose()
+
+    async def _renew_round(self, due: float, redis: Redis) -> None:
+        every = self._manager.renew_every
+        started = time.monotonic()
+        metrics.LEASE_RENEWAL_LAG.observe(started - due)
+        for held in [h for h in self._held if h.expires_at <= started]:
+            self._lose(held, "not renewed within its TTL (was the process paused?)")
+        batch = [h for h in self._held if h.renewed_at + every / 2 <= started]
+        if not batch:
+            return
+        try:
+            async with asyncio.timeout(min(h.expires_at for h in batch) - started):
+                renewed = await self._manager.renew_all([h.lease for h in batch], redis=redis)
+        except TimeoutError:
+            for held in batch:
+                if held.expires_at <= time.monotonic():
+                    self._lose(held, "Redis did not confirm a renewal before the lease expired")
+            return  # the others are due at once: the next round tries again
+        except LeaseBackendError as exc:  # whatever broke, we can no longer vouch for them
+            for held in batch:
+                self._lose(held, f"renewal failed: {exc}")
+            return
+        confirmed = time.monotonic()
+        metrics.LEASE_RENEWAL_SECONDS.observe(confirmed - started)
+        for held, still_ours in zip(batch, renewed, strict=True):
+            if held not in self._held:  # its block was left meanwhile
+                continue
+            if not still_ours:
+                self._lose(held, "it expired or another holder took it")
+            elif confirmed > held.expires_at:
+                self._lose(held, "the renewal was confirmed only after the lease had expired")
+            else:
+                held.renewed_at = started
+        margin = self._manager.ttl_ms / 1000 - every
+        if confirmed - due > margin / 2:
+            log.warning(
+                "lease renewal %.0f ms late (event loop lag %.0f ms, Redis %.0f ms); "
+                "leases are lost beyond %.0f ms",
+                (confirmed - due) * 1000,
+                (started - due) * 1000,
+                (confirmed - started) * 1000,
+                margin * 1000,
+                extra={
+                    "event": "lease_renewal_late",
+                    "lag": started - due,
+                    "round_trip": confirmed - started,
+                    "leases": len(batch),
+                },
+            )
+
+    def _lose(self, held: _Held, reason: str) -> None:
+        held.lost = reason
+        self._held.discard(held)
+        held.body.cancel(f"lease on {held.lease.resource} lost: {reason}")
+
+
+class _Hold:
+    """The ``async with`` of ``LeaseManager.hold``: has the lease renewed, and the body
+    stopped on loss."""
+
+    def __init__(self, renewer: _Renewer, lease: Lease) -> None:
+        self._renewer = renewer
         self._lease = lease
-        self._every = every
-        self._lost: str | None = None
 
     async def __aenter__(self) -> Lease:
         body = asyncio.current_task()
         if body is None:
             raise RuntimeError("LeaseManager.hold() must be used inside a task")
-        self._body = body
         self._cancelling = body.cancelling()
-        self._renewer = asyncio.create_task(
-            self._renew_until_lost(), name=f"renew lease {self._lease.resource}"
-        )
+        self._held = _Held(self._lease, body, self._lease.acquired_at)
+        self._renewer.track(self._held)
         return self._lease
 
     async def __aexit__(
@@ -217,49 +362,15 @@ class _Hold:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        # Stopped before any await, so it cannot cancel the body once the block is left.
-        self._renewer.cancel()
-        if self._lost is None:
-            await asyncio.wait([self._renewer])
+        # Untracked before any await, so the renewer cannot cancel the body once it is left.
+        self._renewer.untrack(self._held)
+        if self._held.lost is None:
             return
-        # Take back our own cancel request, as asyncio.timeout does; one from elsewhere
-        # remains counted and must win.
-        cancelled_elsewhere = self._body.uncancel() > self._cancelling
-        await asyncio.wait([self._renewer])
-        if cancelled_elsewhere and exc_type is asyncio.CancelledError:
+        # Take back the renewer's cancel request, as asyncio.timeout does; one from
+        # elsewhere remains counted and must win.
+        if self._held.body.uncancel() > self._cancelling and exc_type is asyncio.CancelledError:
             return
-        raise LeaseLost(self._lease.resource, self._lost) from exc
-
-    async def _renew_until_lost(self) -> None:
-        reason = await self._renew_while_held()
-        self._lost = reason
-        self._body.cancel(f"lease on {self._lease.resource} lost: {reason}")
-
-    async def _renew_while_held(self) -> str:
-        """Renew until the lease is lost; return why."""
-        ttl = self._lease.ttl_ms / 1000
-        # The lease surely lasts until ttl after the last confirmed request was *sent*.
-        valid_from = self._lease.acquired_at
-        while True:
-            await asyncio.sleep(max(0.0, valid_from + self._every - time.monotonic()))
-            sent = time.monotonic()
-            metrics.LEASE_RENEWAL_LAG.observe(max(0.0, sent - valid_from - self._every))
-            left = valid_from + ttl - sent
-            if left <= 0:
-                return "not renewed within its TTL (was the process paused?)"
-            try:
-                async with asyncio.timeout(left):
-                    renewed = await self._manager.renew(self._lease)
-                metrics.LEASE_RENEWAL_SECONDS.observe(time.monotonic() - sent)
-            except TimeoutError:
-                return "Redis did not confirm a renewal before the lease expired"
-            except Exception as exc:  # whatever broke, we can no longer vouch for the lease
-                return f"renewal failed: {exc}"
-            if not renewed:
-                return "it expired or another holder took it"
-            if time.monotonic() > valid_from + ttl:
-                return "the renewal was confirmed only after the lease had expired"
-            valid_from = sent
+        raise LeaseLost(self._lease.resource, self._held.lost) from exc
 
 
 async def _refused_at(claim: Callable[[int], Awaitable[object]], lease: Lease) -> int | None:

@@ -16,7 +16,7 @@ from redis.exceptions import RedisError
 
 from shared.errors import LeaseBackendError, LeaseLost, StaleLeaseError
 from shared.keys import Keys
-from shared.lease import Lease, LeaseManager
+from shared.lease import Lease, LeaseManager, connect_redis
 
 pytestmark = pytest.mark.timeout(10)
 
@@ -330,10 +330,10 @@ async def test_hold_stops_the_body_within_one_interval_when_the_lease_vanishes(
     manager: LeaseManager, redis: Redis, keys: Keys
 ) -> None:
     lease = await acquired(manager)
-    interval = 0.1
+    interval = manager.renew_every
 
     with pytest.raises(LeaseLost) as lost:
-        async with manager.hold(lease, renew_every=interval):
+        async with manager.hold(lease):
             await redis.delete(keys.lease(RESOURCE))
             vanished = time.monotonic()
             await asyncio.sleep(10)
@@ -350,7 +350,7 @@ async def test_hold_lease_lost_is_not_swallowed_by_except_exception(
     swallowed = False
 
     with pytest.raises(LeaseLost):
-        async with manager.hold(lease, renew_every=0.1):
+        async with manager.hold(lease):
             await redis.delete(keys.lease(RESOURCE))
             assert await manager.acquire(RESOURCE) is not None
             try:  # noqa: SIM105 - the exact pattern of careless tool code
@@ -368,7 +368,7 @@ async def test_hold_loses_the_lease_when_the_process_was_paused_past_the_ttl(
     lease = await acquired(manager)
 
     with pytest.raises(LeaseLost) as lost:
-        async with manager.hold(lease, renew_every=0.1):
+        async with manager.hold(lease):
             # Blocks the whole event loop, renewer included, like SIGSTOP would.
             time.sleep(1.5 * TTL_MS / 1000)  # noqa: ASYNC251
             await asyncio.sleep(10)
@@ -383,7 +383,7 @@ async def test_hold_loses_the_lease_when_renewal_fails_in_redis(
     unreachable = LeaseManager(dead_redis, keys, ttl_ms=TTL_MS)
 
     with pytest.raises(LeaseLost) as lost:
-        async with unreachable.hold(lease, renew_every=0.1):
+        async with unreachable.hold(lease):
             await asyncio.sleep(10)
 
     assert "renewal failed" in lost.value.reason
@@ -396,11 +396,83 @@ async def test_hold_loses_the_lease_when_redis_does_not_answer_before_it_expires
     unanswered = LeaseManager(silent_redis, keys, ttl_ms=TTL_MS)
 
     with pytest.raises(LeaseLost) as lost:
-        async with unanswered.hold(lease, renew_every=0.1):
+        async with unanswered.hold(lease):
             await asyncio.sleep(10)
 
     assert time.monotonic() - lease.acquired_at < TTL_MS / 1000 + 0.2
     assert "did not confirm a renewal" in lost.value.reason
+
+
+async def test_the_renewals_of_all_held_leases_go_out_in_one_request(
+    manager: LeaseManager, redis: Redis, keys: Keys
+) -> None:
+    leases = [await manager.acquire(f"session:many-{i}") for i in range(20)]
+    lease_keys = {keys.lease(lease.resource) for lease in leases if lease is not None}
+    assert len(lease_keys) == 20
+    renewals: list[set[str]] = []
+
+    async def hold_for_a_while(lease: Lease) -> None:
+        async with manager.hold(lease):
+            await asyncio.sleep(3 * TTL_MS / 1000)
+
+    async with redis.monitor() as monitor:  # every command Redis runs, ours picked out
+        holders = asyncio.gather(*(hold_for_a_while(lease) for lease in leases if lease))
+        async with asyncio.timeout(3 * TTL_MS / 1000):
+            async for command in monitor.listen():
+                words = command["command"].split()
+                if words[0] == "EVALSHA" and lease_keys & set(words):  # not the script's inside
+                    renewals.append(lease_keys & set(words))
+                    if len(renewals) == 4:
+                        break
+        await holders
+
+    assert renewals == [lease_keys] * 4
+    assert await redis.exists(*lease_keys) == 20  # kept past three TTLs
+
+
+async def test_a_loop_blocked_for_less_than_the_ttl_margin_keeps_the_lease(
+    redis: Redis, keys: Keys
+) -> None:
+    manager = LeaseManager(redis, keys, ttl_ms=1500)
+    lease = await acquired(manager)
+
+    async with manager.hold(lease):
+        for _ in range(4):  # 2.4 s in all, well past one TTL
+            time.sleep(0.5)  # noqa: ASYNC251 - a tool hogging the event loop for TTL/3
+            await asyncio.sleep(0.1)
+
+    assert await manager.renew(lease)
+
+
+async def test_an_unanswering_redis_stops_the_holder_and_later_acquisitions_work(
+    redis_url: str, redis: Redis, keys: Keys
+) -> None:
+    ttl = 1.0
+    manager = LeaseManager(connect_redis(redis_url), keys, ttl_ms=int(ttl * 1000))
+    lease = await acquired(manager)
+    # CLIENT PAUSE stops every client of this Redis, other tests' too: lifted as soon as the
+    # lease is lost and has expired, and by Redis itself after 4 s at worst.
+    try:
+        with pytest.raises(LeaseLost) as lost:
+            async with manager.hold(lease):
+                await redis.client_pause(4000)
+                paused = time.monotonic()
+                await asyncio.sleep(10)
+        stopped = time.monotonic()
+        await asyncio.sleep(max(0.0, paused + ttl + 0.1 - time.monotonic()))
+    finally:
+        await redis.client_unpause()
+
+    assert stopped - paused <= ttl + 0.2
+    assert "did not confirm a renewal" in lost.value.reason
+    deadline = time.monotonic() + 3
+    while (again := await manager.acquire(RESOURCE)) is None:
+        assert time.monotonic() < deadline, "the lease never became free after the pause"
+        await asyncio.sleep(0.05)
+    assert again.token > lease.token
+    async with manager.hold(again):
+        await asyncio.sleep(2 * ttl)
+    assert await manager.renew(again)
 
 
 async def test_hold_lets_a_cancel_from_elsewhere_propagate(manager: LeaseManager) -> None:
@@ -408,7 +480,7 @@ async def test_hold_lets_a_cancel_from_elsewhere_propagate(manager: LeaseManager
     entered = asyncio.Event()
 
     async def work() -> None:
-        async with manager.hold(lease, renew_every=0.1):
+        async with manager.hold(lease):
             entered.set()
             await asyncio.sleep(10)
 
@@ -422,10 +494,6 @@ async def test_hold_lets_a_cancel_from_elsewhere_propagate(manager: LeaseManager
     assert await manager.renew(lease)
 
 
-async def test_hold_rejects_a_renewal_interval_that_is_not_shorter_than_the_ttl(
-    manager: LeaseManager,
-) -> None:
-    lease = await acquired(manager)
-
+def test_a_renewal_interval_must_be_shorter_than_the_ttl(redis: Redis, keys: Keys) -> None:
     with pytest.raises(ValueError, match="renew_every"):
-        manager.hold(lease, renew_every=TTL_MS / 1000)
+        LeaseManager(redis, keys, ttl_ms=TTL_MS, renew_every=TTL_MS / 1000)
