@@ -15,6 +15,7 @@ import contextlib
 import json
 import logging
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
@@ -26,6 +27,7 @@ from shared import metrics
 from shared.broker import Broker, Delivery
 from shared.errors import (
     BrainhandsError,
+    CallCancelled,
     LeaseLost,
     StaleLeaseError,
     UnknownToolError,
@@ -55,6 +57,7 @@ class HandsWorker:
         concurrency: int = 8,
         shutdown_grace: float = 20.0,
         max_inline_result: int = MAX_INLINE_JSON,
+        cancel_check_period: float = 1.0,
     ) -> None:
         self.ledger = ledger
         self.broker = broker
@@ -66,7 +69,8 @@ class HandsWorker:
         self.max_inline_result = max_inline_result
         self.consuming = False
         """True while the pool's queue is consumed (readiness)."""
-        self._cancels: dict[str, asyncio.Event] = {}
+        self.cancel_check_period = cancel_check_period
+        self._running: dict[str, _RunningCall] = {}
 
     async def run(self, stop: asyncio.Event) -> None:
         """Consume until ``stop`` is set, then drain: running tools get the grace period."""
@@ -75,15 +79,38 @@ class HandsWorker:
         consumer = await self.broker.consume(queue, self.handle, prefetch=self.concurrency)
         notices = await topology.declare_cancel_listener(self.broker.channel)
         listener = await self.broker.consume(notices, self.on_cancel)
+        watcher = asyncio.create_task(self._watch_cancels())
         log.info("consuming", extra={"event": "consuming", "queue": queue, "pool": self.pool})
         self.consuming = True
         await stop.wait()
         self.consuming = False
         await listener.cancel()
-        log.info("draining", extra={"event": "draining", "running": len(self._cancels)})
-        for cancel in self._cancels.values():
-            cancel.set()
+        watcher.cancel()
+        log.info("draining", extra={"event": "draining", "running": len(self._running)})
+        for call in self._running.values():
+            call.cancel.set()
         await consumer.cancel(grace=self.shutdown_grace)
+
+    async def _watch_cancels(self) -> None:
+        """Tell running calls of their cancel from the store, where it is committed: a cancel
+        notice is only the fast path, and it may be lost."""
+        while True:
+            await asyncio.sleep(self.cancel_check_period)
+            waiting = [c for c in self._running.values() if not c.cancel.is_set()]
+            try:
+                cancelled = await self.ledger.cancelled_tasks([c.task_id for c in waiting])
+            except BrainhandsError as exc:
+                log.warning(
+                    "cancel check failed", extra={"event": "cancel_check", "error": str(exc)}
+                )
+                continue
+            for call in waiting:
+                if call.task_id in cancelled:
+                    call.cancel.set()
+                    log.info(
+                        "cancel found in the store",
+                        extra={"event": "cancel_requested", "operation_id": call.operation_id},
+                    )
 
     async def handle(self, message: Message, delivery: Delivery) -> None:
         """Process one delivery; ack only after the outcome is durable."""
@@ -153,8 +180,8 @@ class HandsWorker:
 
     async def on_cancel(self, message: Message, delivery: Delivery) -> None:
         """A cancel notice: if the call runs here, its context now says ``cancelled()``."""
-        if isinstance(message, CancelNotice) and message.operation_id in self._cancels:
-            self._cancels[message.operation_id].set()
+        if isinstance(message, CancelNotice) and message.operation_id in self._running:
+            self._running[message.operation_id].cancel.set()
             log.info(
                 "cancel requested",
                 extra={"event": "cancel_requested", "operation_id": message.operation_id},
@@ -237,7 +264,12 @@ class HandsWorker:
     async def _run(self, job: ToolJob, spec: ToolSpec, args: BaseModel, token: int) -> None:
         """Call the tool; each failure is judged by the tool's replay and retry policies."""
         while True:
-            op = await self.ledger.mark_started(job.operation_id, token)
+            try:
+                op = await self.ledger.mark_started(job.operation_id, token)
+            except CallCancelled:
+                error = {"type": "Cancelled", "message": "cancelled before the call went out"}
+                await self._record(job, token, "cancelled", error=error)
+                return
             log.info(
                 "started",
                 extra={
@@ -247,7 +279,10 @@ class HandsWorker:
                     "attempt": op.attempts,
                 },
             )
-            cancel = self._cancels.setdefault(job.operation_id, asyncio.Event())
+            call = self._running.setdefault(
+                job.operation_id, _RunningCall(job.operation_id, job.task_id, asyncio.Event())
+            )
+            cancel = call.cancel
             ctx = ToolContext(
                 operation_id=job.operation_id,
                 session_id=job.session_id,
@@ -269,7 +304,7 @@ class HandsWorker:
                 await self._record_success(job, token, value)
                 return
             finally:
-                self._cancels.pop(job.operation_id, None)
+                self._running.pop(job.operation_id, None)
             if verdict.action == "query":
                 if await self._found_by_query(job, spec, args, op, token):
                     return
@@ -395,6 +430,15 @@ class HandsWorker:
                 "status": op.status,
             },
         )
+
+
+@dataclass(frozen=True)
+class _RunningCall:
+    """A call in flight in this worker, and the event its context reads as ``cancelled()``."""
+
+    operation_id: str
+    task_id: str
+    cancel: asyncio.Event
 
 
 def _intent(job: ToolJob) -> dict[str, Any]:

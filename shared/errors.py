@@ -6,6 +6,7 @@
     │   ├── StoreUnavailable        connection-level failure; retryable
     │   ├── ConflictError           the session changed since the draft was read (stale version)
     │   ├── StaleLeaseError         the committer's fencing token was superseded
+    │   ├── CallCancelled           a tool call's cancellation is committed: it must not go out
     │   └── NotFoundError           a row the caller named does not exist
     ├── BrokerError                 RabbitMQ failed
     │   ├── BrokerUnavailable       no connection, or no confirm within the bound; retryable
@@ -65,6 +66,14 @@ class StaleLeaseError(StoreError):
         super().__init__(
             f"stale lease on {resource}: token {token} was superseded (store holds fence {current})"
         )
+
+
+class CallCancelled(StoreError):
+    """The task that made a tool call has a committed cancel request: the call must not start."""
+
+    def __init__(self, operation_id: str) -> None:
+        self.operation_id = operation_id
+        super().__init__(f"operation {operation_id} was cancelled before it started")
 
 
 class NotFoundError(StoreError):

@@ -22,10 +22,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NoReturn, TypeVar
 
-from sqlalchemy import Update, bindparam, insert, null, select, update
+from sqlalchemy import Update, bindparam, exists, insert, null, select, true, update
 from sqlalchemy.engine import Connection
 
-from shared.errors import NotFoundError, StaleLeaseError
+from shared.errors import CallCancelled, NotFoundError, StaleLeaseError
 from shared.store import fence, schema
 from shared.store.commit import insert_outbox_sync
 from shared.store.draft import OutboxMessage, new_id
@@ -58,13 +58,23 @@ def _bound(column: str) -> Any:
 
 _READ = select(_o).where(_o.c.operation_id == bindparam("operation_id"))
 _FENCE = select(_o.c.fence).where(_o.c.operation_id == bindparam("operation_id"))
-_MARK_STARTED = _guarded_update(
-    status="started",
-    attempts=_o.c.attempts + 1,
-    started_at=_bound("started_at"),
-    next_attempt_at=null(),
-    updated_at=_bound("updated_at"),
-).returning(*_o.c)
+_t = schema.task
+# The Brain commits a cancel as its task's cancel_requested; a call checks it as it goes out.
+_CANCEL_REQUESTED = exists().where(_t.c.id == _o.c.task_id, _t.c.cancel_requested.is_(true()))
+_MARK_STARTED = (
+    _guarded_update(
+        status="started",
+        attempts=_o.c.attempts + 1,
+        started_at=_bound("started_at"),
+        next_attempt_at=null(),
+        updated_at=_bound("updated_at"),
+    )
+    .where(~_CANCEL_REQUESTED)
+    .returning(*_o.c)
+)
+_CANCELLED_TASKS = select(_t.c.id).where(
+    _t.c.id.in_(bindparam("task_ids", expanding=True)), _t.c.cancel_requested.is_(true())
+)
 _INTERRUPTIONS = _o.c.interruptions + bindparam("v_interrupted", type_=_o.c.interruptions.type)
 _SCHEDULE_RETRY = _guarded_update(
     status="intended",
@@ -114,8 +124,20 @@ class OperationLedger:
         return operation_record(row)
 
     async def mark_started(self, operation_id: str, token: int) -> OperationRecord:
-        """Record that a call is about to go out: ``started``, one more attempt."""
+        """Record that a call is about to go out: ``started``, one more attempt.
+
+        Raises ``CallCancelled`` when the task that made the call has a committed cancel
+        request: checked in the same statement, so no call starts after its cancel.
+        """
         return await self._write(lambda conn: _mark_started(conn, operation_id, token), single=True)
+
+    async def cancelled_tasks(self, task_ids: list[str]) -> set[str]:
+        """Which of ``task_ids`` have a committed cancel request (read of Brain rows)."""
+        if not task_ids:
+            return set()
+        async with read_transaction(self.store.engine) as conn:
+            rows = await conn.execute(_CANCELLED_TASKS, {"task_ids": task_ids})
+        return {row.id for row in rows}
 
     async def schedule_retry(
         self,
@@ -195,6 +217,9 @@ def _mark_started(conn: Connection, operation_id: str, token: int) -> OperationR
     params = {"w_id": operation_id, "w_fence": token, "v_started_at": now, "v_updated_at": now}
     row = conn.execute(_MARK_STARTED, params).one_or_none()
     if row is None:
+        current = conn.execute(_FENCE, {"operation_id": operation_id}).scalar()
+        if current == token:  # the guard held: the cancel check refused it
+            raise CallCancelled(operation_id)
         _refuse(conn, operation_id, token)
     return operation_record(row)
 

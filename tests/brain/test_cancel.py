@@ -63,3 +63,50 @@ async def test_cancelling_a_submission_stops_children_and_the_running_tool(
         return op.status == "succeeded" and op.result == {"stopped_by_cancel": True}
 
     await eventually(tool_heard_it, within=15, what="the tool to see the cancel notice")
+
+
+async def cancel(brains: BrainHarness) -> str:
+    redis = connect_redis(brains.redis_url)
+    leases = LeaseManager(redis, Keys(brains.env.topology.namespace), ttl_ms=2000)
+    try:
+        return await request_cancel(
+            brains.store, leases, brains.env.topology, session_id="s1", request_id="r1"
+        )
+    finally:
+        await redis.aclose()
+
+
+@pytest.mark.chaos
+async def test_a_job_still_queued_for_a_cancelled_call_is_never_run(
+    brains: BrainHarness,
+) -> None:
+    brains.start_brain(tools="tests.helpers.tools")  # no Hands yet: the job waits in its queue
+    await brains.submit("long_call", {})
+
+    async def job_sent() -> bool:
+        state = await brains.store.load("s1")
+        return (
+            any(t.operation_id for t in state.open_tasks)
+            and (await brains.store.status())["outbox_unsent"] == 0
+        )
+
+    await eventually(job_sent, within=30, what="the tool job to be published")
+    [task] = [t for t in (await brains.store.load("s1")).open_tasks if t.operation_id]
+    assert await cancel(brains) == "requested"
+    record = await brains.answer(within=30)
+    assert record.status == "cancelled"
+
+    hands = spawn_email_hands(env=brains.settings(), log=brains.tmp_path / "hands.log")
+    brains.processes.append(hands)
+
+    async def recorded() -> bool:
+        try:
+            op = await OperationLedger(brains.store).get(task.operation_id or "")
+        except Exception:
+            return False
+        return op.status == "cancelled"
+
+    await eventually(recorded, within=30, what="Hands to record the call cancelled")
+    op = await OperationLedger(brains.store).get(task.operation_id or "")
+    assert op.attempts == 0  # the tool never ran
+    assert op.error["type"] == "Cancelled"

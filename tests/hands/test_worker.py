@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import signal
 
 import pytest
+from sqlalchemy import insert, update
 
+from shared.store import schema
+from shared.store.records import TaskRecord
 from tests.helpers.harness import HandsHarness
 from tests.helpers.polling import eventually
 
@@ -182,3 +186,40 @@ async def test_sigterm_lets_the_running_tool_finish_then_exits_0(hands: HandsHar
     await eventually(lambda: len(hands.results) == 1, what="the result published on the way out")
     log = hands.log(worker)
     assert '"event": "draining"' in log and '"event": "acked"' in log
+
+
+async def test_a_running_call_hears_of_its_cancel_from_the_store_without_a_notice(
+    hands: HandsHarness,
+) -> None:
+    # The Brain committed the cancel and died before any notice went out: the store says so.
+    hands.start_worker()
+    job = hands.job("wait_for_cancel", {})
+    await hands.store.create_session(job.session_id, compat="v1")
+    task = TaskRecord.new(
+        id=job.task_id,
+        session_id=job.session_id,
+        kind="tool",
+        kind_version=1,
+        input={},
+        status="waiting",
+    )
+    async with hands.store.engine.begin() as conn:
+        await conn.execute(insert(schema.task).values(**dataclasses.asdict(task)))
+    await hands.publish(job)
+
+    async def started() -> bool:
+        try:
+            return (await hands.ledger.get(job.operation_id)).status == "started"
+        except Exception:
+            return False
+
+    await eventually(started, what="the call to start")
+    async with hands.store.engine.begin() as conn:
+        await conn.execute(
+            update(schema.task).where(schema.task.c.id == job.task_id).values(cancel_requested=True)
+        )
+
+    op = await hands.outcome(job.operation_id, within=15)
+
+    assert op.result == {"stopped_by_cancel": True}  # told, and it stopped: its real outcome
+    assert '"cancel found in the store"' in hands.log(hands.workers[0])
