@@ -288,3 +288,23 @@ async def test_task_tool_arguments_its_model_rejects_are_refused_visibly_and_sta
     assert ran == {"status": "succeeded", "result": 20}
     tasks, _ = await session_history(agent_run.brains.store.engine, "s1")
     assert [t.input for t in tasks if t.kind == "child"] == [{"n": 2}]
+
+
+async def test_an_unsafe_call_whose_response_is_lost_reaches_the_model_as_uncertain(
+    agent_run: AgentRun,
+) -> None:
+    # The tool is written the ordinary way with urllib: the lost response raises
+    # RemoteDisconnected (an OSError) after the service took the payment.
+    await agent_run.email.set_faults(drop_next=1)
+    agent_run.start_brain()
+    agent_run.start_hands()
+
+    record = await agent_run.ask("payer")
+
+    assert record.status == "answered" and record.answer["turns"] == 2
+    second = json.loads(agent_run.requests()[1])["messages"]
+    [result] = [json.loads(m["content"]) for m in second if m["role"] == "tool"]
+    assert result["status"] == "uncertain"
+    assert result["error"]["type"] == "RemoteDisconnected"
+    ledger = await agent_run.email.ledger()
+    assert ledger["unsafe_calls"] == 1 and len(ledger["unsafe_sends"]) == 1  # never sent again

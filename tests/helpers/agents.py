@@ -58,3 +58,11 @@ agents.add(
         ),
     )
 )
+agents.add(
+    Agent(
+        name="payer",
+        model=ScriptedModel(SCRIPTS / "payer.json", log_path=LOG),
+        system="You make payments with the tool you have.",
+        tools=("pay_unsafe",),
+    )
+)
