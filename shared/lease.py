@@ -229,6 +229,10 @@ class _Held:
     renewed_at: float
     """``time.monotonic()`` before the last confirmed request (acquisition or renewal) was
     sent: Redis keeps the lease at least until one TTL later."""
+    expiry: asyncio.TimerHandle | None = None
+    """Loses the lease when it runs out by the local clock with no renewal confirmed."""
+    renewing: bool = False
+    """A renewal of it is on its way to Redis."""
     lost: str | None = None
 
     @property
@@ -255,6 +259,7 @@ class _Renewer:
 
     def track(self, held: _Held) -> None:
         self._held.add(held)
+        self._watch(held)
         self._changed.set()  # its renewal may be due sooner than the renewer's next round
         if not self._running:
             self._running = True
@@ -262,7 +267,23 @@ class _Renewer:
 
     def untrack(self, held: _Held) -> None:
         self._held.discard(held)
+        if held.expiry is not None:
+            held.expiry.cancel()
         self._changed.set()
+
+    def _watch(self, held: _Held) -> None:
+        """(Re)arm the timer that loses ``held`` when it runs out unrenewed: a timer, not the
+        round's timeout, so that a late reply for one lease cannot cost the others their
+        renewal, and a lease is still given up at once."""
+        if held.expiry is not None:
+            held.expiry.cancel()
+        held.expiry = asyncio.get_running_loop().call_at(held.expires_at, self._expire, held)
+
+    def _expire(self, held: _Held) -> None:
+        if held.renewing:
+            self._lose(held, "Redis did not confirm a renewal before the lease expired")
+        else:
+            self._lose(held, "not renewed within its TTL (was the process paused?)")
 
     async def _renew_while_held(self) -> None:
         every = self._manager.renew_every
@@ -289,22 +310,25 @@ class _Renewer:
         started = time.monotonic()
         metrics.LEASE_RENEWAL_LAG.observe(started - due)
         for held in [h for h in self._held if h.expires_at <= started]:
-            self._lose(held, "not renewed within its TTL (was the process paused?)")
+            self._expire(held)  # its timer is due too, but may come after this round
         batch = [h for h in self._held if h.renewed_at + every / 2 <= started]
         if not batch:
             return
+        for held in batch:
+            held.renewing = True
         try:
-            async with asyncio.timeout(min(h.expires_at for h in batch) - started):
+            # Past the last of them, each lease's own timer has given it up.
+            async with asyncio.timeout(max(h.expires_at for h in batch) - started):
                 renewed = await self._manager.renew_all([h.lease for h in batch], redis=redis)
         except TimeoutError:
-            for held in batch:
-                if held.expires_at <= time.monotonic():
-                    self._lose(held, "Redis did not confirm a renewal before the lease expired")
-            return  # the others are due at once: the next round tries again
+            return
         except LeaseBackendError as exc:  # whatever broke, we can no longer vouch for them
             for held in batch:
                 self._lose(held, f"renewal failed: {exc}")
             return
+        finally:
+            for held in batch:
+                held.renewing = False
         confirmed = time.monotonic()
         metrics.LEASE_RENEWAL_SECONDS.observe(confirmed - started)
         for held, still_ours in zip(batch, renewed, strict=True):
@@ -316,6 +340,7 @@ class _Renewer:
                 self._lose(held, "the renewal was confirmed only after the lease had expired")
             else:
                 held.renewed_at = started
+                self._watch(held)
         margin = self._manager.ttl_ms / 1000 - every
         if confirmed - due > margin / 2:
             log.warning(
@@ -334,8 +359,10 @@ class _Renewer:
             )
 
     def _lose(self, held: _Held, reason: str) -> None:
+        if held not in self._held:  # lost already, or its block was left
+            return
         held.lost = reason
-        self._held.discard(held)
+        self.untrack(held)
         held.body.cancel(f"lease on {held.lease.resource} lost: {reason}")
 
 
