@@ -5,19 +5,19 @@ from pathlib import Path
 
 import pytest
 
-from shared.config import normalize_database_url
 from shared.store import Store
 from tests.helpers.cluster import CHAOS_REPORT, Cluster
 from tests.helpers.harness import start_email_service
 from tests.helpers.rabbit import broker_env
-from tests.helpers.stores import StoreTarget, drop_schema
+from tests.helpers.stores import StoreTarget
 
 
 @pytest.fixture
 async def cluster(
-    postgres_url: str, rabbitmq_url: str, redis_url: str, namespace: str, tmp_path: Path
+    store_target: StoreTarget, rabbitmq_url: str, redis_url: str, namespace: str, tmp_path: Path
 ) -> AsyncIterator[Cluster]:
-    target = StoreTarget(normalize_database_url(postgres_url), namespace)
+    """A whole deployment on each backend: the chaos suite runs on SQLite and PostgreSQL."""
+    target = store_target
     store = await Store.open(target.url, upgrade=True, db_schema=target.schema)
     service, email_url = await start_email_service(tmp_path)
     async with broker_env(rabbitmq_url, namespace) as env:
@@ -31,7 +31,6 @@ async def cluster(
             service.kill()
             service.wait()
             await store.close()
-            await drop_schema(target.url, namespace)
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:

@@ -145,23 +145,37 @@ async def test_6_hands_frozen_past_its_lease_then_resumed(cluster: Cluster) -> N
     await cluster.check_invariants("6 hands SIGSTOPped past its lease")
 
 
-@pytest.mark.parametrize("how", ["flushall", "restart"])
-async def test_7_redis_flushed_or_restarted_mid_run(cluster: Cluster, how: str) -> None:
+@pytest.mark.parametrize("how", ["flushall", "restart", "pause"])
+async def test_7_redis_flushed_restarted_or_unresponsive_mid_run(
+    cluster: Cluster, how: str
+) -> None:
     from redis.asyncio import Redis
 
     from tests.shared.test_fencing_chaos import restart_redis
 
-    await cluster.email.set_faults(delay=0.5)
+    # Unresponsive: calls are slow enough to hold their leases through the whole pause.
+    await cluster.email.set_faults(delay=2.0 if how == "pause" else 0.5)
     start_pool(cluster)
     await cluster.submit_batches(2)
     await eventually(lambda: cluster.operations_started(2), within=60, what="calls in flight")
-    if how == "flushall":
-        redis = Redis.from_url(cluster.redis_url)
-        await redis.flushall()
-        await redis.aclose()
-    else:
+    if how == "restart":
         await restart_redis(cluster.redis_url)
+    else:
+        redis = Redis.from_url(cluster.redis_url)
+        if how == "flushall":
+            await redis.flushall()
+        else:
+            # Every client's commands wait 4 s, well past the 1.5 s lease TTL; this one's too.
+            await redis.execute_command("CLIENT", "PAUSE", 4000, "ALL")
+        await redis.aclose()
     cluster.kills[f"redis {how}"] += 1
+    if how == "pause":
+        hands = [name for name in cluster.procs if name.startswith("hands")]
+        await eventually(
+            lambda: any('"event": "lease_lost"' in cluster.log(name) for name in hands),
+            within=20,
+            what="a Hands worker to stop work when its renewal went unanswered (fail closed)",
+        )
     await cluster.email.set_faults(delay=0)
     await cluster.wait_done(within=120)
     await cluster.check_invariants(f"7 redis {how} mid-run")
