@@ -2,12 +2,7 @@ from __future__ import annotations
 
 import json
 import socket
-import threading
-import time
-from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterator
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +11,7 @@ import pytest
 from brain.models.base import ModelError, TransientModelError
 from brain.models.openai import ModelSettings, OpenAIChatModel
 from brain.models.scripted import ScriptedModel
+from tests.helpers.chat_server import ChatServer, completion
 
 TOOLS = [
     {
@@ -27,82 +23,6 @@ TOOLS = [
         },
     }
 ]
-
-
-@dataclass
-class Reply:
-    status: int
-    body: bytes
-    headers: dict[str, str] = field(default_factory=dict)
-    delay: float = 0.0
-
-
-@dataclass
-class Received:
-    path: str
-    headers: dict[str, str]
-    body: dict[str, Any]
-
-
-class ChatServer:
-    """A real HTTP server speaking chat-completions, answering from a queue of replies."""
-
-    def __init__(self) -> None:
-        self.replies: deque[Reply] = deque()
-        self.received: list[Received] = []
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def do_POST(self) -> None:
-                length = int(self.headers["Content-Length"])
-                body = json.loads(self.rfile.read(length))
-                headers = {k.lower(): v for k, v in self.headers.items()}
-                server.received.append(Received(self.path, headers, body))
-                reply = server.replies.popleft()
-                time.sleep(reply.delay)
-                try:
-                    self.send_response(reply.status)
-                    headers = {"Content-Type": "application/json", **reply.headers}
-                    for name, value in headers.items():
-                        self.send_header(name, value)
-                    self.send_header("Content-Length", str(len(reply.body)))
-                    self.end_headers()
-                    self.wfile.write(reply.body)
-                except ConnectionError:
-                    self.close_connection = True  # the client gave up waiting (timeout test)
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._httpd.daemon_threads = True
-        self.base_url = f"http://127.0.0.1:{self._httpd.server_port}/v1"
-        self._thread = threading.Thread(
-            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-        )
-        self._thread.start()
-
-    def reply(self, status: int, body: Any, **kwargs: Any) -> None:
-        raw = body if isinstance(body, bytes) else json.dumps(body).encode()
-        self.replies.append(Reply(status, raw, **kwargs))
-
-    def close(self) -> None:
-        self._httpd.shutdown()
-        self._httpd.server_close()
-        self._thread.join(timeout=5)
-
-
-def completion(message: dict[str, Any], finish_reason: str = "stop") -> dict[str, Any]:
-    return {
-        "id": "chatcmpl-1",
-        "object": "chat.completion",
-        "created": 1700000000,
-        "model": "test-model",
-        "choices": [{"index": 0, "message": message, "finish_reason": finish_reason}],
-        "usage": {"prompt_tokens": 12, "completion_tokens": 5, "total_tokens": 17},
-    }
 
 
 def call(call_id: str, name: str, arguments: str) -> dict[str, Any]:

@@ -1,4 +1,6 @@
-"""Agents for the agent-loop tests: scripted models, the test tools, a request log."""
+"""Agents for the agent-loop tests: scripted models, the test tools, a request log; and
+agents on the chat-completions adapter, served by the test's ``ChatServer`` at
+``TEST_MODEL_URL``."""
 
 from __future__ import annotations
 
@@ -8,10 +10,14 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from brain.agent import Agent, AgentRegistry, TaskTool
+from brain.models.openai import ModelSettings, OpenAIChatModel
 from brain.models.scripted import ScriptedModel
 
 SCRIPTS = Path(__file__).with_name("scripts")
 LOG = os.environ.get("TEST_MODEL_LOG") or None
+HTTP_MODEL = ModelSettings(
+    base_url=os.environ.get("TEST_MODEL_URL", "http://127.0.0.1:9/v1"), name="test-model", timeout=5
+)
 
 
 class ChildArgs(BaseModel):
@@ -64,5 +70,23 @@ agents.add(
         model=ScriptedModel(SCRIPTS / "payer.json", log_path=LOG),
         system="You make payments with the tool you have.",
         tools=("pay_unsafe",),
+    )
+)
+agents.add(
+    Agent(
+        name="http_retrier",
+        model=OpenAIChatModel.from_settings(HTTP_MODEL),
+        system="You answer briefly.",
+        model_attempts=4,
+        retry_delay=0.5,
+    )
+)
+agents.add(
+    Agent(
+        name="http_giving_up",
+        model=OpenAIChatModel.from_settings(HTTP_MODEL),
+        system="You answer briefly.",
+        model_attempts=3,
+        retry_delay=0.75,
     )
 )
