@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+import os
+from pathlib import Path
 from typing import Any
 
 from brain import (
@@ -170,3 +173,35 @@ fragile = registry.add(TaskKind("fragile"))
 @fragile.phase("compute", light=True)
 async def compute(task: TaskView, docs: dict[str, Any], ctx: PhaseContext) -> Next:
     raise RuntimeError("light and always fails")
+
+
+slow = registry.add(TaskKind("slow", documents=("log",)))
+"""Three phases, the middle one ``input["seconds"]`` long; each notes in the ``log`` document
+which process ran it, and the middle one also in an entry and (as it starts) in the file
+``input["marks"]``, so a test can pause the process while it runs."""
+
+
+def _mark(path: Path) -> None:
+    with path.open("a") as marks:
+        marks.write(f"{os.getpid()}\n")
+
+
+@slow.phase("first")
+async def slow_first(task: TaskView, docs: dict[str, Any], ctx: PhaseContext) -> Next:
+    docs["log"] = [*(docs["log"] or []), {"phase": "first", "pid": os.getpid()}]
+    return Goto("slow")
+
+
+@slow.phase("slow")
+async def slow_middle(task: TaskView, docs: dict[str, Any], ctx: PhaseContext) -> Next:
+    await asyncio.to_thread(_mark, Path(task.input["marks"]))
+    docs["log"] = [*docs["log"], {"phase": "slow", "pid": os.getpid()}]
+    ctx.append_entry("note", {"phase": "slow", "pid": os.getpid()})
+    await asyncio.sleep(task.input["seconds"])
+    return Goto("last")
+
+
+@slow.phase("last")
+async def slow_last(task: TaskView, docs: dict[str, Any], ctx: PhaseContext) -> Next:
+    docs["log"] = [*docs["log"], {"phase": "last", "pid": os.getpid()}]
+    return Finish({"log": docs["log"]})
