@@ -57,7 +57,8 @@ def create_engine(
         engine = create_async_engine(url, echo=echo, connect_args={"timeout": 30})
         _configure_sqlite(engine.sync_engine)
         return engine
-    connect_args: dict[str, Any] = {}
+    # The hook SQLAlchemy's asyncpg dialect opens connections with, given the URL's arguments.
+    connect_args: dict[str, Any] = {"async_creator_fn": _connect_to_the_end}
     if db_schema:
         connect_args["server_settings"] = {"search_path": db_schema}
     engine = create_async_engine(
@@ -69,6 +70,32 @@ def create_engine(
     )
     _ping_idle_connections(engine)
     return engine
+
+
+async def _connect_to_the_end(*args: Any, **kwargs: Any) -> Any:
+    """``asyncpg.connect``, run to its end even when the caller is cancelled.
+
+    A worker whose lease is lost cancels its store call wherever it is, opening a connection
+    included (a connection cancelled mid-statement is discarded, so the next call opens one).
+    asyncpg does not tidy up after a connect cancelled mid-handshake: the futures it leaves
+    behind log ERROR tracebacks on the event loop ("Future exception was never retrieved",
+    "protocol.data_received() call failed"). So the connect runs in a task of its own; the
+    caller still stops at once, and a connection nobody waits for any more is closed.
+    """
+    import asyncpg  # type: ignore[import-untyped]
+
+    connecting = asyncio.ensure_future(asyncpg.connect(*args, **kwargs))
+    try:
+        return await asyncio.shield(connecting)
+    except asyncio.CancelledError:
+        connecting.add_done_callback(_close_abandoned)
+        raise
+
+
+def _close_abandoned(connecting: asyncio.Future[Any]) -> None:
+    # Reading the exception marks it retrieved: a failed connect nobody waits for is no error.
+    if not connecting.cancelled() and connecting.exception() is None:
+        connecting.result().terminate()
 
 
 def _ping_idle_connections(engine: AsyncEngine) -> None:
