@@ -93,10 +93,20 @@ def build_parser() -> argparse.ArgumentParser:
     add_demo_arguments(p)
     p.set_defaults(run="brainhands.demo:command")
 
-    p = sub.add_parser("dlq", help="list or replay parked (dead-lettered) messages")
-    p.add_argument("action", choices=["list", "replay"], nargs="?", default="list")
-    p.add_argument("--limit", type=int, default=20, help="messages to list or replay")
+    p = sub.add_parser("dlq", help="list, replay or purge parked (dead-lettered) messages")
+    p.add_argument("action", choices=["list", "replay", "purge"], nargs="?", default="list")
+    p.add_argument("--limit", type=int, default=20, help="messages to list, replay or purge")
     p.add_argument("--json", action="store_true", help="print JSON (list)")
+    p.add_argument("--settled", action="store_true", help="purge: messages whose work settled")
+    p.add_argument("--session", help="purge: messages of this session")
+    p.add_argument(
+        "--type",
+        choices=["tool_job", "tool_result", "wake", "cancel", "unreadable"],
+        help="purge: messages of this type",
+    )
+    p.add_argument(
+        "--force", action="store_true", help="purge: also messages whose work is not settled"
+    )
     p.set_defaults(run="brainhands.operate:dlq")
 
     p = sub.add_parser("relay", help="run an outbox relay on its own")

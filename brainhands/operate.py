@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import sys
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -16,7 +17,13 @@ from shared.broker import Broker
 from shared.config import CommonSettings, load_settings
 from shared.keys import Keys
 from shared.lease import LeaseManager, connect_redis
-from shared.parking import list_parked, replay_parked
+from shared.parking import (
+    PurgeFilter,
+    judge_parked,
+    list_parked,
+    purge_parked,
+    replay_parked,
+)
 from shared.store import Store
 from shared.store import migrate as schema_migrations
 from shared.store.queries import session_history
@@ -138,6 +145,10 @@ async def cancel(args: argparse.Namespace) -> int:
 
 
 async def dlq(args: argparse.Namespace) -> int:
+    which = PurgeFilter(settled=args.settled, session_id=args.session, message_type=args.type)
+    if args.action == "purge" and which == PurgeFilter():
+        print("brainhands dlq purge: say which (--settled, --session or --type)", file=sys.stderr)
+        return 2
     settings = load_settings(CommonSettings)
     topology = Topology(settings.namespace, delivery_limit=settings.delivery_limit)
     broker = await Broker.connect(settings.rabbitmq_url, topology, connection_name="dlq")
@@ -146,16 +157,42 @@ async def dlq(args: argparse.Namespace) -> int:
             replayed = await replay_parked(broker, args.limit)
             print(f"replayed {replayed} parked message(s) to their origin queues")
             return 0
-        parked = await list_parked(broker, args.limit)
+        store = await Store.open(settings.database_url, db_schema=settings.database_schema)
+        try:
+            if args.action == "purge":
+                report = await purge_parked(
+                    broker, store, which, force=args.force, limit=args.limit
+                )
+                print(f"purged {report.purged} parked message(s)")
+                if report.kept:
+                    print(f"kept {report.kept} whose work is not settled (--force removes them)")
+                return 0
+            parked = await list_parked(broker, args.limit)
+            works = await judge_parked(store, parked)
+        finally:
+            await store.close()
     finally:
         await broker.close()
     if args.json:
-        print(json.dumps([dataclasses.asdict(p) for p in parked], indent=2))
+        shown = [
+            {
+                **{
+                    f.name: getattr(p, f.name) for f in dataclasses.fields(p) if f.name != "message"
+                },
+                "type": p.message_type,
+                "session_id": p.session_id,
+                "work": dataclasses.asdict(work),
+            }
+            for p, work in zip(parked, works, strict=True)
+        ]
+        print(json.dumps(shown, indent=2))
     elif not parked:
         print(f"{topology.parking_queue} is empty")
     else:
-        for p in parked:
-            print(f"- from {p.origin} ({p.count}x): {p.reason}\n    {p.body_preview}")
+        for p, work in zip(parked, works, strict=True):
+            print(f"- from {p.origin} ({p.count}x): {p.reason}")
+            print(f"    {p.message_type} of session {p.session_id}: {work.state} ({work.detail})")
+            print(f"    {p.body_preview}")
     return 0
 
 

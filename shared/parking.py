@@ -8,20 +8,29 @@ Two roads lead to the parking queue (``Topology.parking_queue``):
   validation error and the routing key in ``x-brainhands-*`` headers.
 
 Either way the parked message keeps its original routing key, which is where replay sends it.
-``list_parked`` and ``replay_parked`` are what the ``brainhands dlq`` command runs.
+``list_parked``, ``replay_parked`` and ``purge_parked`` are what the ``brainhands dlq`` command
+runs.
+
+A parked message is never the only record of pending work: it is a trigger, and the store
+holds the facts it points to (a waiting tool task, an outcome not applied, a session with open
+work), which the sweeper finds again. ``judge_parked`` reads those facts to tell an operator
+whether a parked message's work has settled since, so that purging it loses nothing.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
 
-from aio_pika.abc import AbstractIncomingMessage
+from aio_pika.abc import AbstractIncomingMessage, AbstractQueue
 
 from shared import metrics
-from shared.errors import BrokerError, UnroutableMessage
+from shared.errors import BrokerError, InvalidMessage, UnroutableMessage
+from shared.messages import CancelNotice, Message, SessionWake, ToolJob, ToolResult, decode
+from shared.store import OperationRecord, Store, TaskRecord
+from shared.store.queries import FINAL, sessions_with_open_work, tasks_and_operations
 
 if TYPE_CHECKING:
     # The broker calls ``park``; this module only needs the broker's type.
@@ -65,6 +74,52 @@ class ParkedMessage:
     """How many times it was dead-lettered this way (1 for a message brainhands parked)."""
     body_preview: str
     """The start of the body, decoded leniently."""
+    message: Message | None = field(default=None, repr=False, compare=False)
+    """The body as a protocol message; None when this build cannot read it."""
+
+    @property
+    def message_type(self) -> str:
+        """The message's ``type``, or ``unreadable``."""
+        return self.message.type if self.message is not None else "unreadable"
+
+    @property
+    def session_id(self) -> str | None:
+        return self.message.session_id if self.message is not None else None
+
+
+@dataclass(frozen=True)
+class ParkedWork:
+    """What the store says about the work a parked message stands for."""
+
+    state: Literal["settled", "pending", "unknown"]
+    """``settled``: nothing waits for the message any more; ``pending``: its work is still
+    open (and recorded in the store, where the sweeper finds it); ``unknown``: the store
+    cannot tell (a body this build cannot read, rows not in this store)."""
+    detail: str
+
+
+@dataclass(frozen=True)
+class PurgeFilter:
+    """Which parked messages a purge removes; a message matches every criterion given."""
+
+    settled: bool = False
+    session_id: str | None = None
+    message_type: str | None = None
+    """A protocol message type (``tool_job``, ``wake``...) or ``unreadable``."""
+
+    def matches(self, parked: ParkedMessage, work: ParkedWork) -> bool:
+        return (
+            (not self.settled or work.state == "settled")
+            and (self.session_id is None or parked.session_id == self.session_id)
+            and (self.message_type is None or parked.message_type == self.message_type)
+        )
+
+
+@dataclass(frozen=True)
+class PurgeReport:
+    purged: int
+    kept: int
+    """Messages that matched but were kept: their work is not known to be settled."""
 
 
 async def park(broker: Broker, delivery: Delivery, reason: str) -> None:
@@ -101,16 +156,92 @@ async def list_parked(broker: Broker, limit: int = 20) -> list[ParkedMessage]:
 
     The messages are taken without ack and go back when the listing channel closes.
     """
-    parked: list[ParkedMessage] = []
     async with broker.side_channel() as channel:
         queue = await channel.get_queue(broker.topology.parking_queue, ensure=False)
-        # Holding each one unacked until the end is what makes the next get return the next.
-        while len(parked) < limit:
-            incoming = await queue.get(no_ack=False, fail=False)
-            if incoming is None:
-                break
-            parked.append(_describe(incoming))
-    return parked
+        return [_describe(incoming) for incoming in await _take(queue, limit)]
+
+
+async def judge_parked(store: Store, parked: Sequence[ParkedMessage]) -> list[ParkedWork]:
+    """What the store says about the work of each of ``parked``, in two reads."""
+    messages = [p.message for p in parked]
+    tasks, operations = await tasks_and_operations(
+        store.engine,
+        [m.task_id for m in messages if isinstance(m, ToolJob | ToolResult)],
+        [m.operation_id for m in messages if isinstance(m, ToolJob | CancelNotice)],
+    )
+    sessions = await sessions_with_open_work(
+        store.engine, [m.session_id for m in messages if isinstance(m, SessionWake)]
+    )
+    return [parked_work(m, tasks, operations, sessions) for m in messages]
+
+
+def parked_work(
+    message: Message | None,
+    tasks: Mapping[str, TaskRecord],
+    operations: Mapping[str, OperationRecord],
+    sessions: Mapping[str, bool],
+) -> ParkedWork:
+    """The state of a parked ``message``'s work, from the store's rows (``sessions``: whether
+    each session has open work)."""
+    if message is None:
+        return ParkedWork("unknown", "not a message this build reads")
+    if isinstance(message, SessionWake):
+        if message.session_id not in sessions:
+            return ParkedWork("unknown", "session not in this store")
+        if sessions[message.session_id]:
+            return ParkedWork("pending", "the session has open work")
+        return ParkedWork("settled", "the session has no open work")
+    op = operations.get(message.operation_id) if not isinstance(message, ToolResult) else None
+    if op is not None and op.status in FINAL:
+        return ParkedWork("settled", f"operation {op.status}")
+    op_state = f"operation {op.status}" if op is not None else "no operation yet"
+    if isinstance(message, CancelNotice):
+        return ParkedWork("pending", op_state)
+    task = tasks.get(message.task_id)
+    if task is None:
+        return ParkedWork("unknown", "task not in this store")
+    if task.status == "terminal":
+        return ParkedWork("settled", f"task {task.outcome}")
+    if isinstance(message, ToolResult):
+        return ParkedWork("pending", "outcome not applied yet")
+    return ParkedWork("pending", op_state)
+
+
+async def purge_parked(
+    broker: Broker, store: Store, which: PurgeFilter, *, force: bool = False, limit: int = 20
+) -> PurgeReport:
+    """Remove those of the first ``limit`` parked messages that ``which`` matches and whose
+    work has settled; with ``force``, those whose work is pending or unknown too."""
+    purged = kept = 0
+    async with broker.side_channel() as channel:
+        queue = await channel.get_queue(broker.topology.parking_queue, ensure=False)
+        taken = await _take(queue, limit)
+        parked = [_describe(incoming) for incoming in taken]
+        for incoming, one, work in zip(
+            taken, parked, await judge_parked(store, parked), strict=True
+        ):
+            if not which.matches(one, work):
+                continue
+            if work.state == "settled" or force:
+                await incoming.ack()
+                purged += 1
+            else:
+                kept += 1
+        # The rest, left unacked, go back to the parking queue when the channel closes.
+    logger.info("purged %d parked messages, kept %d still pending", purged, kept)
+    return PurgeReport(purged, kept)
+
+
+async def _take(queue: AbstractQueue, limit: int) -> list[AbstractIncomingMessage]:
+    """Up to ``limit`` messages from ``queue``, oldest first, unacked."""
+    taken: list[AbstractIncomingMessage] = []
+    # Holding each one unacked until the end is what makes the next get return the next.
+    while len(taken) < limit:
+        incoming = await queue.get(no_ack=False, fail=False)
+        if incoming is None:
+            break
+        taken.append(incoming)
+    return taken
 
 
 async def replay_parked(broker: Broker, limit: int = 20) -> int:
@@ -156,7 +287,15 @@ def _describe(incoming: AbstractIncomingMessage) -> ParkedMessage:
         reason=_text(reason),
         count=int(last_death.get("count", 1)),
         body_preview=incoming.body[:_PREVIEW_CHARS].decode("utf-8", errors="replace"),
+        message=_message(incoming.body),
     )
+
+
+def _message(body: bytes) -> Message | None:
+    try:
+        return decode(body)
+    except InvalidMessage:
+        return None
 
 
 def _text(value: Any) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sqlalchemy import and_, case, func, literal, select, union_all
+from sqlalchemy import and_, case, exists, func, literal, or_, select, union_all
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from shared.store import schema
@@ -16,7 +16,7 @@ from shared.store.load import (
     task_record,
     tasks_by_ids_sync,
 )
-from shared.store.records import OperationRecord, TaskRecord
+from shared.store.records import OPEN_SUBMISSION_STATUSES, OperationRecord, TaskRecord
 
 FINAL = ("succeeded", "failed", "uncertain", "cancelled")
 
@@ -110,6 +110,21 @@ async def sessions_needing_attention(
     async with read_transaction(engine) as conn:
         rows = await conn.execute(stmt)
         return [SessionRef(r.id, r.compat, r.since, blocked=r.blocked == 1) for r in rows]
+
+
+async def sessions_with_open_work(engine: AsyncEngine, session_ids: list[str]) -> dict[str, bool]:
+    """For each of ``session_ids`` in the store, whether it has open work: a task not
+    terminal or a submission not answered. Sessions not in the store are left out."""
+    if not session_ids:
+        return {}
+    s, t, sub = schema.session, schema.task, schema.submission
+    open_work = or_(
+        exists().where(t.c.session_id == s.c.id, t.c.status != "terminal"),
+        exists().where(sub.c.session_id == s.c.id, sub.c.status.in_(OPEN_SUBMISSION_STATUSES)),
+    )
+    stmt = select(s.c.id, open_work.label("open")).where(s.c.id.in_(session_ids))
+    async with read_transaction(engine) as conn:
+        return {r.id: bool(r.open) for r in await conn.execute(stmt)}
 
 
 @dataclass(frozen=True)

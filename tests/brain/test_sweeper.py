@@ -35,7 +35,7 @@ from shared.lease import LeaseManager
 from shared.messages import SessionWake, ToolJob, decode
 from shared.progress import QueueProgress
 from shared.store import Draft, Store, schema
-from shared.store.queries import SessionRef, sessions_needing_attention
+from shared.store.queries import SessionRef, calls_without_outcome, sessions_needing_attention
 from tests.helpers.brains import BrainHarness
 from tests.helpers.polling import eventually
 from tests.helpers.rabbit import BrokerEnv, broker_env
@@ -468,3 +468,34 @@ async def test_a_blocked_task_does_not_get_its_session_woken_every_period(
     between = [e for e in events("swept") if block["ts"] < e["ts"] <= second]
     assert [e.get("blocked_rechecked") for e in between] == [1, 1]
     assert not any("session_woken" in e for e in between)
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(60)
+async def test_a_parked_job_is_not_the_only_record_of_its_call_which_is_sent_again(
+    sweeper: Sweeper, store: Store, env: BrokerEnv
+) -> None:
+    queue = await env.hands_queue("email")
+    await store.create_session("s1", compat="v1")
+    tool_input = {"tool": "send_email", "arguments": {"to": "a@example.com"}, "pool": "email"}
+    await lost_call(store, "t-parked", tool_input)
+    job = ToolJob(
+        operation_id="op-t-parked",
+        session_id="s1",
+        task_id="t-parked",
+        compat="v1",
+        **tool_input,  # type: ignore[arg-type]
+    )
+    await env.park_after_the_delivery_limit(queue, [job])
+    # What says the call is still to be made is the store, not the parked message.
+    [call] = await calls_without_outcome(store.engine, older_than=time.time())
+    assert call.task.id == "t-parked" and call.operation_status is None
+    assert await env.message_count(queue) == 0
+
+    sent = await sweeper.sweep_once()
+
+    assert sent["job_redispatched"] == 1
+    async with env.broker.side_channel() as channel:
+        jobs = await channel.declare_queue(queue, passive=True)
+        incoming = await jobs.get(no_ack=True)
+    assert decode(incoming.body) == job

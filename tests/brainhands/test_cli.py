@@ -7,11 +7,16 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
+from sqlalchemy import insert
 
+from brain.decide import TOOL_KIND
 from shared.config import normalize_database_url
+from shared.messages import ToolJob
+from shared.store import Store, schema
 from tests.helpers.brains import BrainHarness
 from tests.helpers.polling import eventually
 from tests.helpers.processes import ROOT, spawn_email_hands
@@ -74,6 +79,86 @@ async def test_dlq_lists_parked_messages_with_reasons_and_replays_them(
         replayed = brainhands("dlq", "replay", cwd=tmp_path, env=env)
         assert "replayed 1 parked message" in replayed.stdout
         assert await broker.message_count(queue) == 1
+
+
+def tool_job(task_id: str, queue_pool: str = "email") -> ToolJob:
+    return ToolJob(
+        operation_id=f"op-{task_id}",
+        tool="send_email",
+        arguments={},
+        session_id="s1",
+        task_id=task_id,
+        compat="v1",
+        pool=queue_pool,
+    )
+
+
+async def add_tool_task(store: Store, task_id: str, **row: object) -> None:
+    now = time.time()
+    async with store.engine.begin() as conn:
+        await conn.execute(
+            insert(schema.task).values(
+                id=task_id,
+                session_id="s1",
+                kind=TOOL_KIND,
+                kind_version=1,
+                input={"tool": "send_email", "arguments": {}, "pool": "email"},
+                operation_id=f"op-{task_id}",
+                created_at=now,
+                updated_at=now,
+                **row,
+            )
+        )
+
+
+@pytest.mark.integration
+async def test_dlq_tells_settled_work_from_pending_and_purges_only_the_settled(
+    store: Store, store_target: StoreTarget, rabbitmq_url: str, namespace: str, tmp_path: Path
+) -> None:
+    env = {
+        **store_target.env(),
+        "BRAINHANDS_RABBITMQ_URL": rabbitmq_url,
+        "BRAINHANDS_NAMESPACE": namespace,
+    }
+
+    def dlq(*args: str) -> subprocess.CompletedProcess[str]:
+        return brainhands("dlq", *args, cwd=tmp_path, env=env)
+
+    await store.create_session("s1", compat="v1")
+    await add_tool_task(store, "t-done", status="terminal", outcome="succeeded")
+    await add_tool_task(store, "t-open", status="waiting")
+    async with broker_env(rabbitmq_url, namespace) as broker:
+        queue = await broker.hands_queue("email")
+        await park_garbage(broker, queue)
+        await broker.park_after_the_delivery_limit(queue, [tool_job("t-done"), tool_job("t-open")])
+
+        listed = dlq("--json")
+        assert listed.returncode == 0, listed.stderr
+        states = sorted(
+            (p["type"], p["session_id"], p["work"]["state"]) for p in json.loads(listed.stdout)
+        )
+        assert states == [
+            ("tool_job", "s1", "pending"),
+            ("tool_job", "s1", "settled"),
+            ("unreadable", None, "unknown"),
+        ]
+        shown = dlq()
+        assert "tool_job of session s1: settled (task succeeded)" in shown.stdout
+        assert "tool_job of session s1: pending (no operation yet)" in shown.stdout
+
+        unfiltered = dlq("purge")
+        assert unfiltered.returncode == 2 and "--settled" in unfiltered.stderr
+        purged = dlq("purge", "--session", "s1")
+        assert purged.returncode == 0, purged.stderr
+        assert "purged 1 parked message(s)" in purged.stdout
+        assert "kept 1 whose work is not settled" in purged.stdout
+        assert dlq("purge", "--settled").stdout.startswith("purged 0 ")
+        forced = dlq("purge", "--type", "unreadable", "--force")
+        assert forced.stdout.startswith("purged 1 ")
+
+        [left] = json.loads(dlq("--json").stdout)
+        assert left["work"] == {"state": "pending", "detail": "no operation yet"}
+        assert '"task_id":"t-open"' in left["body_preview"]
 
 
 async def park_garbage(broker: BrokerEnv, queue: str) -> None:

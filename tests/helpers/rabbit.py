@@ -6,14 +6,16 @@ import asyncio
 import contextlib
 import shutil
 import subprocess
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 import aio_pika
 
 from shared.broker import Broker
+from shared.messages import Message
 from shared.topology import Topology
+from tests.helpers.polling import eventually
 
 RABBITMQCTL = shutil.which("rabbitmqctl")
 
@@ -53,6 +55,20 @@ class BrokerEnv:
 
     async def count_is(self, queue: str, expected: int) -> bool:
         return await self.message_count(queue) == expected
+
+    async def park_after_the_delivery_limit(self, queue: str, messages: Sequence[Message]) -> None:
+        """Publish ``messages`` to ``queue``, whose consumer hands each back until RabbitMQ
+        parks it."""
+        parked = await self.message_count(self.topology.parking_queue) + len(messages)
+        for message in messages:
+            await self.broker.publish(message, queue)
+        consumer = await self.broker.consume(
+            queue, lambda message, delivery: delivery.reject(requeue=True)
+        )
+        await eventually(
+            lambda: self.count_is(self.topology.parking_queue, parked), what="messages parked"
+        )
+        await consumer.cancel()
 
 
 async def delete_amqp(url: str, queues: list[str], exchanges: list[str]) -> None:
