@@ -29,10 +29,10 @@ from typing import Any
 import aio_pika
 import asyncpg
 
-from shared.config import normalize_database_url
-from shared.lease import connect_redis
-from shared.store import Store
-from shared.topology import Topology
+from brainhands.shared.config import normalize_database_url
+from brainhands.shared.lease import connect_redis
+from brainhands.shared.store import Store
+from brainhands.shared.topology import Topology
 
 ROOT = Path(__file__).resolve().parents[1]
 """The project's root: the working directory of every process a benchmark starts."""

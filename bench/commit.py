@@ -38,8 +38,8 @@ import asyncpg
 from bench._rounds import run_rounds
 from bench._services import add_service_urls, asyncpg_dsn, drop_schemas, new_parser, open_store
 from bench._stats import percentile, print_table
-from shared.store import Draft, Store
-from shared.store.engine import SQLITE_BUSY_TIMEOUT_MS
+from brainhands.shared.store import Draft, Store
+from brainhands.shared.store.engine import SQLITE_BUSY_TIMEOUT_MS
 
 TARGET_P50_RATIO = 1.5
 DEFAULT_COMMITS = {"postgresql": 2000, "sqlite": 1000}

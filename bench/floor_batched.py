@@ -35,7 +35,7 @@ from bench._services import (
 from bench._stats import machine, print_table
 from bench.roundtrip_celery import bench_celery_variant, celery_available
 from bench.roundtrip_floor import FLOOR_PROCESSES, floor_queues, floor_throughput
-from shared.topology import Topology
+from brainhands.shared.topology import Topology
 
 
 async def main(args: argparse.Namespace) -> None:

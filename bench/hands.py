@@ -55,9 +55,9 @@ from bench._services import (
 )
 from bench._stats import percentile, print_table
 from bench.noop_tools import COMPAT, POOL, noop_job
-from shared.broker import Broker, Delivery, Outgoing
-from shared.messages import Message, ToolResult, encode
-from shared.topology import Topology
+from brainhands.shared.broker import Broker, Delivery, Outgoing
+from brainhands.shared.messages import Message, ToolResult, encode
+from brainhands.shared.topology import Topology
 
 BASELINE_POOL = "baseline"
 PUBLISH_BATCH = 200

@@ -26,14 +26,14 @@ from bench._services import asyncpg_dsn, drop_schemas, open_store
 from bench._stats import percentile, print_table
 from bench.commit import PG_GUARD
 from bench.kernel_tasks import COMPAT
-from brain.decide import transition
-from brain.registry import TaskKind, TaskRegistry
-from brain.scheduler import SessionRunner
-from brain.task import Finish, Goto, Next, PhaseContext, TaskView
-from shared.store import Draft, Store
-from shared.store.records import CommitReceipt
-from shared.tools import ToolRegistry
-from shared.topology import Topology
+from brainhands.brain.decide import transition
+from brainhands.brain.registry import TaskKind, TaskRegistry
+from brainhands.brain.scheduler import SessionRunner
+from brainhands.brain.task import Finish, Goto, Next, PhaseContext, TaskView
+from brainhands.shared.store import Draft, Store
+from brainhands.shared.store.records import CommitReceipt
+from brainhands.shared.tools import ToolRegistry
+from brainhands.shared.topology import Topology
 
 TARGET_PHASE_RATIO = 2.0
 CHAIN_KIND = "bench.chain"

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from brain import Finish, Next, PhaseContext, Sleep, TaskKind, TaskRegistry, TaskView
+from brainhands.brain import Finish, Next, PhaseContext, Sleep, TaskKind, TaskRegistry, TaskView
 
 NAP_KIND = "bench.nap"
 COMPAT = "bench"

@@ -39,9 +39,9 @@ from bench._services import (
     run_names,
 )
 from bench._stats import percentile, print_table
-from shared.keys import Keys
-from shared.lease import LeaseManager, connect_redis
-from shared.store import Store
+from brainhands.shared.keys import Keys
+from brainhands.shared.lease import LeaseManager, connect_redis
+from brainhands.shared.store import Store
 
 TTL_MS = 10_000
 BARE = "bare SET NX PX + DEL"

@@ -59,9 +59,9 @@ from bench._services import (
 )
 from bench._stats import machine, print_table
 from bench.lease_tools import COMPAT, POOL, work_job
-from shared.broker import Broker, Delivery, Outgoing
-from shared.messages import Message, ToolResult, encode
-from shared.topology import Topology
+from brainhands.shared.broker import Broker, Delivery, Outgoing
+from brainhands.shared.messages import Message, ToolResult, encode
+from brainhands.shared.topology import Topology
 
 WORKING_TREE = "working tree"
 LAG = "brainhands_lease_renewal_lag_seconds"

@@ -16,8 +16,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from hands import ToolContext, tool
-from shared.messages import ToolJob
+from brainhands.hands import ToolContext, tool
+from brainhands.shared.messages import ToolJob
 
 POOL = "leasebench"
 COMPAT = "leasebench"

@@ -47,14 +47,14 @@ from bench._services import (
 )
 from bench._stats import print_table
 from bench.noop_tools import POOL, noop_job
-from shared.broker import Broker, Outgoing
-from shared.config import normalize_database_url
-from shared.messages import encode
-from shared.relay import OutboxRelay
-from shared.store import Draft, Store
-from shared.store.engine import write_transaction
-from shared.store.outbox import claim_unsent, mark_sent
-from shared.topology import Topology
+from brainhands.shared.broker import Broker, Outgoing
+from brainhands.shared.config import normalize_database_url
+from brainhands.shared.messages import encode
+from brainhands.shared.relay import OutboxRelay
+from brainhands.shared.store import Draft, Store
+from brainhands.shared.store.engine import write_transaction
+from brainhands.shared.store.outbox import claim_unsent, mark_sent
+from brainhands.shared.topology import Topology
 
 TARGET_RATIO = 0.70
 PREFILL_BATCH = 500

@@ -98,9 +98,9 @@ from bench.roundtrip_sessions import (
     timelines,
 )
 from bench.roundtrip_tools import POOL
-from shared.broker import Broker
-from shared.relay import OutboxRelay
-from shared.topology import Topology
+from brainhands.shared.broker import Broker
+from brainhands.shared.relay import OutboxRelay
+from brainhands.shared.topology import Topology
 
 TARGET_FLOOR_RATIO = 2.0
 ms = 1000.0

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from brain.agent import Agent, AgentRegistry
-from brain.models.scripted import ScriptedModel
+from brainhands.brain.agent import Agent, AgentRegistry
+from brainhands.brain.models.scripted import ScriptedModel
 
 SCRIPT = Path(__file__).with_name("roundtrip_script.json")
 AGENT = "pinger"

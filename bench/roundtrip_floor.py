@@ -32,7 +32,7 @@ from redis.asyncio import Redis
 from bench._services import ROOT, add_service_urls, new_parser
 from bench.commit import PG_ENTRY, PG_GUARD, PG_OUTBOX
 from bench.roundtrip_tools import POOL
-from shared.topology import Topology
+from brainhands.shared.topology import Topology
 
 FLOOR_JOBS = "floorjobs"
 FLOOR_PROCESSES = 2

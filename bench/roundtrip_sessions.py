@@ -19,9 +19,9 @@ import asyncpg
 from bench._services import Workers, log_events
 from bench.roundtrip_agents import AGENT, COMPAT
 from bench.roundtrip_tools import POOL
-from brain.client import submit_input, wait_for_answer
-from shared.store import Store
-from shared.topology import Topology
+from brainhands.brain.client import submit_input, wait_for_answer
+from brainhands.shared.store import Store
+from brainhands.shared.topology import Topology
 
 FINAL = ("answered", "failed", "cancelled")
 

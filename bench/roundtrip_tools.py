@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from hands import ToolContext, tool
+from brainhands.hands import ToolContext, tool
 
 POOL = "bench"
 

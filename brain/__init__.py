@@ -5,8 +5,8 @@ run Brains with ``brainhands brain``. A phase returns what happens next (``Goto`
 ``Spawn``, ``Dispatch``, ``Finish``, ``Fail``); the Brain commits it atomically.
 """
 
-from brain.registry import TaskKind, TaskRegistry
-from brain.task import (
+from brainhands.brain.registry import TaskKind, TaskRegistry
+from brainhands.brain.task import (
     Call,
     Child,
     ChildOutcome,

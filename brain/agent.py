@@ -28,11 +28,11 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from brain.decide import TOOL_KIND
-from brain.models.base import ModelAdapter, ModelError, TransientModelError
-from brain.registry import TaskKind, TaskRegistry
-from brain.scheduler import start_from_input
-from brain.task import (
+from brainhands.brain.decide import TOOL_KIND
+from brainhands.brain.models.base import ModelAdapter, ModelError, TransientModelError
+from brainhands.brain.registry import TaskKind, TaskRegistry
+from brainhands.brain.scheduler import start_from_input
+from brainhands.brain.task import (
     Call,
     Child,
     Fail,
@@ -44,9 +44,9 @@ from brain.task import (
     Spawn,
     TaskView,
 )
-from shared import metrics
-from shared.store import EntryRecord, SubmissionRecord
-from shared.tools import ToolRegistry, describe_invalid_arguments, function_schema
+from brainhands.shared import metrics
+from brainhands.shared.store import EntryRecord, SubmissionRecord
+from brainhands.shared.tools import ToolRegistry, describe_invalid_arguments, function_schema
 
 
 @dataclass(frozen=True)

@@ -6,13 +6,13 @@ import asyncio
 import time
 from typing import Any
 
-from shared.errors import BrainhandsError
-from shared.lease import LeaseManager
-from shared.messages import SessionWake, encode
-from shared.store import Draft, OutboxMessage, Store, SubmissionRecord
-from shared.store.submissions import SubmitReceipt, get_submission, submit
-from shared.topology import Topology
-from shared.tracing import current_carrier, tracer
+from brainhands.shared.errors import BrainhandsError
+from brainhands.shared.lease import LeaseManager
+from brainhands.shared.messages import SessionWake, encode
+from brainhands.shared.store import Draft, OutboxMessage, Store, SubmissionRecord
+from brainhands.shared.store.submissions import SubmitReceipt, get_submission, submit
+from brainhands.shared.topology import Topology
+from brainhands.shared.tracing import current_carrier, tracer
 
 FINAL_SUBMISSION = ("answered", "failed", "cancelled")
 

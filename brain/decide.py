@@ -10,8 +10,18 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from brain.task import Dispatch, Fail, Finish, Goto, JoinPolicy, Next, Outcome, Sleep, Spawn
-from shared.store.records import OperationRecord, TaskRecord
+from brainhands.brain.task import (
+    Dispatch,
+    Fail,
+    Finish,
+    Goto,
+    JoinPolicy,
+    Next,
+    Outcome,
+    Sleep,
+    Spawn,
+)
+from brainhands.shared.store.records import OperationRecord, TaskRecord
 
 TOOL_KIND = "brainhands.tool"
 """The built-in kind of a task that waits for one tool call's outcome."""

@@ -7,8 +7,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from brain.task import Next, PhaseContext, TaskView
-from shared.errors import UnknownTaskKindError
+from brainhands.brain.task import Next, PhaseContext, TaskView
+from brainhands.shared.errors import UnknownTaskKindError
 
 Phase = Callable[[TaskView, dict[str, Any], PhaseContext], Awaitable[Next]]
 Migration = Callable[[Any, Any], tuple[Any, Any]]

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from brain.decide import (
+from brainhands.brain.decide import (
     TOOL_KIND,
     Block,
     Facts,
@@ -39,15 +39,24 @@ from brain.decide import (
     transition,
     wind_down_changes,
 )
-from brain.ids import derive_operation_id, derive_task_id
-from brain.registry import TaskKind, TaskRegistry
-from brain.task import Call, Child, ChildOutcome, Dispatch, Next, PhaseContext, Spawn, TaskView
-from shared import metrics
-from shared.errors import UnknownToolError
-from shared.messages import MAX_INLINE_JSON, ToolJob, encode
-from shared.store import Draft, Store, SubmissionRecord, TaskRecord
-from shared.store.queries import tasks_and_operations
-from shared.store.records import (
+from brainhands.brain.ids import derive_operation_id, derive_task_id
+from brainhands.brain.registry import TaskKind, TaskRegistry
+from brainhands.brain.task import (
+    Call,
+    Child,
+    ChildOutcome,
+    Dispatch,
+    Next,
+    PhaseContext,
+    Spawn,
+    TaskView,
+)
+from brainhands.shared import metrics
+from brainhands.shared.errors import UnknownToolError
+from brainhands.shared.messages import MAX_INLINE_JSON, ToolJob, encode
+from brainhands.shared.store import Draft, Store, SubmissionRecord, TaskRecord
+from brainhands.shared.store.queries import tasks_and_operations
+from brainhands.shared.store.records import (
     ClaimedSession,
     CommitReceipt,
     DocumentRecord,
@@ -56,9 +65,9 @@ from shared.store.records import (
     SessionState,
     TaskStatus,
 )
-from shared.tools import ToolRegistry
-from shared.topology import Topology
-from shared.tracing import current_carrier
+from brainhands.shared.tools import ToolRegistry
+from brainhands.shared.topology import Topology
+from brainhands.shared.tracing import current_carrier
 
 log = logging.getLogger("brainhands.brain")
 

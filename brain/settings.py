@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from shared.config import CommonSettings
+from brainhands.shared.config import CommonSettings
 
 
 class BrainSettings(CommonSettings):

@@ -40,16 +40,16 @@ from dataclasses import dataclass
 from pydantic import ValidationError
 from redis.exceptions import RedisError
 
-from brain.decide import TOOL_KIND
-from shared import metrics
-from shared.broker import Broker
-from shared.errors import BrainhandsError, BrokerError
-from shared.lease import Lease, LeaseManager
-from shared.messages import SessionWake, ToolJob
-from shared.progress import QueueProgress
-from shared.store import Store
-from shared.store.outbox import sessions_with_unsent
-from shared.store.queries import (
+from brainhands.brain.decide import TOOL_KIND
+from brainhands.shared import metrics
+from brainhands.shared.broker import Broker
+from brainhands.shared.errors import BrainhandsError, BrokerError
+from brainhands.shared.lease import Lease, LeaseManager
+from brainhands.shared.messages import SessionWake, ToolJob
+from brainhands.shared.progress import QueueProgress
+from brainhands.shared.store import Store
+from brainhands.shared.store.outbox import sessions_with_unsent
+from brainhands.shared.store.queries import (
     PendingCall,
     SessionRef,
     calls_without_outcome,

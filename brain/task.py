@@ -15,8 +15,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from brain.ids import CHOSEN_OPERATION_ID_MAX
-from shared.store.records import EntryRecord
+from brainhands.brain.ids import CHOSEN_OPERATION_ID_MAX
+from brainhands.shared.store.records import EntryRecord
 
 JoinPolicy = Literal["all_settled", "fail_fast"]
 Outcome = Literal["succeeded", "failed", "cancelled"]

@@ -27,20 +27,20 @@ import logging
 import time
 from collections import OrderedDict
 
-from brain.registry import TaskRegistry
-from brain.scheduler import SessionRunner, StartSubmission, start_from_input
-from shared import metrics
-from shared.broker import Broker, Delivery
-from shared.errors import BrainhandsError, LeaseLost, NotFoundError, StaleLeaseError
-from shared.lease import Lease, LeaseManager
-from shared.messages import CancelNotice, Message, SessionWake, ToolResult
-from shared.parking import park
-from shared.progress import QueueProgress
-from shared.store import SessionState, Store
-from shared.store.queries import tasks_by_ids
-from shared.store.records import ClaimedSession
-from shared.tools import ToolRegistry
-from shared.tracing import context_from, tracer
+from brainhands.brain.registry import TaskRegistry
+from brainhands.brain.scheduler import SessionRunner, StartSubmission, start_from_input
+from brainhands.shared import metrics
+from brainhands.shared.broker import Broker, Delivery
+from brainhands.shared.errors import BrainhandsError, LeaseLost, NotFoundError, StaleLeaseError
+from brainhands.shared.lease import Lease, LeaseManager
+from brainhands.shared.messages import CancelNotice, Message, SessionWake, ToolResult
+from brainhands.shared.parking import park
+from brainhands.shared.progress import QueueProgress
+from brainhands.shared.store import SessionState, Store
+from brainhands.shared.store.queries import tasks_by_ids
+from brainhands.shared.store.records import ClaimedSession
+from brainhands.shared.tools import ToolRegistry
+from brainhands.shared.tracing import context_from, tracer
 
 log = logging.getLogger("brainhands.brain")
 

@@ -1,1 +1,133 @@
-"""The ``brainhands`` command: the one module that knows the Brain, the Hands and shared."""
+"""brainhands: a durable execution runtime for tool-using AI agents.
+
+Everything a user writes comes from this one module::
+
+    from brainhands import Agent, Dispatch, Finish, TaskKind, TaskRegistry, ToolContext, tool
+
+- tools (run by Hands): ``tool``, ``ToolContext``, ``ToolError``, ``ToolUncertain``,
+  ``QueryAnswer``, ``RetryPolicy``, ``ReplayPolicy``, ``LeaseLost``;
+- durable tasks (run by Brains): ``TaskKind``, ``TaskRegistry``, ``TaskView``,
+  ``PhaseContext``, ``ChildOutcome`` and the phase results ``Goto``, ``Sleep``, ``Spawn``,
+  ``Child``, ``Call``, ``Dispatch``, ``Finish``, ``Fail`` (``Next`` is their union);
+- agents: ``Agent``, ``AgentRegistry``, ``TaskTool``;
+- models: ``ModelAdapter``, ``ModelResponse``, ``ToolCall``, ``ModelError``,
+  ``TransientModelError``, ``OpenAIChatModel``, ``ModelSettings``, ``ScriptedModel``;
+- errors: ``BrainhandsError`` (the root of every error brainhands raises), ``NotFoundError``.
+
+Names are loaded on first use, so a Brain process that never touches a tool name never
+imports ``brainhands.hands``, and a Hands process never imports the Brain.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from brainhands.brain import (
+        Call,
+        Child,
+        ChildOutcome,
+        Dispatch,
+        Fail,
+        Finish,
+        Goto,
+        JoinPolicy,
+        Next,
+        PhaseContext,
+        Sleep,
+        Spawn,
+        TaskKind,
+        TaskRegistry,
+        TaskView,
+    )
+    from brainhands.brain.agent import Agent, AgentRegistry, TaskTool
+    from brainhands.brain.models import (
+        ModelAdapter,
+        ModelError,
+        ModelResponse,
+        ModelSettings,
+        OpenAIChatModel,
+        ScriptedModel,
+        ToolCall,
+        TransientModelError,
+    )
+    from brainhands.hands import ToolContext, tool
+    from brainhands.shared.errors import (
+        BrainhandsError,
+        LeaseLost,
+        NotFoundError,
+        ToolError,
+        ToolUncertain,
+    )
+    from brainhands.shared.tools import QueryAnswer, ReplayPolicy, RetryPolicy
+
+_HOMES: dict[str, tuple[str, ...]] = {
+    "brainhands.brain": (
+        "Call", "Child", "ChildOutcome", "Dispatch", "Fail", "Finish", "Goto", "JoinPolicy",
+        "Next", "PhaseContext", "Sleep", "Spawn", "TaskKind", "TaskRegistry", "TaskView",
+    ),
+    "brainhands.brain.agent": ("Agent", "AgentRegistry", "TaskTool"),
+    "brainhands.brain.models": (
+        "ModelAdapter", "ModelError", "ModelResponse", "ModelSettings", "OpenAIChatModel",
+        "ScriptedModel", "ToolCall", "TransientModelError",
+    ),
+    "brainhands.hands": ("ToolContext", "tool"),
+    "brainhands.shared.errors": (
+        "BrainhandsError", "LeaseLost", "NotFoundError", "ToolError", "ToolUncertain",
+    ),
+    "brainhands.shared.tools": ("QueryAnswer", "ReplayPolicy", "RetryPolicy"),
+}  # fmt: skip
+_EXPORTS = {name: module for module, names in _HOMES.items() for name in names}
+
+__all__ = [
+    "Agent",
+    "AgentRegistry",
+    "BrainhandsError",
+    "Call",
+    "Child",
+    "ChildOutcome",
+    "Dispatch",
+    "Fail",
+    "Finish",
+    "Goto",
+    "JoinPolicy",
+    "LeaseLost",
+    "ModelAdapter",
+    "ModelError",
+    "ModelResponse",
+    "ModelSettings",
+    "Next",
+    "NotFoundError",
+    "OpenAIChatModel",
+    "PhaseContext",
+    "QueryAnswer",
+    "ReplayPolicy",
+    "RetryPolicy",
+    "ScriptedModel",
+    "Sleep",
+    "Spawn",
+    "TaskKind",
+    "TaskRegistry",
+    "TaskTool",
+    "TaskView",
+    "ToolCall",
+    "ToolContext",
+    "ToolError",
+    "ToolUncertain",
+    "TransientModelError",
+    "tool",
+]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'brainhands' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # once loaded, a plain module attribute
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -16,8 +16,8 @@ from collections.abc import Callable, Coroutine
 from typing import Any
 
 from brainhands.demo_args import add_arguments as add_demo_arguments
-from shared.errors import BrainhandsError
-from shared.logs import configure_logging
+from brainhands.shared.errors import BrainhandsError
+from brainhands.shared.logs import configure_logging
 
 Command = Callable[[argparse.Namespace], Coroutine[Any, Any, int]]
 WORKERS = {"hands", "relay", "brain", "sweeper"}
@@ -50,7 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--tools",
         required=True,
         action="append",
-        help="module path that registers tools (repeatable), e.g. examples.notify.tools",
+        help="module path that registers tools (repeatable), e.g. brainhands.examples.notify.tools",
     )
     p.add_argument("--concurrency", type=int, help="tool calls at once (default: settings)")
     p.set_defaults(run="brainhands.workers:hands")

@@ -29,14 +29,14 @@ from urllib.parse import urlparse
 
 import aio_pika
 
-import examples.notify
-from brain.client import submit_input
-from examples.notify.email_client import EmailClient
-from shared.config import CommonSettings, load_settings, normalize_database_url
-from shared.store import Store, TaskRecord
-from shared.store.queries import session_history
-from shared.store.submissions import get_submission
-from shared.topology import Topology
+import brainhands.examples.notify
+from brainhands.brain.client import submit_input
+from brainhands.examples.notify.email_client import EmailClient
+from brainhands.shared.config import CommonSettings, load_settings, normalize_database_url
+from brainhands.shared.store import Store, TaskRecord
+from brainhands.shared.store.queries import session_history
+from brainhands.shared.store.submissions import get_submission
+from brainhands.shared.topology import Topology
 
 SESSION = "demo"
 REQUEST = "notice-1"
@@ -160,7 +160,7 @@ class Demo:
             [
                 sys.executable,
                 "-m",
-                "examples.notify.email_service",
+                "brainhands.examples.notify.email_service",
                 "--port",
                 "0",
                 "--db",
@@ -186,7 +186,8 @@ class Demo:
 
     def _script(self) -> Path:
         """The scripted model's turns, for this run's number of recipients."""
-        template = json.loads((Path(examples.notify.__file__).parent / "script.json").read_text())
+        script = Path(brainhands.examples.notify.__file__).parent / "script.json"
+        template = json.loads(script.read_text())
         names = ["ana", "bo", "chen", "dana", "eli", "fay", "gus", "hana", "ivo", "jun"]
         call = template["turns"][0]["tool_calls"][0]["arguments"]
         call["recipients"] = [
@@ -222,13 +223,13 @@ class Demo:
             "--compat",
             "v1",
             "--agents",
-            "examples.notify.agent",
+            "brainhands.examples.notify.agent",
             "--tasks",
-            "examples.notify.tasks",
+            "brainhands.examples.notify.tasks",
             "--tools",
-            "examples.notify.tools",
+            "brainhands.examples.notify.tools",
         ]
-        hands = ["hands", "--pool", "email", "--tools", "examples.notify.tools"]
+        hands = ["hands", "--pool", "email", "--tools", "brainhands.examples.notify.tools"]
         self.workers = [Worker(f"brain-{n + 1}", brain) for n in range(self.brains)]
         self.workers += [Worker(f"hands-{n + 1}", hands) for n in range(self.hands)]
         self.workers.append(Worker("sweeper", ["sweeper"]))

@@ -12,22 +12,22 @@ from urllib.parse import urlsplit, urlunsplit
 from pydantic import SecretStr
 from pydantic_settings import BaseSettings
 
-from brain.client import request_cancel, submit_input, wait_for_answer
-from shared.broker import Broker
-from shared.config import CommonSettings, load_settings
-from shared.keys import Keys
-from shared.lease import LeaseManager, connect_redis
-from shared.parking import (
+from brainhands.brain.client import request_cancel, submit_input, wait_for_answer
+from brainhands.shared.broker import Broker
+from brainhands.shared.config import CommonSettings, load_settings
+from brainhands.shared.keys import Keys
+from brainhands.shared.lease import LeaseManager, connect_redis
+from brainhands.shared.parking import (
     PurgeFilter,
     judge_parked,
     list_parked,
     purge_parked,
     replay_parked,
 )
-from shared.store import Store
-from shared.store import migrate as schema_migrations
-from shared.store.queries import session_history
-from shared.topology import Topology
+from brainhands.shared.store import Store
+from brainhands.shared.store import migrate as schema_migrations
+from brainhands.shared.store.queries import session_history
+from brainhands.shared.topology import Topology
 
 
 async def migrate(args: argparse.Namespace) -> int:
@@ -197,9 +197,9 @@ async def dlq(args: argparse.Namespace) -> int:
 
 
 async def config(args: argparse.Namespace) -> int:
-    from brain.models.openai import ModelSettings
-    from brain.settings import BrainSettings
-    from hands.settings import HandsSettings
+    from brainhands.brain.models.openai import ModelSettings
+    from brainhands.brain.settings import BrainSettings
+    from brainhands.hands.settings import HandsSettings
 
     kinds: dict[str, type[BaseSettings]] = {
         "common": CommonSettings,

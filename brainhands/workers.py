@@ -7,23 +7,23 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
-from brain.agent import agent_kinds, load_agent_modules, start_agent_or_task
-from brain.registry import load_task_modules
-from brain.settings import BrainSettings
-from brain.sweeper import Sweeper
-from brain.worker import BrainWorker
-from hands.settings import HandsSettings
-from hands.worker import HandsWorker
-from shared.config import CommonSettings, load_settings
-from shared.errors import ConfigurationError
-from shared.health import HealthServer
-from shared.lease import LeaseManager
-from shared.progress import QueueProgress
-from shared.relay import OutboxRelay
-from shared.runtime import Services, open_services, stop_on_signals
-from shared.store import OperationLedger
-from shared.tools import load_tool_modules
-from shared.tracing import configure_tracing, flush_tracing
+from brainhands.brain.agent import agent_kinds, load_agent_modules, start_agent_or_task
+from brainhands.brain.registry import load_task_modules
+from brainhands.brain.settings import BrainSettings
+from brainhands.brain.sweeper import Sweeper
+from brainhands.brain.worker import BrainWorker
+from brainhands.hands.settings import HandsSettings
+from brainhands.hands.worker import HandsWorker
+from brainhands.shared.config import CommonSettings, load_settings
+from brainhands.shared.errors import ConfigurationError
+from brainhands.shared.health import HealthServer
+from brainhands.shared.lease import LeaseManager
+from brainhands.shared.progress import QueueProgress
+from brainhands.shared.relay import OutboxRelay
+from brainhands.shared.runtime import Services, open_services, stop_on_signals
+from brainhands.shared.store import OperationLedger
+from brainhands.shared.tools import load_tool_modules
+from brainhands.shared.tracing import configure_tracing, flush_tracing
 
 
 async def hands(args: argparse.Namespace) -> int:

@@ -3,10 +3,10 @@
 Declare a tool with ``@tool``; run a pool with ``brainhands hands --pool NAME --tools MODULE``.
 """
 
-from hands.context import ToolContext
-from hands.tool import tool
-from shared.errors import LeaseLost, ToolError, ToolUncertain
-from shared.tools import QueryAnswer, ReplayPolicy, RetryPolicy
+from brainhands.hands.context import ToolContext
+from brainhands.hands.tool import tool
+from brainhands.shared.errors import LeaseLost, ToolError, ToolUncertain
+from brainhands.shared.tools import QueryAnswer, ReplayPolicy, RetryPolicy
 
 __all__ = [
     "LeaseLost",

@@ -9,10 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from shared.errors import ToolError, ToolUncertain
-from shared.store.ledger import FINAL_STATUSES
-from shared.store.records import OperationStatus
-from shared.tools import ReplayPolicy, RetryPolicy
+from brainhands.shared.errors import ToolError, ToolUncertain
+from brainhands.shared.store.ledger import FINAL_STATUSES
+from brainhands.shared.store.records import OperationStatus
+from brainhands.shared.tools import ReplayPolicy, RetryPolicy
 
 Action = Literal["republish", "run", "query", "rerun", "record_uncertain", "record_interrupted"]
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from shared.config import CommonSettings
-from shared.messages import MAX_INLINE_JSON
+from brainhands.shared.config import CommonSettings
+from brainhands.shared.messages import MAX_INLINE_JSON
 
 
 class HandsSettings(CommonSettings):

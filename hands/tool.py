@@ -5,7 +5,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TypeVar
 
-from shared.tools import QueryFunction, ReplayPolicy, RetryPolicy, ToolFunction, declare, registry
+from brainhands.shared.tools import (
+    QueryFunction,
+    ReplayPolicy,
+    RetryPolicy,
+    ToolFunction,
+    declare,
+    registry,
+)
 
 F = TypeVar("F", bound=ToolFunction)
 

@@ -21,24 +21,31 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 from pydantic_core import to_jsonable_python
 
-from hands.context import ToolContext
-from hands.decide import after_interruption, judge_failure, next_step, retry_or_fail
-from shared import metrics
-from shared.broker import Broker, Delivery
-from shared.errors import (
+from brainhands.hands.context import ToolContext
+from brainhands.hands.decide import after_interruption, judge_failure, next_step, retry_or_fail
+from brainhands.shared import metrics
+from brainhands.shared.broker import Broker, Delivery
+from brainhands.shared.errors import (
     BrainhandsError,
     CallCancelled,
     LeaseLost,
     StaleLeaseError,
     UnknownToolError,
 )
-from shared.lease import Lease, LeaseManager
-from shared.messages import MAX_INLINE_JSON, CancelNotice, Message, ToolJob, ToolResult, encode
-from shared.parking import park
-from shared.store import OperationLedger, OperationRecord, OutboxMessage
-from shared.store.records import OperationStatus
-from shared.tools import QueryAnswer, ToolRegistry, ToolSpec
-from shared.tracing import context_from, current_carrier, tracer
+from brainhands.shared.lease import Lease, LeaseManager
+from brainhands.shared.messages import (
+    MAX_INLINE_JSON,
+    CancelNotice,
+    Message,
+    ToolJob,
+    ToolResult,
+    encode,
+)
+from brainhands.shared.parking import park
+from brainhands.shared.store import OperationLedger, OperationRecord, OutboxMessage
+from brainhands.shared.store.records import OperationStatus
+from brainhands.shared.tools import QueryAnswer, ToolRegistry, ToolSpec
+from brainhands.shared.tracing import context_from, current_carrier, tracer
 
 log = logging.getLogger("brainhands.hands")
 

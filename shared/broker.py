@@ -41,10 +41,15 @@ from aio_pika.exceptions import (
     PublishError,
 )
 
-from shared import parking
-from shared.errors import BrokerError, BrokerUnavailable, InvalidMessage, UnroutableMessage
-from shared.messages import Message, decode, encode
-from shared.topology import Topology
+from brainhands.shared import parking
+from brainhands.shared.errors import (
+    BrokerError,
+    BrokerUnavailable,
+    InvalidMessage,
+    UnroutableMessage,
+)
+from brainhands.shared.messages import Message, decode, encode
+from brainhands.shared.topology import Topology
 
 logger = logging.getLogger("brainhands.broker")
 

@@ -12,7 +12,7 @@ from typing import TypeVar
 from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from shared.errors import ConfigurationError
+from brainhands.shared.errors import ConfigurationError
 
 ENV_PREFIX = "BRAINHANDS_"
 DEFAULT_DATABASE_URL = "sqlite+aiosqlite:///brainhands.db"

@@ -34,9 +34,9 @@ from redis.asyncio import Redis
 from redis.commands.core import AsyncScript
 from redis.exceptions import RedisError
 
-from shared import metrics
-from shared.errors import LeaseBackendError, LeaseLost, StaleLeaseError
-from shared.keys import Keys
+from brainhands.shared import metrics
+from brainhands.shared.errors import LeaseBackendError, LeaseLost, StaleLeaseError
+from brainhands.shared.keys import Keys
 
 log = logging.getLogger("brainhands.lease")
 
@@ -88,10 +88,10 @@ class LeaseManager:
         self.renew_every = every
         self._redis = redis
         self._keys = keys
-        self._acquire = _register(redis, "acquire")
-        self._renew = _register(redis, "renew")
-        self._release = _register(redis, "release")
-        self._raise_floor = _register(redis, "raise_floor")
+        self._acquire = _register(redis, "acquire.lua")
+        self._renew = _register(redis, "renew.lua")
+        self._release = _register(redis, "release.lua")
+        self._raise_floor = _register(redis, "raise_floor.lua")
         self._renewer = _Renewer(self)
 
     async def acquire(
@@ -415,7 +415,7 @@ def _holder(lease: Lease) -> str:
 
 
 def _register(redis: Redis, name: str) -> AsyncScript:
-    source = (resources.files("shared") / "lease_scripts" / f"{name}.lua").read_text("utf-8")
+    source = (resources.files("brainhands.shared") / "lease_scripts" / name).read_text("utf-8")
     return redis.register_script(source)
 
 

@@ -26,7 +26,7 @@ from pydantic import (
     model_validator,
 )
 
-from shared.errors import InvalidMessage
+from brainhands.shared.errors import InvalidMessage
 
 Name = Annotated[str, StringConstraints(min_length=1)]
 """An identifier or routing name: never empty, since an empty one always hides a bug."""

@@ -26,15 +26,22 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from aio_pika.abc import AbstractIncomingMessage, AbstractQueue
 
-from shared import metrics
-from shared.errors import BrokerError, InvalidMessage, UnroutableMessage
-from shared.messages import CancelNotice, Message, SessionWake, ToolJob, ToolResult, decode
-from shared.store import OperationRecord, Store, TaskRecord
-from shared.store.queries import FINAL, sessions_with_open_work, tasks_and_operations
+from brainhands.shared import metrics
+from brainhands.shared.errors import BrokerError, InvalidMessage, UnroutableMessage
+from brainhands.shared.messages import (
+    CancelNotice,
+    Message,
+    SessionWake,
+    ToolJob,
+    ToolResult,
+    decode,
+)
+from brainhands.shared.store import OperationRecord, Store, TaskRecord
+from brainhands.shared.store.queries import FINAL, sessions_with_open_work, tasks_and_operations
 
 if TYPE_CHECKING:
     # The broker calls ``park``; this module only needs the broker's type.
-    from shared.broker import Broker, Delivery
+    from brainhands.shared.broker import Broker, Delivery
 
 logger = logging.getLogger("brainhands.broker")
 

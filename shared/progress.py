@@ -23,7 +23,7 @@ from collections.abc import Iterable
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from shared.keys import Keys
+from brainhands.shared.keys import Keys
 
 log = logging.getLogger("brainhands.progress")
 

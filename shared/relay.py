@@ -22,19 +22,19 @@ import asyncio
 import logging
 import time
 
-from shared import metrics
-from shared.broker import Broker, Outgoing
-from shared.errors import BrainhandsError, UnroutableMessage
-from shared.store import CommitReceipt, Store
-from shared.store.engine import write_transaction
-from shared.store.outbox import (
+from brainhands.shared import metrics
+from brainhands.shared.broker import Broker, Outgoing
+from brainhands.shared.errors import BrainhandsError, UnroutableMessage
+from brainhands.shared.store import CommitReceipt, Store
+from brainhands.shared.store.engine import write_transaction
+from brainhands.shared.store.outbox import (
     claim_unsent,
     mark_sent,
     mark_sent_now,
     outbox_backlog,
     prune_sent,
 )
-from shared.store.records import OutboxRow
+from brainhands.shared.store.records import OutboxRow
 
 log = logging.getLogger("brainhands.relay")
 

@@ -13,12 +13,12 @@ from dataclasses import dataclass
 
 from redis.asyncio import Redis
 
-from shared.broker import Broker
-from shared.config import CommonSettings
-from shared.keys import Keys
-from shared.lease import LeaseManager, connect_redis
-from shared.store import Store, migrate
-from shared.topology import Topology
+from brainhands.shared.broker import Broker
+from brainhands.shared.config import CommonSettings
+from brainhands.shared.keys import Keys
+from brainhands.shared.lease import LeaseManager, connect_redis
+from brainhands.shared.store import Store, migrate
+from brainhands.shared.topology import Topology
 
 log = logging.getLogger("brainhands.runtime")
 

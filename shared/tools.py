@@ -17,7 +17,7 @@ from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from shared.errors import UnknownToolError
+from brainhands.shared.errors import UnknownToolError
 
 ReplayPolicy = Literal["safe", "query", "unsafe"]
 REPLAY_POLICIES: tuple[ReplayPolicy, ...] = ("safe", "query", "unsafe")
@@ -155,7 +155,7 @@ registry = ToolRegistry()
 
 
 def load_tool_modules(paths: list[str]) -> ToolRegistry:
-    """Import each module path (e.g. ``examples.notify.tools``) so its tools register."""
+    """Import each module path (e.g. ``brainhands.examples.notify.tools``) so its tools register."""
     for path in paths:
         try:
             importlib.import_module(path)

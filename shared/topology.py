@@ -25,7 +25,7 @@ import aio_pika
 from aio_pika.abc import AbstractChannel
 from aio_pika.exceptions import ChannelPreconditionFailed
 
-from shared.errors import BrokerError
+from brainhands.shared.errors import BrokerError
 
 # RabbitMQ 4.x gives quorum queues a default delivery limit of 20 and reads -1 as "unlimited",
 # while 3.10 has no default and drops a message at once under -1. Listing parked messages

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from shared.config import normalize_database_url
-from shared.store import Store
+from brainhands.shared.config import normalize_database_url
+from brainhands.shared.store import Store
 from tests.helpers.brains import BrainHarness, brain_deployment
 from tests.helpers.rabbit import delete_leftovers
 from tests.helpers.services import ENV, service_url

@@ -1,14 +1,14 @@
 """Model adapters: how the Brain talks to a language model."""
 
-from brain.models.base import (
+from brainhands.brain.models.base import (
     ModelAdapter,
     ModelError,
     ModelResponse,
     ToolCall,
     TransientModelError,
 )
-from brain.models.openai import ModelSettings, OpenAIChatModel
-from brain.models.scripted import ScriptedModel
+from brainhands.brain.models.openai import ModelSettings, OpenAIChatModel
+from brainhands.brain.models.scripted import ScriptedModel
 
 __all__ = [
     "ModelAdapter",

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from shared.errors import BrainhandsError
+from brainhands.shared.errors import BrainhandsError
 
 
 class ModelError(BrainhandsError):

@@ -17,7 +17,7 @@ import httpx
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from brain.models.base import ModelError, ModelResponse, ToolCall, TransientModelError
+from brainhands.brain.models.base import ModelError, ModelResponse, ToolCall, TransientModelError
 
 __all__ = ["ModelSettings", "OpenAIChatModel", "parse_chat_completion"]
 

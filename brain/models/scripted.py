@@ -25,9 +25,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from brain.models.base import ModelError, ModelResponse, TransientModelError
-from brain.models.openai import parse_chat_completion
-from shared.errors import ConfigurationError
+from brainhands.brain.models.base import ModelError, ModelResponse, TransientModelError
+from brainhands.brain.models.openai import parse_chat_completion
+from brainhands.shared.errors import ConfigurationError
 
 __all__ = ["ScriptedModel"]
 

@@ -14,8 +14,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from brain.agent import Agent, AgentRegistry, TaskTool
-from brain.models.scripted import ScriptedModel
+from brainhands.brain.agent import Agent, AgentRegistry, TaskTool
+from brainhands.brain.models.scripted import ScriptedModel
 
 
 class NoticeBatch(BaseModel):

@@ -1,4 +1,4 @@
-"""An async client for the example email service (``examples.notify.email_service``).
+"""An async client for the example email service (``brainhands.examples.notify.email_service``).
 
 Every transport failure, 5xx and dropped connection becomes ``EmailServiceUnavailable``:
 to a caller they all mean the same thing, "the email may or may not have been sent", and

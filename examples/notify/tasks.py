@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from brain import (
+from brainhands.brain import (
     Child,
     Dispatch,
     Fail,

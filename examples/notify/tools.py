@@ -14,8 +14,12 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from examples.notify.email_client import EmailClient, EmailRejected, EmailServiceUnavailable
-from hands import QueryAnswer, RetryPolicy, ToolContext, ToolError, tool
+from brainhands.examples.notify.email_client import (
+    EmailClient,
+    EmailRejected,
+    EmailServiceUnavailable,
+)
+from brainhands.hands import QueryAnswer, RetryPolicy, ToolContext, ToolError, tool
 
 
 class Email(BaseModel):

@@ -1,7 +1,7 @@
 """A harmless tool for the ``default`` Hands pool, so a deployment can run that pool too.
 
-``brainhands hands --pool default --tools examples.notify.utility_tools`` serves it; the
-notify tools (``examples.notify.tools``) all live in the ``email`` pool.
+``brainhands hands --pool default --tools brainhands.examples.notify.utility_tools`` serves it; the
+notify tools (``brainhands.examples.notify.tools``) all live in the ``email`` pool.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from hands import ToolContext, tool
+from brainhands.hands import ToolContext, tool
 
 
 class NoArgs(BaseModel):

@@ -1,8 +1,8 @@
 """The session store: schema, migrations, atomic commits, fence claims and reads."""
 
-from shared.store.draft import Draft, OutboxMessage, new_id
-from shared.store.ledger import OperationClaim, OperationLedger
-from shared.store.records import (
+from brainhands.shared.store.draft import Draft, OutboxMessage, new_id
+from brainhands.shared.store.ledger import OperationClaim, OperationLedger
+from brainhands.shared.store.records import (
     CommitReceipt,
     DocumentRecord,
     EntryRecord,
@@ -12,7 +12,7 @@ from shared.store.records import (
     SubmissionRecord,
     TaskRecord,
 )
-from shared.store.store import Store
+from brainhands.shared.store.store import Store
 
 __all__ = [
     "CommitReceipt",

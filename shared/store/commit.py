@@ -20,11 +20,11 @@ from sqlalchemy import Update, bindparam, insert, select, update
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from shared.errors import ConflictError, NotFoundError, StaleLeaseError
-from shared.store import schema
-from shared.store.draft import Draft, OutboxMessage
-from shared.store.engine import in_one_hop
-from shared.store.records import CommitReceipt, OutboxRow
+from brainhands.shared.errors import ConflictError, NotFoundError, StaleLeaseError
+from brainhands.shared.store import schema
+from brainhands.shared.store.draft import Draft, OutboxMessage
+from brainhands.shared.store.engine import in_one_hop
+from brainhands.shared.store.records import CommitReceipt, OutboxRow
 
 _s = schema.session
 _GUARD = (

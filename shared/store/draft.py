@@ -15,8 +15,8 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from shared.store import schema
-from shared.store.records import JSON
+from brainhands.shared.store import schema
+from brainhands.shared.store.records import JSON
 
 _TASK_COLUMNS = frozenset(c.name for c in schema.task.columns) - {"id", "session_id", "created_at"}
 _SUBMISSION_COLUMNS = frozenset({"status", "answer", "error"})

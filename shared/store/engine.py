@@ -29,7 +29,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_en
 from sqlalchemy.pool import ConnectionPoolEntry, PoolProxiedConnection
 from sqlalchemy.util import greenlet_spawn
 
-from shared.errors import BrainhandsError, ConflictError, StoreError, StoreUnavailable
+from brainhands.shared.errors import BrainhandsError, ConflictError, StoreError, StoreUnavailable
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 WAL_SWITCH_WAIT_MS = 100

@@ -18,8 +18,8 @@ from sqlalchemy import Insert, Row, Table, bindparam, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection
 
-from shared.errors import NotFoundError, StaleLeaseError
-from shared.store import schema
+from brainhands.shared.errors import NotFoundError, StaleLeaseError
+from brainhands.shared.store import schema
 
 _s = schema.session
 _CLAIM_SESSION = (

@@ -25,14 +25,19 @@ from typing import Any, NoReturn, TypeVar
 from sqlalchemy import Update, bindparam, exists, insert, null, select, true, update
 from sqlalchemy.engine import Connection
 
-from shared.errors import CallCancelled, NotFoundError, StaleLeaseError
-from shared.store import fence, schema
-from shared.store.commit import insert_outbox_sync
-from shared.store.draft import OutboxMessage, new_id
-from shared.store.engine import in_one_hop, read_transaction
-from shared.store.load import operation_record
-from shared.store.records import CommitReceipt, OperationRecord, OperationStatus, OutboxRow
-from shared.store.store import Store
+from brainhands.shared.errors import CallCancelled, NotFoundError, StaleLeaseError
+from brainhands.shared.store import fence, schema
+from brainhands.shared.store.commit import insert_outbox_sync
+from brainhands.shared.store.draft import OutboxMessage, new_id
+from brainhands.shared.store.engine import in_one_hop, read_transaction
+from brainhands.shared.store.load import operation_record
+from brainhands.shared.store.records import (
+    CommitReceipt,
+    OperationRecord,
+    OperationStatus,
+    OutboxRow,
+)
+from brainhands.shared.store.store import Store
 
 FINAL_STATUSES: frozenset[OperationStatus] = frozenset(
     {"succeeded", "failed", "uncertain", "cancelled"}

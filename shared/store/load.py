@@ -26,9 +26,9 @@ from typing import Any
 from sqlalchemy import BindParameter, Row, bindparam, select
 from sqlalchemy.engine import Connection
 
-from shared.errors import NotFoundError
-from shared.store import fence, schema
-from shared.store.records import (
+from brainhands.shared.errors import NotFoundError
+from brainhands.shared.store import fence, schema
+from brainhands.shared.store.records import (
     OPEN_SUBMISSION_STATUSES,
     ClaimedSession,
     DocumentRecord,

@@ -17,7 +17,7 @@ from sqlalchemy import text
 from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from shared.store.engine import is_sqlite, write_transaction
+from brainhands.shared.store.engine import is_sqlite, write_transaction
 
 MIGRATIONS = Path(__file__).with_name("migrations")
 _PG_MIGRATION_LOCK = 0x6272_6169_6E68  # any constant shared by every brainhands process

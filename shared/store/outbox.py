@@ -12,10 +12,10 @@ import time
 from sqlalchemy import bindparam, delete, func, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from shared.store import schema
-from shared.store.engine import in_one_hop, read_transaction, write_transaction
-from shared.store.records import OutboxRow
-from shared.store.store import Store
+from brainhands.shared.store import schema
+from brainhands.shared.store.engine import in_one_hop, read_transaction, write_transaction
+from brainhands.shared.store.records import OutboxRow
+from brainhands.shared.store.store import Store
 
 
 async def claim_unsent(conn: AsyncConnection, limit: int) -> list[OutboxRow]:

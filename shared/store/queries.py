@@ -8,15 +8,15 @@ from dataclasses import dataclass
 from sqlalchemy import and_, case, exists, func, literal, or_, select, union_all
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from shared.store import schema
-from shared.store.engine import read_in_one_hop, read_transaction
-from shared.store.load import (
+from brainhands.shared.store import schema
+from brainhands.shared.store.engine import read_in_one_hop, read_transaction
+from brainhands.shared.store.load import (
     operation_record,
     operations_by_ids_sync,
     task_record,
     tasks_by_ids_sync,
 )
-from shared.store.records import OPEN_SUBMISSION_STATUSES, OperationRecord, TaskRecord
+from brainhands.shared.store.records import OPEN_SUBMISSION_STATUSES, OperationRecord, TaskRecord
 
 FINAL = ("succeeded", "failed", "uncertain", "cancelled")
 

@@ -12,18 +12,18 @@ from sqlalchemy import exists, func, insert, or_, select, text
 from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from shared.store import fence, migrate, schema
-from shared.store.commit import commit_draft
-from shared.store.draft import Draft, new_id
-from shared.store.engine import (
+from brainhands.shared.store import fence, migrate, schema
+from brainhands.shared.store.commit import commit_draft
+from brainhands.shared.store.draft import Draft, new_id
+from brainhands.shared.store.engine import (
     create_engine,
     create_sqlite_writer,
     in_one_hop,
     read_transaction,
     write_transaction,
 )
-from shared.store.load import claim_session_sync, load_session_sync
-from shared.store.records import (
+from brainhands.shared.store.load import claim_session_sync, load_session_sync
+from brainhands.shared.store.records import (
     OPEN_SUBMISSION_STATUSES,
     ClaimedSession,
     CommitReceipt,

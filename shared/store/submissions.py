@@ -15,13 +15,13 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from shared.errors import NotFoundError
-from shared.store import schema
-from shared.store.commit import insert_outbox
-from shared.store.draft import OutboxMessage, new_id
-from shared.store.engine import dialect_insert, read_transaction, write_transaction
-from shared.store.records import CommitReceipt, OutboxRow, SubmissionRecord
-from shared.store.store import Store
+from brainhands.shared.errors import NotFoundError
+from brainhands.shared.store import schema
+from brainhands.shared.store.commit import insert_outbox
+from brainhands.shared.store.draft import OutboxMessage, new_id
+from brainhands.shared.store.engine import dialect_insert, read_transaction, write_transaction
+from brainhands.shared.store.records import CommitReceipt, OutboxRow, SubmissionRecord
+from brainhands.shared.store.store import Store
 
 
 @dataclass(frozen=True)

@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from brain.client import submit_input
-from brain.decide import TOOL_KIND
-from examples.notify.email_client import EmailClient
-from shared.messages import ToolResult
-from shared.store import SubmissionRecord
-from shared.store.queries import session_history
+from brainhands.brain.client import submit_input
+from brainhands.brain.decide import TOOL_KIND
+from brainhands.examples.notify.email_client import EmailClient
+from brainhands.shared.messages import ToolResult
+from brainhands.shared.store import SubmissionRecord
+from brainhands.shared.store.queries import session_history
 from tests.helpers.brains import BrainHarness
 from tests.helpers.harness import start_email_service
 from tests.helpers.polling import eventually

@@ -9,9 +9,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from brain.client import submit_input
-from shared.store import TaskRecord
-from shared.store.queries import session_history
+from brainhands.brain.client import submit_input
+from brainhands.shared.store import TaskRecord
+from brainhands.shared.store.queries import session_history
 from tests.helpers.brains import BrainHarness
 from tests.helpers.chat_server import ChatServer, completion
 from tests.helpers.polling import eventually

@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select
 
-from brain.client import submit_input
-from brain.decide import TOOL_KIND
-from shared.messages import MAX_INLINE_JSON, ToolJob, decode
-from shared.store import Store, schema
-from shared.store.queries import session_history
+from brainhands.brain.client import submit_input
+from brainhands.brain.decide import TOOL_KIND
+from brainhands.shared.messages import MAX_INLINE_JSON, ToolJob, decode
+from brainhands.shared.store import Store, schema
+from brainhands.shared.store.queries import session_history
 from tests.helpers.brains import BrainHarness
 from tests.helpers.large_values import POOL, SIZE, digest, text_of
 from tests.helpers.processes import spawn_module

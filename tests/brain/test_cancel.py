@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from brain.client import request_cancel
-from shared.keys import Keys
-from shared.lease import LeaseManager, connect_redis
-from shared.store import OperationLedger
-from shared.store.queries import operations_by_ids
+from brainhands.brain.client import request_cancel
+from brainhands.shared.keys import Keys
+from brainhands.shared.lease import LeaseManager, connect_redis
+from brainhands.shared.store import OperationLedger
+from brainhands.shared.store.queries import operations_by_ids
 from tests.helpers.brains import BrainHarness
 from tests.helpers.polling import eventually
 from tests.helpers.processes import spawn_email_hands
@@ -55,7 +55,7 @@ async def test_cancelling_a_submission_stops_children_and_the_running_tool(
     async def tool_heard_it() -> bool:
         from sqlalchemy import select
 
-        from shared.store import schema
+        from brainhands.shared.store import schema
 
         async with brains.store.engine.connect() as conn:
             op_id = (await conn.execute(select(schema.operation.c.operation_id))).scalar_one()

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from brain.decide import (
+from brainhands.brain.decide import (
     TOOL_KIND,
     Block,
     Facts,
@@ -20,8 +20,8 @@ from brain.decide import (
     tool_outcome,
     transition,
 )
-from brain.task import Child, Dispatch, Fail, Finish, Goto, Sleep, Spawn
-from shared.store.records import OperationRecord, TaskRecord
+from brainhands.brain.task import Child, Dispatch, Fail, Finish, Goto, Sleep, Spawn
+from brainhands.shared.store.records import OperationRecord, TaskRecord
 
 NOW = 1_000.0
 

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from brain import Call, Dispatch
-from brain.ids import CHOSEN_OPERATION_ID_MAX, derive_operation_id, derive_task_id
-from examples.notify.email_client import EmailClient
-from shared.store.queries import session_history
+from brainhands.brain import Call, Dispatch
+from brainhands.brain.ids import CHOSEN_OPERATION_ID_MAX, derive_operation_id, derive_task_id
+from brainhands.examples.notify.email_client import EmailClient
+from brainhands.shared.store.queries import session_history
 from tests.helpers.brains import BrainHarness
 from tests.helpers.harness import start_email_service
 from tests.helpers.processes import spawn_email_hands

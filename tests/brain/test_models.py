@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from brain.models.base import ModelError, TransientModelError
-from brain.models.openai import ModelSettings, OpenAIChatModel
-from brain.models.scripted import ScriptedModel
+from brainhands.brain.models.base import ModelError, TransientModelError
+from brainhands.brain.models.openai import ModelSettings, OpenAIChatModel
+from brainhands.brain.models.scripted import ScriptedModel
 from tests.helpers.chat_server import ChatServer, completion
 
 TOOLS = [

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from shared.store import Draft
-from shared.store.queries import tasks_by_ids
+from brainhands.shared.store import Draft
+from brainhands.shared.store.queries import tasks_by_ids
 from tests.helpers.brains import BrainHarness
 from tests.helpers.polling import eventually
 

@@ -11,16 +11,16 @@ from pathlib import Path
 
 import pytest
 
-from brain.client import submit_input
-from brain.decide import TOOL_KIND
-from brain.registry import TaskKind, TaskRegistry
-from brain.scheduler import RunSummary, SessionRunner
-from shared.messages import ToolJob, decode
-from shared.store import Draft, OperationLedger, Store, TaskRecord
-from shared.store.queries import tasks_by_ids
-from shared.store.submissions import get_submission
-from shared.tools import ToolRegistry, declare, load_tool_modules
-from shared.topology import Topology
+from brainhands.brain.client import submit_input
+from brainhands.brain.decide import TOOL_KIND
+from brainhands.brain.registry import TaskKind, TaskRegistry
+from brainhands.brain.scheduler import RunSummary, SessionRunner
+from brainhands.shared.messages import ToolJob, decode
+from brainhands.shared.store import Draft, OperationLedger, Store, TaskRecord
+from brainhands.shared.store.queries import tasks_by_ids
+from brainhands.shared.store.submissions import get_submission
+from brainhands.shared.tools import ToolRegistry, declare, load_tool_modules
+from brainhands.shared.topology import Topology
 from tests.helpers import kinds
 
 pytestmark = pytest.mark.integration
@@ -232,7 +232,7 @@ async def test_an_unknown_kind_is_blocked_untouched_then_migrated_by_a_newer_bui
 
     @steps_v2.phase("one")
     async def v2_one(task, docs, ctx):  # type: ignore[no-untyped-def]
-        from brain import Finish
+        from brainhands.brain import Finish
 
         return Finish({"input": task.input, "version": task.version})
 
@@ -369,7 +369,7 @@ async def test_a_call_to_an_unknown_tool_fails_visibly_and_sends_nothing(store: 
 async def outbox_jobs(store: Store) -> list[ToolJob]:
     from sqlalchemy import select
 
-    from shared.store import schema
+    from brainhands.shared.store import schema
 
     async with store.engine.connect() as conn:
         rows = await conn.execute(select(schema.outbox.c.body).order_by(schema.outbox.c.id))
@@ -380,7 +380,7 @@ async def outbox_jobs(store: Store) -> list[ToolJob]:
 async def all_tasks(store: Store) -> list[TaskRecord]:
     from sqlalchemy import select
 
-    from shared.store import schema
+    from brainhands.shared.store import schema
 
     async with store.engine.connect() as conn:
         ids = [r.id for r in await conn.execute(select(schema.task.c.id))]

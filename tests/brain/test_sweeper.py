@@ -18,9 +18,9 @@ from aio_pika.exceptions import ChannelNotFoundEntity
 from redis.asyncio import Redis
 from sqlalchemy import insert, update
 
-from brain.client import submit_input
-from brain.decide import TOOL_KIND
-from brain.sweeper import (
+from brainhands.brain.client import submit_input
+from brainhands.brain.decide import TOOL_KIND
+from brainhands.brain.sweeper import (
     MARK_MARGIN,
     MAX_BACKLOG_BACKOFF,
     Sweeper,
@@ -29,13 +29,17 @@ from brain.sweeper import (
     plan_wake_ups,
     watch_sessions,
 )
-from shared.broker import Delivery
-from shared.keys import Keys
-from shared.lease import LeaseManager
-from shared.messages import SessionWake, ToolJob, decode
-from shared.progress import QueueProgress
-from shared.store import Draft, Store, schema
-from shared.store.queries import SessionRef, calls_without_outcome, sessions_needing_attention
+from brainhands.shared.broker import Delivery
+from brainhands.shared.keys import Keys
+from brainhands.shared.lease import LeaseManager
+from brainhands.shared.messages import SessionWake, ToolJob, decode
+from brainhands.shared.progress import QueueProgress
+from brainhands.shared.store import Draft, Store, schema
+from brainhands.shared.store.queries import (
+    SessionRef,
+    calls_without_outcome,
+    sessions_needing_attention,
+)
 from tests.helpers.brains import BrainHarness
 from tests.helpers.polling import eventually
 from tests.helpers.rabbit import BrokerEnv, broker_env

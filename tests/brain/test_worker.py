@@ -126,7 +126,7 @@ async def test_a_lost_wake_up_is_found_by_the_sweeper(brains: BrainHarness) -> N
     # No Brain runs while the wake-up is published, and the queue is purged: it is lost.
     await brains.submit("steps", {"x": 6})
     await brains.env.brain_queue("v1")
-    from shared.relay import OutboxRelay
+    from brainhands.shared.relay import OutboxRelay
 
     await OutboxRelay(brains.store, brains.env.broker).drain_once()
     await brains.env.purge(brains.env.topology.brain_queue("v1"))

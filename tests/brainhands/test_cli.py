@@ -13,13 +13,13 @@ from pathlib import Path
 import pytest
 from sqlalchemy import insert
 
-from brain.decide import TOOL_KIND
-from shared.config import normalize_database_url
-from shared.messages import ToolJob
-from shared.store import Store, schema
+from brainhands.brain.decide import TOOL_KIND
+from brainhands.shared.config import normalize_database_url
+from brainhands.shared.messages import ToolJob
+from brainhands.shared.store import Store, schema
 from tests.helpers.brains import BrainHarness
 from tests.helpers.polling import eventually
-from tests.helpers.processes import ROOT, spawn_email_hands
+from tests.helpers.processes import WORKDIR, spawn_email_hands
 from tests.helpers.rabbit import BrokerEnv, broker_env
 from tests.helpers.stores import StoreTarget, drop_schema
 
@@ -56,7 +56,7 @@ def test_invalid_settings_fail_at_start_naming_the_variable(tmp_path: Path) -> N
 
 
 def test_hands_refuses_a_pool_its_tool_modules_do_not_serve(tmp_path: Path) -> None:
-    done = brainhands("hands", "--pool", "nope", "--tools", "tests.helpers.tools", cwd=ROOT)
+    done = brainhands("hands", "--pool", "nope", "--tools", "tests.helpers.tools", cwd=WORKDIR)
     assert done.returncode == 2
     assert "no tool of pool 'nope'" in done.stderr and "email" in done.stderr
 
@@ -187,9 +187,9 @@ async def test_submit_waits_for_the_answer_and_show_prints_the_session(
         '{"kind": "steps", "input": {"x": 7}}',
     ]
 
-    first = await asyncio.to_thread(brainhands, *submit, cwd=ROOT, env=brains.settings())
-    again = await asyncio.to_thread(brainhands, *submit, cwd=ROOT, env=brains.settings())
-    shown = await asyncio.to_thread(brainhands, "show", "cli", cwd=ROOT, env=brains.settings())
+    first = await asyncio.to_thread(brainhands, *submit, cwd=WORKDIR, env=brains.settings())
+    again = await asyncio.to_thread(brainhands, *submit, cwd=WORKDIR, env=brains.settings())
+    shown = await asyncio.to_thread(brainhands, "show", "cli", cwd=WORKDIR, env=brains.settings())
 
     assert first.returncode == 0, first.stderr
     assert "(accepted)" in first.stdout

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from shared.store import Store
+from brainhands.shared.store import Store
 from tests.helpers.cluster import CHAOS_REPORT, Cluster
 from tests.helpers.harness import start_email_service
 from tests.helpers.rabbit import broker_env

@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from shared.messages import SessionWake, ToolResult
+from brainhands.shared.messages import SessionWake, ToolResult
 from tests.helpers.cluster import Cluster
 from tests.helpers.polling import eventually
 from tests.helpers.processes import spawn_module
@@ -103,7 +103,7 @@ async def test_4_hands_killed_mid_tool(cluster: Cluster, tool: str) -> None:
 
 
 async def count_failed(cluster: Cluster) -> int:
-    from shared.store.queries import session_history
+    from brainhands.shared.store.queries import session_history
 
     tasks, _ = await session_history(cluster.store.engine, cluster.sessions[0])
     return sum(t.kind == "send-notice" and t.outcome != "succeeded" for t in tasks)
@@ -235,7 +235,7 @@ async def test_10_the_service_accepts_a_send_and_drops_the_receipt(cluster: Clus
     start_pool(cluster, brains=1, hands=1)
     await cluster.submit_batches(1)
     await cluster.wait_done()
-    from shared.store.queries import session_history
+    from brainhands.shared.store.queries import session_history
 
     tasks, _ = await session_history(cluster.store.engine, cluster.sessions[0])
     hows = sorted(t.result["how"] for t in tasks if t.kind == "send-notice")

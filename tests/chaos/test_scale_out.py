@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from shared.messages import ToolJob
+from brainhands.shared.messages import ToolJob
 from tests.helpers.cluster import Cluster
 from tests.helpers.polling import eventually
 

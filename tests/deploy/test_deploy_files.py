@@ -13,11 +13,9 @@ import json
 import os
 import re
 import shlex
-import tomllib
 from base64 import b64decode
 from collections.abc import Iterator
 from dataclasses import dataclass
-from fnmatch import fnmatch
 from pathlib import Path
 from typing import Any
 
@@ -34,15 +32,15 @@ except ImportError:  # PyYAML belongs in the dev extras; until then say so, exce
         "PyYAML is not installed: .venv/bin/pip install 'pyyaml>=6,<7'", allow_module_level=True
     )
 
-from brain.agent import agent_kinds, load_agent_modules
-from brain.models.openai import ModelSettings
-from brain.registry import load_task_modules
-from brain.settings import BrainSettings
+from brainhands.brain.agent import agent_kinds, load_agent_modules
+from brainhands.brain.models.openai import ModelSettings
+from brainhands.brain.registry import load_task_modules
+from brainhands.brain.settings import BrainSettings
 from brainhands.cli import WORKERS, build_parser
-from hands.settings import HandsSettings
-from shared.config import CommonSettings
-from shared.tools import load_tool_modules
-from shared.topology import Topology
+from brainhands.hands.settings import HandsSettings
+from brainhands.shared.config import CommonSettings
+from brainhands.shared.tools import load_tool_modules
+from brainhands.shared.topology import Topology
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
@@ -616,12 +614,13 @@ def test_the_dockerfile_copies_every_package_pyproject_installs() -> None:
         for source in sources:
             assert (ROOT / source).exists(), f"deploy/Dockerfile copies {source}: not in the repo"
             copied.add(source.rstrip("/"))
-    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
-    patterns = pyproject["tool"]["setuptools"]["packages"]["find"]["include"]
-    packages = {
-        p.name
-        for p in ROOT.iterdir()
-        if (p / "__init__.py").exists() and any(fnmatch(p.name, pat) for pat in patterns)
+    # pip installs brainhands/ and the folders linked into it (brain/, hands/, ...).
+    linked = {
+        p.resolve().relative_to(ROOT).as_posix()
+        for p in (ROOT / "brainhands").iterdir()
+        if p.is_symlink()
     }
+    assert linked >= {"brain", "hands", "shared"}
+    packages = {"brainhands", *linked}
     assert packages - copied == set(), "packages pip would install that the image lacks"
     assert {"pyproject.toml", "README.md"} <= copied  # the build reads both

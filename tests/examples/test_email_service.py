@@ -21,12 +21,16 @@ from typing import Any
 
 import pytest
 
-from examples.notify.email_client import EmailClient, EmailRejected, EmailServiceUnavailable
+from brainhands.examples.notify.email_client import (
+    EmailClient,
+    EmailRejected,
+    EmailServiceUnavailable,
+)
 from tests.helpers.processes import spawn_module
 
 pytestmark = pytest.mark.timeout(15)
 
-MODULE = "examples.notify.email_service"
+MODULE = "brainhands.examples.notify.email_service"
 # No proxy from the environment may sit between a test and a service on 127.0.0.1.
 OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 

@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from shared.config import normalize_database_url
-from shared.store import Store
+from brainhands.shared.config import normalize_database_url
+from brainhands.shared.store import Store
 from tests.helpers.harness import HandsHarness, start_email_service
 from tests.helpers.rabbit import broker_env
 from tests.helpers.stores import StoreTarget, drop_schema

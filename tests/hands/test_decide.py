@@ -7,7 +7,7 @@ import itertools
 
 import pytest
 
-from hands.decide import (
+from brainhands.hands.decide import (
     FailureVerdict,
     Step,
     after_interruption,
@@ -15,8 +15,8 @@ from hands.decide import (
     next_step,
     retry_or_fail,
 )
-from shared.errors import StoreUnavailable, ToolError, ToolUncertain
-from shared.tools import REPLAY_POLICIES, ReplayPolicy, RetryPolicy
+from brainhands.shared.errors import StoreUnavailable, ToolError, ToolUncertain
+from brainhands.shared.tools import REPLAY_POLICIES, ReplayPolicy, RetryPolicy
 
 NOW = 1000.0
 RETRY = RetryPolicy(max_attempts=3, max_interruptions=4, interruption_delay=0.5, multiplier=2)

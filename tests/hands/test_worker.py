@@ -9,8 +9,8 @@ import signal
 import pytest
 from sqlalchemy import insert, update
 
-from shared.store import schema
-from shared.store.records import TaskRecord
+from brainhands.shared.store import schema
+from brainhands.shared.store.records import TaskRecord
 from tests.helpers.harness import HandsHarness
 from tests.helpers.polling import eventually
 

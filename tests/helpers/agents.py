@@ -9,9 +9,9 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from brain.agent import Agent, AgentRegistry, TaskTool
-from brain.models.openai import ModelSettings, OpenAIChatModel
-from brain.models.scripted import ScriptedModel
+from brainhands.brain.agent import Agent, AgentRegistry, TaskTool
+from brainhands.brain.models.openai import ModelSettings, OpenAIChatModel
+from brainhands.brain.models.scripted import ScriptedModel
 
 SCRIPTS = Path(__file__).with_name("scripts")
 LOG = os.environ.get("TEST_MODEL_LOG") or None

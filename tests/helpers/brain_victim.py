@@ -16,7 +16,7 @@ import sys
 from typing import Any
 
 from brainhands.cli import main
-from shared.store import CommitReceipt, Draft, Store
+from brainhands.shared.store import CommitReceipt, Draft, Store
 
 
 def matches(rule: str, draft: Draft, count: int) -> tuple[bool, bool]:

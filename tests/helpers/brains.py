@@ -9,10 +9,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from brain.client import submit_input, wait_for_answer
-from shared.config import normalize_database_url
-from shared.store import Store, SubmissionRecord
-from shared.store.submissions import SubmitReceipt
+from brainhands.brain.client import submit_input, wait_for_answer
+from brainhands.shared.config import normalize_database_url
+from brainhands.shared.store import Store, SubmissionRecord
+from brainhands.shared.store.submissions import SubmitReceipt
 from tests.helpers.processes import spawn_module
 from tests.helpers.rabbit import BrokerEnv, broker_env
 from tests.helpers.stores import StoreTarget, drop_schema

@@ -16,10 +16,10 @@ from typing import Any
 
 from sqlalchemy import func, select
 
-from brain.client import submit_input
-from examples.notify.email_client import EmailClient
-from shared.store import Store, schema
-from shared.store.queries import session_history
+from brainhands.brain.client import submit_input
+from brainhands.examples.notify.email_client import EmailClient
+from brainhands.shared.store import Store, schema
+from brainhands.shared.store.queries import session_history
 from tests.helpers.polling import eventually
 from tests.helpers.processes import spawn_module
 from tests.helpers.rabbit import BrokerEnv
@@ -31,9 +31,9 @@ BRAIN = [
     "--compat",
     "v1",
     "--tasks",
-    "examples.notify.tasks",
+    "brainhands.examples.notify.tasks",
     "--tools",
-    "examples.notify.tools",
+    "brainhands.examples.notify.tools",
     "--tools",
     "tests.helpers.tools",
 ]
@@ -42,7 +42,7 @@ HANDS = [
     "--pool",
     "email",
     "--tools",
-    "examples.notify.tools",
+    "brainhands.examples.notify.tools",
     "--tools",
     "tests.helpers.tools",
 ]

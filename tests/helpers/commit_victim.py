@@ -18,7 +18,7 @@ from typing import Any
 
 from sqlalchemy import event
 
-from shared.store import Draft, Store
+from brainhands.shared.store import Draft, Store
 
 ENTRIES, TASKS, OUTBOX = 5, 3, 3
 

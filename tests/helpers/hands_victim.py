@@ -10,7 +10,7 @@ import sys
 from typing import Any
 
 from brainhands.cli import main
-from shared.store import OperationLedger
+from brainhands.shared.store import OperationLedger
 
 
 def arm() -> None:

@@ -11,10 +11,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from examples.notify.email_client import EmailClient
-from shared.broker import Delivery
-from shared.messages import Message, ToolJob, ToolResult
-from shared.store import OperationLedger, OperationRecord, Store
+from brainhands.examples.notify.email_client import EmailClient
+from brainhands.shared.broker import Delivery
+from brainhands.shared.messages import Message, ToolJob, ToolResult
+from brainhands.shared.store import OperationLedger, OperationRecord, Store
 from tests.helpers.polling import eventually
 from tests.helpers.processes import spawn_email_hands, spawn_module
 from tests.helpers.rabbit import BrokerEnv
@@ -25,7 +25,7 @@ async def start_email_service(tmp_path: Path, *flags: str) -> tuple[subprocess.P
     """Start the example email service on a free port; return the process and its URL."""
     port_file = tmp_path / "email.port"
     proc = spawn_module(
-        "examples.notify.email_service",
+        "brainhands.examples.notify.email_service",
         "--port",
         "0",
         "--db",

@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from brain import (
+from brainhands.brain import (
     Call,
     Child,
     Dispatch,

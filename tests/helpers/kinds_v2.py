@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from brain import Finish, Goto, Next, PhaseContext, TaskKind, TaskRegistry, TaskView
+from brainhands.brain import Finish, Goto, Next, PhaseContext, TaskKind, TaskRegistry, TaskView
 
 registry = TaskRegistry()
 steps = registry.add(TaskKind("steps", version=2))

@@ -13,10 +13,10 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from brain import Dispatch, Finish, Next, PhaseContext, TaskKind, TaskRegistry, TaskView
-from brain.agent import Agent, AgentRegistry
-from brain.models.scripted import ScriptedModel
-from hands import ToolContext, tool
+from brainhands.brain import Dispatch, Finish, Next, PhaseContext, TaskKind, TaskRegistry, TaskView
+from brainhands.brain.agent import Agent, AgentRegistry
+from brainhands.brain.models.scripted import ScriptedModel
+from brainhands.hands import ToolContext, tool
 
 SIZE = 1024 * 1024
 """The size of the large values: 16 times ``MAX_INLINE_JSON``."""

@@ -8,16 +8,19 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+WORKDIR = ROOT / ".testpath"
+"""Where test processes start: they import the installed ``brainhands`` and the tests' own
+package (linked here), and nothing else of the repository."""
 
 
 def spawn_module(
     module: str, *args: str, env: dict[str, str] | None = None, log: Path | None = None
 ) -> subprocess.Popen[bytes]:
-    """Run ``python -m module args`` from the project root, output to ``log``."""
+    """Run ``python -m module args`` from ``WORKDIR``, output to ``log``."""
     out = open(log, "ab") if log else subprocess.DEVNULL  # noqa: SIM115 - closed by the child
     return subprocess.Popen(
         [sys.executable, "-m", module, *args],
-        cwd=ROOT,
+        cwd=WORKDIR,
         env={**os.environ, **(env or {})},
         stdout=out,
         stderr=subprocess.STDOUT,

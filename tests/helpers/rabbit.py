@@ -12,9 +12,9 @@ from urllib.parse import urlsplit
 
 import aio_pika
 
-from shared.broker import Broker
-from shared.messages import Message
-from shared.topology import Topology
+from brainhands.shared.broker import Broker
+from brainhands.shared.messages import Message
+from brainhands.shared.topology import Topology
 from tests.helpers.polling import eventually
 
 RABBITMQCTL = shutil.which("rabbitmqctl")

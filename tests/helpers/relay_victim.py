@@ -19,12 +19,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from shared import relay as relay_module
-from shared.config import CommonSettings, load_settings
-from shared.messages import SessionWake, encode
-from shared.relay import OutboxRelay
-from shared.runtime import open_services
-from shared.store import Draft
+from brainhands.shared import relay as relay_module
+from brainhands.shared.config import CommonSettings, load_settings
+from brainhands.shared.messages import SessionWake, encode
+from brainhands.shared.relay import OutboxRelay
+from brainhands.shared.runtime import open_services
+from brainhands.shared.store import Draft
 
 HANDOFF = 2.0
 """Seconds the ``--commit`` victim's rows are left to its own relay."""

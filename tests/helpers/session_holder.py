@@ -13,11 +13,11 @@ import asyncio
 import sys
 from pathlib import Path
 
-from shared.config import CommonSettings, load_settings
-from shared.errors import StaleLeaseError
-from shared.keys import Keys
-from shared.lease import LeaseManager, connect_redis
-from shared.store import Draft, Store
+from brainhands.shared.config import CommonSettings, load_settings
+from brainhands.shared.errors import StaleLeaseError
+from brainhands.shared.keys import Keys
+from brainhands.shared.lease import LeaseManager, connect_redis
+from brainhands.shared.store import Draft, Store
 
 
 async def main(session_id: str, token_file: Path, go_file: Path, result_file: Path) -> None:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from sqlalchemy import text
 
-from shared.store.engine import create_engine
+from brainhands.shared.store.engine import create_engine
 
 
 @dataclass(frozen=True)

@@ -11,8 +11,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from examples.notify.email_client import EmailClient, EmailServiceUnavailable
-from hands import QueryAnswer, RetryPolicy, ToolContext, ToolError, tool
+from brainhands.examples.notify.email_client import EmailClient, EmailServiceUnavailable
+from brainhands.hands import QueryAnswer, RetryPolicy, ToolContext, ToolError, tool
 
 
 class Email(BaseModel):

@@ -11,11 +11,11 @@ from dataclasses import dataclass, field
 import aio_pika
 import pytest
 
-from shared.broker import Broker, Delivery, Outgoing
-from shared.errors import BrokerError, BrokerUnavailable, UnroutableMessage
-from shared.messages import Message, ToolJob, encode
-from shared.parking import ORIGIN_HEADER, REASON_HEADER, list_parked, replay_parked
-from shared.topology import Topology
+from brainhands.shared.broker import Broker, Delivery, Outgoing
+from brainhands.shared.errors import BrokerError, BrokerUnavailable, UnroutableMessage
+from brainhands.shared.messages import Message, ToolJob, encode
+from brainhands.shared.parking import ORIGIN_HEADER, REASON_HEADER, list_parked, replay_parked
+from brainhands.shared.topology import Topology
 from tests.helpers.polling import eventually
 from tests.helpers.rabbit import (
     RABBITMQCTL,

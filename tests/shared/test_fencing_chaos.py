@@ -12,10 +12,10 @@ import pytest
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from shared.errors import StaleLeaseError
-from shared.keys import Keys
-from shared.lease import LeaseManager, connect_redis
-from shared.store import Draft, OperationLedger, Store
+from brainhands.shared.errors import StaleLeaseError
+from brainhands.shared.keys import Keys
+from brainhands.shared.lease import LeaseManager, connect_redis
+from brainhands.shared.store import Draft, OperationLedger, Store
 from tests.helpers.polling import eventually
 from tests.helpers.processes import spawn_module
 from tests.helpers.stores import StoreTarget

@@ -14,9 +14,9 @@ from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import RedisError
 
-from shared.errors import LeaseBackendError, LeaseLost, StaleLeaseError
-from shared.keys import Keys
-from shared.lease import Lease, LeaseManager, connect_redis
+from brainhands.shared.errors import LeaseBackendError, LeaseLost, StaleLeaseError
+from brainhands.shared.keys import Keys
+from brainhands.shared.lease import Lease, LeaseManager, connect_redis
 
 pytestmark = pytest.mark.timeout(10)
 

@@ -5,8 +5,8 @@ from datetime import UTC, datetime
 import pytest
 from pydantic import ValidationError
 
-from shared.errors import InvalidMessage
-from shared.messages import (
+from brainhands.shared.errors import InvalidMessage
+from brainhands.shared.messages import (
     CancelNotice,
     Message,
     SessionWake,

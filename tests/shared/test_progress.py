@@ -9,10 +9,10 @@ from collections.abc import AsyncIterator
 import pytest
 from redis.asyncio import Redis
 
-from shared.broker import Delivery
-from shared.keys import Keys
-from shared.messages import SessionWake
-from shared.progress import MARKS_TTL_S, QueueProgress
+from brainhands.shared.broker import Delivery
+from brainhands.shared.keys import Keys
+from brainhands.shared.messages import SessionWake
+from brainhands.shared.progress import MARKS_TTL_S, QueueProgress
 from tests.helpers.rabbit import BrokerEnv, broker_env
 
 

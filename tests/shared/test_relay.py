@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from shared.broker import Delivery
-from shared.config import normalize_database_url
-from shared.messages import Message, SessionWake, encode
-from shared.relay import OutboxRelay
-from shared.store import Draft, Store
-from shared.store.outbox import prune_sent
+from brainhands.shared.broker import Delivery
+from brainhands.shared.config import normalize_database_url
+from brainhands.shared.messages import Message, SessionWake, encode
+from brainhands.shared.relay import OutboxRelay
+from brainhands.shared.store import Draft, Store
+from brainhands.shared.store.outbox import prune_sent
 from tests.helpers.polling import eventually
 from tests.helpers.processes import spawn_module
 from tests.helpers.rabbit import BrokerEnv, broker_env, broker_stopped

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from alembic import context
 
-from shared.store.schema import metadata
+from brainhands.shared.store.schema import metadata
 
 connection = context.config.attributes["connection"]
 context.configure(

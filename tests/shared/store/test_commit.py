@@ -6,8 +6,8 @@ import asyncio
 
 import pytest
 
-from shared.errors import ConflictError, NotFoundError, StaleLeaseError
-from shared.store import Draft, Store
+from brainhands.shared.errors import ConflictError, NotFoundError, StaleLeaseError
+from brainhands.shared.store import Draft, Store
 
 pytestmark = pytest.mark.integration
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from shared.store import Store
+from brainhands.shared.store import Store
 from tests.helpers import commit_victim as victim
 from tests.helpers.polling import eventually
 from tests.helpers.processes import spawn_module

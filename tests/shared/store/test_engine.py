@@ -11,8 +11,8 @@ from collections.abc import Awaitable, Callable
 import pytest
 from sqlalchemy import text
 
-from shared.config import normalize_database_url
-from shared.store.engine import create_engine, read_transaction, write_transaction
+from brainhands.shared.config import normalize_database_url
+from brainhands.shared.store.engine import create_engine, read_transaction, write_transaction
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
 

@@ -7,8 +7,8 @@ import asyncio
 import pytest
 from sqlalchemy import func, select
 
-from shared.errors import ConflictError, NotFoundError, StaleLeaseError
-from shared.store import (
+from brainhands.shared.errors import ConflictError, NotFoundError, StaleLeaseError
+from brainhands.shared.store import (
     CommitReceipt,
     OperationClaim,
     OperationLedger,

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 from sqlalchemy import event
 
-from shared.errors import StaleLeaseError
-from shared.store import Draft, Store
+from brainhands.shared.errors import StaleLeaseError
+from brainhands.shared.store import Draft, Store
 
 pytestmark = pytest.mark.integration
 

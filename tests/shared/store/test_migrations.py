@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import inspect
 
-from shared.store import Store, migrate
+from brainhands.shared.store import Store, migrate
 from tests.helpers.stores import StoreTarget
 
 pytestmark = pytest.mark.integration
