@@ -44,7 +44,7 @@ from brainhands.shared.messages import (
 from brainhands.shared.parking import park
 from brainhands.shared.store import OperationLedger, OperationRecord, OutboxMessage
 from brainhands.shared.store.records import OperationStatus
-from brainhands.shared.tools import QueryAnswer, ToolRegistry, ToolSpec
+from brainhands.shared.tools import QueryAnswer, ToolRegistry, ToolSpec, describe_invalid_arguments
 from brainhands.shared.tracing import context_from, current_carrier, tracer
 
 log = logging.getLogger("brainhands.hands")
@@ -214,7 +214,9 @@ class HandsWorker:
         try:
             args = spec.args_model.model_validate(await self._arguments(job))
         except ValidationError as exc:
-            await self._record_failure(job, token, "InvalidArguments", _describe(exc))
+            await self._record_failure(
+                job, token, "InvalidArguments", describe_invalid_arguments(exc)
+            )
             return
         step = next_step(
             op.status,
@@ -490,10 +492,3 @@ def _interrupted(op: OperationRecord, spec: ToolSpec, *, spent: bool = False) ->
         "attempt": op.attempts,
         "interruptions": interruptions,
     }
-
-
-def _describe(exc: ValidationError) -> str:
-    return "; ".join(
-        f"{'.'.join(str(p) for p in e['loc']) or 'arguments'}: {e['msg']}"
-        for e in exc.errors(include_url=False)
-    )
