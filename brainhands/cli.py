@@ -82,6 +82,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("show", help="print a session's entries, tasks and operations")
     p.add_argument("session")
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="print one JSON document: session, entries, tasks, operations",
+    )
     p.set_defaults(run="brainhands.operate:show")
 
     p = sub.add_parser("cancel", help="cancel a submission (durably, then its work winds down)")

@@ -6,6 +6,8 @@ import argparse
 import dataclasses
 import json
 import sys
+import time
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -27,6 +29,7 @@ from brainhands.shared.parking import (
 from brainhands.shared.store import Store
 from brainhands.shared.store import migrate as schema_migrations
 from brainhands.shared.store.queries import session_history
+from brainhands.shared.store.records import OperationRecord, SessionState, TaskRecord
 from brainhands.shared.topology import Topology
 
 
@@ -100,28 +103,120 @@ async def show(args: argparse.Namespace) -> int:
         tasks, operations = await session_history(store.engine, args.session)
     finally:
         await store.close()
+    if args.json:
+        print(json.dumps(_session_document(state, tasks, operations), indent=2))
+        return 0
     s = state.session
-    print(f"session {s.id}  compat={s.compat}  version={s.version}  fence={s.fence}")
+    print(f"session {s.id}  uid={s.uid}  compat={s.compat}  version={s.version}  fence={s.fence}")
     print(f"\nentries ({len(state.entries)}):")
     for e in state.entries:
         print(f"  {e.seq:>4} {e.kind:<12} {json.dumps(e.body)[:110]}")
     print(f"\ntasks ({len(tasks)}):")
     for t in tasks:
         where = t.outcome if t.status == "terminal" else f"{t.status}@{t.phase}"
-        blocked = f"  BLOCKED: {t.blocked_reason}" if t.blocked_reason else ""
-        print(f"  {t.id[:12]} {t.kind:<18} v{t.kind_version} {where}{blocked}")
+        print(f"  {t.id} {t.kind} v{t.kind_version} {where}")
+        if t.parent_id:
+            print(f"      parent: {t.parent_id}")
+        if t.status == "sleeping" and t.wake_at is not None:
+            print(f"      wakes: {_when(t.wake_at)}")
+        if t.blocked_reason:
+            print(f"      BLOCKED: {t.blocked_reason}")
     print(f"\noperations ({len(operations)}):")
     for o in operations:
-        blobs = "".join(
-            f" {what} in blob {blob_id}"
-            for what, blob_id in (("arguments", o.arguments_blob_id), ("result", o.blob_id))
-            if blob_id is not None
+        print(
+            f"  {o.operation_id} {o.tool} {o.status}"
+            f"  attempts={o.attempts} interruptions={o.interruptions}"
         )
-        counts = f"attempts={o.attempts} interruptions={o.interruptions}"
-        print(f"  {o.operation_id} {o.tool:<16} {o.status:<10} {counts}{blobs}")
-        if o.status in ("failed", "uncertain", "intended") and o.error:
-            print(f"      error: {o.error.get('type')}: {o.error.get('message')}")
+        if o.task_id:
+            print(f"      task: {o.task_id}")
+        for what, blob_id in (("arguments", o.arguments_blob_id), ("result", o.blob_id)):
+            if blob_id is not None:
+                print(f"      {what} in blob {blob_id}")
+        if o.error:
+            print(f"      error: {_error_of(o.error)}")
     return 0
+
+
+def _session_document(
+    state: SessionState, tasks: list[TaskRecord], operations: list[OperationRecord]
+) -> dict[str, Any]:
+    """What ``brainhands show --json`` prints. Its keys are chosen here, not taken from the
+    records, so that a scripted reader keeps working when a record gains a field."""
+    s = state.session
+    return {
+        "session": {
+            "id": s.id,
+            "uid": s.uid,
+            "compat": s.compat,
+            "status": s.status,
+            "version": s.version,
+            "fence": s.fence,
+            "entry_count": s.entry_count,
+            "created_at": s.created_at,
+            "updated_at": s.updated_at,
+        },
+        "entries": [
+            {"seq": e.seq, "kind": e.kind, "body": e.body, "created_at": e.created_at}
+            for e in state.entries
+        ],
+        "tasks": [
+            {
+                "id": t.id,
+                "kind": t.kind,
+                "kind_version": t.kind_version,
+                "status": t.status,
+                "phase": t.phase,
+                "outcome": t.outcome,
+                "parent_id": t.parent_id,
+                "submission_id": t.submission_id,
+                "operation_id": t.operation_id,
+                "wake_at": t.wake_at,
+                "wait_for": t.wait_for,
+                "blocked_reason": t.blocked_reason,
+                "cancel_requested": t.cancel_requested,
+                "attempt": t.attempt,
+                "restarts": t.restarts,
+                "result": t.result,
+                "error": t.error,
+                "created_at": t.created_at,
+                "updated_at": t.updated_at,
+            }
+            for t in tasks
+        ],
+        "operations": [
+            {
+                "operation_id": o.operation_id,
+                "task_id": o.task_id,
+                "tool": o.tool,
+                "pool": o.pool,
+                "status": o.status,
+                "attempts": o.attempts,
+                "interruptions": o.interruptions,
+                "fence": o.fence,
+                "error": o.error,
+                "arguments_blob_id": o.arguments_blob_id,
+                "result_blob_id": o.blob_id,
+                "next_attempt_at": o.next_attempt_at,
+                "created_at": o.created_at,
+                "started_at": o.started_at,
+                "finished_at": o.finished_at,
+                "updated_at": o.updated_at,
+            }
+            for o in operations
+        ],
+    }
+
+
+def _error_of(error: Any) -> str:
+    if isinstance(error, dict) and "type" in error:
+        return f"{error['type']}: {error.get('message')}"
+    return json.dumps(error)
+
+
+def _when(at: float) -> str:
+    moment = datetime.fromtimestamp(at, UTC).isoformat(timespec="seconds")
+    left = at - time.time()
+    return f"{moment} (in {left:.1f}s)" if left >= 0 else f"{moment} (due {-left:.1f}s ago)"
 
 
 async def cancel(args: argparse.Namespace) -> int:

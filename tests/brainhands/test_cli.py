@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,7 @@ from brainhands.brain.decide import TOOL_KIND
 from brainhands.shared.config import normalize_database_url
 from brainhands.shared.messages import ToolJob
 from brainhands.shared.store import Store, schema
+from brainhands.shared.store.queries import session_history
 from tests.helpers.brains import BrainHarness
 from tests.helpers.polling import eventually
 from tests.helpers.processes import WORKDIR, spawn_email_hands
@@ -98,15 +100,17 @@ async def add_tool_task(store: Store, task_id: str, **row: object) -> None:
     async with store.engine.begin() as conn:
         await conn.execute(
             insert(schema.task).values(
-                id=task_id,
-                session_id="s1",
-                kind=TOOL_KIND,
-                kind_version=1,
-                input={"tool": "send_email", "arguments": {}, "pool": "email"},
-                operation_id=f"op-{task_id}",
-                created_at=now,
-                updated_at=now,
-                **row,
+                **{
+                    "id": task_id,
+                    "session_id": "s1",
+                    "kind": TOOL_KIND,
+                    "kind_version": 1,
+                    "input": {"tool": "send_email", "arguments": {}, "pool": "email"},
+                    "operation_id": f"op-{task_id}",
+                    "created_at": now,
+                    "updated_at": now,
+                    **row,
+                }
             )
         )
 
@@ -196,6 +200,91 @@ async def test_submit_waits_for_the_answer_and_show_prints_the_session(
     assert json.loads(first.stdout.split("\n", 1)[1])["answer"]["input"] == {"x": 7}
     assert "nothing new started" in again.stdout
     assert "steps" in shown.stdout and "succeeded" in shown.stdout
+
+    as_json = await asyncio.to_thread(
+        brainhands, "show", "cli", "--json", cwd=WORKDIR, env=brains.settings()
+    )
+    assert as_json.returncode == 0, as_json.stderr
+    document = json.loads(as_json.stdout)
+    tasks, _ = await session_history(brains.store.engine, "cli")
+    [task] = document["tasks"]
+    assert task["id"] == tasks[0].id and task["id"] in shown.stdout  # whole, not cut short
+    assert (task["kind"], task["status"], task["outcome"]) == ("steps", "terminal", "succeeded")
+    assert document["session"]["id"] == "cli"
+    assert [e["seq"] for e in document["entries"]] == sorted(e["seq"] for e in document["entries"])
+
+
+@pytest.mark.integration
+async def test_show_prints_every_task_and_operation_in_full_and_as_json(
+    store: Store, store_target: StoreTarget, tmp_path: Path
+) -> None:
+    parent, child, operation = "t-" + "p" * 30, "t-" + "c" * 30, "op-" + "o" * 40
+    wake_at = time.time() + 3600
+    await store.create_session("s1", compat="v1")
+    await add_tool_task(
+        store,
+        parent,
+        kind="caller",
+        operation_id=None,
+        status="sleeping",
+        phase="read",
+        wake_at=wake_at,
+        blocked_reason="no handler for caller v1",
+    )
+    await add_tool_task(
+        store, child, parent_id=parent, status="terminal", outcome="failed", operation_id=operation
+    )
+    now = time.time()
+    async with store.engine.begin() as conn:
+        await conn.execute(
+            insert(schema.operation).values(
+                operation_id=operation,
+                session_id="s1",
+                task_id=child,
+                tool="send_email",
+                pool="email",
+                arguments={},
+                status="failed",
+                attempts=3,
+                interruptions=1,
+                error={"type": "ToolError", "message": "mailbox full", "retryable": False},
+                created_at=now,
+                updated_at=now,
+            )
+        )
+
+    def show(*args: str) -> subprocess.CompletedProcess[str]:
+        return brainhands("show", *args, cwd=tmp_path, env=store_target.env())
+
+    text = show("s1")
+    assert text.returncode == 0, text.stderr
+    for full in (parent, child, operation):
+        assert full in text.stdout
+    assert f"parent: {parent}" in text.stdout
+    assert "BLOCKED: no handler for caller v1" in text.stdout
+    assert f"wakes: {datetime.fromtimestamp(wake_at, UTC).isoformat(timespec='seconds')}" in (
+        text.stdout
+    )
+    assert "attempts=3 interruptions=1" in text.stdout
+    assert "error: ToolError: mailbox full" in text.stdout
+
+    as_json = show("s1", "--json")
+    assert as_json.returncode == 0, as_json.stderr
+    document = json.loads(as_json.stdout)
+    assert set(document) == {"session", "entries", "tasks", "operations"}
+    by_id = {t["id"]: t for t in document["tasks"]}
+    assert by_id[parent]["status"] == "sleeping" and by_id[parent]["wake_at"] == wake_at
+    assert by_id[parent]["blocked_reason"] == "no handler for caller v1"
+    assert (by_id[child]["parent_id"], by_id[child]["outcome"]) == (parent, "failed")
+    [op] = document["operations"]
+    assert (op["operation_id"], op["task_id"], op["status"]) == (operation, child, "failed")
+    assert (op["attempts"], op["interruptions"]) == (3, 1)
+    assert op["error"]["type"] == "ToolError" and op["error"]["message"] == "mailbox full"
+
+    unknown = show("nope")
+    assert unknown.returncode == 2
+    assert "session nope does not exist" in unknown.stderr
+    assert "Traceback" not in unknown.stderr and unknown.stdout == ""
 
 
 def test_config_prints_every_setting_with_secrets_redacted(tmp_path: Path) -> None:
