@@ -10,11 +10,12 @@ log = logging.getLogger("brainhands.hands.tool")
 
 
 class ToolContext:
-    """Handed to every tool call.
+    """Handed to every tool call (and to a ``query`` function asking about one).
 
     ``operation_id`` is the call's idempotency key: pass it to the external system so a
     repeated call is recognized there. ``fence`` is the lease token the call runs under and
     ``attempt`` counts calls of this operation (1 for the first), across restarts.
+    ``progress()`` reports on a long call; ``cancelled()`` says it should stop.
     """
 
     def __init__(
@@ -34,27 +35,41 @@ class ToolContext:
 
     @property
     def operation_id(self) -> str:
+        """The call's idempotency key: the same for every attempt of this call, and never the
+        same for two calls (scoped by the session's uid). Hand it to the external system so
+        a repeated attempt is recognized there, and look the call up by it in a ``query``."""
         return self._operation_id
 
     @property
     def session_id(self) -> str:
+        """The session whose task made the call: for logs and correlation, not a key (every
+        call of the session shares it)."""
         return self._session_id
 
     @property
     def fence(self) -> int:
+        """The lease token this attempt runs under. Once another worker takes the call over
+        with a higher token, this attempt's outcome is refused; an external system that
+        accepts a fencing token can refuse its writes the same way."""
         return self._fence
 
     @property
     def attempt(self) -> int:
+        """Which attempt of this call this is, 1 for the first, counted in the store across
+        worker restarts; attempts cut short by a worker's death or a lost lease count too."""
         return self._attempt
 
     async def progress(self, message: str, **data: Any) -> None:
-        """Report progress of a long call (a structured log line with the operation id)."""
+        """Report progress of a long call: a structured log line (``event`` ``progress``)
+        with the operation id and ``data``. It is not stored and changes nothing."""
         log.info(
             message,
             extra={"event": "progress", "operation_id": self._operation_id, **data},
         )
 
     def cancelled(self) -> bool:
-        """Whether the call was asked to stop (cancellation, shutdown); a tool should wind down."""
+        """Whether the call was asked to stop: its task was cancelled (the Brain's notice
+        arrives at once; the store is checked every second in case it was lost) or the
+        worker is shutting down. Nothing is raised: a long tool checks this and winds down.
+        A call that returns anyway keeps its real outcome."""
         return self._cancel.is_set()
