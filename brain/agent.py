@@ -22,6 +22,7 @@ A generation task's phases:
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass, field
 from typing import Any
@@ -45,6 +46,7 @@ from brainhands.brain.task import (
     TaskView,
 )
 from brainhands.shared import metrics
+from brainhands.shared.errors import ConfigurationError
 from brainhands.shared.store import EntryRecord, SubmissionRecord
 from brainhands.shared.tools import ToolRegistry, describe_invalid_arguments, function_schema
 
@@ -78,8 +80,9 @@ class Agent:
     """An agent definition: what the Brain needs to run its turns."""
 
     name: str
-    model: ModelAdapter
     system: str
+    model: ModelAdapter | None = None
+    """None: the model the Brain's settings describe (``BRAINHANDS_MODEL_*``)."""
     tools: tuple[str, ...] = ()
     """The Hands tools it may call: with ``task_tools``, the session's authorization."""
     task_tools: tuple[TaskTool, ...] = ()
@@ -103,6 +106,15 @@ class AgentRegistry:
             raise ModelError(f"no agent named {name!r} in this build")
         return self.agents[name]
 
+    def with_model(self, model: ModelAdapter) -> AgentRegistry:
+        """A copy in which the agents that name no model use ``model``."""
+        return AgentRegistry(
+            {
+                name: agent if agent.model is not None else dataclasses.replace(agent, model=model)
+                for name, agent in self.agents.items()
+            }
+        )
+
 
 def start_agent_or_task(submission: SubmissionRecord) -> Child:
     """Submissions naming an ``agent`` start its session; others name a task kind."""
@@ -120,11 +132,14 @@ def build_messages(system: str, entries: list[EntryRecord]) -> list[dict[str, An
         if entry.kind == "user":
             messages.append({"role": "user", "content": body["text"]})
         elif entry.kind == "model":
-            said = body["raw"]["choices"][0]["message"]
-            message = {"role": "assistant", "content": said.get("content")}
-            if said.get("tool_calls"):
-                message["tool_calls"] = said["tool_calls"]
-            messages.append(message)
+            if "message" in body:
+                messages.append(body["message"])
+            else:  # saved by a build that stored chat-completions answers alone
+                said = body["raw"]["choices"][0]["message"]
+                message = {"role": "assistant", "content": said.get("content")}
+                if said.get("tool_calls"):
+                    message["tool_calls"] = said["tool_calls"]
+                messages.append(message)
         elif entry.kind == "tool_result":
             content = {k: v for k, v in body.items() if k not in ("call_id", "name")}
             messages.append(
@@ -138,8 +153,18 @@ def build_messages(system: str, entries: list[EntryRecord]) -> list[dict[str, An
 
 
 def agent_kinds(agents: AgentRegistry, tools: ToolRegistry) -> TaskRegistry:
-    """The task kinds that run ``agents`` (added to a Brain's registry)."""
+    """The task kinds that run ``agents`` (added to a Brain's registry); every agent has a
+    model by now (``AgentRegistry.with_model`` gives one to those that name none)."""
+    unset = sorted(name for name, agent in agents.agents.items() if agent.model is None)
+    if unset:
+        raise ConfigurationError(f"agents {unset} name no model and none was given")
     registry = TaskRegistry()
+
+    def model_of(agent: Agent) -> ModelAdapter:
+        if agent.model is None:  # one added to the registry after the check above
+            raise ConfigurationError(f"agent {agent.name!r} names no model")
+        return agent.model
+
     session = registry.add(TaskKind("agent.session"))
     generate = registry.add(TaskKind("agent.generate"))
 
@@ -175,7 +200,7 @@ def agent_kinds(agents: AgentRegistry, tools: ToolRegistry) -> TaskRegistry:
     async def prepare(task: TaskView, docs: dict[str, Any], ctx: PhaseContext) -> Next:
         agent = agents.get(task.input["agent"])
         upto = ctx.entries[-1].seq if ctx.entries else 0
-        return Goto("request", state={"upto": upto, "model": agent.model.name, "attempt": 0})
+        return Goto("request", state={"upto": upto, "model": model_of(agent).name, "attempt": 0})
 
     @generate.phase("request")
     async def request(task: TaskView, docs: dict[str, Any], ctx: PhaseContext) -> Next:
@@ -184,9 +209,10 @@ def agent_kinds(agents: AgentRegistry, tools: ToolRegistry) -> TaskRegistry:
         messages = build_messages(agent.system, [e for e in ctx.entries if e.seq <= state["upto"]])
         schemas = [tools.get(name).schema() for name in agent.tools]
         schemas += [t.schema() for t in agent.task_tools]
+        model = model_of(agent)
         try:
-            with metrics.MODEL_SECONDS.labels(agent.model.name).time():
-                response = await agent.model.complete(messages, schemas)
+            with metrics.MODEL_SECONDS.labels(model.name).time():
+                response = await model.complete(messages, schemas)
         except TransientModelError as exc:
             state["attempt"] += 1
             state["last_error"] = str(exc)
@@ -204,8 +230,11 @@ def agent_kinds(agents: AgentRegistry, tools: ToolRegistry) -> TaskRegistry:
     async def dispatch(task: TaskView, docs: dict[str, Any], ctx: PhaseContext) -> Next:
         agent = agents.get(task.input["agent"])
         raw = task.state["raw"]
-        response = agent.model.parse(raw)
-        ctx.append_entry("model", {"raw": raw, "model": task.state["model"]})
+        response = model_of(agent).parse(raw)
+        # The message replays the answer in later requests, whatever protocol it came in.
+        ctx.append_entry(
+            "model", {"raw": raw, "model": task.state["model"], "message": response.as_message()}
+        )
         if not response.tool_calls:
             return Finish({"final": response.text or ""})
         task_tools = {t.name: t for t in agent.task_tools}

@@ -11,7 +11,8 @@ Everything a user writes comes from this one module::
   ``Child``, ``Call``, ``Dispatch``, ``Finish``, ``Fail`` (``Next`` is their union);
 - agents: ``Agent``, ``AgentRegistry``, ``TaskTool``;
 - models: ``ModelAdapter``, ``ModelResponse``, ``ToolCall``, ``ModelError``,
-  ``TransientModelError``, ``OpenAIChatModel``, ``ModelSettings``, ``ScriptedModel``;
+  ``TransientModelError``, ``OpenAIChatModel``, ``AnthropicModel``, ``ModelSettings``,
+  ``ScriptedModel``;
 - errors: ``BrainhandsError`` (the root of every error brainhands raises), ``NotFoundError``.
 
 Names are loaded on first use, so a Brain process that never touches a tool name never
@@ -43,6 +44,7 @@ if TYPE_CHECKING:
     )
     from brainhands.brain.agent import Agent, AgentRegistry, TaskTool
     from brainhands.brain.models import (
+        AnthropicModel,
         ModelAdapter,
         ModelError,
         ModelResponse,
@@ -69,8 +71,8 @@ _HOMES: dict[str, tuple[str, ...]] = {
     ),
     "brainhands.brain.agent": ("Agent", "AgentRegistry", "TaskTool"),
     "brainhands.brain.models": (
-        "ModelAdapter", "ModelError", "ModelResponse", "ModelSettings", "OpenAIChatModel",
-        "ScriptedModel", "ToolCall", "TransientModelError",
+        "AnthropicModel", "ModelAdapter", "ModelError", "ModelResponse", "ModelSettings",
+        "OpenAIChatModel", "ScriptedModel", "ToolCall", "TransientModelError",
     ),
     "brainhands.hands": ("ToolContext", "tool"),
     "brainhands.shared.errors": (
@@ -83,6 +85,7 @@ _EXPORTS = {name: module for module, names in _HOMES.items() for name in names}
 __all__ = [
     "Agent",
     "AgentRegistry",
+    "AnthropicModel",
     "BrainhandsError",
     "Call",
     "Child",

@@ -292,7 +292,7 @@ async def dlq(args: argparse.Namespace) -> int:
 
 
 async def config(args: argparse.Namespace) -> int:
-    from brainhands.brain.models.openai import ModelSettings
+    from brainhands.brain.models.settings import ModelSettings
     from brainhands.brain.settings import BrainSettings
     from brainhands.hands.settings import HandsSettings
 

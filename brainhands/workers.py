@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 from brainhands.brain.agent import agent_kinds, load_agent_modules, start_agent_or_task
+from brainhands.brain.models import ModelSettings, model_from_settings
 from brainhands.brain.registry import load_task_modules
 from brainhands.brain.settings import BrainSettings
 from brainhands.brain.sweeper import Sweeper
@@ -58,8 +59,10 @@ async def hands(args: argparse.Namespace) -> int:
 
 async def brain(args: argparse.Namespace) -> int:
     settings = load_settings(BrainSettings)
+    # Built once, for every agent that names no model; no connection is opened until used.
+    model = model_from_settings(load_settings(ModelSettings))
     tools = load_tool_modules(args.tools or [])
-    agents = load_agent_modules(args.agents or [])
+    agents = load_agent_modules(args.agents or []).with_model(model)
     tasks = load_task_modules(args.tasks or []).include(agent_kinds(agents, tools))
     if not tasks.kinds:
         raise ConfigurationError("nothing to run: give --tasks MODULE and/or --agents MODULE")
@@ -86,14 +89,17 @@ async def brain(args: argparse.Namespace) -> int:
                 jobs.append(sweeper.run(stop))
             await asyncio.gather(*jobs)
 
-        await serve(
-            services,
-            work,
-            http_port=settings.http_port,
-            service="brainhands-brain",
-            otlp_endpoint=settings.otlp_endpoint,
-            consuming=lambda: worker.consuming,
-        )
+        try:
+            await serve(
+                services,
+                work,
+                http_port=settings.http_port,
+                service="brainhands-brain",
+                otlp_endpoint=settings.otlp_endpoint,
+                consuming=lambda: worker.consuming,
+            )
+        finally:
+            await model.aclose()
     return 0
 
 

@@ -1,5 +1,6 @@
 """Model adapters: how the Brain talks to a language model."""
 
+from brainhands.brain.models.anthropic import AnthropicModel
 from brainhands.brain.models.base import (
     ModelAdapter,
     ModelError,
@@ -7,10 +8,12 @@ from brainhands.brain.models.base import (
     ToolCall,
     TransientModelError,
 )
-from brainhands.brain.models.openai import ModelSettings, OpenAIChatModel
+from brainhands.brain.models.openai import OpenAIChatModel
 from brainhands.brain.models.scripted import ScriptedModel
+from brainhands.brain.models.settings import ModelSettings, model_from_settings
 
 __all__ = [
+    "AnthropicModel",
     "ModelAdapter",
     "ModelError",
     "ModelResponse",
@@ -19,4 +22,5 @@ __all__ = [
     "ScriptedModel",
     "ToolCall",
     "TransientModelError",
+    "model_from_settings",
 ]

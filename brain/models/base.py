@@ -2,12 +2,14 @@
 
 Messages and tool schemas use the chat-completions shapes (``{"role", "content"}``,
 ``{"type": "function", "function": {...}}``), the lingua franca of OpenAI, vLLM, Ollama and
-llama.cpp's server. ``ModelResponse.raw`` is the provider's answer exactly as returned: the
-Brain stores it before acting on it, so a restart never asks the model to decide again.
+llama.cpp's server; an adapter for another protocol (Anthropic's Messages) maps them to its
+own. ``ModelResponse.raw`` is the provider's answer exactly as returned: the Brain stores it
+before acting on it, so a restart never asks the model to decide again.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -46,6 +48,25 @@ class ModelResponse:
     text: str | None
     tool_calls: list[ToolCall] = field(default_factory=list)
     usage: dict[str, Any] = field(default_factory=dict)
+    message: dict[str, Any] = field(default_factory=dict)
+    """The answer as the chat-completions message that replays it, when the adapter keeps
+    one verbatim; empty: ``as_message`` rebuilds it from ``text`` and ``tool_calls``."""
+
+    def as_message(self) -> dict[str, Any]:
+        """The assistant message a later request carries for this answer."""
+        if self.message:
+            return self.message
+        message: dict[str, Any] = {"role": "assistant", "content": self.text}
+        if self.tool_calls:
+            message["tool_calls"] = [
+                {
+                    "id": call.id,
+                    "type": "function",
+                    "function": {"name": call.name, "arguments": json.dumps(call.arguments)},
+                }
+                for call in self.tool_calls
+            ]
+        return message
 
 
 class ModelAdapter(Protocol):

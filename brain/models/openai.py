@@ -7,35 +7,21 @@
 from __future__ import annotations
 
 import json
-import math
-from datetime import UTC, datetime
-from email.utils import parsedate_to_datetime
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
-from pydantic import Field, SecretStr
-from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from brainhands.brain.models.base import ModelError, ModelResponse, ToolCall, TransientModelError
+from brainhands.brain.models._http import post_json
+from brainhands.brain.models.base import ModelResponse, ToolCall, TransientModelError
 
-__all__ = ["ModelSettings", "OpenAIChatModel", "parse_chat_completion"]
+if TYPE_CHECKING:
+    from brainhands.brain.models.settings import ModelSettings
+
+__all__ = ["OpenAIChatModel", "parse_chat_completion"]
 
 _CUT_OFF = frozenset({"length", "content_filter"})
 """Finish reasons of an answer that stopped early: acting on half an answer is never safe."""
-
-
-class ModelSettings(BaseSettings):
-    """Which model a Brain worker talks to (``BRAINHANDS_MODEL_*`` variables)."""
-
-    model_config = SettingsConfigDict(env_prefix="BRAINHANDS_MODEL_", extra="ignore")
-
-    base_url: str = "http://127.0.0.1:11434/v1"
-    """The API root that ``/chat/completions`` hangs off (default: a local Ollama)."""
-    name: str = "llama3.1"
-    api_key: SecretStr | None = None
-    timeout: float = Field(default=60.0, gt=0)
-    """Seconds one model call may take before it counts as failed (and retryable)."""
 
 
 class OpenAIChatModel:
@@ -69,7 +55,8 @@ class OpenAIChatModel:
 
     @classmethod
     def from_settings(cls, settings: ModelSettings) -> OpenAIChatModel:
-        """The adapter that ``settings`` describe."""
+        """The adapter at ``settings``' URL (``model_from_settings`` is the one that reads
+        their ``provider``)."""
         api_key = settings.api_key.get_secret_value() if settings.api_key else None
         return cls(settings.base_url, settings.name, api_key, timeout=settings.timeout)
 
@@ -82,21 +69,12 @@ class OpenAIChatModel:
         self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
     ) -> ModelResponse:
         """One chat-completions call; see ``ModelAdapter.complete`` for the error contract."""
-        try:
-            response = await self._http().post(self._url, json=self._request_body(messages, tools))
-        except httpx.UnsupportedProtocol as exc:
-            raise ModelError(f"{self._model}: cannot call {self._url}: {exc}") from exc
-        except httpx.TimeoutException as exc:
-            raise TransientModelError(f"{self._model}: timed out after {self._timeout}s") from exc
-        except httpx.TransportError as exc:
-            raise TransientModelError(f"{self._model}: {type(exc).__name__}: {exc}") from exc
-        _raise_for_status(self._model, response)
-        try:
-            raw = response.json()
-        except ValueError as exc:
-            raise TransientModelError(f"{self._model}: response body is not JSON") from exc
-        if not isinstance(raw, dict):
-            raise TransientModelError(f"{self._model}: response body is not a JSON object")
+        raw = await post_json(
+            self._http(),
+            self._url,
+            self._request_body(messages, tools),
+            model=self._model,
+        )
         return parse_chat_completion(raw)
 
     def parse(self, raw: dict[str, Any]) -> ModelResponse:
@@ -162,12 +140,17 @@ def parse_chat_completion(raw: dict[str, Any]) -> ModelResponse:
     if not isinstance(calls, list):
         raise TransientModelError("response tool_calls is not a list")
     usage = raw.get("usage")
+    # Replayed as the server said it, so the next request repeats it byte for byte.
+    replay: dict[str, Any] = {"role": "assistant", "content": content}
+    if calls:
+        replay["tool_calls"] = calls
     return ModelResponse(
         raw=raw,
         # Ollama sends "" beside tool calls where OpenAI sends null: both mean no text.
         text=content if isinstance(content, str) and content else None,
         tool_calls=[_parse_tool_call(call, index) for index, call in enumerate(calls)],
         usage=usage if isinstance(usage, dict) else {},
+        message=replay,
     )
 
 
@@ -190,48 +173,3 @@ def _parse_tool_call(call: Any, index: int) -> ToolCall:
     if not isinstance(call_id, str) or not call_id:
         call_id = f"call_{index}"
     return ToolCall(id=call_id, name=function["name"], arguments=arguments)
-
-
-def _raise_for_status(model: str, response: httpx.Response) -> None:
-    status = response.status_code
-    if 200 <= status < 300:
-        return
-    message = f"{model}: HTTP {status}: {_error_message(response)}"
-    if status in (408, 429) or status >= 500:
-        retry_after = _retry_after(response.headers.get("Retry-After"))
-        raise TransientModelError(message, retry_after=retry_after)
-    raise ModelError(message)
-
-
-def _error_message(response: httpx.Response) -> str:
-    """The provider's own words: ``{"error": {"message"}}`` (OpenAI, vLLM, Ollama, llama.cpp),
-    ``{"error": "..."}``, ``{"message"}`` or ``{"detail"}``; else the start of the body."""
-    try:
-        body = response.json()
-    except ValueError:
-        body = None
-    if isinstance(body, dict):
-        error = body.get("error")
-        if isinstance(error, dict) and isinstance(error.get("message"), str):
-            return str(error["message"])
-        for candidate in (error, body.get("message"), body.get("detail")):
-            if isinstance(candidate, str):
-                return candidate
-    return response.text[:500] or response.reason_phrase
-
-
-def _retry_after(value: str | None) -> float | None:
-    """Seconds to wait from a ``Retry-After`` header (delay-seconds or an HTTP date)."""
-    if value is None:
-        return None
-    try:
-        seconds = float(value)
-    except ValueError:
-        try:
-            when = parsedate_to_datetime(value)
-        except (TypeError, ValueError):
-            return None
-        if when.tzinfo is None:
-            when = when.replace(tzinfo=UTC)
-        seconds = (when - datetime.now(UTC)).total_seconds()
-    return max(0.0, seconds) if math.isfinite(seconds) else None

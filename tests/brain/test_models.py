@@ -8,9 +8,13 @@ from typing import Any
 
 import pytest
 
+from brainhands.brain.models.anthropic import AnthropicModel
 from brainhands.brain.models.base import ModelError, TransientModelError
-from brainhands.brain.models.openai import ModelSettings, OpenAIChatModel
+from brainhands.brain.models.openai import OpenAIChatModel
 from brainhands.brain.models.scripted import ScriptedModel
+from brainhands.brain.models.settings import ModelSettings, model_from_settings
+from brainhands.shared.config import load_settings
+from brainhands.shared.errors import ConfigurationError
 from tests.helpers.chat_server import ChatServer, completion
 
 TOOLS = [
@@ -200,6 +204,20 @@ def test_settings_from_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     assert "sk-env" not in repr(settings)
     model = OpenAIChatModel.from_settings(settings)
     assert model.name == "qwen2.5"
+    assert isinstance(model_from_settings(settings), OpenAIChatModel)  # the default provider
+
+
+def test_the_provider_setting_picks_the_adapter(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("BRAINHANDS_MODEL_PROVIDER", "anthropic")
+    monkeypatch.setenv("BRAINHANDS_MODEL_NAME", "claude-sonnet-4-5")
+    model = model_from_settings(load_settings(ModelSettings))
+    assert isinstance(model, AnthropicModel) and model.name == "claude-sonnet-4-5"
+
+
+def test_an_unknown_provider_fails_naming_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("BRAINHANDS_MODEL_PROVIDER", "gemini")
+    with pytest.raises(ConfigurationError, match=r"BRAINHANDS_MODEL_PROVIDER: .*'anthropic'"):
+        load_settings(ModelSettings)
 
 
 # ScriptedModel

@@ -16,6 +16,7 @@ from tests.helpers.processes import ROOT, WORKDIR
 EXPORTED = [
     "Agent",
     "AgentRegistry",
+    "AnthropicModel",
     "BrainhandsError",
     "Call",
     "Child",

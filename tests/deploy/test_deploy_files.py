@@ -33,7 +33,7 @@ except ImportError:  # PyYAML belongs in the dev extras; until then say so, exce
     )
 
 from brainhands.brain.agent import agent_kinds, load_agent_modules
-from brainhands.brain.models.openai import ModelSettings
+from brainhands.brain.models.settings import ModelSettings
 from brainhands.brain.registry import load_task_modules
 from brainhands.brain.settings import BrainSettings
 from brainhands.cli import WORKERS, build_parser

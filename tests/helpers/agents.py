@@ -1,6 +1,6 @@
 """Agents for the agent-loop tests: scripted models, the test tools, a request log; and
 agents on the chat-completions adapter, served by the test's ``ChatServer`` at
-``TEST_MODEL_URL``."""
+``TEST_MODEL_URL``; and one that names no model, for the Brain's ``BRAINHANDS_MODEL_*``."""
 
 from __future__ import annotations
 
@@ -10,8 +10,9 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from brainhands.brain.agent import Agent, AgentRegistry, TaskTool
-from brainhands.brain.models.openai import ModelSettings, OpenAIChatModel
+from brainhands.brain.models.openai import OpenAIChatModel
 from brainhands.brain.models.scripted import ScriptedModel
+from brainhands.brain.models.settings import ModelSettings
 
 SCRIPTS = Path(__file__).with_name("scripts")
 LOG = os.environ.get("TEST_MODEL_LOG") or None
@@ -88,5 +89,12 @@ agents.add(
         system="You answer briefly.",
         model_attempts=3,
         retry_delay=0.75,
+    )
+)
+agents.add(
+    Agent(
+        name="by_settings",  # names no model: the Brain's BRAINHANDS_MODEL_* settings give one
+        system="You repeat things.",
+        tools=("echo",),
     )
 )

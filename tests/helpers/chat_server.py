@@ -1,4 +1,6 @@
-"""A real loopback HTTP server speaking chat-completions, for the OpenAI-compatible adapter."""
+"""A real loopback HTTP server for the HTTP model adapters: it records each request and
+answers from a queue of replies, so one server speaks whichever protocol the test's replies
+do (``completion`` builds a chat-completions answer, ``message`` an Anthropic Messages one)."""
 
 from __future__ import annotations
 
@@ -27,7 +29,10 @@ class Received:
 
 
 class ChatServer:
-    """A real HTTP server speaking chat-completions, answering from a queue of replies."""
+    """A real HTTP server answering POSTs from a queue of replies.
+
+    ``root_url`` is its root, ``base_url`` the ``/v1`` under it (chat completions' base URL).
+    """
 
     def __init__(self) -> None:
         self.replies: deque[Reply] = deque()
@@ -60,7 +65,8 @@ class ChatServer:
 
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._httpd.daemon_threads = True
-        self.base_url = f"http://127.0.0.1:{self._httpd.server_port}/v1"
+        self.root_url = f"http://127.0.0.1:{self._httpd.server_port}"
+        self.base_url = f"{self.root_url}/v1"
         self._thread = threading.Thread(
             target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
         )
@@ -86,3 +92,27 @@ def completion(message: dict[str, Any], finish_reason: str = "stop") -> dict[str
         "choices": [{"index": 0, "message": message, "finish_reason": finish_reason}],
         "usage": {"prompt_tokens": 12, "completion_tokens": 5, "total_tokens": 17},
     }
+
+
+def message(*content: dict[str, Any], stop_reason: str = "end_turn") -> dict[str, Any]:
+    """An Anthropic Messages answer carrying the ``content`` blocks."""
+    return {
+        "id": "msg_01",
+        "type": "message",
+        "role": "assistant",
+        "model": "test-model",
+        "content": list(content),
+        "stop_reason": stop_reason,
+        "stop_sequence": None,
+        "usage": {"input_tokens": 12, "output_tokens": 5},
+    }
+
+
+def text(value: str) -> dict[str, Any]:
+    """A ``text`` content block."""
+    return {"type": "text", "text": value}
+
+
+def tool_use(call_id: str, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    """A ``tool_use`` content block."""
+    return {"type": "tool_use", "id": call_id, "name": name, "input": arguments}

@@ -1,0 +1,86 @@
+"""One JSON POST to a model's HTTP API, with the error contract every HTTP adapter keeps.
+
+Transport failures, timeouts, 408, 429 and 5xx (Anthropic's 529 "overloaded" included) are
+``TransientModelError``, carrying the server's ``Retry-After``; other statuses are
+``ModelError`` in the provider's own words; a 2xx body that is not a JSON object is transient.
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
+from typing import Any
+
+import httpx
+
+from brainhands.brain.models.base import ModelError, TransientModelError
+
+
+async def post_json(
+    client: httpx.AsyncClient, url: str, body: dict[str, Any], *, model: str
+) -> dict[str, Any]:
+    """POST ``body`` to ``url`` and return the JSON object answered, exactly as returned."""
+    try:
+        response = await client.post(url, json=body)
+    except httpx.UnsupportedProtocol as exc:
+        raise ModelError(f"{model}: cannot call {url}: {exc}") from exc
+    except httpx.TimeoutException as exc:
+        raise TransientModelError(f"{model}: timed out after {client.timeout.read}s") from exc
+    except httpx.TransportError as exc:
+        raise TransientModelError(f"{model}: {type(exc).__name__}: {exc}") from exc
+    raise_for_status(model, response)
+    try:
+        raw = response.json()
+    except ValueError as exc:
+        raise TransientModelError(f"{model}: response body is not JSON") from exc
+    if not isinstance(raw, dict):
+        raise TransientModelError(f"{model}: response body is not a JSON object")
+    return raw
+
+
+def raise_for_status(model: str, response: httpx.Response) -> None:
+    """Raise the error a non-2xx ``response`` means (see the module docstring)."""
+    status = response.status_code
+    if 200 <= status < 300:
+        return
+    message = f"{model}: HTTP {status}: {error_message(response)}"
+    if status in (408, 429) or status >= 500:
+        retry_after = parse_retry_after(response.headers.get("Retry-After"))
+        raise TransientModelError(message, retry_after=retry_after)
+    raise ModelError(message)
+
+
+def error_message(response: httpx.Response) -> str:
+    """The provider's own words: ``{"error": {"message"}}`` (OpenAI, Anthropic, vLLM, Ollama,
+    llama.cpp), ``{"error": "..."}``, ``{"message"}`` or ``{"detail"}``; else the start of
+    the body."""
+    try:
+        body = response.json()
+    except ValueError:
+        body = None
+    if isinstance(body, dict):
+        error = body.get("error")
+        if isinstance(error, dict) and isinstance(error.get("message"), str):
+            return str(error["message"])
+        for candidate in (error, body.get("message"), body.get("detail")):
+            if isinstance(candidate, str):
+                return candidate
+    return response.text[:500] or response.reason_phrase
+
+
+def parse_retry_after(value: str | None) -> float | None:
+    """Seconds to wait from a ``Retry-After`` header (delay-seconds or an HTTP date)."""
+    if value is None:
+        return None
+    try:
+        seconds = float(value)
+    except ValueError:
+        try:
+            when = parsedate_to_datetime(value)
+        except (TypeError, ValueError):
+            return None
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=UTC)
+        seconds = (when - datetime.now(UTC)).total_seconds()
+    return max(0.0, seconds) if math.isfinite(seconds) else None

@@ -1,0 +1,241 @@
+"""The Messages adapter against a real loopback HTTP server answering as Anthropic's API does."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Callable, Iterator
+from typing import Any
+
+import pytest
+
+from brainhands.brain.models.anthropic import API_VERSION, AnthropicModel
+from brainhands.brain.models.base import ModelError, TransientModelError
+from tests.helpers.chat_server import ChatServer, message, text, tool_use
+
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "description": "Weather in a city",
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+        },
+    }
+]
+SYSTEM = {"role": "system", "content": "You answer briefly."}
+USER = {"role": "user", "content": "Weather in Paris and Oslo?"}
+
+
+@pytest.fixture
+def server() -> Iterator[ChatServer]:
+    chat = ChatServer()
+    yield chat
+    chat.close()
+
+
+@pytest.fixture
+async def make_model(server: ChatServer) -> AsyncIterator[Callable[..., AnthropicModel]]:
+    models: list[AnthropicModel] = []
+
+    def make(**kwargs: Any) -> AnthropicModel:
+        kwargs.setdefault("base_url", server.root_url)
+        kwargs.setdefault("model", "test-model")
+        models.append(AnthropicModel(**kwargs))
+        return models[-1]
+
+    yield make
+    for model in models:
+        await model.aclose()
+
+
+async def test_text_answer_and_request_shape(
+    server: ChatServer, make_model: Callable[..., AnthropicModel]
+) -> None:
+    body = message(text("Sunny"), text(" in Paris."))
+    server.reply(200, body)
+    model = make_model(api_key="sk-ant-test", max_tokens=256, temperature=0.0)
+
+    response = await model.complete([SYSTEM, USER], [])
+
+    assert model.name == "test-model"
+    assert response.text == "Sunny in Paris."
+    assert response.tool_calls == []
+    assert response.usage == {"input_tokens": 12, "output_tokens": 5}
+    assert response.raw == body  # as returned: the Brain stores exactly this
+    assert model.parse(json.loads(json.dumps(response.raw))) == response
+    [request] = server.received
+    assert request.path == "/v1/messages"
+    assert request.headers["x-api-key"] == "sk-ant-test"
+    assert request.headers["anthropic-version"] == API_VERSION
+    assert "authorization" not in request.headers
+    assert request.body == {
+        "model": "test-model",
+        "max_tokens": 256,
+        "temperature": 0.0,
+        "system": "You answer briefly.",
+        "messages": [
+            {"role": "user", "content": [{"type": "text", "text": USER["content"]}]},
+        ],
+    }
+
+
+async def test_tool_use_round(
+    server: ChatServer, make_model: Callable[..., AnthropicModel]
+) -> None:
+    server.reply(
+        200,
+        message(
+            text("Let me check."),
+            tool_use("toolu_a", "get_weather", {"city": "Paris"}),
+            tool_use("toolu_b", "get_weather", {"city": "Oslo"}),
+            stop_reason="tool_use",
+        ),
+    )
+    server.reply(200, message(text("Sunny and snowy.")))
+    model = make_model()
+
+    first = await model.complete([SYSTEM, USER], TOOLS)
+
+    assert first.text == "Let me check."
+    assert [(c.id, c.name, c.arguments) for c in first.tool_calls] == [
+        ("toolu_a", "get_weather", {"city": "Paris"}),
+        ("toolu_b", "get_weather", {"city": "Oslo"}),
+    ]
+    # The conversation the Brain builds replays the answer as a chat-completions message.
+    conversation = [
+        SYSTEM,
+        USER,
+        first.as_message(),
+        {"role": "tool", "tool_call_id": "toolu_a", "content": '{"status": "succeeded"}'},
+        {"role": "tool", "tool_call_id": "toolu_b", "content": '{"status": "failed"}'},
+    ]
+
+    second = await model.complete(conversation, TOOLS)
+
+    assert second.text == "Sunny and snowy." and second.tool_calls == []
+    requests = [r.body for r in server.received]
+    for request in requests:
+        assert request["system"] == "You answer briefly."
+        assert request["tools"] == [
+            {
+                "name": "get_weather",
+                "description": "Weather in a city",
+                "input_schema": TOOLS[0]["function"]["parameters"],
+            }
+        ]
+    assert requests[1]["messages"][1:] == [
+        {
+            "role": "assistant",
+            "content": [
+                text("Let me check."),
+                tool_use("toolu_a", "get_weather", {"city": "Paris"}),
+                tool_use("toolu_b", "get_weather", {"city": "Oslo"}),
+            ],
+        },
+        {  # both results in one user turn, as the API requires
+            "role": "user",
+            "content": [
+                {"type": "tool_result", "tool_use_id": call_id, "content": result}
+                for call_id, result in [
+                    ("toolu_a", '{"status": "succeeded"}'),
+                    ("toolu_b", '{"status": "failed"}'),
+                ]
+            ],
+        },
+    ]
+
+
+async def test_a_tool_use_without_text_replays_as_tool_use_alone(
+    server: ChatServer, make_model: Callable[..., AnthropicModel]
+) -> None:
+    server.reply(200, message(tool_use("toolu_1", "get_weather", {}), stop_reason="tool_use"))
+    server.reply(200, message(text("Done.")))
+    model = make_model(base_url=server.base_url)  # a base URL ending in /v1 is accepted
+
+    first = await model.complete([USER], TOOLS)
+    result = {"role": "tool", "tool_call_id": "toolu_1", "content": "{}"}
+    await model.complete([USER, first.as_message(), result], TOOLS)
+
+    assert first.text is None
+    assert [r.path for r in server.received] == ["/v1/messages", "/v1/messages"]
+    assert "system" not in server.received[0].body
+    assert server.received[1].body["messages"][1] == {
+        "role": "assistant",
+        "content": [tool_use("toolu_1", "get_weather", {})],
+    }
+
+
+@pytest.mark.parametrize("stop_reason", ["end_turn", "stop_sequence", "tool_use"])
+async def test_complete_answers_are_accepted(
+    server: ChatServer, make_model: Callable[..., AnthropicModel], stop_reason: str
+) -> None:
+    server.reply(200, message(text("ok"), stop_reason=stop_reason))
+    assert (await make_model().complete([USER], [])).text == "ok"
+
+
+async def test_an_answer_cut_off_at_max_tokens_is_transient(
+    server: ChatServer, make_model: Callable[..., AnthropicModel]
+) -> None:
+    server.reply(200, message(text("Once upon a"), stop_reason="max_tokens"))
+    with pytest.raises(TransientModelError, match="cut off"):
+        await make_model().complete([USER], [])
+
+
+async def test_a_refusal_is_final(
+    server: ChatServer, make_model: Callable[..., AnthropicModel]
+) -> None:
+    server.reply(200, message(stop_reason="refusal"))
+    with pytest.raises(ModelError, match="refused") as caught:
+        await make_model().complete([USER], [])
+    assert not isinstance(caught.value, TransientModelError)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"type": "message", "stop_reason": "end_turn"},
+        message({**tool_use("toolu_1", "get_weather", {}), "input": "Paris"}),
+        b"not json",
+    ],
+    ids=["no-content", "input-not-an-object", "not-json"],
+)
+async def test_unusable_answers_are_transient(
+    server: ChatServer, make_model: Callable[..., AnthropicModel], body: Any
+) -> None:
+    server.reply(200, body)
+    with pytest.raises(TransientModelError):
+        await make_model().complete([USER], [])
+
+
+@pytest.mark.parametrize(
+    ("status", "kind"), [(429, "rate_limit_error"), (529, "overloaded_error"), (500, "api_error")]
+)
+async def test_rate_limited_overloaded_and_server_errors_carry_retry_after(
+    server: ChatServer, make_model: Callable[..., AnthropicModel], status: int, kind: str
+) -> None:
+    error = {"type": "error", "error": {"type": kind, "message": f"{kind} now"}}
+    server.reply(status, error, headers={"retry-after": "3"})
+    with pytest.raises(TransientModelError, match=f"HTTP {status}: {kind} now") as caught:
+        await make_model().complete([USER], [])
+    assert caught.value.retry_after == 3
+
+
+async def test_bad_request_carries_the_api_message(
+    server: ChatServer, make_model: Callable[..., AnthropicModel]
+) -> None:
+    error = {
+        "type": "error",
+        "error": {"type": "invalid_request_error", "message": "max_tokens: Field required"},
+    }
+    server.reply(400, error)
+    with pytest.raises(ModelError, match="HTTP 400: max_tokens: Field required") as caught:
+        await make_model().complete([USER], [])
+    assert not isinstance(caught.value, TransientModelError)
+
+
+async def test_timeout_is_transient(
+    server: ChatServer, make_model: Callable[..., AnthropicModel]
+) -> None:
+    server.reply(200, message(text("late")), delay=1.0)
+    with pytest.raises(TransientModelError, match="timed out"):
+        await make_model(timeout=0.2).complete([USER], [])
