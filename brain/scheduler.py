@@ -161,8 +161,9 @@ class SessionRunner:
         running: dict[str, asyncio.Task[PhaseDone]] = {}
         try:
             draft = self._draft()
+            cancels = self._cancels(draft, state)
             for submission in state.open_submissions:
-                if submission.status == "queued":
+                if submission.status == "queued" and submission.request_id not in cancels:
                     self._accept(draft, submission)
             self._upgrade_versions(draft)
             while True:
@@ -639,6 +640,40 @@ class SessionRunner:
                     "to_version": task.kind_version + len(path),
                 },
             )
+
+    def _cancels(self, draft: Draft, state: SessionState) -> set[str]:
+        """Carry out the inbox's cancel requests in ``draft`` (each marked applied in it);
+        return the request ids of the queued submissions they end before they start.
+
+        A running submission's root task gets ``cancel_requested`` (the kernel winds it
+        down); one that has not started ends ``cancelled``; one already ended, or unknown,
+        leaves the request applied with nothing to do.
+        """
+        ended: set[str] = set()
+        by_request = {s.request_id: s for s in state.open_submissions}
+        for request in state.inbox:
+            if request.kind != "cancel":
+                continue  # a kind this build does not know: left for one that does
+            draft.mark_applied(request.id)
+            submission = by_request.get(request.key)
+            if submission is None:
+                continue
+            root = next((t for t in self.open_tasks() if t.submission_id == submission.id), None)
+            if root is None:
+                draft.update_submission(submission.id, status="cancelled", error="cancelled")
+                ended.add(submission.request_id)
+            elif not root.cancel_requested:
+                self._update(draft, root, cancel_requested=True)
+            log.info(
+                "cancel requested",
+                extra={
+                    "event": "cancel_requested",
+                    "session_id": self.session_id,
+                    "request_id": request.key,
+                    "started": root is not None,
+                },
+            )
+        return ended
 
     def _accept(self, draft: Draft, submission: SubmissionRecord) -> None:
         try:

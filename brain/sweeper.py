@@ -3,9 +3,9 @@
 One sweeper is active per deployment (whoever holds the ``sweeper`` lease); every Brain runs
 a candidate. Each period it reads the store for sessions with something to do -- due timers,
 runnable or interrupted tasks, winding-down parents, tool outcomes not yet applied, queued
-submissions -- and wakes those no Brain holds; and it re-sends tool jobs that went without an
-outcome or a live lease for too long. Normal traffic never waits for it: its period only
-bounds how long a lost message can delay work.
+submissions, inbox requests (a cancel) not yet applied -- and wakes those no Brain holds; and
+it re-sends tool jobs that went without an outcome or a live lease for too long. Normal
+traffic never waits for it: its period only bounds how long a lost message can delay work.
 
 A need whose trigger is still on its way looks just like one whose trigger was lost. So the
 sweeper holds a wake-up back (``plan_wake_ups``) while the session has rows in the outbox

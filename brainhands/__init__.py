@@ -13,7 +13,9 @@ Everything a user writes comes from this one module::
 - models: ``ModelAdapter``, ``ModelResponse``, ``ToolCall``, ``ModelError``,
   ``TransientModelError``, ``OpenAIChatModel``, ``AnthropicModel``, ``ModelSettings``,
   ``ScriptedModel``;
-- errors: ``BrainhandsError`` (the root of every error brainhands raises), ``NotFoundError``.
+- the client (submit, wait, cancel, read): ``Client``, ``Submission``, ``SessionView``;
+- errors: ``BrainhandsError`` (the root of every error brainhands raises), ``NotFoundError``,
+  ``SubmissionFailed``, ``AnswerTimeout``.
 
 Names are loaded on first use, so a Brain process that never touches a tool name never
 imports ``brainhands.hands``, and a Hands process never imports the Brain.
@@ -54,11 +56,14 @@ if TYPE_CHECKING:
         ToolCall,
         TransientModelError,
     )
+    from brainhands.client import Client, SessionView, Submission
     from brainhands.hands import ToolContext, tool
     from brainhands.shared.errors import (
+        AnswerTimeout,
         BrainhandsError,
         LeaseLost,
         NotFoundError,
+        SubmissionFailed,
         ToolError,
         ToolUncertain,
     )
@@ -74,9 +79,11 @@ _HOMES: dict[str, tuple[str, ...]] = {
         "AnthropicModel", "ModelAdapter", "ModelError", "ModelResponse", "ModelSettings",
         "OpenAIChatModel", "ScriptedModel", "ToolCall", "TransientModelError",
     ),
+    "brainhands.client": ("Client", "SessionView", "Submission"),
     "brainhands.hands": ("ToolContext", "tool"),
     "brainhands.shared.errors": (
-        "BrainhandsError", "LeaseLost", "NotFoundError", "ToolError", "ToolUncertain",
+        "AnswerTimeout", "BrainhandsError", "LeaseLost", "NotFoundError", "SubmissionFailed",
+        "ToolError", "ToolUncertain",
     ),
     "brainhands.shared.tools": ("QueryAnswer", "ReplayPolicy", "RetryPolicy"),
 }  # fmt: skip
@@ -85,11 +92,13 @@ _EXPORTS = {name: module for module, names in _HOMES.items() for name in names}
 __all__ = [
     "Agent",
     "AgentRegistry",
+    "AnswerTimeout",
     "AnthropicModel",
     "BrainhandsError",
     "Call",
     "Child",
     "ChildOutcome",
+    "Client",
     "Dispatch",
     "Fail",
     "Finish",
@@ -108,8 +117,11 @@ __all__ = [
     "ReplayPolicy",
     "RetryPolicy",
     "ScriptedModel",
+    "SessionView",
     "Sleep",
     "Spawn",
+    "Submission",
+    "SubmissionFailed",
     "TaskKind",
     "TaskRegistry",
     "TaskTool",

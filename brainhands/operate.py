@@ -14,11 +14,9 @@ from urllib.parse import urlsplit, urlunsplit
 from pydantic import SecretStr
 from pydantic_settings import BaseSettings
 
-from brainhands.brain.client import request_cancel, submit_input, wait_for_answer
+from brainhands.client import Client
 from brainhands.shared.broker import Broker
 from brainhands.shared.config import CommonSettings, load_settings
-from brainhands.shared.keys import Keys
-from brainhands.shared.lease import LeaseManager, connect_redis
 from brainhands.shared.parking import (
     PurgeFilter,
     judge_parked,
@@ -62,27 +60,17 @@ async def status(args: argparse.Namespace) -> int:
 
 
 async def submit(args: argparse.Namespace) -> int:
-    settings = load_settings(CommonSettings)
-    topology = Topology(settings.namespace, delivery_limit=settings.delivery_limit)
-    store = await Store.open(settings.database_url, db_schema=settings.database_schema)
     try:
-        try:
-            payload = json.loads(args.input)
-        except json.JSONDecodeError:
-            payload = {"text": args.input}
-        receipt = await submit_input(
-            store,
-            topology,
-            session_id=args.session,
-            request_id=args.request_id,
-            input=payload,
-            compat=args.compat,
-        )
-        record = receipt.submission
-        seen = "accepted" if receipt.created else "already accepted earlier; nothing new started"
+        payload = json.loads(args.input)
+    except json.JSONDecodeError:
+        payload = {"text": args.input}
+    async with await Client.from_settings(load_settings(CommonSettings), compat=args.compat) as c:
+        handle = await c.submit(args.session, payload, request_id=args.request_id)
+        record = await handle.status()
+        seen = "accepted" if handle.created else "already accepted earlier; nothing new started"
         print(f"submission {record.id} ({seen}): {record.status}")
         if args.wait:
-            record = await wait_for_answer(store, args.session, args.request_id, within=args.wait)
+            record = await c.wait(args.session, args.request_id, timeout=args.wait)
             print(
                 json.dumps(
                     {"status": record.status, "answer": record.answer, "error": record.error},
@@ -90,8 +78,6 @@ async def submit(args: argparse.Namespace) -> int:
                 )
             )
             return 0 if record.status == "answered" else 1
-    finally:
-        await store.close()
     return 0
 
 
@@ -220,21 +206,8 @@ def _when(at: float) -> str:
 
 
 async def cancel(args: argparse.Namespace) -> int:
-    settings = load_settings(CommonSettings)
-    topology = Topology(settings.namespace, delivery_limit=settings.delivery_limit)
-    store = await Store.open(settings.database_url, db_schema=settings.database_schema)
-    redis = connect_redis(settings.redis_url)
-    try:
-        said = await request_cancel(
-            store,
-            LeaseManager(redis, Keys(settings.namespace)),
-            topology,
-            session_id=args.session,
-            request_id=args.request_id,
-        )
-    finally:
-        await redis.aclose()
-        await store.close()
+    async with await Client.from_settings(load_settings(CommonSettings)) as client:
+        said = await client.cancel(args.session, args.request_id)
     print(f"submission {args.request_id!r} of session {args.session}: {said}")
     return 0
 

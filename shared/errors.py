@@ -16,6 +16,8 @@
     ├── InvalidMessage              a message body failed decoding or validation
     ├── UnknownToolError            no tool of that name is registered in this worker
     ├── UnknownTaskKindError        no handler for that task kind/version in this build
+    ├── SubmissionFailed            a submission a client waited for failed or was cancelled
+    ├── AnswerTimeout               a client stopped waiting for an answer (also a TimeoutError)
     └── ToolError                   raised by tool code; carries its own retry behaviour
         └── ToolUncertain           raised by tool code: the effect may or may not have
                                     happened, and the tool cannot tell
@@ -30,6 +32,8 @@ What a tool's exception means for its call is decided in one place, ``hands.deci
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 
 class BrainhandsError(Exception):
@@ -114,6 +118,30 @@ class UnknownToolError(BrainhandsError):
 
 class UnknownTaskKindError(BrainhandsError):
     """No handler for that task kind and version is registered in this build."""
+
+
+class SubmissionFailed(BrainhandsError):
+    """The submission a client waited for ended ``failed`` or ``cancelled``; ``record`` is
+    the submission as it ended (its ``status`` and ``error``)."""
+
+    def __init__(self, record: Any) -> None:
+        self.record = record
+        super().__init__(
+            f"submission {record.request_id!r} of session {record.session_id} "
+            f"{record.status}: {record.error}"
+        )
+
+
+class AnswerTimeout(BrainhandsError, TimeoutError):
+    """A client's wait for an answer ended before the submission did; it goes on running.
+    ``record`` is the submission as last read."""
+
+    def __init__(self, record: Any, waited: float) -> None:
+        self.record = record
+        super().__init__(
+            f"submission {record.request_id!r} of session {record.session_id} is still "
+            f"{record.status} after {waited}s"
+        )
 
 
 class ToolError(BrainhandsError):

@@ -84,6 +84,13 @@ class OutboxRelay:
         elif receipt is None or receipt.outbox:
             self._wakeup.set()
 
+    async def flush(self) -> None:
+        """Wait until the rows commits handed over so far are published (or left to the
+        polling relays): a process that publishes its own commits' rows without running the
+        relay's polling loop (a client) sets ``store.handoff`` and calls this."""
+        while self._publisher is not None and not self._publisher.done():
+            await asyncio.shield(self._publisher)
+
     async def run(self, stop: asyncio.Event) -> None:
         """Drain until ``stop`` is set; survives store and broker outages, backing off."""
         backoff = self.poll_interval

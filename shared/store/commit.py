@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from functools import cache
 from typing import Any
 
-from sqlalchemy import Update, bindparam, insert, select, update
+from sqlalchemy import Update, bindparam, insert, select, text, update
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
@@ -25,6 +25,11 @@ from brainhands.shared.store import schema
 from brainhands.shared.store.draft import Draft, OutboxMessage
 from brainhands.shared.store.engine import in_one_hop
 from brainhands.shared.store.records import CommitReceipt, OutboxRow
+
+ANSWER_CHANNEL = "brainhands_answers"
+"""The PostgreSQL channel a commit that ends a submission notifies (payload: the session id),
+so that a waiting client re-reads it at once instead of polling."""
+FINAL_SUBMISSION_STATUSES = frozenset({"answered", "failed", "cancelled"})
 
 _s = schema.session
 _GUARD = (
@@ -45,6 +50,13 @@ _INSERT_ENTRIES = insert(schema.entry)
 _INSERT_TASKS = insert(schema.task)
 _INSERT_SUBMISSIONS = insert(schema.submission)
 _INSERT_BLOBS = insert(schema.blob)
+_NOTIFY_ANSWER = text("SELECT pg_notify(:channel, :session_id)")
+_i = schema.inbox
+_MARK_APPLIED = (
+    update(_i)
+    .where(_i.c.id.in_(bindparam("ids", expanding=True)), _i.c.session_id == bindparam("sid"))
+    .values(applied_at=bindparam("now", type_=_i.c.applied_at.type))
+)
 _INSERT_OUTBOX = insert(schema.outbox).returning(schema.outbox.c.id, sort_by_parameter_order=True)
 
 
@@ -167,6 +179,16 @@ def apply_draft_sync(
         done = conn.execute(_update_submission(columns), params)
         if done.rowcount != 1:
             raise NotFoundError(f"submission {sub_change.submission_id} not found")
+    if draft.applied_inbox:
+        conn.execute(
+            _MARK_APPLIED, {"ids": draft.applied_inbox, "sid": draft.session_id, "now": now}
+        )
+    if conn.dialect.name == "postgresql" and any(
+        change.changes.get("status") in FINAL_SUBMISSION_STATUSES
+        for change in draft.submission_updates
+    ):
+        # Delivered when this transaction commits, and only then: a waiting client re-reads.
+        conn.execute(_NOTIFY_ANSWER, {"channel": ANSWER_CHANNEL, "session_id": draft.session_id})
     outbox = insert_outbox_sync(conn, draft.session_id, draft.outbox, now, handoff=handoff)
     return CommitReceipt(
         session_id=draft.session_id,

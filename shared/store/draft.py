@@ -76,6 +76,8 @@ class Draft:
     submission_updates: list[SubmissionUpdate] = field(default_factory=list)
     outbox: list[OutboxMessage] = field(default_factory=list)
     blobs: dict[str, bytes] = field(default_factory=dict)
+    applied_inbox: list[int] = field(default_factory=list)
+    """Ids of inbox requests this commit carries out (marked applied in it)."""
 
     def has_changes(self) -> bool:
         """Whether committing this draft would change anything."""
@@ -89,6 +91,7 @@ class Draft:
                 self.submission_updates,
                 self.outbox,
                 self.blobs,
+                self.applied_inbox,
             )
         )
 
@@ -185,6 +188,10 @@ class Draft:
         if unknown:
             raise ValueError(f"unknown submission fields: {sorted(unknown)}")
         self.submission_updates.append(SubmissionUpdate(submission_id, changes))
+
+    def mark_applied(self, inbox_id: int) -> None:
+        """Mark an inbox request as carried out by this commit."""
+        self.applied_inbox.append(inbox_id)
 
     def add_outbox(
         self, routing_key: str, body: bytes, headers: dict[str, str] | None = None

@@ -1,7 +1,8 @@
 """Reading a session back: a fixed number of queries, whatever its size.
 
-One query per row kind (session, entries, documents, open tasks, open submissions), all in
-one snapshot, so a Brain rebuilds a consistent context after a restart without N+1 reads;
+One query per row kind (session, entries, documents, open tasks, open submissions, inbox
+requests not yet applied), all in one snapshot, so a Brain rebuilds a consistent context
+after a restart without N+1 reads;
 plus, only when open tasks wait for tasks already settled, one query for those rows.
 
 The operations a Brain reads come with their results: a result stored as a blob is joined
@@ -11,7 +12,7 @@ nothing more) and decoded into ``result``.
 ``claim_session_sync`` is what a Brain runs when it takes a session: the fence claim and the
 reads in one transaction. A Brain that still holds the session's state from its last pass,
 at the version the claim returns, re-reads only what can change without a new version: the
-open submissions and the operations its waiting tool calls refer to.
+open submissions, the inbox and the operations its waiting tool calls refer to.
 
 The statements are built once, with bind parameters, and run on a sync connection: the
 caller runs the whole transaction in one greenlet (or one worker thread on SQLite).
@@ -33,6 +34,7 @@ from brainhands.shared.store.records import (
     ClaimedSession,
     DocumentRecord,
     EntryRecord,
+    InboxRecord,
     OperationRecord,
     SessionRecord,
     SessionState,
@@ -40,7 +42,7 @@ from brainhands.shared.store.records import (
     TaskRecord,
 )
 
-_s, _e, _d, _t, _sub, _o, _b = (
+_s, _e, _d, _t, _sub, _o, _b, _i = (
     schema.session,
     schema.entry,
     schema.document,
@@ -48,6 +50,7 @@ _s, _e, _d, _t, _sub, _o, _b = (
     schema.submission,
     schema.operation,
     schema.blob,
+    schema.inbox,
 )
 _SID: BindParameter[str] = bindparam("sid")
 _IDS: BindParameter[list[str]] = bindparam("ids", expanding=True)
@@ -67,6 +70,9 @@ _OPEN_SUBMISSIONS = (
     select(_sub)
     .where(_sub.c.session_id == _SID, _sub.c.status.in_(OPEN_SUBMISSION_STATUSES))
     .order_by(_sub.c.created_at)
+)
+_UNAPPLIED_INBOX = (
+    select(_i).where(_i.c.session_id == _SID, _i.c.applied_at.is_(None)).order_by(_i.c.id)
 )
 _TASKS_BY_ID = select(_t).where(_t.c.id.in_(_IDS))
 _OPERATIONS_BY_ID = (
@@ -89,7 +95,7 @@ def operation_record(row: Row[Any]) -> OperationRecord:
 
 
 def load_session_sync(conn: Connection, session_id: str) -> SessionState:
-    """Everything a Brain needs to continue ``session_id``, read in five or six queries."""
+    """Everything a Brain needs to continue ``session_id``, read in six or seven queries."""
     row = conn.execute(_SESSION, {"sid": session_id}).one_or_none()
     if row is None:
         raise NotFoundError(f"session {session_id} does not exist")
@@ -113,8 +119,12 @@ def claim_session_sync(
     """
     session = SessionRecord(**_fields(fence.claim_session_fence(conn, session_id, token)))
     if known is not None and known.session.version == session.version:
+        # Requests reach the inbox without a commit (no new version): read them again too.
         open_submissions = _open_submissions(conn, session_id) if submissions else []
-        state = dataclasses.replace(known, session=session, open_submissions=open_submissions)
+        inbox = _unapplied_inbox(conn, session_id) if submissions else []
+        state = dataclasses.replace(
+            known, session=session, open_submissions=open_submissions, inbox=inbox
+        )
     else:
         state = _read_state(conn, session)
     waiting = [t.operation_id for t in state.open_tasks if t.status == "waiting" and t.operation_id]
@@ -156,9 +166,15 @@ def _read_state(conn: Connection, session: SessionRecord) -> SessionState:
         open_tasks=open_tasks,
         open_submissions=_open_submissions(conn, session.id),
         settled=settled,
+        inbox=_unapplied_inbox(conn, session.id),
     )
 
 
 def _open_submissions(conn: Connection, session_id: str) -> list[SubmissionRecord]:
     rows = conn.execute(_OPEN_SUBMISSIONS, {"sid": session_id})
     return [SubmissionRecord(**_fields(r)) for r in rows]
+
+
+def _unapplied_inbox(conn: Connection, session_id: str) -> list[InboxRecord]:
+    rows = conn.execute(_UNAPPLIED_INBOX, {"sid": session_id})
+    return [InboxRecord(**_fields(r)) for r in rows]

@@ -65,8 +65,9 @@ async def sessions_needing_attention(
 ) -> list[SessionRef]:
     """Sessions with work a Brain could have done ``grace`` seconds ago and has not: due
     timers, runnable or interrupted tasks, winding-down parents, tool outcomes not yet
-    applied, queued submissions. The grace leaves the normal triggers (in-memory timers,
-    result events, wake-ups in flight) time to land before a duplicate is sent.
+    applied, queued submissions, inbox requests (a cancel) not yet applied. The grace leaves
+    the normal triggers (in-memory timers, result events, wake-ups in flight) time to land
+    before a duplicate is sent.
 
     A blocked task (``blocked_reason`` set) is a need since it was blocked, and is reported
     apart (``SessionRef.blocked``) when the session has no other: the sweeper looks at it
@@ -95,7 +96,11 @@ async def sessions_needing_attention(
     queued = select(sub.c.session_id, sub.c.created_at.label("since"), no).where(
         sub.c.status == "queued", sub.c.created_at <= before
     )
-    needs = union_all(runnable, due, stuck, unapplied, queued).subquery()
+    i = schema.inbox
+    requested = select(i.c.session_id, i.c.created_at.label("since"), no).where(
+        i.c.applied_at.is_(None), i.c.created_at <= before
+    )
+    needs = union_all(runnable, due, stuck, unapplied, queued, requested).subquery()
     since = func.coalesce(
         func.min(case((needs.c.blocked == 0, needs.c.since))), func.min(needs.c.since)
     )

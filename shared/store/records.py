@@ -128,6 +128,20 @@ class SubmissionRecord:
 
 
 @dataclass(frozen=True)
+class InboxRecord:
+    """A request to a session (``kind`` ``cancel``: ``key`` is the request id to cancel),
+    written by a client and applied once by the Brain that next runs the session."""
+
+    id: int
+    session_id: str
+    kind: str
+    key: str
+    body: JSON
+    created_at: float
+    applied_at: float | None
+
+
+@dataclass(frozen=True)
 class SessionState:
     """Everything a Brain needs to rebuild a session after a restart."""
 
@@ -138,6 +152,8 @@ class SessionState:
     open_submissions: list[SubmissionRecord] = field(default_factory=list)
     settled: dict[str, TaskRecord] = field(default_factory=dict)
     """Terminal tasks that open tasks wait for (their outcomes are what the waits read)."""
+    inbox: list[InboxRecord] = field(default_factory=list)
+    """Requests not applied yet, oldest first (read with the open submissions)."""
 
 
 @dataclass(frozen=True)

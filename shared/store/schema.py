@@ -186,3 +186,27 @@ blob = Table(
     Column("data", LargeBinary, nullable=False),
     Column("created_at", Float, nullable=False),
 )
+
+# Requests to a session that a Brain carries out when it next runs it (a cancel now; signals
+# and approvals later): a client writes them without a lease, the Brain applies each once.
+inbox = Table(
+    "inbox",
+    metadata,
+    Column(
+        "id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True
+    ),
+    Column("session_id", ID, ForeignKey("session.id"), nullable=False),
+    Column("kind", String(32), nullable=False),
+    Column("key", String(128), nullable=False),
+    Column("body", JSON, nullable=True),
+    Column("created_at", Float, nullable=False),
+    Column("applied_at", Float, nullable=True),
+    UniqueConstraint("session_id", "kind", "key"),
+    # What a Brain and the sweeper look for: the requests not applied yet. Partial, so small.
+    Index(
+        "ix_inbox_unapplied",
+        "session_id",
+        postgresql_where=text("applied_at IS NULL"),
+        sqlite_where=text("applied_at IS NULL"),
+    ),
+)

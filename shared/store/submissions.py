@@ -96,3 +96,13 @@ async def _by_request(conn: AsyncConnection, session_id: str, request_id: str) -
     if row is None:
         raise NotFoundError(f"no submission {request_id!r} in session {session_id}")
     return SubmissionRecord(**dict(row._mapping))
+
+
+async def session_submissions(store: Store, session_id: str) -> list[SubmissionRecord]:
+    """Every submission of ``session_id``, oldest first."""
+    sub = schema.submission
+    async with read_transaction(store.engine) as conn:
+        rows = await conn.execute(
+            select(sub).where(sub.c.session_id == session_id).order_by(sub.c.created_at)
+        )
+        return [SubmissionRecord(**dict(r._mapping)) for r in rows]

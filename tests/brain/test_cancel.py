@@ -4,9 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from brainhands.brain.client import request_cancel
-from brainhands.shared.keys import Keys
-from brainhands.shared.lease import LeaseManager, connect_redis
 from brainhands.shared.store import OperationLedger
 from brainhands.shared.store.queries import operations_by_ids
 from tests.helpers.brains import BrainHarness
@@ -34,15 +31,7 @@ async def test_cancelling_a_submission_stops_children_and_the_running_tool(
         return any(op.status == "started" for op in found.values())
 
     await eventually(tool_running, within=30, what="the tool call to start")
-    redis = connect_redis(brains.redis_url)
-    leases = LeaseManager(redis, Keys(brains.env.topology.namespace), ttl_ms=2000)
-    try:
-        said = await request_cancel(
-            brains.store, leases, brains.env.topology, session_id="s1", request_id="r1"
-        )
-    finally:
-        await redis.aclose()
-    assert said == "requested"
+    assert await cancel(brains) == "requested"
 
     record = await brains.answer(within=30)
 
@@ -66,14 +55,8 @@ async def test_cancelling_a_submission_stops_children_and_the_running_tool(
 
 
 async def cancel(brains: BrainHarness) -> str:
-    redis = connect_redis(brains.redis_url)
-    leases = LeaseManager(redis, Keys(brains.env.topology.namespace), ttl_ms=2000)
-    try:
-        return await request_cancel(
-            brains.store, leases, brains.env.topology, session_id="s1", request_id="r1"
-        )
-    finally:
-        await redis.aclose()
+    async with brains.client() as client:
+        return await client.cancel("s1", "r1")
 
 
 @pytest.mark.chaos

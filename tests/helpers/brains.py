@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from brainhands.brain.client import submit_input, wait_for_answer
+from brainhands.client import Client
 from brainhands.shared.config import normalize_database_url
 from brainhands.shared.store import Store, SubmissionRecord
 from brainhands.shared.store.submissions import SubmitReceipt
@@ -104,6 +105,21 @@ class BrainHarness:
         self, *, request_id: str = "r1", session_id: str = "s1", within: float = 30
     ) -> SubmissionRecord:
         return await wait_for_answer(self.store, session_id, request_id, within=within)
+
+    @contextlib.asynccontextmanager
+    async def client(self, **options: Any) -> AsyncIterator[Client]:
+        """A ``brainhands.Client`` of this deployment (``options``: ``Client.connect``'s)."""
+        client = await Client.connect(
+            database_url=self.target.url,
+            database_schema=self.target.schema,
+            rabbitmq_url=self.env.url,
+            namespace=self.env.topology.namespace,
+            **options,
+        )
+        try:
+            yield client
+        finally:
+            await client.close()
 
     def kill_all(self) -> None:
         for proc in self.processes:

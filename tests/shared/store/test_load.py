@@ -52,7 +52,7 @@ async def test_load_is_not_n_plus_one(store: Store) -> None:
     small = await count_load_queries(store, "small")
     large = await count_load_queries(store, "large")
 
-    assert small == large == 5
+    assert small == large == 6
     state = await store.load("large")
     assert len(state.entries) == 200
     assert len(state.open_tasks) == 40
@@ -107,9 +107,10 @@ async def test_a_state_still_at_its_version_is_reused_and_only_submissions_are_r
 
     reads = await count_claim_queries(store, "s1", 4, known)
 
-    assert reads == 1  # the open submissions; entries, documents and tasks are reused
+    assert reads == 2  # open submissions and inbox; entries, documents, tasks are reused
     without = await store.claim_session("s1", 6, known, submissions=False)
     assert without.state.open_submissions == [] and without.state.entries == known.entries
+    assert without.state.inbox == []
     claimed = await store.claim_session("s1", 7, known)
     assert claimed.state.entries == known.entries
     assert [s.request_id for s in claimed.state.open_submissions] == ["r-new"]

@@ -8,7 +8,9 @@ from tests.helpers.stores import StoreTarget
 
 pytestmark = pytest.mark.integration
 
-TABLES = {"session", "entry", "document", "task", "submission", "outbox", "operation", "blob"}
+TABLES = {
+    "session", "entry", "document", "task", "submission", "outbox", "operation", "blob", "inbox"
+}  # fmt: skip
 
 
 async def table_names(store: Store) -> set[str]:

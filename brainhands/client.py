@@ -1,0 +1,375 @@
+"""``brainhands.Client``: submit work, wait for its answer, cancel it, read a session.
+
+A client holds no lease and commits no draft. Every act is a durable request that a Brain
+carries out: a submission (``submit``) or an inbox request (``cancel``), each written with
+its wake-up in one transaction. The client publishes that wake-up itself, at once, with
+publisher confirms (through the outbox relay's hand-off path, so a crash before the confirm
+leaves the row to the deployment's relays); it never polls the outbox for anyone else.
+
+Waiting is woken by the commit that ends the submission: on PostgreSQL that commit notifies
+a channel the client listens on (``shared.store.answers``), and the client re-reads the
+submission. A slow poll (``poll``) is only the fallback: for SQLite, which has no
+notifications, and for a notification lost with its connection.
+
+    async with await Client.connect(database_url=..., rabbitmq_url=...) as client:
+        handle = await client.submit("s1", {"kind": "steps", "input": {}})
+        answer = await handle.result(timeout=30)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+import uuid
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any
+
+from brainhands.shared.broker import Broker
+from brainhands.shared.config import CommonSettings
+from brainhands.shared.errors import AnswerTimeout, SubmissionFailed
+from brainhands.shared.messages import SessionWake, encode
+from brainhands.shared.relay import OutboxRelay
+from brainhands.shared.store import OutboxMessage, Store, SubmissionRecord
+from brainhands.shared.store.answers import AnswerFeed
+from brainhands.shared.store.commit import FINAL_SUBMISSION_STATUSES
+from brainhands.shared.store.inbox import send_request, session_inbox
+from brainhands.shared.store.queries import session_history
+from brainhands.shared.store.records import EntryRecord, InboxRecord, SessionRecord
+from brainhands.shared.store.submissions import (
+    get_submission,
+    session_submissions,
+    submit,
+)
+from brainhands.shared.topology import Topology
+from brainhands.shared.tracing import current_carrier, tracer
+
+POSTGRES_POLL = 1.0
+"""Seconds between re-reads of a waited submission on PostgreSQL (notifications wake sooner)."""
+SQLITE_POLL = 0.2
+"""Seconds between re-reads on SQLite, which has no notifications."""
+
+
+@dataclass(frozen=True)
+class TaskSummary:
+    """A task of a session, as a reader sees it."""
+
+    id: str
+    kind: str
+    status: str
+    phase: str | None
+    outcome: str | None
+    parent_id: str | None
+    submission_id: str | None
+    cancel_requested: bool
+    blocked_reason: str | None
+    error: Any
+
+
+@dataclass(frozen=True)
+class OperationSummary:
+    """A tool call of a session, as Hands record it."""
+
+    operation_id: str
+    task_id: str | None
+    tool: str
+    status: str
+    attempts: int
+    interruptions: int
+    error: Any
+
+
+@dataclass(frozen=True)
+class SessionView:
+    """A session as it stands: its entries, submissions, task tree, tool calls and the
+    requests made to it (``inbox``)."""
+
+    session: SessionRecord
+    entries: list[EntryRecord]
+    submissions: list[SubmissionRecord]
+    tasks: list[TaskSummary]
+    operations: list[OperationSummary]
+    inbox: list[InboxRecord]
+
+    def children(self, task_id: str | None) -> list[TaskSummary]:
+        """The tasks ``task_id`` owns (None: the root tasks, one per started submission)."""
+        return [t for t in self.tasks if t.parent_id == task_id]
+
+
+@dataclass(frozen=True)
+class Submission:
+    """A handle on one submission: ``result``, ``status``, ``cancel``."""
+
+    client: Client = field(repr=False)
+    session_id: str
+    request_id: str
+    created: bool
+    """False when this request id was submitted before: the handle is the original's."""
+
+    async def status(self) -> SubmissionRecord:
+        """The submission as it stands now."""
+        return await get_submission(self.client.store, self.session_id, self.request_id)
+
+    # ``timeout`` as arq's ``Job.result`` and asyncio's ``wait_for`` name it: a caller's
+    # ``asyncio.timeout`` would cancel the read mid-way instead of raising AnswerTimeout.
+    async def result(self, timeout: float | None = None) -> Any:  # noqa: ASYNC109
+        """Wait for the answer and return it.
+
+        Raises ``SubmissionFailed`` (with the record) if the submission failed or was
+        cancelled, ``AnswerTimeout`` (a ``TimeoutError``) if ``timeout`` seconds pass first.
+        """
+        record = await self.client.wait(self.session_id, self.request_id, timeout=timeout)
+        if record.status != "answered":
+            raise SubmissionFailed(record)
+        return record.answer
+
+    async def cancel(self) -> str:
+        """Request the cancellation; see ``Client.cancel``."""
+        return await self.client.cancel(self.session_id, self.request_id)
+
+
+class Client:
+    """Submits to sessions, waits for answers, cancels, reads sessions.
+
+    Open with ``await Client.connect(...)`` or ``await Client.from_settings(settings)``;
+    an async context manager (or call ``close``).
+    """
+
+    def __init__(
+        self, store: Store, broker: Broker, *, compat: str = "v1", poll: float | None = None
+    ) -> None:
+        self.store = store
+        self.broker = broker
+        self.compat = compat
+        """The Brain build a new session is created for (an existing one keeps its own)."""
+        self._poll = poll
+        self._relay = OutboxRelay(store, broker)
+        # The relay's hand-off path only: this client's own rows are published right after
+        # its commits (others' rows are the deployment's relays' business).
+        store.handoff = self._relay.handoff
+        store.add_commit_listener(self._relay.wake)
+        self._feed = AnswerFeed(store.engine, self._heard)
+        self._waiters: dict[str, set[asyncio.Event]] = {}
+
+    @classmethod
+    async def connect(
+        cls,
+        *,
+        database_url: str,
+        rabbitmq_url: str,
+        namespace: str = "brainhands",
+        compat: str = "v1",
+        database_schema: str | None = None,
+        delivery_limit: int = 5,
+        poll: float | None = None,
+    ) -> Client:
+        """Connect to the deployment's store and broker.
+
+        ``poll``: seconds between fallback re-reads of a waited submission (default 1 s on
+        PostgreSQL, where the answer's commit wakes the waiter; 0.2 s on SQLite).
+        """
+        store = await Store.open(database_url, pool_size=4, db_schema=database_schema)
+        try:
+            topology = Topology(namespace, delivery_limit=delivery_limit)
+            broker = await Broker.connect(rabbitmq_url, topology, connection_name="client")
+        except BaseException:
+            await store.close()
+            raise
+        client = cls(store, broker, compat=compat, poll=poll)
+        try:
+            await client._feed.start()
+        except BaseException:
+            await client.close()
+            raise
+        return client
+
+    @classmethod
+    async def from_settings(
+        cls, settings: CommonSettings, *, compat: str = "v1", poll: float | None = None
+    ) -> Client:
+        """``connect`` with the URLs and namespace of ``settings``."""
+        return await cls.connect(
+            database_url=settings.database_url,
+            rabbitmq_url=settings.rabbitmq_url,
+            namespace=settings.namespace,
+            compat=compat,
+            database_schema=settings.database_schema,
+            delivery_limit=settings.delivery_limit,
+            poll=poll,
+        )
+
+    async def __aenter__(self) -> Client:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        """Publish what is still handed over, then close the connections."""
+        try:
+            await self._relay.flush()
+        finally:
+            await self._feed.close()
+            await self.broker.close()
+            await self.store.close()
+
+    @property
+    def poll(self) -> float:
+        if self._poll is not None:
+            return self._poll
+        return POSTGRES_POLL if self._feed.listening else SQLITE_POLL
+
+    # Acts -----------------------------------------------------------------------------------
+
+    async def submit(
+        self,
+        session_id: str,
+        input: str | dict[str, Any],
+        *,
+        request_id: str | None = None,
+        agent: str | None = None,
+    ) -> Submission:
+        """Submit ``input`` to ``session_id`` (created on first contact) and wake its Brains.
+
+        A string becomes ``{"text": input}`` (with ``"agent": agent`` if given); a dict goes
+        as it is. The same ``request_id`` (random by default) never starts a second run: the
+        handle is then the original submission's (``created`` is False).
+        """
+        if isinstance(input, str):
+            payload: dict[str, Any] = {"text": input}
+            if agent is not None:
+                payload["agent"] = agent
+        else:
+            payload = input
+        request_id = request_id or uuid.uuid4().hex
+        with tracer.start_as_current_span(
+            "brainhands.submit", attributes={"session_id": session_id, "request_id": request_id}
+        ):
+            carrier = current_carrier()
+
+            def wake(key: str) -> OutboxMessage:
+                message = SessionWake(
+                    session_id=session_id, compat=key, reason="submission", trace=carrier
+                )
+                return OutboxMessage(self.broker.topology.brain_queue(key), encode(message))
+
+            receipt = await submit(
+                self.store,
+                session_id=session_id,
+                request_id=request_id,
+                input=payload,
+                compat=self.compat,
+                wake=wake,
+            )
+            await self._relay.flush()
+        return Submission(self, session_id, request_id, receipt.created)
+
+    def submission(self, session_id: str, request_id: str) -> Submission:
+        """A handle on a submission made earlier (by any client)."""
+        return Submission(self, session_id, request_id, created=False)
+
+    async def cancel(self, session_id: str, request_id: str) -> str:
+        """Request the cancellation of a submission; a Brain carries it out.
+
+        Returns ``requested`` (a Brain will end it: before it starts, ``cancelled``; once
+        started, its tasks wind down), or the submission's final status if it had already
+        ended. The same cancel twice is one request. ``NotFoundError`` for an unknown
+        submission.
+        """
+        record = await get_submission(self.store, session_id, request_id)
+        if record.status in FINAL_SUBMISSION_STATUSES:
+            return record.status
+
+        def wake(key: str) -> OutboxMessage:
+            message = SessionWake(session_id=session_id, compat=key, reason="cancel")
+            return OutboxMessage(self.broker.topology.brain_queue(key), encode(message))
+
+        await send_request(
+            self.store, session_id=session_id, kind="cancel", key=request_id, wake=wake
+        )
+        await self._relay.flush()
+        return "requested"
+
+    # Reading ------------------------------------------------------------------------------
+
+    async def wait(
+        self,
+        session_id: str,
+        request_id: str,
+        *,
+        timeout: float | None = None,  # noqa: ASYNC109
+    ) -> SubmissionRecord:
+        """Wait until the submission has ended (answered, failed or cancelled); return it.
+        ``AnswerTimeout`` if ``timeout`` seconds pass first."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        heard = asyncio.Event()
+        # Listening before the first read: an answer committed in between still wakes us.
+        self._waiters.setdefault(session_id, set()).add(heard)
+        try:
+            while True:
+                heard.clear()
+                record = await get_submission(self.store, session_id, request_id)
+                if record.status in FINAL_SUBMISSION_STATUSES:
+                    return record
+                wait = self.poll
+                if deadline is not None:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        raise AnswerTimeout(record, timeout or 0.0)
+                    wait = min(wait, left)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(heard.wait(), wait)
+        finally:
+            waiters = self._waiters.get(session_id)
+            if waiters is not None:
+                waiters.discard(heard)
+                if not waiters:
+                    del self._waiters[session_id]
+
+    async def session(self, session_id: str) -> SessionView:
+        """The session as it stands (``NotFoundError`` if there is none)."""
+        state = await self.store.load(session_id)
+        tasks, operations = await session_history(self.store.engine, session_id)
+        return SessionView(
+            session=state.session,
+            entries=state.entries,
+            submissions=await session_submissions(self.store, session_id),
+            tasks=[
+                TaskSummary(
+                    id=t.id,
+                    kind=t.kind,
+                    status=t.status,
+                    phase=t.phase,
+                    outcome=t.outcome,
+                    parent_id=t.parent_id,
+                    submission_id=t.submission_id,
+                    cancel_requested=t.cancel_requested,
+                    blocked_reason=t.blocked_reason,
+                    error=t.error,
+                )
+                for t in tasks
+            ],
+            operations=[
+                OperationSummary(
+                    operation_id=o.operation_id,
+                    task_id=o.task_id,
+                    tool=o.tool,
+                    status=o.status,
+                    attempts=o.attempts,
+                    interruptions=o.interruptions,
+                    error=o.error,
+                )
+                for o in operations
+            ],
+            inbox=await session_inbox(self.store, session_id),
+        )
+
+    def _heard(self, session_id: str) -> None:
+        for heard in self._waiters.get(session_id, ()):
+            heard.set()

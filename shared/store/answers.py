@@ -1,0 +1,71 @@
+"""Hearing of answers as they are committed (PostgreSQL ``LISTEN``), instead of polling.
+
+The commit that ends a submission (answered, failed, cancelled) also runs ``pg_notify`` on
+``ANSWER_CHANNEL`` with the session's id, in its own transaction (``commit.apply_draft_sync``),
+so the notification is delivered when, and only when, the answer is durable. A waiter that
+hears it re-reads the submission from the store: the notification is a trigger, the row is
+the fact. SQLite has no notifications: there waiters poll.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.util import greenlet_spawn
+
+from brainhands.shared.store.commit import ANSWER_CHANNEL
+from brainhands.shared.store.engine import is_sqlite, wrap_driver_errors
+
+log = logging.getLogger("brainhands.store")
+
+
+class AnswerFeed:
+    """One ``LISTEN`` connection that calls ``on_session(session_id)`` for every commit that
+    ends a submission of that session."""
+
+    def __init__(self, engine: AsyncEngine, on_session: Callable[[str], None]) -> None:
+        self.engine = engine
+        self.on_session = on_session
+        self._pooled: Any = None
+        self.listening = False
+        """Whether notifications arrive (False on SQLite, or once the connection dropped)."""
+
+    async def start(self) -> bool:
+        """Start listening; False where the backend has no notifications."""
+        if is_sqlite(self.engine):
+            return False
+        with wrap_driver_errors():
+            self._pooled = await self.engine.raw_connection()
+            driver = self._pooled.driver_connection
+            await driver.add_listener(ANSWER_CHANNEL, self._heard)
+            driver.add_termination_listener(self._lost)
+        self.listening = True
+        return True
+
+    def _heard(self, _conn: Any, _pid: int, _channel: str, payload: str) -> None:
+        self.on_session(payload)
+
+    def _lost(self, _conn: Any) -> None:
+        self.listening = False
+        log.warning(
+            "the answer notifications' connection closed; waiters poll",
+            extra={"event": "answer_feed_lost"},
+        )
+
+    async def close(self) -> None:
+        if self._pooled is None:
+            return
+        pooled, self._pooled = self._pooled, None
+        self.listening = False
+        driver = pooled.driver_connection
+        with contextlib.suppress(Exception):  # closing: a dead connection is as good
+            driver.remove_termination_listener(self._lost)
+            await driver.remove_listener(ANSWER_CHANNEL, self._heard)
+        # Back to the pool once it listens to nothing (the last listener's removal UNLISTENs);
+        # the pool's return runs through the driver's sync adapter, hence the greenlet.
+        with contextlib.suppress(Exception):
+            await greenlet_spawn(pooled.close)

@@ -1,0 +1,77 @@
+"""The inbox: requests to a session that the Brain running it carries out.
+
+A client never holds a session's lease or commits a draft: it inserts a request (a cancel,
+keyed by the request id it cancels) and the session's wake-up in one transaction, and the
+Brain that next runs the session applies the request and marks it applied in the commit
+that carries it out. ``(session, kind, key)`` is unique, so the same request sent twice is
+one row and is applied once; a request whose wake-up was lost is found by the sweeper.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from sqlalchemy import select
+
+from brainhands.shared.errors import NotFoundError
+from brainhands.shared.store import schema
+from brainhands.shared.store.commit import insert_outbox
+from brainhands.shared.store.draft import OutboxMessage
+from brainhands.shared.store.engine import dialect_insert, read_transaction, write_transaction
+from brainhands.shared.store.records import JSON, CommitReceipt, InboxRecord, OutboxRow
+from brainhands.shared.store.store import Store
+
+
+@dataclass(frozen=True)
+class InboxReceipt:
+    request: InboxRecord
+    created: bool
+    """False when the same request was made before: nothing new was written."""
+
+
+async def send_request(
+    store: Store,
+    *,
+    session_id: str,
+    kind: str,
+    key: str,
+    body: JSON = None,
+    wake: Callable[[str], OutboxMessage],
+) -> InboxReceipt:
+    """Put a request in the session's inbox, once per ``(kind, key)``, with the session's
+    wake-up (``wake(compat)`` builds it). ``NotFoundError`` for an unknown session."""
+    now = time.time()
+    rows: tuple[OutboxRow, ...] = ()
+    i, s = schema.inbox, schema.session
+    async with write_transaction(store.engine) as conn:
+        compat = (await conn.execute(select(s.c.compat).where(s.c.id == session_id))).scalar()
+        if compat is None:
+            raise NotFoundError(f"session {session_id} does not exist")
+        inserted = await conn.execute(
+            dialect_insert(conn)(i)
+            .values(session_id=session_id, kind=kind, key=key, body=body, created_at=now)
+            .on_conflict_do_nothing(index_elements=["session_id", "kind", "key"])
+        )
+        created = inserted.rowcount == 1
+        if created:
+            rows = await insert_outbox(
+                conn, session_id, [wake(str(compat))], now, handoff=store.handoff
+            )
+        row = (
+            await conn.execute(
+                select(i).where(i.c.session_id == session_id, i.c.kind == kind, i.c.key == key)
+            )
+        ).one()
+    if created:
+        store.notify(CommitReceipt(session_id, version=-1, entry_seqs=[], outbox=rows))
+    return InboxReceipt(InboxRecord(**dict(row._mapping)), created)
+
+
+async def session_inbox(store: Store, session_id: str) -> list[InboxRecord]:
+    """Every request made to ``session_id``, applied or not, oldest first."""
+    i = schema.inbox
+    async with read_transaction(store.engine) as conn:
+        rows = await conn.execute(select(i).where(i.c.session_id == session_id).order_by(i.c.id))
+        return [InboxRecord(**dict(r._mapping)) for r in rows]

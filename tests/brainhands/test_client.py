@@ -1,0 +1,166 @@
+"""``brainhands.Client`` against real Brain processes: submit, wait, cancel, read."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from sqlalchemy import func, select
+
+from brainhands import AnswerTimeout, Client, SubmissionFailed
+from brainhands.shared.messages import SessionWake, encode
+from brainhands.shared.store import OutboxMessage, schema
+from brainhands.shared.store.inbox import send_request, session_inbox
+from tests.helpers.brains import BrainHarness
+from tests.helpers.polling import eventually
+from tests.helpers.processes import WORKDIR
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
+
+APP = Path(__file__).resolve().parents[1] / "helpers" / "client_app.py"
+
+
+def run_app(brains: BrainHarness, *args: str) -> dict[str, object]:
+    done = subprocess.run(
+        [sys.executable, str(APP), *args],
+        cwd=WORKDIR,
+        env={**__import__("os").environ, **brains.settings()},
+        capture_output=True,
+        text=True,
+        timeout=150,
+    )
+    assert done.returncode == 0, done.stderr
+    result: dict[str, object] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+async def test_an_application_submits_awaits_cancels_and_reads_through_the_client(
+    brains: BrainHarness,
+) -> None:
+    brains.start_brain()
+    brains.start_brain()
+    n = 50
+
+    seen = await asyncio.to_thread(run_app, brains, str(n))
+    old = await asyncio.to_thread(run_app, brains, str(n), "--old")
+
+    assert seen["answers"] == list(range(n))
+    assert seen["cancel_said"] == ["requested", "requested"]
+    assert seen["cancel_ended"] == "cancelled"
+    view = seen["view"]
+    assert isinstance(view, dict)
+    assert view["submissions"] == ["cancelled"]
+    assert view["tasks"] == [{"kind": "napper", "status": "terminal", "outcome": "cancelled"}]
+    assert view["inbox"] == [{"kind": "cancel", "key": seen["nap_request_id"], "applied": True}]
+    async with brains.store.engine.connect() as conn:
+        sub = schema.submission
+        answered = await conn.execute(
+            select(func.count()).where(sub.c.session_id.like("app-%"), sub.c.status == "answered")
+        )
+        assert answered.scalar_one() == n
+    assert old["answers"] == list(range(n))
+    print(
+        f"\nCPU per submission+answer: client {1000 * seen['cpu_seconds'] / n:.2f} ms "  # type: ignore[operator]
+        f"(wall {seen['wall_seconds']:.2f}s for {n}), old submit+poll "
+        f"{1000 * old['cpu_seconds'] / n:.2f} ms (wall {old['wall_seconds']:.2f}s)"  # type: ignore[operator]
+    )
+
+
+async def test_a_cancel_waits_in_the_inbox_for_a_brain_and_is_applied_once(
+    brains: BrainHarness,
+) -> None:
+    first = brains.start_brain()
+    async with brains.client() as client:
+        nap = await client.submit("s1", {"kind": "napper", "input": {"seconds": 600}})
+
+        async def sleeping() -> bool:
+            return any(t.status == "sleeping" for t in (await client.session("s1")).tasks)
+
+        await eventually(sleeping, within=30, what="the napper to sleep")
+        first.kill()
+        first.wait()
+        queued = await client.submit("s2", {"kind": "steps", "input": {}})
+
+        assert await nap.cancel() == "requested"
+        assert await client.cancel("s1", nap.request_id) == "requested"  # the same request
+        assert await queued.cancel() == "requested"
+        [request] = await session_inbox(client.store, "s1")
+        assert request.applied_at is None  # no Brain runs: it waits
+
+        brains.start_brain()
+        with pytest.raises(SubmissionFailed) as failed:
+            await nap.result(timeout=30)
+        assert failed.value.record.status == "cancelled"
+        with pytest.raises(SubmissionFailed):
+            await queued.result(timeout=30)
+
+        view = await client.session("s1")
+        assert [(t.kind, t.outcome) for t in view.tasks] == [("napper", "cancelled")]
+        [request] = view.inbox
+        assert request.applied_at is not None
+        assert (await client.session("s2")).tasks == []  # ended before it started
+        assert await nap.cancel() == "cancelled"  # once ended, nothing more is requested
+        assert len(await session_inbox(client.store, "s1")) == 1
+
+
+async def test_a_cancel_whose_wake_up_was_lost_is_found_by_the_sweeper(
+    brains: BrainHarness,
+) -> None:
+    brains.start_brain()
+    async with brains.client() as client:
+        nap = await client.submit("s1", {"kind": "napper", "input": {"seconds": 600}})
+
+        async def sleeping() -> bool:
+            return any(t.status == "sleeping" for t in (await client.session("s1")).tasks)
+
+        await eventually(sleeping, within=30, what="the napper to sleep")
+
+        def lost(compat: str) -> OutboxMessage:
+            # Routed to a Brain build nobody runs: published, never consumed.
+            wake = SessionWake(session_id="s1", compat=compat, reason="cancel")
+            return OutboxMessage(brains.env.topology.brain_queue("nobody"), encode(wake))
+
+        await send_request(
+            brains.store, session_id="s1", kind="cancel", key=nap.request_id, wake=lost
+        )
+        with pytest.raises(SubmissionFailed):
+            await nap.result(timeout=30)
+        assert '"session_woken": 1' in brains.log(0)  # the sweeper's wake-up did it
+        [request] = await session_inbox(client.store, "s1")
+        assert request.applied_at is not None
+
+
+async def test_a_waiting_client_is_woken_by_the_answers_commit(brains: BrainHarness) -> None:
+    brains.start_brain()
+    async with brains.client(poll=60.0) as client:  # the fallback poll would take a minute
+        warm = await client.submit("warm", {"kind": "steps", "input": {}})
+        await warm.result(timeout=30)
+
+        handle = await client.submit("s1", {"kind": "steps", "input": {"x": 1}})
+        started = time.monotonic()
+        answer = await handle.result(timeout=30)
+        took = time.monotonic() - started
+
+        assert answer["input"] == {"x": 1}
+        assert took < 5.0
+        slow = await client.submit("s2", {"kind": "napper", "input": {"seconds": 600}})
+        with pytest.raises(AnswerTimeout) as timed_out:
+            await slow.result(timeout=0.5)
+        assert isinstance(timed_out.value, TimeoutError)
+        assert (await slow.status()).status == "running"
+
+
+async def test_submitting_the_same_request_twice_starts_one_run(brains: BrainHarness) -> None:
+    brains.start_brain()
+    async with brains.client() as client:
+        first = await client.submit("s1", "hello", request_id="r1", agent="echo")
+        again = await client.submit("s1", "hello", request_id="r1", agent="echo")
+        assert (first.created, again.created) == (True, False)
+        record = await first.status()
+        assert record.input == {"text": "hello", "agent": "echo"}
+        assert isinstance(client, Client)
