@@ -10,11 +10,67 @@ from __future__ import annotations
 import math
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
-from typing import Any
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Self
 
 import httpx
 
 from brainhands.brain.models.base import ModelError, TransientModelError
+
+if TYPE_CHECKING:
+    from brainhands.brain.models.settings import ModelSettings
+
+
+class HttpModel:
+    """What every adapter over an HTTP API shares: one ``httpx.AsyncClient``, created on
+    first use with the provider's ``headers()`` and reused, closed by ``aclose()`` (or
+    ``async with``)."""
+
+    def __init__(self, url: str, model: str, api_key: str | None, timeout: float) -> None:
+        self._url = url
+        self._model = model
+        self._api_key = api_key
+        self._timeout = timeout
+        self._client: httpx.AsyncClient | None = None
+
+    @classmethod
+    def from_settings(cls, settings: ModelSettings) -> Self:
+        """The adapter at ``settings``' URL (``model_from_settings`` is the one that reads
+        their ``provider``)."""
+        api_key = settings.api_key.get_secret_value() if settings.api_key else None
+        return cls(settings.base_url, settings.name, api_key, timeout=settings.timeout)
+
+    @property
+    def name(self) -> str:
+        """The model's name, as sent in each request."""
+        return self._model
+
+    def headers(self) -> dict[str, str]:
+        """The provider's headers on every request (its authentication, its version)."""
+        return {}
+
+    async def aclose(self) -> None:
+        """Close the HTTP connections; the next call opens new ones."""
+        if self._client is not None:
+            client, self._client = self._client, None
+            await client.aclose()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def post(self, body: dict[str, Any]) -> dict[str, Any]:
+        """POST ``body`` to the adapter's URL (see ``post_json``)."""
+        if self._client is None:
+            self._client = httpx.AsyncClient(headers=self.headers(), timeout=self._timeout)
+        return await post_json(self._client, self._url, body, model=self._model)
 
 
 async def post_json(

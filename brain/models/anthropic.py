@@ -16,16 +16,13 @@ Messages shapes and each answer back:
 from __future__ import annotations
 
 import json
-from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-import httpx
-
-from brainhands.brain.models._http import post_json
+from brainhands.brain.models._http import HttpModel
 from brainhands.brain.models.base import ModelError, ModelResponse, ToolCall, TransientModelError
 
 if TYPE_CHECKING:
-    from brainhands.brain.models.settings import ModelSettings
+    pass
 
 __all__ = ["AnthropicModel", "parse_message", "to_messages_request"]
 
@@ -34,7 +31,7 @@ _CUT_OFF = frozenset({"max_tokens", "model_context_window_exceeded", "pause_turn
 """Stop reasons of an answer that stopped early: acting on half an answer is never safe."""
 
 
-class AnthropicModel:
+class AnthropicModel(HttpModel):
     """A model served over the Messages API: Anthropic's, or a server compatible with it.
 
     ``base_url`` is the API root, ``https://api.anthropic.com`` (a trailing ``/v1`` is
@@ -55,26 +52,11 @@ class AnthropicModel:
         extra_body: dict[str, Any] | None = None,
     ) -> None:
         root = base_url.rstrip("/")
-        self._url = root + ("/messages" if root.endswith("/v1") else "/v1/messages")
-        self._model = model
-        self._api_key = api_key
-        self._timeout = timeout
+        url = root + ("/messages" if root.endswith("/v1") else "/v1/messages")
+        super().__init__(url, model, api_key, timeout)
         self._max_tokens = max_tokens
         self._temperature = temperature
         self._extra_body = dict(extra_body or {})
-        self._client: httpx.AsyncClient | None = None
-
-    @classmethod
-    def from_settings(cls, settings: ModelSettings) -> AnthropicModel:
-        """The adapter at ``settings``' URL (``model_from_settings`` is the one that reads
-        their ``provider``)."""
-        api_key = settings.api_key.get_secret_value() if settings.api_key else None
-        return cls(settings.base_url, settings.name, api_key, timeout=settings.timeout)
-
-    @property
-    def name(self) -> str:
-        """The model's name, as sent in each request."""
-        return self._model
 
     async def complete(
         self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
@@ -85,37 +67,17 @@ class AnthropicModel:
         if self._temperature is not None:
             body["temperature"] = self._temperature
         body.update(self._extra_body)
-        raw = await post_json(self._http(), self._url, body, model=self._model)
-        return parse_message(raw)
+        return parse_message(await self.post(body))
 
     def parse(self, raw: dict[str, Any]) -> ModelResponse:
         """Rebuild a response from the JSON the server returned."""
         return parse_message(raw)
 
-    async def aclose(self) -> None:
-        """Close the HTTP connections; the next call opens new ones."""
-        if self._client is not None:
-            client, self._client = self._client, None
-            await client.aclose()
-
-    async def __aenter__(self) -> AnthropicModel:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
-
-    def _http(self) -> httpx.AsyncClient:
-        if self._client is None:
-            headers = {"anthropic-version": API_VERSION}
-            if self._api_key:
-                headers["x-api-key"] = self._api_key
-            self._client = httpx.AsyncClient(headers=headers, timeout=self._timeout)
-        return self._client
+    def headers(self) -> dict[str, str]:
+        headers = {"anthropic-version": API_VERSION}
+        if self._api_key:
+            headers["x-api-key"] = self._api_key
+        return headers
 
 
 def to_messages_request(

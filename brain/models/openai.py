@@ -7,16 +7,13 @@
 from __future__ import annotations
 
 import json
-from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-import httpx
-
-from brainhands.brain.models._http import post_json
+from brainhands.brain.models._http import HttpModel
 from brainhands.brain.models.base import ModelResponse, ToolCall, TransientModelError
 
 if TYPE_CHECKING:
-    from brainhands.brain.models.settings import ModelSettings
+    pass
 
 __all__ = ["OpenAIChatModel", "parse_chat_completion"]
 
@@ -24,7 +21,7 @@ _CUT_OFF = frozenset({"length", "content_filter"})
 """Finish reasons of an answer that stopped early: acting on half an answer is never safe."""
 
 
-class OpenAIChatModel:
+class OpenAIChatModel(HttpModel):
     """A model served over the chat-completions API.
 
     One ``httpx.AsyncClient`` is created on first use and reused; close it with ``aclose()``
@@ -44,65 +41,23 @@ class OpenAIChatModel:
         max_tokens: int | None = None,
         extra_body: dict[str, Any] | None = None,
     ) -> None:
-        self._url = base_url.rstrip("/") + "/chat/completions"
-        self._model = model
-        self._api_key = api_key
-        self._timeout = timeout
+        super().__init__(base_url.rstrip("/") + "/chat/completions", model, api_key, timeout)
         self._temperature = temperature
         self._max_tokens = max_tokens
         self._extra_body = dict(extra_body or {})
-        self._client: httpx.AsyncClient | None = None
-
-    @classmethod
-    def from_settings(cls, settings: ModelSettings) -> OpenAIChatModel:
-        """The adapter at ``settings``' URL (``model_from_settings`` is the one that reads
-        their ``provider``)."""
-        api_key = settings.api_key.get_secret_value() if settings.api_key else None
-        return cls(settings.base_url, settings.name, api_key, timeout=settings.timeout)
-
-    @property
-    def name(self) -> str:
-        """The model's name, as sent in each request."""
-        return self._model
 
     async def complete(
         self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
     ) -> ModelResponse:
         """One chat-completions call; see ``ModelAdapter.complete`` for the error contract."""
-        raw = await post_json(
-            self._http(),
-            self._url,
-            self._request_body(messages, tools),
-            model=self._model,
-        )
-        return parse_chat_completion(raw)
+        return parse_chat_completion(await self.post(self._request_body(messages, tools)))
 
     def parse(self, raw: dict[str, Any]) -> ModelResponse:
         """Rebuild a response from the JSON the server returned."""
         return parse_chat_completion(raw)
 
-    async def aclose(self) -> None:
-        """Close the HTTP connections; the next call opens new ones."""
-        if self._client is not None:
-            client, self._client = self._client, None
-            await client.aclose()
-
-    async def __aenter__(self) -> OpenAIChatModel:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
-
-    def _http(self) -> httpx.AsyncClient:
-        if self._client is None:
-            headers = {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
-            self._client = httpx.AsyncClient(headers=headers, timeout=self._timeout)
-        return self._client
+    def headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
 
     def _request_body(
         self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
