@@ -114,6 +114,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(run="brainhands.operate:dlq")
 
+    p = sub.add_parser("tools", help="list the tools Hands pools have declared, by pool")
+    p.add_argument("--json", action="store_true", help="print JSON, argument schemas included")
+    p.set_defaults(run="brainhands.operate:tools")
+
     p = sub.add_parser("relay", help="run an outbox relay on its own")
     p.set_defaults(run="brainhands.workers:relay")
     return parser

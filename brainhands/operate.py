@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import itertools
 import json
 import sys
 import time
@@ -26,6 +27,7 @@ from brainhands.shared.parking import (
 )
 from brainhands.shared.store import Store
 from brainhands.shared.store import migrate as schema_migrations
+from brainhands.shared.store.declarations import declared_tools
 from brainhands.shared.store.queries import session_history
 from brainhands.shared.store.records import OperationRecord, SessionState, TaskRecord
 from brainhands.shared.topology import Topology
@@ -56,6 +58,26 @@ async def status(args: argparse.Namespace) -> int:
     status["store"] = _redacted(settings.database_url)
     status["head"] = schema_migrations.head_revision()
     print(json.dumps(status, indent=2) if args.json else _table(status))
+    return 0
+
+
+async def tools(args: argparse.Namespace) -> int:
+    settings = load_settings(CommonSettings)
+    store = await Store.open(settings.database_url, db_schema=settings.database_schema)
+    try:
+        declared = await declared_tools(store)
+    finally:
+        await store.close()
+    if args.json:
+        print(json.dumps([dataclasses.asdict(d) for d in declared], indent=2))
+        return 0
+    if not declared:
+        print("no tools declared: a Hands process declares its pool's tools when it starts")
+    for pool, group in itertools.groupby(declared, key=lambda d: d.pool):
+        print(f"pool {pool}:")
+        for d in group:
+            summary = d.description.splitlines()[0] if d.description else ""
+            print(f"  {d.name:<24} {d.policy:<7} {summary}")
     return 0
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -23,8 +24,11 @@ from brainhands.shared.progress import QueueProgress
 from brainhands.shared.relay import OutboxRelay
 from brainhands.shared.runtime import Services, open_services, stop_on_signals
 from brainhands.shared.store import OperationLedger
+from brainhands.shared.store.declarations import declare_tools
 from brainhands.shared.tools import load_tool_modules
 from brainhands.shared.tracing import configure_tracing, flush_tracing
+
+log = logging.getLogger("brainhands.hands")
 
 
 async def hands(args: argparse.Namespace) -> int:
@@ -36,6 +40,12 @@ async def hands(args: argparse.Namespace) -> int:
             f"pools there: {sorted({t.pool for t in registry}) or 'none'}"
         )
     async with open_services(settings, name=f"hands-{args.pool}") as services:
+        served = [spec.declaration() for spec in registry if spec.pool == args.pool]
+        changed = await declare_tools(services.store, served)
+        log.info(
+            "tools declared",
+            extra={"event": "declared", "tools": [d.name for d in served], "changed": changed},
+        )
         worker = HandsWorker(
             ledger=OperationLedger(services.store),
             broker=services.broker,

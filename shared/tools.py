@@ -8,9 +8,12 @@ Brain never imports ``hands``; users declare tools with ``hands.tool``.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import functools
+import hashlib
 import importlib
 import inspect
+import json
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
@@ -106,6 +109,24 @@ def _json_schema(args: type[BaseModel]) -> dict[str, Any]:
 
 
 @dataclass(frozen=True)
+class ToolDeclaration:
+    """What a process that does not run a tool knows of it: what the Hands serving it
+    declared in the store (see ``brainhands.shared.store.declarations``)."""
+
+    name: str
+    pool: str
+    policy: ReplayPolicy
+    description: str
+    args_schema: dict[str, Any]
+
+    @property
+    def digest(self) -> str:
+        """Of the whole declaration: equal digests, equal declarations."""
+        content = json.dumps(dataclasses.asdict(self), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(content.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
 class ToolSpec:
     """One registered tool."""
 
@@ -122,6 +143,11 @@ class ToolSpec:
     def schema(self) -> dict[str, Any]:
         """The tool as a model sees it (chat-completions ``tools`` entry)."""
         return function_schema(self.name, self.description, self.args_model)
+
+    def declaration(self) -> ToolDeclaration:
+        """What the Hands serving this tool declare of it in the store."""
+        schema = copy.deepcopy(_json_schema(self.args_model))
+        return ToolDeclaration(self.name, self.pool, self.policy, self.description, schema)
 
 
 @dataclass

@@ -210,3 +210,18 @@ inbox = Table(
         sqlite_where=text("applied_at IS NULL"),
     ),
 )
+
+tool_declaration = Table(
+    "tool_declaration",
+    metadata,
+    # What a Hands build says of each tool it serves, written when it starts: how a process
+    # that does not import the tool's code (a Brain, the CLI) learns its pool and schema.
+    Column("name", String(128), primary_key=True),
+    Column("pool", String(64), nullable=False),
+    Column("policy", String(16), nullable=False),
+    Column("description", Text, nullable=False),
+    Column("args_schema", JSON, nullable=False),
+    # Of the declaration's content: a build that declares the same tool differently is seen.
+    Column("digest", String(64), nullable=False),
+    Column("declared_at", Float, nullable=False),
+)

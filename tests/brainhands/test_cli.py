@@ -335,3 +335,35 @@ async def test_a_worker_waits_for_the_schema_migration_then_serves(
         worker.terminate()
         worker.wait(timeout=30)
         await drop_schema(target.url, f"mig{namespace}")
+
+
+async def test_hands_declare_their_tools_and_tools_lists_them_by_pool(
+    brains: BrainHarness,
+) -> None:
+    log = brains.tmp_path / "hands.log"
+
+    def declared() -> int:
+        return log.read_text().count('"event": "declared"') if log.exists() else 0
+
+    env = brains.settings()
+    first = spawn_email_hands(env=env, log=log)
+    brains.processes.append(first)
+    await eventually(lambda: declared() == 1, within=30, what="the Hands to declare its tools")
+
+    listed = await asyncio.to_thread(brainhands, "tools", "--json", cwd=WORKDIR, env=env)
+    shown = await asyncio.to_thread(brainhands, "tools", cwd=WORKDIR, env=env)
+
+    assert listed.returncode == 0, listed.stderr
+    tools = {t["name"]: t for t in json.loads(listed.stdout)}
+    assert {"send_safe", "send_query", "send_unsafe", "pay_unsafe"} <= set(tools)
+    assert {t["pool"] for t in tools.values()} == {"email"}
+    assert tools["send_unsafe"]["policy"] == "unsafe"
+    assert tools["send_safe"]["args_schema"]["properties"]["to"]["type"] == "string"
+    assert "pool email:" in shown.stdout and "send_query" in shown.stdout
+
+    # The same build started again declares nothing new.
+    first.kill()
+    first.wait()
+    brains.processes.append(spawn_email_hands(env=env, log=log))
+    await eventually(lambda: declared() == 2, within=30, what="the second declaration")
+    assert log.read_text().count('"changed": []') == 2

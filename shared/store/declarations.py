@@ -1,0 +1,56 @@
+"""Tool declarations: what the Hands serving each tool say of it, read by processes that do
+not import tool code (the CLI's ``brainhands tools``; the Brain, next).
+
+A Hands process declares its pool's tools when it starts, before it consumes: one upsert
+per tool, keyed by name, that only writes when the declaration changed (its digest), so a
+restart of the same build writes nothing. A tool declared differently by two builds of one
+pool keeps the newest declaration, and the change is logged by the declaring process.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+
+from sqlalchemy import select
+
+from brainhands.shared.store import schema
+from brainhands.shared.store.engine import dialect_insert, read_transaction, write_transaction
+from brainhands.shared.store.store import Store
+from brainhands.shared.tools import ToolDeclaration
+
+_t = schema.tool_declaration
+
+
+async def declare_tools(store: Store, declarations: Iterable[ToolDeclaration]) -> list[str]:
+    """Record ``declarations``; returns the names whose stored declaration changed."""
+    now = time.time()
+    changed: list[str] = []
+    async with write_transaction(store.engine) as conn:
+        rows = await conn.execute(select(_t.c.name, _t.c.digest))
+        stored = {str(row.name): str(row.digest) for row in rows}
+        for d in declarations:
+            if stored.get(d.name) == d.digest:
+                continue
+            if d.name in stored:
+                changed.append(d.name)
+            row = {
+                "name": d.name,
+                "pool": d.pool,
+                "policy": d.policy,
+                "description": d.description,
+                "args_schema": d.args_schema,
+                "digest": d.digest,
+                "declared_at": now,
+            }
+            upsert = dialect_insert(conn)(_t).values(**row)
+            await conn.execute(upsert.on_conflict_do_update(index_elements=[_t.c.name], set_=row))
+    return changed
+
+
+async def declared_tools(store: Store) -> list[ToolDeclaration]:
+    """Every declared tool, by pool then name."""
+    query = select(_t).order_by(_t.c.pool, _t.c.name)
+    async with read_transaction(store.engine) as conn:
+        rows = (await conn.execute(query)).all()
+    return [ToolDeclaration(r.name, r.pool, r.policy, r.description, r.args_schema) for r in rows]
