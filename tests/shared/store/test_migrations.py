@@ -9,7 +9,8 @@ from tests.helpers.stores import StoreTarget
 pytestmark = pytest.mark.integration
 
 TABLES = {
-    "session", "entry", "document", "task", "submission", "outbox", "operation", "blob", "inbox"
+    "session", "entry", "document", "task", "submission", "outbox", "operation", "blob", "inbox",
+    "tool_declaration",
 }  # fmt: skip
 
 
