@@ -160,9 +160,9 @@ class Lane:
     async def __aenter__(self) -> Self:
         self.db = await asyncpg.connect(self.dsn, server_settings={"search_path": self.schema})
         await self.db.executemany(
-            "INSERT INTO session (id, compat, version, fence, status, entry_count, created_at, "
-            "updated_at) VALUES ($1, 'floor', 0, $2, 'active', 0, $3, $3)",
-            [(sid, self.fence, time.time()) for sid in self.session_ids],
+            "INSERT INTO session (id, uid, compat, version, fence, status, entry_count, "
+            "created_at, updated_at) VALUES ($1, $2, 'floor', 0, $3, 'active', 0, $4, $4)",
+            [(sid, uuid.uuid4().hex, self.fence, time.time()) for sid in self.session_ids],
         )
         await self.prepare()
         self.redis = Redis.from_url(self.args.redis_url)
