@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import json
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -27,25 +28,8 @@ USER = {"role": "user", "content": "Weather in Paris and Oslo?"}
 
 
 @pytest.fixture
-def server() -> Iterator[ChatServer]:
-    chat = ChatServer()
-    yield chat
-    chat.close()
-
-
-@pytest.fixture
-async def make_model(server: ChatServer) -> AsyncIterator[Callable[..., AnthropicModel]]:
-    models: list[AnthropicModel] = []
-
-    def make(**kwargs: Any) -> AnthropicModel:
-        kwargs.setdefault("base_url", server.root_url)
-        kwargs.setdefault("model", "test-model")
-        models.append(AnthropicModel(**kwargs))
-        return models[-1]
-
-    yield make
-    for model in models:
-        await model.aclose()
+def make_model(server: ChatServer, new_model: Callable[..., Any]) -> Callable[..., AnthropicModel]:
+    return functools.partial(new_model, AnthropicModel, base_url=server.root_url)
 
 
 async def test_text_answer_and_request_shape(

@@ -1,8 +1,9 @@
 from __future__ import annotations
 
+import functools
 import json
 import socket
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -34,25 +35,8 @@ def call(call_id: str, name: str, arguments: str) -> dict[str, Any]:
 
 
 @pytest.fixture
-def server() -> Iterator[ChatServer]:
-    chat = ChatServer()
-    yield chat
-    chat.close()
-
-
-@pytest.fixture
-async def make_model(server: ChatServer) -> AsyncIterator[Callable[..., OpenAIChatModel]]:
-    models: list[OpenAIChatModel] = []
-
-    def make(**kwargs: Any) -> OpenAIChatModel:
-        kwargs.setdefault("base_url", server.base_url)
-        kwargs.setdefault("model", "test-model")
-        models.append(OpenAIChatModel(**kwargs))
-        return models[-1]
-
-    yield make
-    for model in models:
-        await model.aclose()
+def make_model(server: ChatServer, new_model: Callable[..., Any]) -> Callable[..., OpenAIChatModel]:
+    return functools.partial(new_model, OpenAIChatModel, base_url=server.base_url)
 
 
 USER = [{"role": "user", "content": "Hello"}]
