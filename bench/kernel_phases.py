@@ -31,8 +31,8 @@ from brainhands.brain.registry import TaskKind, TaskRegistry
 from brainhands.brain.scheduler import SessionRunner
 from brainhands.brain.task import Finish, Goto, Next, PhaseContext, TaskView
 from brainhands.shared.store import Draft, Store
+from brainhands.shared.store.declarations import ToolCatalog
 from brainhands.shared.store.records import CommitReceipt
-from brainhands.shared.tools import ToolRegistry
 from brainhands.shared.topology import Topology
 
 TARGET_PHASE_RATIO = 2.0
@@ -127,7 +127,7 @@ class Chain:
             runner = SessionRunner(
                 store=self.store,
                 tasks=self.registry,
-                tools=ToolRegistry(),
+                tools=ToolCatalog(self.store),
                 topology=self.topology,
                 session_id=session_id,
                 fence=fence,

@@ -4,16 +4,16 @@ Everything runs on PostgreSQL (a fresh schema, dropped at the end), RabbitMQ and
 unique namespace; every process started is stopped and every queue deleted at the end.
 
 1. **Round trip.** One Brain (``python -m brainhands brain --compat v1 --agents
-   bench.roundtrip_agents --tools bench.roundtrip_tools``) and one Hands process (``hands
-   --pool bench --tools bench.roundtrip_tools``). S sessions (``--sessions``), one after
-   another, each submit ``{"agent": "pinger", ...}``: a scripted model that calls the no-op
-   ``ping`` tool once, then answers. Per session the latency is read from the store:
-   ``model committed -> result applied`` is the ``created_at`` of the ``tool_result`` entry
-   minus that of the ``model`` entry, i.e. from the commit of the generation task's
-   ``tools`` phase (the raw response, the tool task and its job in the outbox) to the
-   commit that applies the result. The steps in between come from the outbox rows' ``sent_at``
-   (the relays' confirmed publishes) and the processes' JSON logs (Hands ``received``,
-   ``claimed``, ``started``, ``outcome``; Brain ``woken``).
+   bench.roundtrip_agents``) and one Hands process (``hands --pool bench --tools
+   bench.roundtrip_tools``), which declares the tool the Brain routes. S sessions
+   (``--sessions``), one after another, each submit ``{"agent": "pinger", ...}``: a scripted
+   model that calls the no-op ``ping`` tool once, then answers. Per session the latency is
+   read from the store: ``model committed -> result applied`` is the ``created_at`` of the
+   ``tool_result`` entry minus that of the ``model`` entry, i.e. from the commit of the
+   generation task's ``tools`` phase (the raw response, the tool task and its job in the
+   outbox) to the commit that applies the result. The steps in between come from the outbox
+   rows' ``sent_at`` (the relays' confirmed publishes) and the processes' JSON logs (Hands
+   ``received``, ``claimed``, ``started``, ``outcome``; Brain ``woken``).
 2. **Throughput.** A second Brain and a second Hands process join; S2 sessions
    (``--burst``) are submitted at once, and the clock runs until the last submission is
    answered (its ``updated_at``). One tool call per session: tool calls/s = sessions/s.
@@ -131,8 +131,7 @@ class Results:
 
 def start_brain_and_hands(workers: Workers) -> None:
     """One Brain and one Hands process more."""
-    agents = ("--agents", "bench.roundtrip_agents", "--tools", "bench.roundtrip_tools")
-    workers.start("brain", "--compat", COMPAT, *agents)
+    workers.start("brain", "--compat", COMPAT, "--agents", "bench.roundtrip_agents")
     workers.start("hands", "--pool", POOL, "--tools", "bench.roundtrip_tools")
 
 

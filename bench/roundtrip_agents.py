@@ -2,8 +2,7 @@
 answer. A ``pinger`` session is one model turn with one tool call and one turn without; a
 ``fanout`` session asks for ``FANOUT`` calls at once in its first turn.
 
-Served by ``brainhands brain --compat v1 --agents bench.roundtrip_agents
---tools bench.roundtrip_tools``.
+Served by ``brainhands brain --compat v1 --agents bench.roundtrip_agents``.
 """
 
 from __future__ import annotations

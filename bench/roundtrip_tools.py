@@ -1,8 +1,8 @@
 """The tool of ``bench.roundtrip``: does nothing, in a pool of its own, so a tool call costs
 only what the runtime adds around it.
 
-Served by ``brainhands hands --pool bench --tools bench.roundtrip_tools``; the Brain loads
-the module too (``--tools``), to route the calls and show the model the tool's schema.
+Served by ``brainhands hands --pool bench --tools bench.roundtrip_tools``, which declares it
+in the store: the Brain routes the calls and shows the model its schema from there.
 """
 
 from __future__ import annotations

@@ -5,13 +5,16 @@ one ``agent.generate`` task per model turn until the model answers without tool 
 A generation task's phases:
 
 - ``prepare``: fix the context position (the entries the request may see) and the model;
-- ``request``: call the model; transient failures sleep and retry, the attempt count in
-  the task's state; the raw response is handed on in the state, so once committed the
-  model is never asked the same question again;
+- ``request``: call the model with the schemas of the granted tools, as their Hands pools
+  declared them (a granted tool not declared yet is waited for, a second at a time, for
+  the Brain's declaration grace, then left out); transient failures sleep and retry, the
+  attempt count in the task's state; the raw response is handed on in the state, so once
+  committed the model is never asked the same question again;
 - ``tools``: appends the raw response as an entry, creates one tool task per granted call
   (frozen arguments, the default operation id, rooted in the session's uid) with its job in
   the outbox, and waits for them all; calls of tools the agent was not granted are
-  refused here and never dispatched. It is light: all of this goes into the commit that
+  refused here and never dispatched, as are calls of granted tools no Hands pool has
+  declared. It is light: all of this goes into the commit that
   records the request's result, so no tool intent ever exists without the raw response it
   came from, and a response is either durable with its intents or not at all. Arguments of
   a task tool that its argument model rejects are refused the same way, so no task ever
@@ -24,6 +27,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,7 +53,13 @@ from brainhands.brain.task import (
 from brainhands.shared import metrics
 from brainhands.shared.errors import ConfigurationError
 from brainhands.shared.store import EntryRecord, SubmissionRecord
-from brainhands.shared.tools import ToolRegistry, describe_invalid_arguments, function_schema
+from brainhands.shared.store.declarations import ToolCatalog
+from brainhands.shared.tools import describe_invalid_arguments, function_schema, model_schema
+
+log = logging.getLogger("brainhands.brain")
+
+DECLARATION_WAIT = 1.0
+"""Seconds a turn sleeps before it looks again for granted tools not declared yet."""
 
 
 @dataclass(frozen=True)
@@ -63,7 +74,7 @@ class TaskTool:
     description: str
 
     def schema(self) -> dict[str, Any]:
-        return function_schema(self.name, self.description, self.args_model)
+        return function_schema(self.name, self.description, model_schema(self.args_model))
 
     def refusal(self, arguments: dict[str, Any]) -> str | None:
         """Why the model's ``arguments`` cannot start the task (None when they can): a task
@@ -152,9 +163,15 @@ def build_messages(system: str, entries: list[EntryRecord]) -> list[dict[str, An
     return messages
 
 
-def agent_kinds(agents: AgentRegistry, tools: ToolRegistry) -> TaskRegistry:
+def agent_kinds(
+    agents: AgentRegistry, tools: ToolCatalog, *, declaration_grace: float = 30.0
+) -> TaskRegistry:
     """The task kinds that run ``agents`` (added to a Brain's registry); every agent has a
-    model by now (``AgentRegistry.with_model`` gives one to those that name none)."""
+    model by now (``AgentRegistry.with_model`` gives one to those that name none).
+
+    ``tools`` is what the Hands pools declared; a granted tool missing from it is waited
+    for ``declaration_grace`` seconds per turn (its Hands may be starting)."""
+    declaration_waits = math.ceil(declaration_grace / DECLARATION_WAIT)
     unset = sorted(name for name, agent in agents.agents.items() if agent.model is None)
     if unset:
         raise ConfigurationError(f"agents {unset} name no model and none was given")
@@ -206,8 +223,17 @@ def agent_kinds(agents: AgentRegistry, tools: ToolRegistry) -> TaskRegistry:
     async def request(task: TaskView, docs: dict[str, Any], ctx: PhaseContext) -> Next:
         agent = agents.get(task.input["agent"])
         state = dict(task.state)
+        declared = await tools.lookup(agent.tools)
+        missing = [name for name in agent.tools if name not in declared]
+        if missing and state.get("declaration_waits", 0) < declaration_waits:
+            state["declaration_waits"] = state.get("declaration_waits", 0) + 1
+            log.info(
+                "waiting for granted tools to be declared",
+                extra={"event": "undeclared_tools", "task_id": task.id, "tools": missing},
+            )
+            return Sleep(then="request", seconds=DECLARATION_WAIT, state=state)
         messages = build_messages(agent.system, [e for e in ctx.entries if e.seq <= state["upto"]])
-        schemas = [tools.get(name).schema() for name in agent.tools]
+        schemas = [declared[name].schema() for name in agent.tools if name in declared]
         schemas += [t.schema() for t in agent.task_tools]
         model = model_of(agent)
         try:
@@ -238,6 +264,7 @@ def agent_kinds(agents: AgentRegistry, tools: ToolRegistry) -> TaskRegistry:
         if not response.tool_calls:
             return Finish({"final": response.text or ""})
         task_tools = {t.name: t for t in agent.task_tools}
+        declared = await tools.lookup(c.name for c in response.tool_calls if c.name in agent.tools)
         children: list[Call | Child] = []
         plan = []
         for n, call in enumerate(response.tool_calls):
@@ -245,6 +272,8 @@ def agent_kinds(agents: AgentRegistry, tools: ToolRegistry) -> TaskRegistry:
             task_tool = task_tools.get(call.name)
             if call.name not in agent.tools and task_tool is None:
                 refusal = f"tool {call.name!r} is not granted to agent {agent.name!r}"
+            elif task_tool is None and call.name not in declared:
+                refusal = f"tool {call.name!r} is not declared by any Hands pool"
             elif n >= agent.max_tool_calls:
                 refusal = f"more than {agent.max_tool_calls} tool calls in one turn"
             elif task_tool is not None:

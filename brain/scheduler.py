@@ -48,6 +48,7 @@ from brainhands.brain.task import (
     Dispatch,
     Next,
     PhaseContext,
+    Sleep,
     Spawn,
     TaskView,
 )
@@ -55,6 +56,7 @@ from brainhands.shared import metrics
 from brainhands.shared.errors import UnknownToolError
 from brainhands.shared.messages import MAX_INLINE_JSON, ToolJob, encode
 from brainhands.shared.store import Draft, Store, SubmissionRecord, TaskRecord
+from brainhands.shared.store.declarations import ToolCatalog
 from brainhands.shared.store.queries import tasks_and_operations
 from brainhands.shared.store.records import (
     ClaimedSession,
@@ -65,7 +67,6 @@ from brainhands.shared.store.records import (
     SessionState,
     TaskStatus,
 )
-from brainhands.shared.tools import ToolRegistry
 from brainhands.shared.topology import Topology
 from brainhands.shared.tracing import current_carrier
 
@@ -99,6 +100,9 @@ class RunSummary:
 MAX_DECISION_ROUNDS = 100
 """Rounds of decisions one commit may take before the rules are deemed not to converge."""
 
+DECLARATION_RETRY = 1.0
+"""Seconds a phase that called an undeclared tool sleeps before it runs again."""
+
 
 class SessionRunner:
     """One pass over a session, for the holder of its lease token ``fence``."""
@@ -108,11 +112,12 @@ class SessionRunner:
         *,
         store: Store,
         tasks: TaskRegistry,
-        tools: ToolRegistry,
+        tools: ToolCatalog,
         topology: Topology,
         session_id: str,
         fence: int,
         max_restarts: int = 5,
+        declaration_grace: float = 30.0,
         start_submission: StartSubmission = start_from_input,
         compats: frozenset[str] | None = None,
     ) -> None:
@@ -123,6 +128,7 @@ class SessionRunner:
         self.session_id = session_id
         self.fence = fence
         self.max_restarts = max_restarts
+        self.declaration_grace = declaration_grace
         self.start_submission = start_submission
         self.compats = compats
         self.rows: dict[str, TaskRecord] = {}
@@ -355,7 +361,34 @@ class SessionRunner:
             result = await handler(view, docs, ctx)
         except Exception as exc:  # the phase's failure is data for the crash-loop rule
             return task, exc, docs, []
+        if await self._awaits_declarations(task, result):
+            # Run it again later, as if it had never run: its entries and docs are dropped.
+            unchanged = {name: self._doc_body(name) for name in kind.documents}
+            return (
+                task,
+                Sleep(then=task.phase, seconds=DECLARATION_RETRY, state=task.state),
+                unchanged,
+                [],
+            )
         return task, result, docs, ctx.appended
+
+    async def _awaits_declarations(self, task: TaskRecord, result: Next) -> bool:
+        """Whether ``result`` calls a tool no Hands pool has declared yet, within the grace
+        a young task gets for its Hands to start (past it, the call fails as unknown)."""
+        if isinstance(result, Dispatch):
+            names = {result.tool}
+        elif isinstance(result, Spawn):
+            names = {c.tool for c in result.children if isinstance(c, Call)}
+        else:
+            return False
+        missing = names - (await self.tools.lookup(names)).keys()
+        if not missing or time.time() - task.created_at >= self.declaration_grace:
+            return False
+        log.info(
+            "waiting for tools to be declared",
+            extra={"event": "undeclared_tools", "task_id": task.id, "tools": sorted(missing)},
+        )
+        return True
 
     def _doc_body(self, name: str) -> Any:
         doc = self.documents.get(name)

@@ -16,6 +16,9 @@ class BrainSettings(CommonSettings):
     """How long a session lease lives without renewal; renewed every third of it."""
     max_restarts: int = Field(default=5, ge=1)
     """Entries into one phase before a task that keeps dying there is failed."""
+    tool_declaration_grace: float = Field(default=30.0, ge=0)
+    """Seconds a young task or agent turn waits for a Hands pool to declare a tool it calls
+    (Hands started after the Brain); past them the call fails, or is refused, as unknown."""
     shutdown_grace: float = Field(default=20.0, ge=0)
     """Seconds running phases get to finish after SIGTERM."""
     sweeper_period: float = Field(default=1.0, gt=0)

@@ -37,9 +37,9 @@ from brainhands.shared.messages import CancelNotice, Message, SessionWake, ToolR
 from brainhands.shared.parking import park
 from brainhands.shared.progress import QueueProgress
 from brainhands.shared.store import SessionState, Store
+from brainhands.shared.store.declarations import ToolCatalog
 from brainhands.shared.store.queries import tasks_by_ids
 from brainhands.shared.store.records import ClaimedSession
-from brainhands.shared.tools import ToolRegistry
 from brainhands.shared.tracing import context_from, tracer
 
 log = logging.getLogger("brainhands.brain")
@@ -65,10 +65,11 @@ class BrainWorker:
         broker: Broker,
         leases: LeaseManager,
         tasks: TaskRegistry,
-        tools: ToolRegistry,
+        tools: ToolCatalog,
         compats: list[str],
         concurrency: int = 8,
         max_restarts: int = 5,
+        declaration_grace: float = 30.0,
         shutdown_grace: float = 20.0,
         start_submission: StartSubmission = start_from_input,
         progress: QueueProgress | None = None,
@@ -81,6 +82,7 @@ class BrainWorker:
         self.compats = compats
         self.concurrency = concurrency
         self.max_restarts = max_restarts
+        self.declaration_grace = declaration_grace
         self.shutdown_grace = shutdown_grace
         self.start_submission = start_submission
         self.progress = progress
@@ -182,6 +184,7 @@ class BrainWorker:
                     session_id=session_id,
                     fence=lease.token,
                     max_restarts=self.max_restarts,
+                    declaration_grace=self.declaration_grace,
                     start_submission=self.start_submission,
                     compats=frozenset(self.compats),
                 )

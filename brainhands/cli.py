@@ -53,7 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="module path that registers tools (repeatable), e.g. brainhands.examples.notify.tools",
     )
     p.add_argument("--concurrency", type=int, help="tool calls at once (default: settings)")
-    p.set_defaults(run="brainhands.workers:hands")
+    p.set_defaults(run="brainhands.hands_role:hands")
 
     p = sub.add_parser("brain", help="run a Brain worker for one or more compatibility keys")
     p.add_argument(
@@ -65,7 +65,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--agents", action="append", help="module path defining `agents = AgentRegistry()`"
     )
-    p.add_argument("--tools", action="append", help="module path that registers tools")
     p.add_argument("--no-sweeper", action="store_true", help="do not run a sweeper candidate")
     p.set_defaults(run="brainhands.workers:brain")
 

@@ -226,8 +226,6 @@ class Demo:
             "brainhands.examples.notify.agent",
             "--tasks",
             "brainhands.examples.notify.tasks",
-            "--tools",
-            "brainhands.examples.notify.tools",
         ]
         hands = ["hands", "--pool", "email", "--tools", "brainhands.examples.notify.tools"]
         self.workers = [Worker(f"brain-{n + 1}", brain) for n in range(self.brains)]

@@ -1,8 +1,9 @@
-"""Tool declarations: what a tool is called, which Hands pool runs it, how it may be replayed.
+"""Tools: what a tool is called, which Hands pool runs it, how it may be replayed.
 
-Both sides read this registry: Hands run the functions; the Brain takes each tool's pool (to
-route its jobs) and its argument schema (to show the model). It lives in ``shared`` so the
-Brain never imports ``hands``; users declare tools with ``hands.tool``.
+Hands hold the registry of the functions they run (users register them with
+``hands.tool``) and publish each tool's declaration -- name, pool, policy, description,
+argument schema -- in the store when they start. A Brain knows tools only by those
+declarations (``shared.store.declarations.ToolCatalog``): it never imports tool code.
 """
 
 from __future__ import annotations
@@ -81,14 +82,15 @@ ToolFunction = Callable[[Any, Any], Awaitable[Any]]
 QueryFunction = Callable[[Any, Any], Awaitable[QueryAnswer]]
 
 
-def function_schema(name: str, description: str, args: type[BaseModel]) -> dict[str, Any]:
-    """A chat-completions ``tools`` entry: a function named ``name`` taking ``args``."""
+def function_schema(name: str, description: str, parameters: dict[str, Any]) -> dict[str, Any]:
+    """A chat-completions ``tools`` entry: a function named ``name`` taking arguments
+    described by the JSON schema ``parameters`` (copied: the caller's stays untouched)."""
     return {
         "type": "function",
         "function": {
             "name": name,
             "description": description,
-            "parameters": copy.deepcopy(_json_schema(args)),
+            "parameters": copy.deepcopy(parameters),
         },
     }
 
@@ -103,7 +105,8 @@ def describe_invalid_arguments(exc: ValidationError) -> str:
 
 
 @functools.cache
-def _json_schema(args: type[BaseModel]) -> dict[str, Any]:
+def model_schema(args: type[BaseModel]) -> dict[str, Any]:
+    """The JSON schema of ``args`` (cached: do not change it)."""
     # Generating a schema costs far more than copying it, and every model request needs one.
     return args.model_json_schema()
 
@@ -118,6 +121,10 @@ class ToolDeclaration:
     policy: ReplayPolicy
     description: str
     args_schema: dict[str, Any]
+
+    def schema(self) -> dict[str, Any]:
+        """The tool as a model sees it (chat-completions ``tools`` entry)."""
+        return function_schema(self.name, self.description, self.args_schema)
 
     @property
     def digest(self) -> str:
@@ -140,13 +147,9 @@ class ToolSpec:
     retry: RetryPolicy
     description: str
 
-    def schema(self) -> dict[str, Any]:
-        """The tool as a model sees it (chat-completions ``tools`` entry)."""
-        return function_schema(self.name, self.description, self.args_model)
-
     def declaration(self) -> ToolDeclaration:
         """What the Hands serving this tool declare of it in the store."""
-        schema = copy.deepcopy(_json_schema(self.args_model))
+        schema = copy.deepcopy(model_schema(self.args_model))
         return ToolDeclaration(self.name, self.pool, self.policy, self.description, schema)
 
 

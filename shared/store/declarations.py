@@ -1,5 +1,5 @@
 """Tool declarations: what the Hands serving each tool say of it, read by processes that do
-not import tool code (the CLI's ``brainhands tools``; the Brain, next).
+not import tool code (the Brain, through a ``ToolCatalog``; the CLI's ``brainhands tools``).
 
 A Hands process declares its pool's tools when it starts, before it consumes: one upsert
 per tool, keyed by name, that only writes when the declaration changed (its digest), so a
@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 
 from sqlalchemy import select
 
+from brainhands.shared.errors import UnknownToolError
 from brainhands.shared.store import schema
 from brainhands.shared.store.engine import dialect_insert, read_transaction, write_transaction
 from brainhands.shared.store.store import Store
@@ -54,3 +56,39 @@ async def declared_tools(store: Store) -> list[ToolDeclaration]:
     async with read_transaction(store.engine) as conn:
         rows = (await conn.execute(query)).all()
     return [ToolDeclaration(r.name, r.pool, r.policy, r.description, r.args_schema) for r in rows]
+
+
+@dataclass
+class ToolCatalog:
+    """The declared tools as one process knows them: read from the store when a name is
+    looked up that it does not know yet, at most once per ``refresh_interval`` seconds (a
+    call to a tool nobody declared does not read the store each time)."""
+
+    store: Store
+    refresh_interval: float = 1.0
+    known: dict[str, ToolDeclaration] = field(default_factory=dict)
+    _read_at: float = float("-inf")
+
+    async def lookup(self, names: Iterable[str]) -> dict[str, ToolDeclaration]:
+        """The declarations of those of ``names`` that are declared."""
+        wanted = set(names)
+        if not wanted <= self.known.keys() and self._due():
+            await self.refresh()
+        return {name: self.known[name] for name in wanted if name in self.known}
+
+    async def refresh(self) -> None:
+        self._read_at = time.monotonic()
+        self.known = {d.name: d for d in await declared_tools(self.store)}
+
+    def get(self, name: str) -> ToolDeclaration:
+        """A declaration already read (``lookup`` reads what is missing)."""
+        try:
+            return self.known[name]
+        except KeyError:
+            declared = ", ".join(sorted(self.known)) or "none"
+            raise UnknownToolError(
+                f"no Hands pool has declared a tool named {name!r} (declared: {declared})"
+            ) from None
+
+    def _due(self) -> bool:
+        return time.monotonic() - self._read_at >= self.refresh_interval

@@ -40,7 +40,6 @@ class AgentRun:
         return self.brains.start_brain(
             tasks=tasks,
             agents="tests.helpers.agents",
-            tools="tests.helpers.tools",
             die_rule=die_rule,
             **{**self.extra, **env},
         )
@@ -270,6 +269,51 @@ async def test_a_tool_the_agent_was_not_granted_is_refused_visibly_and_never_sen
     assert sent["status"] == "succeeded"
     ops = (await agent_run.brains.store.status())["operations"]
     assert ops == 1  # only the granted call reached Hands (and no worker was crashed)
+
+
+async def test_a_brain_that_cannot_import_the_hands_runs_tools_from_their_declarations(
+    agent_run: AgentRun,
+) -> None:
+    """No tool module and no ``brainhands.hands`` in the Brain's process: the pool's Hands
+    declared the tools, and the Brain routes the calls and shows the model their schemas."""
+    agent_run.brains.start_brain(
+        tasks=None, agents="tests.helpers.agents", without_hands=True, **agent_run.extra
+    )
+    agent_run.start_hands()
+
+    record = await agent_run.ask("errand")
+
+    assert record.status == "answered", record.error
+    assert record.answer == {"text": "All three emails are out.", "turns": 3}
+    assert_each_email_once(await agent_run.email.ledger(), safe=3, unsafe=0)
+    first = json.loads(agent_run.requests()[0])
+    assert first["tools"] == ["send_safe", "send_query", "send_unsafe"]
+    assert "brainhands.hands" not in agent_run.brains.log(0)  # nothing tried to import it
+
+
+async def test_a_granted_tool_no_pool_declared_is_left_out_and_refused_visibly(
+    agent_run: AgentRun,
+) -> None:
+    brains = agent_run.brains
+    agent_run.start_brain(BRAINHANDS_TOOL_DECLARATION_GRACE="2")
+    agent_run.start_hands()
+    hands_log = brains.tmp_path / "hands1.log"
+    await eventually(lambda: '"consuming"' in hands_log.read_text(), what="the Hands")
+    await agent_run.submit("hopeful")
+
+    record = await brains.answer(within=60)
+
+    assert record.answer == {"text": "One of my tools is not there.", "turns": 2}
+    first, second = (json.loads(line) for line in agent_run.requests())
+    assert first["tools"] == ["send_safe"]  # what the model is shown: declared tools only
+    [refused, sent] = [json.loads(m["content"]) for m in second["messages"] if m["role"] == "tool"]
+    assert refused == {
+        "status": "refused",
+        "error": "tool 'shred_files' is not declared by any Hands pool",
+    }
+    assert sent["status"] == "succeeded"
+    assert (await brains.store.status())["operations"] == 1
+    assert '"undeclared_tools"' in brains.log(0)  # the wait for its Hands is in the log
 
 
 async def test_task_tool_arguments_its_model_rejects_are_refused_visibly_and_start_no_task(

@@ -16,7 +16,8 @@ from brainhands.brain.agent import Agent, AgentRegistry, agent_kinds
 from brainhands.brain.client import submit_input
 from brainhands.brain.models import ScriptedModel
 from brainhands.shared.errors import ConfigurationError
-from brainhands.shared.tools import ToolRegistry
+from brainhands.shared.store import Store
+from brainhands.shared.store.declarations import ToolCatalog
 from tests.helpers.agents import SCRIPTS
 from tests.helpers.brains import BrainHarness
 from tests.helpers.chat_server import ChatServer, completion, message, text, tool_use
@@ -45,24 +46,22 @@ async def ask(brains: BrainHarness) -> None:
 
 def start_brain(brains: BrainHarness, **model: str) -> None:
     settings = {f"BRAINHANDS_MODEL_{name.upper()}": value for name, value in model.items()}
-    brains.start_brain(
-        tasks=None, agents="tests.helpers.agents", tools="tests.helpers.tools", **settings
-    )
+    brains.start_brain(tasks=None, agents="tests.helpers.agents", **settings)
 
 
-def test_agents_that_name_no_model_are_given_one() -> None:
+async def test_agents_that_name_no_model_are_given_one(store: Store) -> None:
     own, given = ScriptedModel(SCRIPTS / "echoer.json"), ScriptedModel(SCRIPTS / "rogue.json")
     agents = AgentRegistry()
     agents.add(Agent(name="own", system="", model=own))
     agents.add(Agent(name="bare", system=""))
     with pytest.raises(ConfigurationError, match=r"\['bare'\] name no model"):
-        agent_kinds(agents, ToolRegistry())
+        agent_kinds(agents, ToolCatalog(store))
 
     armed = agents.with_model(given)
 
     assert armed.get("own").model is own and armed.get("bare").model is given
     assert agents.get("bare").model is None  # the registry loaded is left as it was
-    assert agent_kinds(armed, ToolRegistry()).kinds
+    assert agent_kinds(armed, ToolCatalog(store)).kinds
 
 
 def test_a_brain_with_an_unknown_model_provider_stops_at_start_up() -> None:
@@ -93,6 +92,7 @@ async def test_an_agent_without_a_model_uses_the_settings_model(
     brains: BrainHarness, server: ChatServer
 ) -> None:
     server.reply(200, completion({"role": "assistant", "content": "one"}))
+    await brains.declare_tools()
     start_brain(brains, base_url=server.base_url, name="settings-model", api_key="sk-set")
     await ask(brains)
 

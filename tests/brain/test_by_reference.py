@@ -45,7 +45,7 @@ async def deployment(
 
 
 def start(deployment: BrainHarness, **env: str) -> None:
-    deployment.start_brain(tasks=MODULE, tools=MODULE, agents=MODULE, **env)
+    deployment.start_brain(tasks=MODULE, agents=MODULE, **env)
     hands = spawn_module(
         "brainhands",
         "hands",

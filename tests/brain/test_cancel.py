@@ -16,7 +16,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 async def test_cancelling_a_submission_stops_children_and_the_running_tool(
     brains: BrainHarness,
 ) -> None:
-    brains.start_brain(tools="tests.helpers.tools")
+    brains.start_brain()
     hands = spawn_email_hands(
         env=brains.settings(),
         log=brains.tmp_path / "hands.log",
@@ -63,7 +63,10 @@ async def cancel(brains: BrainHarness) -> str:
 async def test_a_job_still_queued_for_a_cancelled_call_is_never_run(
     brains: BrainHarness,
 ) -> None:
-    brains.start_brain(tools="tests.helpers.tools")  # no Hands yet: the job waits in its queue
+    # Hands served the tool once (its declaration is in the store); none runs now, so the
+    # job waits in its queue.
+    await brains.declare_tools()
+    brains.start_brain()
     await brains.submit("long_call", {})
 
     async def job_sent() -> bool:

@@ -64,7 +64,7 @@ async def test_two_deployments_serving_one_session_id_send_distinct_keys(
     deployments = [brains, other_brains]
     try:
         for deployment in deployments:
-            deployment.start_brain(tools="tests.helpers.tools")
+            deployment.start_brain()
             deployment.processes.append(
                 spawn_email_hands(
                     env=deployment.settings(TEST_EMAIL_URL=email_url),

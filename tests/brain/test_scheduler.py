@@ -17,6 +17,7 @@ from brainhands.brain.registry import TaskKind, TaskRegistry
 from brainhands.brain.scheduler import RunSummary, SessionRunner
 from brainhands.shared.messages import ToolJob, decode
 from brainhands.shared.store import Draft, OperationLedger, Store, TaskRecord
+from brainhands.shared.store.declarations import ToolCatalog, declare_tools
 from brainhands.shared.store.queries import tasks_by_ids
 from brainhands.shared.store.submissions import get_submission
 from brainhands.shared.tools import ToolRegistry, declare, load_tool_modules
@@ -34,18 +35,23 @@ async def run(
     registry: TaskRegistry = kinds.registry,
     tools: ToolRegistry | None = None,
     max_restarts: int = 3,
+    declaration_grace: float = 30.0,
 ) -> RunSummary:
-    """One Brain pass, holding a freshly claimed lease token."""
+    """One Brain pass, holding a freshly claimed lease token; ``tools`` are declared first,
+    as the Hands serving them would."""
+    if tools is not None:
+        await declare_tools(store, [spec.declaration() for spec in tools])
     token = (await store.load(session_id)).session.fence + 1
     await store.claim_session_fence(session_id, token)
     runner = SessionRunner(
         store=store,
         tasks=registry,
-        tools=tools or ToolRegistry(),
+        tools=ToolCatalog(store),
         topology=TOPOLOGY,
         session_id=session_id,
         fence=token,
         max_restarts=max_restarts,
+        declaration_grace=declaration_grace,
     )
     return await runner.run()
 
@@ -355,15 +361,37 @@ async def test_ids_are_rooted_in_the_session_uid_and_derived_again_until_committ
     assert not {i for pair in ids for i in pair} & {i for pair in other_ids for i in pair}
 
 
-async def test_a_call_to_an_unknown_tool_fails_visibly_and_sends_nothing(store: Store) -> None:
+async def test_a_call_to_a_tool_nobody_declared_fails_visibly_and_sends_nothing(
+    store: Store,
+) -> None:
     await submit(store, "caller", {"tool": "nope", "arguments": {}})
 
-    await run(store)
+    await run(store, declaration_grace=0)
 
     result = await answer(store)
     assert result["outcome"] == "failed"  # type: ignore[index]
-    assert "no tool named 'nope'" in result["error"]["error"]["message"]  # type: ignore[index]
+    message = result["error"]["error"]["message"]  # type: ignore[index]
+    assert "no Hands pool has declared a tool named 'nope'" in message
     assert await outbox_jobs(store) == []
+
+
+async def test_a_call_to_a_tool_not_declared_yet_waits_for_its_hands(store: Store) -> None:
+    """A Brain that runs before the Hands serving a tool have started: the phase sleeps and
+    runs again, sending nothing meanwhile; once they declared it, the call goes out."""
+    await submit(store, "caller", {"tool": "send_safe", "arguments": {"to": "ana@example.com"}})
+
+    summary = await run(store, declaration_grace=60)
+
+    [caller] = (await store.load("s1")).open_tasks
+    assert (caller.kind, caller.status) == ("caller", "sleeping")
+    assert summary.next_wake is not None and summary.next_wake <= time.time() + 1.5
+    assert await outbox_jobs(store) == []
+
+    await asyncio.sleep(max(0.0, summary.next_wake - time.time()))
+    await run(store, tools=load_tool_modules(["tests.helpers.tools"]), declaration_grace=60)
+
+    [job] = await outbox_jobs(store)
+    assert (job.tool, job.pool, job.arguments) == ("send_safe", "email", {"to": "ana@example.com"})
 
 
 async def outbox_jobs(store: Store) -> list[ToolJob]:

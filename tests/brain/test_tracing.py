@@ -80,9 +80,10 @@ async def test_an_agent_turn_is_one_trace_across_processes(
         "TEST_MODEL_LOG": str(tmp_path / "model.jsonl"),
     }
     try:
-        brains.start_brain(
-            tasks=None, agents="tests.helpers.agents", tools="tests.helpers.tools", **extra
-        )
+        # Declared before the Brain runs: no turn waits for the Hands' declarations (a
+        # sleep woken by the Brain's own timer, outside the caller's trace).
+        await brains.declare_tools()
+        brains.start_brain(tasks=None, agents="tests.helpers.agents", **extra)
         brains.processes.append(
             spawn_email_hands(
                 env=brains.settings(**extra),

@@ -44,6 +44,14 @@ agents.add(
 )
 agents.add(
     Agent(
+        name="hopeful",
+        model=ScriptedModel(SCRIPTS / "hopeful.json", log_path=LOG),
+        system="You send emails with the tools you have.",
+        tools=("send_safe", "shred_files"),  # no Hands pool declares shred_files
+    )
+)
+agents.add(
+    Agent(
         name="echoer",
         model=ScriptedModel(SCRIPTS / "echoer.json", log_path=LOG),
         system="You repeat things.",

@@ -13,7 +13,9 @@ from brainhands.brain.client import submit_input, wait_for_answer
 from brainhands.client import Client
 from brainhands.shared.config import normalize_database_url
 from brainhands.shared.store import Store, SubmissionRecord
+from brainhands.shared.store.declarations import declare_tools
 from brainhands.shared.store.submissions import SubmitReceipt
+from brainhands.shared.tools import load_tool_modules
 from tests.helpers.processes import spawn_module
 from tests.helpers.rabbit import BrokerEnv, broker_env
 from tests.helpers.stores import StoreTarget, drop_schema
@@ -49,25 +51,26 @@ class BrainHarness:
         *,
         tasks: str | None = "tests.helpers.kinds",
         compats: tuple[str, ...] = ("v1",),
-        tools: str | None = None,
         agents: str | None = None,
         die_at_commit: int | None = None,
         die: str = "after",
         die_rule: str | None = None,
+        without_hands: bool = False,
         **extra: str,
     ) -> subprocess.Popen[bytes]:
         """A real Brain process; with ``die_at_commit`` (or a ``brain_victim`` rule) it
-        exits hard at that commit."""
+        exits hard at that commit; ``without_hands``: ``brainhands.hands`` cannot be
+        imported in it."""
         args = ["brain", *(a for c in compats for a in ("--compat", c))]
         if tasks:
             args += ["--tasks", tasks]
-        if tools:
-            args += ["--tools", tools]
         if agents:
             args += ["--agents", agents]
         if die_at_commit is not None:
             die_rule = f"{die}:{die_at_commit}"
-        if die_rule is None:
+        if without_hands:
+            module, argv = "tests.helpers.brain_without_hands", args
+        elif die_rule is None:
             module, argv = "brainhands", args
         else:
             module, argv = "tests.helpers.brain_victim", [die_rule, *args]
@@ -79,6 +82,12 @@ class BrainHarness:
         )
         self.processes.append(proc)
         return proc
+
+    async def declare_tools(self, module: str = "tests.helpers.tools") -> None:
+        """Leave in the store what Hands serving ``module`` declare when they start (as if
+        they had run once), for Brains that run with no Hands."""
+        specs = load_tool_modules([module])
+        await declare_tools(self.store, [spec.declaration() for spec in specs])
 
     def log(self, n: int) -> str:
         return (self.tmp_path / f"brain{n}.log").read_text()

@@ -32,10 +32,6 @@ BRAIN = [
     "v1",
     "--tasks",
     "brainhands.examples.notify.tasks",
-    "--tools",
-    "brainhands.examples.notify.tools",
-    "--tools",
-    "tests.helpers.tools",
 ]
 HANDS = [
     "hands",

@@ -1,7 +1,7 @@
 """Values far larger than ``MAX_INLINE_JSON`` moving between the Brain and Hands: tools, task
 kinds and an agent for the tests of arguments and results by reference. One module serves
-as a Brain's ``--tasks``, ``--tools`` and ``--agents`` and as a Hands worker's ``--tools``
-(pool ``bulk``)."""
+as a Brain's ``--tasks`` and ``--agents`` and as a Hands worker's ``--tools`` (pool
+``bulk``)."""
 
 from __future__ import annotations
 
