@@ -2,7 +2,8 @@
 
 Declare a task kind with ``TaskKind`` and its phases, register it in a ``TaskRegistry``, and
 run Brains with ``brainhands brain``. A phase returns what happens next (``Goto``, ``Sleep``,
-``Spawn``, ``Dispatch``, ``Finish``, ``Fail``); the Brain commits it atomically.
+``Spawn``, ``Dispatch``, ``WaitSignal``, ``Finish``, ``Fail``); the Brain commits it
+atomically.
 """
 
 from brainhands.brain.registry import TaskKind, TaskRegistry
@@ -17,9 +18,11 @@ from brainhands.brain.task import (
     JoinPolicy,
     Next,
     PhaseContext,
+    ReceivedSignal,
     Sleep,
     Spawn,
     TaskView,
+    WaitSignal,
 )
 
 __all__ = [
@@ -33,9 +36,11 @@ __all__ = [
     "JoinPolicy",
     "Next",
     "PhaseContext",
+    "ReceivedSignal",
     "Sleep",
     "Spawn",
     "TaskKind",
     "TaskRegistry",
     "TaskView",
+    "WaitSignal",
 ]

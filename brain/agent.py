@@ -21,6 +21,10 @@ A generation task's phases:
   starts from input it cannot read;
 - ``apply``: appends the tool results in call order, uncertain and failed ones included
   and labelled as such, for the model to judge.
+
+A call of a tool that needs approval (its declaration says so, or the agent's ``approval``
+names it) is not dispatched in ``tools``: it becomes an approval task (``brain.approval``)
+that dispatches it once approved, and whose denial ``apply`` hands the model as a refusal.
 """
 
 from __future__ import annotations
@@ -34,7 +38,13 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from brainhands.brain.decide import TOOL_KIND
+from brainhands.brain.approval import (
+    APPROVAL_KIND,
+    ApprovalRequest,
+    Expiry,
+    approval_kinds,
+    call_result,
+)
 from brainhands.brain.models.base import ModelAdapter, ModelError, TransientModelError
 from brainhands.brain.registry import TaskKind, TaskRegistry
 from brainhands.brain.scheduler import start_from_input
@@ -102,6 +112,14 @@ class Agent:
     """Tool calls per model turn; calls beyond are refused."""
     model_attempts: int = 4
     retry_delay: float = 1.0
+    approval: tuple[str, ...] = ()
+    """Granted tools whose calls by this agent wait for approval (besides the tools whose
+    declaration requires it for everyone)."""
+    approval_expiry: float | None = None
+    """Seconds a call may wait for its decision (None: no limit); then ``on_expiry``."""
+    on_expiry: Expiry = "deny"
+    """``deny``: an expired call is denied; ``escalate``: it stays pending, marked
+    escalated, with no further expiry."""
 
 
 @dataclass
@@ -175,7 +193,7 @@ def agent_kinds(
     unset = sorted(name for name, agent in agents.agents.items() if agent.model is None)
     if unset:
         raise ConfigurationError(f"agents {unset} name no model and none was given")
-    registry = TaskRegistry()
+    registry = approval_kinds()
 
     def model_of(agent: Agent) -> ModelAdapter:
         if agent.model is None:  # one added to the registry after the check above
@@ -283,6 +301,16 @@ def agent_kinds(
                 continue
             if task_tool is not None:
                 children.append(Child(task_tool.kind, call.arguments))
+            elif declared[call.name].approval or call.name in agent.approval:
+                request = ApprovalRequest(
+                    tool=call.name,
+                    arguments=call.arguments,
+                    call_id=call.id,
+                    agent=agent.name,
+                    expires_in=agent.approval_expiry,
+                    on_expiry=agent.on_expiry,
+                )
+                children.append(Child(APPROVAL_KIND, request.input()))
             else:
                 # The default operation id: rooted in the session's uid, so no other
                 # deployment or re-created session sends the same key.
@@ -298,16 +326,12 @@ def agent_kinds(
                 result.update(status="refused", error=step["refused"])
             else:
                 outcome = next(outcomes)
-                from_call = outcome.kind == TOOL_KIND
-                if outcome.outcome == "succeeded":
-                    value = outcome.result["result"] if from_call else outcome.result
-                    result.update(status="succeeded", result=value)
+                if outcome.kind == APPROVAL_KIND and outcome.outcome == "succeeded":
+                    # The call's own result once approved, or the refusal; not the decision.
+                    decided = {k: v for k, v in outcome.result.items() if k != "decision"}
+                    result.update(decided)
                 else:
-                    # "uncertain" stays uncertain: the model or a rule decides, never a retry.
-                    error = outcome.error or {}
-                    result.update(
-                        status=error.get("status", outcome.outcome), error=error.get("error", error)
-                    )
+                    result.update(call_result(outcome))
             ctx.append_entry("tool_result", result)
         return Finish({"continue": True})
 

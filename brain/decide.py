@@ -20,8 +20,9 @@ from brainhands.brain.task import (
     Outcome,
     Sleep,
     Spawn,
+    WaitSignal,
 )
-from brainhands.shared.store.records import OperationRecord, TaskRecord
+from brainhands.shared.store.records import InboxRecord, OperationRecord, TaskRecord
 
 TOOL_KIND = "brainhands.tool"
 """The built-in kind of a task that waits for one tool call's outcome."""
@@ -67,13 +68,28 @@ class Block:
 
 
 @dataclass(frozen=True)
+class Receive:
+    """A signal wait is over: record ``signal`` for the phase it resumes, and mark the
+    inbox request ``inbox_id`` (None for a timeout) applied in the same commit."""
+
+    inbox_id: int | None
+    signal: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class SendTimeout:
+    """An exclusive signal wait timed out: its timeout must first be sent as its one signal
+    (a sender may have been first); then the wait receives whichever signal is there."""
+
+
+@dataclass(frozen=True)
 class Idle:
     """Nothing to do until something changes (or until ``until``, for a timer)."""
 
     until: float | None = None
 
 
-Action = Run | Settle | WindDown | Block | Idle
+Action = Run | Settle | WindDown | Block | Receive | SendTimeout | Idle
 
 
 @dataclass(frozen=True)
@@ -90,6 +106,8 @@ class Facts:
     """For a tool task: its operation's row, once Hands created it."""
     entered_here: bool = False
     """This scheduler recorded the task's current entry itself: ``running`` is not a crash."""
+    signals: list[InboxRecord] = field(default_factory=list)
+    """For a signal wait: the session's signals not received yet, oldest first."""
 
 
 def next_action(facts: Facts) -> Action:
@@ -114,6 +132,8 @@ def next_action(facts: Facts) -> Action:
             return Run(_phase(task))
         return Idle(until=task.wake_at)
     if task.status == "waiting":
+        if task.wait_signal is not None:
+            return _signal_wait(facts)
         if task.kind == TOOL_KIND:
             op = facts.operation
             if op is not None and op.status in FINAL_OPERATION:
@@ -140,6 +160,37 @@ def _cancel(facts: Facts) -> Action:
     if still_running:
         return WindDown("cancelled", {"reason": "cancelled"}, still_running)
     return Settle("cancelled", error={"reason": "cancelled"})
+
+
+def _signal_wait(facts: Facts) -> Action:
+    task = facts.task
+    for request in facts.signals:
+        if request.name == task.wait_signal:
+            return Receive(request.id, received_signal(request, facts.now))
+    if task.wake_at is None or task.wake_at > facts.now:
+        return Idle(until=task.wake_at)
+    if task.wait_exclusive:
+        return SendTimeout()
+    timed_out = {
+        "name": task.wait_signal,
+        "payload": None,
+        "signal_id": None,
+        "timed_out": True,
+        "received_at": facts.now,
+    }
+    return Receive(None, timed_out)
+
+
+def received_signal(request: InboxRecord, now: float) -> dict[str, Any]:
+    """What a wait that receives ``request`` hands its phase (``task.signal``)."""
+    body = request.body if isinstance(request.body, dict) else {}
+    return {
+        "name": request.name,
+        "payload": body.get("payload"),
+        "signal_id": request.key,
+        "timed_out": bool(body.get("timed_out", False)),
+        "received_at": now,
+    }
 
 
 JoinState = Literal["wait", "resume", "fail_fast"]
@@ -208,7 +259,14 @@ def transition(nxt: Next, *, now: float, spawned: list[str]) -> dict[str, Any]:
     ``Goto`` enters the next phase at once (``running``, first attempt): the scheduler runs
     it right after this commit, and a crash before that counts as one attempt.
     """
-    base: dict[str, Any] = {"wake_at": None, "wait_for": None, "join_policy": None}
+    base: dict[str, Any] = {
+        "wake_at": None,
+        "wait_for": None,
+        "join_policy": None,
+        "wait_signal": None,
+        "wait_exclusive": False,
+        "signal": None,
+    }
     if isinstance(nxt, Goto):
         return {**base, "status": "running", "phase": nxt.phase, "attempt": 1, "state": nxt.state}
     if isinstance(nxt, Sleep):
@@ -228,6 +286,17 @@ def transition(nxt: Next, *, now: float, spawned: list[str]) -> dict[str, Any]:
             "phase": nxt.then,
             "wait_for": spawned,
             "join_policy": join,
+            "attempt": 0,
+            "state": nxt.state,
+        }
+    if isinstance(nxt, WaitSignal):
+        return {
+            **base,
+            "status": "waiting",
+            "phase": nxt.then,
+            "wake_at": None if nxt.timeout is None else now + nxt.timeout,
+            "wait_signal": nxt.name,
+            "wait_exclusive": nxt.exclusive,
             "attempt": 0,
             "state": nxt.state,
         }

@@ -30,7 +30,9 @@ from brainhands.brain.decide import (
     Block,
     Facts,
     Idle,
+    Receive,
     Run,
+    SendTimeout,
     Settle,
     WindDown,
     failed_phase_error,
@@ -48,21 +50,25 @@ from brainhands.brain.task import (
     Dispatch,
     Next,
     PhaseContext,
+    ReceivedSignal,
     Sleep,
     Spawn,
     TaskView,
+    WaitSignal,
 )
 from brainhands.shared import metrics
 from brainhands.shared.errors import UnknownToolError
 from brainhands.shared.messages import MAX_INLINE_JSON, ToolJob, encode
 from brainhands.shared.store import Draft, Store, SubmissionRecord, TaskRecord
 from brainhands.shared.store.declarations import ToolCatalog
+from brainhands.shared.store.inbox import send_signal, unapplied_requests
 from brainhands.shared.store.queries import tasks_and_operations
 from brainhands.shared.store.records import (
     ClaimedSession,
     CommitReceipt,
     DocumentRecord,
     EntryRecord,
+    InboxRecord,
     OperationRecord,
     SessionState,
     TaskStatus,
@@ -139,6 +145,12 @@ class SessionRunner:
         self.compat = ""
         self.summary = RunSummary()
         self._entered: set[str] = set()
+        self.signals: list[InboxRecord] = []
+        """The session's signals not received yet (none received in this pass)."""
+        self._timed_out: list[TaskRecord] = []
+        """Exclusive signal waits whose timeout must be sent before they can go on."""
+        self._wait_entered = False
+        """A task began a signal wait since the signals were last read."""
 
     async def run(self, claimed: ClaimedSession | None = None) -> RunSummary:
         """Advance the session until nothing is runnable; return what was done.
@@ -162,6 +174,7 @@ class SessionRunner:
         self.entries = list(state.entries)
         self.rows = {**state.settled, **{t.id: t for t in state.open_tasks}}
         self.operations = dict(claimed.operations)
+        self.signals = [r for r in state.inbox if r.kind == "signal"]
         if reads:
             await self._read_waits()
         running: dict[str, asyncio.Task[PhaseDone]] = {}
@@ -208,8 +221,16 @@ class SessionRunner:
         progressed = False
         ready: list[str] = []
         while True:
+            if self._wait_entered:
+                # A signal sent before the wait is received at once (the claim may not have
+                # read the inbox: a pass for a tool result does not).
+                self._wait_entered = False
+                await self._read_signals(draft)
             decided, idle_until = self._decide(draft, running, ready)
             progressed |= decided
+            if self._timed_out:
+                await self._send_timeouts(draft)
+                continue
             light = [i for i in ready if self._is_light(self.rows[i])]
             if not light:
                 break
@@ -270,6 +291,11 @@ class SessionRunner:
                     self._wind_down(draft, task, action)
                 elif isinstance(action, Block):
                     self._block(draft, task, action.reason)
+                elif isinstance(action, Receive):
+                    self._receive(draft, task, action)
+                elif isinstance(action, SendTimeout):
+                    self._timed_out.append(task)
+                    continue
                 changed = True
             if not changed:
                 return progressed, (min(wakes) if wakes else None)
@@ -309,6 +335,7 @@ class SessionRunner:
             waited=waited,
             operation=self.operations.get(task.operation_id) if task.operation_id else None,
             entered_here=task.id in self._entered,
+            signals=self.signals if task.wait_signal is not None else [],
         )
 
     def _kind(self, task: TaskRecord) -> TaskKind | None:
@@ -355,6 +382,7 @@ class SessionRunner:
             phase=task.phase,
             attempt=task.attempt,
             children=self._children(task),
+            signal=ReceivedSignal.from_row(task.signal),
         )
         try:
             ctx = PhaseContext(self.session_id, self.compat, entries=self.entries)
@@ -521,6 +549,7 @@ class SessionRunner:
                     spawned.append(self._call(draft, task, child))
                 else:
                     spawned.append(self._spawn(draft, child, parent=task.id))
+        self._wait_entered |= isinstance(result, WaitSignal)
         changes = transition(result, now=time.time(), spawned=spawned)
         updated = self._update(draft, task, **changes)
         if updated.status == "terminal":
@@ -732,6 +761,62 @@ class SessionRunner:
             child = self.rows[child_id]
             if not child.cancel_requested:
                 self._update(draft, child, cancel_requested=True)
+
+    def _receive(self, draft: Draft, task: TaskRecord, action: Receive) -> None:
+        """End a signal wait: the signal (or its timeout) is the task's, its request applied
+        in the same commit, and the phase after the wait is ready."""
+        if action.inbox_id is not None:
+            draft.mark_applied(action.inbox_id)
+            self.signals = [r for r in self.signals if r.id != action.inbox_id]
+        self._update(
+            draft,
+            task,
+            status="pending",
+            signal=action.signal,
+            wait_signal=None,
+            wait_exclusive=False,
+            wake_at=None,
+        )
+        log.info(
+            "signal received",
+            extra={
+                "event": "signal_received",
+                "task_id": task.id,
+                "signal": action.signal["name"],
+                "signal_id": action.signal["signal_id"],
+                "timed_out": action.signal["timed_out"],
+            },
+        )
+
+    async def _send_timeouts(self, draft: Draft) -> None:
+        """Send each timed-out exclusive wait's timeout as its one signal (unless a sender
+        was first: then that is the one), and read the session's signals again."""
+        for task in self._timed_out:
+            assert task.wait_signal is not None
+            await send_signal(
+                self.store,
+                session_id=self.session_id,
+                name=task.wait_signal,
+                signal_id=task.wait_signal,
+                payload=None,
+                wake=None,
+                timed_out=True,
+            )
+        await self._read_signals(draft)
+        names = {r.name for r in self.signals}
+        for task in self._timed_out:
+            if task.wait_signal not in names:
+                raise RuntimeError(
+                    f"task {task.id} waits for exclusive signal {task.wait_signal!r}, which was "
+                    "received before: an exclusive name can be waited for once"
+                )
+        self._timed_out.clear()
+
+    async def _read_signals(self, draft: Draft) -> None:
+        """Read the session's signals not received yet (nor in ``draft``)."""
+        received = set(draft.applied_inbox)
+        fresh = await unapplied_requests(self.store, self.session_id)
+        self.signals = [r for r in fresh if r.kind == "signal" and r.id not in received]
 
     def _block(self, draft: Draft, task: TaskRecord, reason: str) -> None:
         log.warning(

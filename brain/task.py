@@ -19,6 +19,7 @@ from brainhands.brain.ids import CHOSEN_OPERATION_ID_MAX
 from brainhands.shared.store.records import EntryRecord
 
 JoinPolicy = Literal["all_settled", "fail_fast"]
+SIGNAL_NAME_MAX = 128
 Outcome = Literal["succeeded", "failed", "cancelled"]
 
 
@@ -32,6 +33,22 @@ class ChildOutcome:
     outcome: Outcome
     result: Any
     error: Any
+
+
+@dataclass(frozen=True)
+class ReceivedSignal:
+    """What a ``WaitSignal`` received: a signal's payload, or its timeout."""
+
+    name: str
+    payload: Any
+    signal_id: str | None
+    """The id its sender gave it (None when the wait timed out)."""
+    timed_out: bool = False
+    received_at: float = 0.0
+
+    @classmethod
+    def from_row(cls, row: Any) -> ReceivedSignal | None:
+        return None if row is None else cls(**row)
 
 
 @dataclass(frozen=True)
@@ -51,6 +68,8 @@ class TaskView:
     """How many times this phase has been entered (1 the first time; more after crashes)."""
     children: list[ChildOutcome] = field(default_factory=list)
     """Outcomes of the tasks the last wait was for, in the order they were spawned."""
+    signal: ReceivedSignal | None = None
+    """What the last ``WaitSignal`` received (None unless this phase resumed from one)."""
 
 
 class PhaseContext:
@@ -165,6 +184,32 @@ class Dispatch:
 
 
 @dataclass(frozen=True)
+class WaitSignal:
+    """Wait durably for a signal named ``name`` (``Client.signal``), then run ``then``, which
+    sees it as ``task.signal``; after ``timeout`` seconds without one, ``then`` runs with
+    ``task.signal.timed_out``.
+
+    A signal sent before the wait is kept in the session's inbox and received at once; each
+    signal is received by one wait, the oldest first, and the same signal id sent twice is
+    one signal. ``exclusive``: only one signal can ever be sent under this name (its id is
+    the name); a timeout is then sent as that one, so a signal and the timeout can never
+    both count -- what an approval's decision is.
+    """
+
+    name: str
+    then: str
+    timeout: float | None = None
+    state: Any = None
+    exclusive: bool = False
+
+    def __post_init__(self) -> None:
+        if not 0 < len(self.name) <= SIGNAL_NAME_MAX:
+            raise ValueError(f"a signal name has 1 to {SIGNAL_NAME_MAX} characters")
+        if self.timeout is not None and self.timeout < 0:
+            raise ValueError("timeout must not be negative")
+
+
+@dataclass(frozen=True)
 class Finish:
     """The task succeeded with ``result``."""
 
@@ -178,4 +223,4 @@ class Fail:
     error: Any
 
 
-Next = Goto | Sleep | Spawn | Dispatch | Finish | Fail
+Next = Goto | Sleep | Spawn | Dispatch | WaitSignal | Finish | Fail

@@ -7,8 +7,9 @@ Everything a user writes comes from this one module::
 - tools (run by Hands): ``tool``, ``ToolContext``, ``ToolError``, ``ToolUncertain``,
   ``QueryAnswer``, ``RetryPolicy``, ``ReplayPolicy``, ``LeaseLost``;
 - durable tasks (run by Brains): ``TaskKind``, ``TaskRegistry``, ``TaskView``,
-  ``PhaseContext``, ``ChildOutcome`` and the phase results ``Goto``, ``Sleep``, ``Spawn``,
-  ``Child``, ``Call``, ``Dispatch``, ``Finish``, ``Fail`` (``Next`` is their union);
+  ``PhaseContext``, ``ChildOutcome``, ``ReceivedSignal`` and the phase results ``Goto``,
+  ``Sleep``, ``Spawn``, ``Child``, ``Call``, ``Dispatch``, ``WaitSignal``, ``Finish``,
+  ``Fail`` (``Next`` is their union);
 - agents: ``Agent``, ``AgentRegistry``, ``TaskTool``;
 - models: ``ModelAdapter``, ``ModelResponse``, ``ToolCall``, ``ModelError``,
   ``TransientModelError``, ``OpenAIChatModel``, ``AnthropicModel``, ``ModelSettings``,
@@ -38,11 +39,13 @@ if TYPE_CHECKING:
         JoinPolicy,
         Next,
         PhaseContext,
+        ReceivedSignal,
         Sleep,
         Spawn,
         TaskKind,
         TaskRegistry,
         TaskView,
+        WaitSignal,
     )
     from brainhands.brain.agent import Agent, AgentRegistry, TaskTool
     from brainhands.brain.models import (
@@ -72,7 +75,8 @@ if TYPE_CHECKING:
 _HOMES: dict[str, tuple[str, ...]] = {
     "brainhands.brain": (
         "Call", "Child", "ChildOutcome", "Dispatch", "Fail", "Finish", "Goto", "JoinPolicy",
-        "Next", "PhaseContext", "Sleep", "Spawn", "TaskKind", "TaskRegistry", "TaskView",
+        "Next", "PhaseContext", "ReceivedSignal", "Sleep", "Spawn", "TaskKind", "TaskRegistry",
+        "TaskView", "WaitSignal",
     ),
     "brainhands.brain.agent": ("Agent", "AgentRegistry", "TaskTool"),
     "brainhands.brain.models": (
@@ -114,6 +118,7 @@ __all__ = [
     "OpenAIChatModel",
     "PhaseContext",
     "QueryAnswer",
+    "ReceivedSignal",
     "ReplayPolicy",
     "RetryPolicy",
     "ScriptedModel",
@@ -131,6 +136,7 @@ __all__ = [
     "ToolError",
     "ToolUncertain",
     "TransientModelError",
+    "WaitSignal",
     "tool",
 ]
 

@@ -93,6 +93,29 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--request-id", required=True)
     p.set_defaults(run="brainhands.operate:cancel")
 
+    p = sub.add_parser("signal", help="send a signal to a session (kept until a task waits)")
+    p.add_argument("--session", required=True)
+    p.add_argument("--name", required=True, help="what the waiting task waits for")
+    p.add_argument("--id", help="the signal's id: the same id twice is one (default: random)")
+    p.add_argument("payload", nargs="?", help="JSON the resumed phase receives")
+    p.set_defaults(run="brainhands.acting:signal")
+
+    for verdict, what in (("approve", "dispatch them, once"), ("deny", "refuse them")):
+        p = sub.add_parser(verdict, help=f"decide calls waiting for approval: {what}")
+        p.add_argument("--session", required=True)
+        p.add_argument(
+            "--id", action="append", help="approval id (repeatable; default: every pending one)"
+        )
+        p.add_argument("--by", required=True, help="who decides (kept with the decision)")
+        p.add_argument("--reason", required=verdict == "deny", help="why (the model reads it)")
+        p.add_argument("--decision", help="decision id: the same decision twice counts once")
+        p.set_defaults(run=f"brainhands.acting:{verdict}")
+
+    p = sub.add_parser("pending", help="list the calls waiting for approval, by session")
+    p.add_argument("--session", help="of this session only")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(run="brainhands.acting:pending")
+
     p = sub.add_parser("demo", help="the five-email demo: agents surviving worker kills")
     add_demo_arguments(p)
     p.set_defaults(run="brainhands.demo:command")

@@ -22,10 +22,14 @@ import asyncio
 import contextlib
 import time
 import uuid
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
 
+from brainhands.approvals import Decision, PendingApproval, decide, pending_approvals
+from brainhands.brain.approval import Verdict
+from brainhands.brain.task import SIGNAL_NAME_MAX
 from brainhands.shared.broker import Broker
 from brainhands.shared.config import CommonSettings
 from brainhands.shared.errors import AnswerTimeout, SubmissionFailed
@@ -34,7 +38,7 @@ from brainhands.shared.relay import OutboxRelay
 from brainhands.shared.store import OutboxMessage, Store, SubmissionRecord
 from brainhands.shared.store.answers import AnswerFeed
 from brainhands.shared.store.commit import FINAL_SUBMISSION_STATUSES
-from brainhands.shared.store.inbox import send_request, session_inbox
+from brainhands.shared.store.inbox import InboxReceipt, send_request, send_signal, session_inbox
 from brainhands.shared.store.queries import session_history
 from brainhands.shared.store.records import EntryRecord, InboxRecord, SessionRecord
 from brainhands.shared.store.submissions import (
@@ -65,6 +69,10 @@ class TaskSummary:
     cancel_requested: bool
     blocked_reason: str | None
     error: Any
+    wait_signal: str | None = None
+    """The signal it waits for (status ``waiting``), if any."""
+    wake_at: float | None = None
+    """When it wakes (a sleep), or when its signal wait times out."""
 
 
 @dataclass(frozen=True)
@@ -91,6 +99,12 @@ class SessionView:
     tasks: list[TaskSummary]
     operations: list[OperationSummary]
     inbox: list[InboxRecord]
+    approvals: list[PendingApproval] = field(default_factory=list)
+    """Tool calls waiting for a decision: the session needs action while there are any."""
+
+    @property
+    def needs_action(self) -> bool:
+        return bool(self.approvals)
 
     def children(self, task_id: str | None) -> list[TaskSummary]:
         """The tasks ``task_id`` owns (None: the root tasks, one per started submission)."""
@@ -286,15 +300,110 @@ class Client:
         if record.status in FINAL_SUBMISSION_STATUSES:
             return record.status
 
-        def wake(key: str) -> OutboxMessage:
-            message = SessionWake(session_id=session_id, compat=key, reason="cancel")
-            return OutboxMessage(self.broker.topology.brain_queue(key), encode(message))
-
+        wake = self._wake(session_id, "cancel")
         await send_request(
             self.store, session_id=session_id, kind="cancel", key=request_id, wake=wake
         )
         await self._relay.flush()
         return "requested"
+
+    async def signal(
+        self, session_id: str, name: str, payload: Any = None, *, signal_id: str | None = None
+    ) -> InboxReceipt:
+        """Send the signal ``name`` to ``session_id``: the task waiting for it
+        (``WaitSignal``) resumes with ``payload``; with none waiting yet, it is kept until
+        one does. The same ``signal_id`` (random by default) twice is one signal
+        (``created`` False). ``NotFoundError`` for an unknown session."""
+        signal_id = signal_id or uuid.uuid4().hex
+        for what, value in (("name", name), ("signal_id", signal_id)):
+            if not 0 < len(value) <= SIGNAL_NAME_MAX:
+                raise ValueError(f"a signal's {what} has 1 to {SIGNAL_NAME_MAX} characters")
+        if name.startswith("decision:"):
+            raise ValueError("signal names starting 'decision:' are approvals': use approve/deny")
+        receipt = await send_signal(
+            self.store,
+            session_id=session_id,
+            name=name,
+            signal_id=signal_id,
+            payload=payload,
+            wake=self._wake(session_id, "signal"),
+        )
+        await self._relay.flush()
+        return receipt
+
+    async def approve(
+        self,
+        session_id: str,
+        approvals: str | Sequence[str] | None = None,
+        *,
+        by: str,
+        reason: str | None = None,
+        decision_id: str | None = None,
+    ) -> list[Decision]:
+        """Approve calls waiting in ``session_id`` (one id, several, or None: every pending
+        one): each is dispatched once, by a Brain. See ``decide``."""
+        return await self.decide(session_id, approvals, "approved", by, reason, decision_id)
+
+    async def deny(
+        self,
+        session_id: str,
+        approvals: str | Sequence[str] | None = None,
+        *,
+        by: str,
+        reason: str,
+        decision_id: str | None = None,
+    ) -> list[Decision]:
+        """Deny calls waiting in ``session_id``: the model reads the refusal, with ``reason``;
+        the tool never runs. See ``decide``."""
+        return await self.decide(session_id, approvals, "denied", by, reason, decision_id)
+
+    async def decide(
+        self,
+        session_id: str,
+        approvals: str | Sequence[str] | None,
+        verdict: Verdict,
+        by: str,
+        reason: str | None = None,
+        decision_id: str | None = None,
+    ) -> list[Decision]:
+        """Record one decision per approval, each kept with who, when and why.
+
+        A decision counts once: the same one sent again (or a second decider's same
+        verdict) returns the decision that counted (``new`` False); the other verdict
+        after it, or any after the call expired, raises ``DecisionRefused``.
+        ``NotFoundError`` for an approval the session does not have.
+        """
+        if isinstance(approvals, str):
+            ids = [approvals]
+        elif approvals is None:
+            ids = [p.approval_id for p in await pending_approvals(self.store, session_id)]
+        else:
+            ids = list(approvals)
+        wake = self._wake(session_id, "decision")
+        decisions = [
+            await decide(
+                self.store,
+                session_id=session_id,
+                approval_id=approval_id,
+                verdict=verdict,
+                by=by,
+                reason=reason,
+                decision_id=decision_id,
+                wake=wake,
+            )
+            for approval_id in ids
+        ]
+        await self._relay.flush()
+        return decisions
+
+    def _wake(self, session_id: str, reason: str) -> Callable[[str], OutboxMessage]:
+        """Builds the session's wake-up for a request, given its compatibility key."""
+
+        def wake(key: str) -> OutboxMessage:
+            message = SessionWake(session_id=session_id, compat=key, reason=reason)
+            return OutboxMessage(self.broker.topology.brain_queue(key), encode(message))
+
+        return wake
 
     # Reading ------------------------------------------------------------------------------
 
@@ -352,6 +461,8 @@ class Client:
                     cancel_requested=t.cancel_requested,
                     blocked_reason=t.blocked_reason,
                     error=t.error,
+                    wait_signal=t.wait_signal,
+                    wake_at=t.wake_at,
                 )
                 for t in tasks
             ],
@@ -368,7 +479,17 @@ class Client:
                 for o in operations
             ],
             inbox=await session_inbox(self.store, session_id),
+            approvals=await pending_approvals(self.store, session_id),
         )
+
+    async def pending_approvals(self, session_id: str | None = None) -> list[PendingApproval]:
+        """Tool calls waiting for a decision, of one session or of every one, oldest first."""
+        return await pending_approvals(self.store, session_id)
+
+    async def sessions_needing_action(self) -> list[str]:
+        """The sessions with a call waiting for a decision, longest waiting first."""
+        seen = dict.fromkeys(p.session_id for p in await pending_approvals(self.store))
+        return list(seen)
 
     def _heard(self, session_id: str) -> None:
         for heard in self._waiters.get(session_id, ()):

@@ -1,4 +1,5 @@
-"""Operator commands: schema, status, submissions, sessions and parked messages."""
+"""Operator commands: schema, status, submissions, sessions and parked messages (acting on
+running sessions -- signals and approvals -- is ``brainhands.acting``)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from urllib.parse import urlsplit, urlunsplit
 from pydantic import SecretStr
 from pydantic_settings import BaseSettings
 
+from brainhands.approvals import pending_approvals
 from brainhands.client import Client
 from brainhands.shared.broker import Broker
 from brainhands.shared.config import CommonSettings, load_settings
@@ -77,7 +79,8 @@ async def tools(args: argparse.Namespace) -> int:
         print(f"pool {pool}:")
         for d in group:
             summary = d.description.splitlines()[0] if d.description else ""
-            print(f"  {d.name:<24} {d.policy:<7} {summary}")
+            gate = "approval" if d.approval else ""
+            print(f"  {d.name:<24} {d.policy:<7} {gate:<8} {summary}")
     return 0
 
 
@@ -109,13 +112,23 @@ async def show(args: argparse.Namespace) -> int:
     try:
         state = await store.load(args.session)
         tasks, operations = await session_history(store.engine, args.session)
+        approvals = await pending_approvals(store, args.session)
     finally:
         await store.close()
     if args.json:
-        print(json.dumps(_session_document(state, tasks, operations), indent=2))
+        document = _session_document(state, tasks, operations)
+        document["approvals"] = [dataclasses.asdict(a) for a in approvals]
+        print(json.dumps(document, indent=2))
         return 0
     s = state.session
     print(f"session {s.id}  uid={s.uid}  compat={s.compat}  version={s.version}  fence={s.fence}")
+    if approvals:
+        print(f"\nNEEDS ACTION: {len(approvals)} call(s) waiting for approval")
+        for a in approvals:
+            expiry = f", expires {_when(a.expires_at)}" if a.expires_at is not None else ""
+            escalated = ", ESCALATED" if a.escalated else ""
+            print(f"  {a.approval_id} {a.tool} {json.dumps(a.arguments)}")
+            print(f"      asked by agent {a.agent} since {_when(a.since)}{expiry}{escalated}")
     print(f"\nentries ({len(state.entries)}):")
     for e in state.entries:
         print(f"  {e.seq:>4} {e.kind:<12} {json.dumps(e.body)[:110]}")
@@ -127,6 +140,9 @@ async def show(args: argparse.Namespace) -> int:
             print(f"      parent: {t.parent_id}")
         if t.status == "sleeping" and t.wake_at is not None:
             print(f"      wakes: {_when(t.wake_at)}")
+        if t.wait_signal is not None:
+            until = f", times out {_when(t.wake_at)}" if t.wake_at is not None else ""
+            print(f"      waits for signal {t.wait_signal!r}{until}")
         if t.blocked_reason:
             print(f"      BLOCKED: {t.blocked_reason}")
     print(f"\noperations ({len(operations)}):")
@@ -180,6 +196,8 @@ def _session_document(
                 "operation_id": t.operation_id,
                 "wake_at": t.wake_at,
                 "wait_for": t.wait_for,
+                "wait_signal": t.wait_signal,
+                "signal": t.signal,
                 "blocked_reason": t.blocked_reason,
                 "cancel_requested": t.cancel_requested,
                 "attempt": t.attempt,

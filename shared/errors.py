@@ -132,6 +132,11 @@ class SubmissionFailed(BrainhandsError):
         )
 
 
+class DecisionRefused(BrainhandsError):
+    """A decision on an approval that cannot count: the call was already decided otherwise
+    (or expired), or is no longer pending."""
+
+
 class AnswerTimeout(BrainhandsError, TimeoutError):
     """A client's wait for an answer ended before the submission did; it goes on running.
     ``record`` is the submission as last read."""

@@ -121,6 +121,8 @@ class ToolDeclaration:
     policy: ReplayPolicy
     description: str
     args_schema: dict[str, Any]
+    approval: bool = False
+    """A model's call of it waits for a decision (``Client.approve`` / ``deny``)."""
 
     def schema(self) -> dict[str, Any]:
         """The tool as a model sees it (chat-completions ``tools`` entry)."""
@@ -146,11 +148,14 @@ class ToolSpec:
     timeout: float
     retry: RetryPolicy
     description: str
+    approval: bool = False
 
     def declaration(self) -> ToolDeclaration:
         """What the Hands serving this tool declare of it in the store."""
         schema = copy.deepcopy(model_schema(self.args_model))
-        return ToolDeclaration(self.name, self.pool, self.policy, self.description, schema)
+        return ToolDeclaration(
+            self.name, self.pool, self.policy, self.description, schema, self.approval
+        )
 
 
 @dataclass
@@ -203,6 +208,7 @@ def declare(
     timeout: float,
     retry: RetryPolicy | None,
     description: str | None,
+    approval: bool = False,
 ) -> ToolSpec:
     """Build a ToolSpec from an ``async def tool(args: Model, ctx)`` function; validate it."""
     if not inspect.iscoroutinefunction(fn):
@@ -232,4 +238,5 @@ def declare(
         timeout=timeout,
         retry=retry or RetryPolicy(),
         description=description or inspect.getdoc(fn) or "",
+        approval=approval,
     )

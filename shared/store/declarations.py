@@ -42,6 +42,7 @@ async def declare_tools(store: Store, declarations: Iterable[ToolDeclaration]) -
                 "policy": d.policy,
                 "description": d.description,
                 "args_schema": d.args_schema,
+                "approval": d.approval,
                 "digest": d.digest,
                 "declared_at": now,
             }
@@ -55,7 +56,10 @@ async def declared_tools(store: Store) -> list[ToolDeclaration]:
     query = select(_t).order_by(_t.c.pool, _t.c.name)
     async with read_transaction(store.engine) as conn:
         rows = (await conn.execute(query)).all()
-    return [ToolDeclaration(r.name, r.pool, r.policy, r.description, r.args_schema) for r in rows]
+    return [
+        ToolDeclaration(r.name, r.pool, r.policy, r.description, r.args_schema, r.approval)
+        for r in rows
+    ]
 
 
 @dataclass

@@ -1,10 +1,11 @@
 """The inbox: requests to a session that the Brain running it carries out.
 
 A client never holds a session's lease or commits a draft: it inserts a request (a cancel,
-keyed by the request id it cancels) and the session's wake-up in one transaction, and the
-Brain that next runs the session applies the request and marks it applied in the commit
-that carries it out. ``(session, kind, key)`` is unique, so the same request sent twice is
-one row and is applied once; a request whose wake-up was lost is found by the sweeper.
+keyed by the request id it cancels; a signal, keyed by its id) and the session's wake-up in
+one transaction, and the Brain that next runs the session applies the request and marks it
+applied in the commit that carries it out. ``(session, kind, key)`` is unique, so the same
+request sent twice is one row and is applied once; a request whose wake-up was lost is
+found by the sweeper. A signal stays unapplied until a task's wait receives it.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from sqlalchemy import select
 
@@ -38,10 +40,12 @@ async def send_request(
     kind: str,
     key: str,
     body: JSON = None,
-    wake: Callable[[str], OutboxMessage],
+    name: str | None = None,
+    wake: Callable[[str], OutboxMessage] | None,
 ) -> InboxReceipt:
     """Put a request in the session's inbox, once per ``(kind, key)``, with the session's
-    wake-up (``wake(compat)`` builds it). ``NotFoundError`` for an unknown session."""
+    wake-up (``wake(compat)`` builds it; None: the caller runs the session itself).
+    ``NotFoundError`` for an unknown session."""
     now = time.time()
     rows: tuple[OutboxRow, ...] = ()
     i, s = schema.inbox, schema.session
@@ -51,11 +55,11 @@ async def send_request(
             raise NotFoundError(f"session {session_id} does not exist")
         inserted = await conn.execute(
             dialect_insert(conn)(i)
-            .values(session_id=session_id, kind=kind, key=key, body=body, created_at=now)
+            .values(session_id=session_id, kind=kind, key=key, body=body, name=name, created_at=now)
             .on_conflict_do_nothing(index_elements=["session_id", "kind", "key"])
         )
         created = inserted.rowcount == 1
-        if created:
+        if created and wake is not None:
             rows = await insert_outbox(
                 conn, session_id, [wake(str(compat))], now, handoff=store.handoff
             )
@@ -64,7 +68,7 @@ async def send_request(
                 select(i).where(i.c.session_id == session_id, i.c.kind == kind, i.c.key == key)
             )
         ).one()
-    if created:
+    if rows:
         store.notify(CommitReceipt(session_id, version=-1, entry_seqs=[], outbox=rows))
     return InboxReceipt(InboxRecord(**dict(row._mapping)), created)
 
@@ -75,3 +79,32 @@ async def session_inbox(store: Store, session_id: str) -> list[InboxRecord]:
     async with read_transaction(store.engine) as conn:
         rows = await conn.execute(select(i).where(i.c.session_id == session_id).order_by(i.c.id))
         return [InboxRecord(**dict(r._mapping)) for r in rows]
+
+
+async def send_signal(
+    store: Store,
+    *,
+    session_id: str,
+    name: str,
+    signal_id: str,
+    payload: JSON,
+    wake: Callable[[str], OutboxMessage] | None,
+    timed_out: bool = False,
+) -> InboxReceipt:
+    """Keep a signal named ``name`` in the session's inbox until a wait receives it; the
+    same ``signal_id`` twice is one signal. ``timed_out``: an exclusive wait's timeout, sent
+    as its one signal."""
+    body: dict[str, Any] = {"payload": payload}
+    if timed_out:
+        body["timed_out"] = True
+    return await send_request(
+        store, session_id=session_id, kind="signal", key=signal_id, name=name, body=body, wake=wake
+    )
+
+
+async def unapplied_requests(store: Store, session_id: str) -> list[InboxRecord]:
+    """The requests to ``session_id`` not applied yet, oldest first."""
+    i = schema.inbox
+    query = select(i).where(i.c.session_id == session_id, i.c.applied_at.is_(None)).order_by(i.c.id)
+    async with read_transaction(store.engine) as conn:
+        return [InboxRecord(**dict(r._mapping)) for r in await conn.execute(query)]

@@ -65,7 +65,8 @@ async def sessions_needing_attention(
 ) -> list[SessionRef]:
     """Sessions with work a Brain could have done ``grace`` seconds ago and has not: due
     timers, runnable or interrupted tasks, winding-down parents, tool outcomes not yet
-    applied, queued submissions, inbox requests (a cancel) not yet applied. The grace leaves
+    applied, queued submissions, inbox requests (a cancel, a signal a task waits for) not yet
+    applied. The grace leaves
     the normal triggers (in-memory timers, result events, wake-ups in flight) time to land
     before a duplicate is sent.
 
@@ -82,8 +83,9 @@ async def sessions_needing_attention(
     runnable = select(t.c.session_id, t.c.updated_at.label("since"), no).where(
         t.c.status.in_(("pending", "running", "completing")), t.c.updated_at <= before, unblocked
     )
+    # Sleeping tasks, and signal waits whose timeout is due.
     due = select(t.c.session_id, t.c.wake_at.label("since"), no).where(
-        t.c.status == "sleeping", t.c.wake_at <= before, unblocked
+        t.c.status.in_(("sleeping", "waiting")), t.c.wake_at <= before, unblocked
     )
     stuck = select(t.c.session_id, t.c.updated_at.label("since"), yes).where(
         t.c.status.in_(("pending", "running", "completing", "sleeping")), blocked
@@ -97,8 +99,12 @@ async def sessions_needing_attention(
         sub.c.status == "queued", sub.c.created_at <= before
     )
     i = schema.inbox
+    # A signal is kept until a wait receives it: it is a need only once a task waits for it.
+    awaited = exists().where(
+        t.c.session_id == i.c.session_id, t.c.status == "waiting", t.c.wait_signal == i.c.name
+    )
     requested = select(i.c.session_id, i.c.created_at.label("since"), no).where(
-        i.c.applied_at.is_(None), i.c.created_at <= before
+        i.c.applied_at.is_(None), i.c.created_at <= before, or_(i.c.kind != "signal", awaited)
     )
     needs = union_all(runnable, due, stuck, unapplied, queued, requested).subquery()
     since = func.coalesce(

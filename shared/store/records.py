@@ -67,6 +67,9 @@ class TaskRecord:
     restarts: int
     cancel_requested: bool
     blocked_reason: str | None
+    wait_signal: str | None
+    wait_exclusive: bool
+    signal: JSON
     created_at: float
     updated_at: float
 
@@ -100,6 +103,9 @@ class TaskRecord:
             "restarts": 0,
             "cancel_requested": False,
             "blocked_reason": None,
+            "wait_signal": None,
+            "wait_exclusive": False,
+            "signal": None,
             "created_at": now,
             "updated_at": now,
         }
@@ -129,8 +135,10 @@ class SubmissionRecord:
 
 @dataclass(frozen=True)
 class InboxRecord:
-    """A request to a session (``kind`` ``cancel``: ``key`` is the request id to cancel),
-    written by a client and applied once by the Brain that next runs the session."""
+    """A request to a session, written by a client and applied once by the Brain that next
+    runs the session: ``kind`` ``cancel`` (``key``: the request id to cancel) or ``signal``
+    (``key``: the signal's id, ``name`` what waits receive it, ``body`` its payload; kept
+    until a task waits for ``name``)."""
 
     id: int
     session_id: str
@@ -139,6 +147,7 @@ class InboxRecord:
     body: JSON
     created_at: float
     applied_at: float | None
+    name: str | None = None
 
 
 @dataclass(frozen=True)

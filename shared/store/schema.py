@@ -104,6 +104,12 @@ task = Table(
     Column("restarts", Integer, nullable=False, server_default="0"),
     Column("cancel_requested", Boolean, nullable=False, server_default=text("false")),
     Column("blocked_reason", Text, nullable=True),
+    # A wait for a signal (status waiting, wake_at its timeout if any): its name, and whether
+    # only one signal can ever be received under it (then its timeout is sent as that one).
+    Column("wait_signal", String(128), nullable=True),
+    Column("wait_exclusive", Boolean, nullable=False, server_default=text("false")),
+    # The signal the wait received, for the phase it resumes.
+    Column("signal", JSON, nullable=True),
     Column("created_at", Float, nullable=False),
     Column("updated_at", Float, nullable=False),
     Index(None, "session_id", "status"),
@@ -187,8 +193,9 @@ blob = Table(
     Column("created_at", Float, nullable=False),
 )
 
-# Requests to a session that a Brain carries out when it next runs it (a cancel now; signals
-# and approvals later): a client writes them without a lease, the Brain applies each once.
+# Requests to a session that a Brain carries out when it next runs it (a cancel; a signal,
+# an approval's decision among them): a client writes them without a lease, the Brain
+# applies each once. A signal is kept until a task waits for its name.
 inbox = Table(
     "inbox",
     metadata,
@@ -199,6 +206,7 @@ inbox = Table(
     Column("kind", String(32), nullable=False),
     Column("key", String(128), nullable=False),
     Column("body", JSON, nullable=True),
+    Column("name", String(128), nullable=True),
     Column("created_at", Float, nullable=False),
     Column("applied_at", Float, nullable=True),
     UniqueConstraint("session_id", "kind", "key"),
@@ -221,6 +229,7 @@ tool_declaration = Table(
     Column("policy", String(16), nullable=False),
     Column("description", Text, nullable=False),
     Column("args_schema", JSON, nullable=False),
+    Column("approval", Boolean, nullable=False, server_default=text("false")),
     # Of the declaration's content: a build that declares the same tool differently is seen.
     Column("digest", String(64), nullable=False),
     Column("declared_at", Float, nullable=False),

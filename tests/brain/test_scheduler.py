@@ -18,7 +18,8 @@ from brainhands.brain.scheduler import RunSummary, SessionRunner
 from brainhands.shared.messages import ToolJob, decode
 from brainhands.shared.store import Draft, OperationLedger, Store, TaskRecord
 from brainhands.shared.store.declarations import ToolCatalog, declare_tools
-from brainhands.shared.store.queries import tasks_by_ids
+from brainhands.shared.store.inbox import send_signal, session_inbox
+from brainhands.shared.store.queries import sessions_needing_attention, tasks_by_ids
 from brainhands.shared.store.submissions import get_submission
 from brainhands.shared.tools import ToolRegistry, declare, load_tool_modules
 from brainhands.shared.topology import Topology
@@ -413,3 +414,49 @@ async def all_tasks(store: Store) -> list[TaskRecord]:
     async with store.engine.connect() as conn:
         ids = [r.id for r in await conn.execute(select(schema.task.c.id))]
     return list((await tasks_by_ids(store.engine, ids)).values())
+
+
+async def signal(store: Store, name: str, signal_id: str, payload: object = None) -> bool:
+    """Send a signal as a client does (its wake-up left out: the test runs the passes)."""
+    receipt = await send_signal(
+        store, session_id="s1", name=name, signal_id=signal_id, payload=payload, wake=None
+    )
+    return receipt.created
+
+
+async def test_a_signal_sent_before_the_wait_is_kept_and_received_once(store: Store) -> None:
+    await submit(store, "listener", {"names": ["go", "go"], "timeout": 0.3})
+    assert await signal(store, "go", "sig-1", {"n": 1})
+    assert not await signal(store, "go", "sig-1", {"n": 2})  # the same id: one signal
+
+    summary = await run(store)
+
+    [waiting] = (await store.load("s1")).open_tasks
+    assert (waiting.status, waiting.wait_signal) == ("waiting", "go")
+    assert summary.next_wake is not None
+    await asyncio.sleep(max(0.0, summary.next_wake - time.time()) + 0.05)
+    await run(store)
+    assert await answer(store) == [
+        {"name": "go", "payload": {"n": 1}, "signal_id": "sig-1", "timed_out": False},
+        {"name": "go", "payload": None, "signal_id": None, "timed_out": True},
+    ]
+    [request] = await session_inbox(store, "s1")
+    assert request.applied_at is not None
+
+
+async def test_a_kept_signal_wakes_its_session_only_once_a_task_waits_for_it(
+    store: Store,
+) -> None:
+    await submit(store, "listener", {"names": ["later"]})
+    await run(store)
+    assert await signal(store, "other", "sig-1")
+    now = time.time() + 100
+
+    assert [r.session_id for r in await sessions_needing_attention(store.engine, now=now)] == []
+
+    assert await signal(store, "later", "sig-2")
+    assert [r.session_id for r in await sessions_needing_attention(store.engine, now=now)] == ["s1"]
+    await run(store)
+    assert await answer(store) == [
+        {"name": "later", "payload": None, "signal_id": "sig-2", "timed_out": False}
+    ]

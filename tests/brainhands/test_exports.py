@@ -38,6 +38,7 @@ EXPORTED = [
     "OpenAIChatModel",
     "PhaseContext",
     "QueryAnswer",
+    "ReceivedSignal",
     "ReplayPolicy",
     "RetryPolicy",
     "ScriptedModel",
@@ -55,6 +56,7 @@ EXPORTED = [
     "ToolError",
     "ToolUncertain",
     "TransientModelError",
+    "WaitSignal",
     "tool",
 ]
 

@@ -52,6 +52,24 @@ agents.add(
 )
 agents.add(
     Agent(
+        name="guarded",  # its grant of send_safe requires approval
+        model=ScriptedModel(SCRIPTS / "guarded.json", log_path=LOG),
+        system="You send emails once they are approved.",
+        tools=("send_safe",),
+        approval=("send_safe",),
+    )
+)
+agents.add(
+    Agent(
+        name="gated",  # send_gated is declared as needing approval; this agent's expire
+        model=ScriptedModel(SCRIPTS / "gated.json", log_path=LOG),
+        system="You send emails once they are approved.",
+        tools=("send_gated",),
+        approval_expiry=float(os.environ.get("TEST_APPROVAL_EXPIRY", "3")),
+    )
+)
+agents.add(
+    Agent(
         name="echoer",
         model=ScriptedModel(SCRIPTS / "echoer.json", log_path=LOG),
         system="You repeat things.",

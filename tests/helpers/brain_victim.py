@@ -5,8 +5,9 @@
 RULE is one of ``after:N`` / ``before:N`` (the N-th commit of the process), or
 ``after-entry:KIND`` / ``before-entry:KIND`` (right after / right before the first commit
 that appends an entry of KIND; ``before-entry:model``: the model answered, the answer is not
-yet durable). The exit (``os._exit``) lands exactly between two facts recovery must tell
-apart.
+yet durable), or ``after-inbox:`` / ``before-inbox:`` (the first commit that applies an inbox
+request: a signal, an approval's decision, a cancel). The exit (``os._exit``) lands exactly
+between two facts recovery must tell apart.
 """
 
 from __future__ import annotations
@@ -28,6 +29,9 @@ def matches(rule: str, draft: Draft, count: int) -> tuple[bool, bool]:
     if kind in ("before-entry", "after-entry"):
         hit = any(e.kind == arg for e in draft.entries)
         return (hit and kind == "before-entry", hit and kind == "after-entry")
+    if kind in ("before-inbox", "after-inbox"):
+        hit = bool(draft.applied_inbox)
+        return (hit and kind == "before-inbox", hit and kind == "after-inbox")
     raise ValueError(f"unknown rule {rule!r}")
 
 

@@ -21,6 +21,7 @@ from brainhands.brain import (
     TaskKind,
     TaskRegistry,
     TaskView,
+    WaitSignal,
 )
 
 registry = TaskRegistry()
@@ -205,3 +206,28 @@ async def slow_middle(task: TaskView, docs: dict[str, Any], ctx: PhaseContext) -
 async def slow_last(task: TaskView, docs: dict[str, Any], ctx: PhaseContext) -> Next:
     docs["log"] = [*docs["log"], {"phase": "last", "pid": os.getpid()}]
     return Finish({"log": docs["log"]})
+
+
+listener = registry.add(TaskKind("listener"))
+"""Waits for the signals named in ``input["names"]``, one after another (each for
+``input["timeout"]`` seconds, if given), and answers with what each wait received."""
+
+
+@listener.phase("listen")
+async def listen(task: TaskView, docs: dict[str, Any], ctx: PhaseContext) -> Next:
+    heard = list(task.state or [])
+    if task.signal is not None:
+        heard.append(
+            {
+                "name": task.signal.name,
+                "payload": task.signal.payload,
+                "signal_id": task.signal.signal_id,
+                "timed_out": task.signal.timed_out,
+            }
+        )
+    names = task.input["names"]
+    if len(heard) == len(names):
+        return Finish(heard)
+    return WaitSignal(
+        names[len(heard)], then="listen", timeout=task.input.get("timeout"), state=heard
+    )

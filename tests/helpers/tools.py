@@ -147,3 +147,9 @@ async def send_after_work(args: Email, ctx: ToolContext) -> dict[str, Any]:
     comes at its very end. The default budget of interruptions, with short backoffs."""
     await asyncio.sleep(args.pause_after)
     return {"receipt": await client().send(ctx.operation_id, args.to, args.subject, args.body)}
+
+
+@tool(pool="email", policy="safe", retry=FAST_RETRY, approval=True)
+async def send_gated(args: Email, ctx: ToolContext) -> dict[str, Any]:
+    """Sends an email once a person approved the call (the tool's declaration says so)."""
+    return await deliver(args, ctx)

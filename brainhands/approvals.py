@@ -1,0 +1,147 @@
+"""Approvals as a client sees them: the calls waiting for a decision, and deciding them.
+
+A decision is the one exclusive signal its approval task waits for
+(``brain.approval.decision_signal``), put in the session's inbox with the session's
+wake-up; the inbox's unique key makes the first decision the only one. A decision sent
+again (same verdict) is answered with the decision that counted; the other verdict is
+refused (``DecisionRefused``), as is any decision once the call expired or ended.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import select
+
+from brainhands.brain.approval import APPROVAL_KIND, Verdict, decision_signal
+from brainhands.shared.errors import DecisionRefused, NotFoundError
+from brainhands.shared.store import OutboxMessage, Store, schema
+from brainhands.shared.store.engine import read_transaction
+from brainhands.shared.store.inbox import send_signal, session_inbox
+from brainhands.shared.store.load import task_record
+from brainhands.shared.store.queries import tasks_by_ids
+from brainhands.shared.store.records import InboxRecord, TaskRecord
+
+
+@dataclass(frozen=True)
+class PendingApproval:
+    """A model's tool call waiting for a decision, its arguments frozen."""
+
+    session_id: str
+    approval_id: str
+    tool: str
+    arguments: dict[str, Any]
+    agent: str
+    """The agent whose model asked for the call."""
+    call_id: str
+    since: float
+    expires_at: float | None
+    escalated: bool
+    """It expired under ``on_expiry="escalate"``: still pending, with no further expiry."""
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The decision that counts for an approval."""
+
+    approval_id: str
+    verdict: Verdict
+    by: str
+    reason: str | None
+    decision_id: str
+    decided_at: float
+    new: bool
+    """This request made it; False when it had been made before (by this decision id or
+    another with the same verdict): it counted once."""
+
+
+def pending_of(task: TaskRecord) -> PendingApproval:
+    state = task.state if isinstance(task.state, dict) else {}
+    return PendingApproval(
+        session_id=task.session_id,
+        approval_id=task.id,
+        tool=task.input["tool"],
+        arguments=task.input["arguments"],
+        agent=task.input["agent"],
+        call_id=task.input["call_id"],
+        since=task.created_at,
+        expires_at=task.wake_at,
+        escalated=bool(state.get("escalated")),
+    )
+
+
+async def pending_approvals(
+    store: Store, session_id: str | None = None, *, limit: int = 1000
+) -> list[PendingApproval]:
+    """Calls waiting for a decision (of one session, or of all), oldest first."""
+    t = schema.task
+    query = select(t).where(t.c.kind == APPROVAL_KIND, t.c.status == "waiting")
+    if session_id is not None:
+        query = query.where(t.c.session_id == session_id)
+    query = query.order_by(t.c.created_at, t.c.id).limit(limit)
+    async with read_transaction(store.engine) as conn:
+        rows = (await conn.execute(query)).all()
+    return [pending_of(task_record(row)) for row in rows]
+
+
+async def decide(
+    store: Store,
+    *,
+    session_id: str,
+    approval_id: str,
+    verdict: Verdict,
+    by: str,
+    reason: str | None,
+    decision_id: str | None,
+    wake: Callable[[str], OutboxMessage],
+) -> Decision:
+    """Record ``verdict`` on approval ``approval_id`` (once), for a Brain to carry out."""
+    task = (await tasks_by_ids(store.engine, [approval_id])).get(approval_id)
+    if task is None or task.kind != APPROVAL_KIND or task.session_id != session_id:
+        raise NotFoundError(f"session {session_id} has no approval {approval_id!r}")
+    name = decision_signal(approval_id)
+    decision_id = decision_id or uuid.uuid4().hex
+    if task.status == "terminal":
+        made = next((r for r in await session_inbox(store, session_id) if r.key == name), None)
+        if made is None:
+            raise DecisionRefused(
+                f"approval {approval_id!r} is no longer pending: its call ended {task.outcome}"
+            )
+        return _counted(approval_id, made, verdict, new=False)
+    payload = {
+        "verdict": verdict,
+        "by": by,
+        "reason": reason,
+        "decision_id": decision_id,
+        "at": time.time(),
+    }
+    receipt = await send_signal(
+        store, session_id=session_id, name=name, signal_id=name, payload=payload, wake=wake
+    )
+    return _counted(approval_id, receipt.request, verdict, new=receipt.created)
+
+
+def _counted(approval_id: str, made: InboxRecord, verdict: Verdict, *, new: bool) -> Decision:
+    """The decision ``made`` holds, when ``verdict`` agrees with it; refused otherwise."""
+    body = made.body if isinstance(made.body, dict) else {}
+    if body.get("timed_out"):
+        reason = "the approval expired"
+        decision = Decision(
+            approval_id, "denied", "expiry", reason, made.key, made.created_at, False
+        )
+    else:
+        p = body["payload"]
+        decision = Decision(
+            approval_id, p["verdict"], p["by"], p["reason"], p["decision_id"], p["at"], new=new
+        )
+    if decision.verdict != verdict:
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(decision.decided_at))
+        raise DecisionRefused(
+            f"approval {approval_id!r} was already {decision.verdict} by {decision.by} at "
+            f"{when} UTC ({decision.reason or 'no reason given'}): it cannot be {verdict} now"
+        )
+    return decision

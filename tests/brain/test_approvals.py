@@ -1,0 +1,180 @@
+"""Approvals and signals end to end: real Brain and Hands processes, Brains killed at the
+decision or down while it falls due, and the email service's ledger as the judge of what
+was sent."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+
+import pytest
+
+from brainhands.approvals import PendingApproval
+from brainhands.brain.approval import decision_signal
+from brainhands.shared.errors import DecisionRefused
+from brainhands.shared.store.inbox import session_inbox
+from tests.helpers.agent_run import AgentRun, agent_run
+from tests.helpers.brains import BrainHarness
+from tests.helpers.polling import eventually
+
+pytestmark = [pytest.mark.integration, pytest.mark.chaos, pytest.mark.timeout(150)]
+__all__ = ["agent_run"]  # the fixture
+
+
+async def pending(run: AgentRun, count: int) -> list[PendingApproval]:
+    """Wait until the session has ``count`` calls waiting for approval; return them."""
+    async with run.brains.client() as client:
+
+        async def there() -> bool:
+            return len(await client.pending_approvals("s1")) >= count
+
+        await eventually(there, within=60, what=f"{count} call(s) waiting for approval")
+        assert await client.sessions_needing_action() == ["s1"]
+        return await client.pending_approvals("s1")
+
+
+async def sent_to(run: AgentRun) -> list[str]:
+    """Who the email service sent to, once per send it received (a repeat would show)."""
+    sends = (await run.email.ledger())["sends"]
+    return sorted(s["recipient"] for s in sends for _ in range(s["attempts"]))
+
+
+def tool_results(run: AgentRun, request: int) -> list[dict[str, object]]:
+    """The tool results the model was shown in its request number ``request``."""
+    messages = json.loads(run.requests()[request])["messages"]
+    return [json.loads(m["content"]) for m in messages if m["role"] == "tool"]
+
+
+async def test_a_brain_killed_right_after_the_approval_commits_runs_the_call_once(
+    agent_run: AgentRun,
+) -> None:
+    """The Brain dies right after the commit that applies the decision (the tool task and
+    its job in the outbox), before it publishes the job: the next Brain sends it, once."""
+    victim = agent_run.start_brain(die_rule="after-inbox:")
+    agent_run.start_hands()
+    await agent_run.submit("guarded")
+    waiting = await pending(agent_run, 2)
+    assert sorted((a.tool, a.arguments["to"], a.agent) for a in waiting) == [
+        ("send_safe", "ana@example.com", "guarded"),
+        ("send_safe", "bo@example.com", "guarded"),
+    ]
+    assert await sent_to(agent_run) == []  # nothing is dispatched before a decision
+
+    async with agent_run.brains.client() as client:
+        decided = await client.approve("s1", by="ops@example.com", reason="checked")  # both
+    assert [(d.verdict, d.by, d.new) for d in decided] == [
+        ("approved", "ops@example.com", True)
+    ] * 2
+    assert await asyncio.to_thread(victim.wait, 30) == 9
+    agent_run.start_brain()
+
+    record = await agent_run.brains.answer(within=60)
+
+    assert record.answer == {"text": "Done what I was allowed to.", "turns": 2}
+    assert await sent_to(agent_run) == ["ana@example.com", "bo@example.com"]
+    assert [r["status"] for r in tool_results(agent_run, 1)] == ["succeeded", "succeeded"]
+    assert (await agent_run.brains.store.status())["operations"] == 2
+
+
+async def test_two_approvals_at_once_dispatch_once_and_a_denial_reaches_the_model(
+    agent_run: AgentRun,
+) -> None:
+    agent_run.start_brain()
+    agent_run.start_hands()
+    await agent_run.submit("guarded")
+    first, second = sorted(await pending(agent_run, 2), key=lambda a: a.arguments["to"])
+
+    async with agent_run.brains.client() as ana, agent_run.brains.client() as bo:
+        [by_ana], [by_bo] = await asyncio.gather(
+            ana.approve("s1", first.approval_id, by="ana"),
+            bo.approve("s1", first.approval_id, by="bo"),
+        )
+        [denied] = await ana.deny("s1", second.approval_id, by="ana", reason="bo is on leave")
+        with pytest.raises(DecisionRefused, match="already denied by ana"):
+            await bo.approve("s1", second.approval_id, by="bo")
+        [again] = await ana.deny(
+            "s1", second.approval_id, by="ana", reason="twice", decision_id=denied.decision_id
+        )
+
+    assert sorted([by_ana.new, by_bo.new]) == [False, True]  # one of them counted
+    assert by_ana.by == by_bo.by  # and both were told which
+    assert (again.new, again.reason) == (False, "bo is on leave")  # the same decision: once
+    record = await agent_run.brains.answer(within=60)
+    assert record.answer == {"text": "Done what I was allowed to.", "turns": 2}
+    assert await sent_to(agent_run) == ["ana@example.com"]  # the denied call never ran
+    succeeded, refused = tool_results(agent_run, 1)
+    assert succeeded["status"] == "succeeded"
+    assert refused == {
+        "status": "denied",
+        "error": "call of 'send_safe' denied by ana: bo is on leave",
+    }
+    assert (await agent_run.brains.store.status())["operations"] == 1
+    # Who decided, when and why is kept: in the inbox and in the approval's result.
+    decisions = await session_inbox(agent_run.brains.store, "s1")
+    assert {r.key for r in decisions} == {
+        decision_signal(first.approval_id),
+        decision_signal(second.approval_id),
+    }
+    assert all(r.applied_at is not None for r in decisions)
+
+
+async def test_an_expiry_due_while_every_brain_is_down_is_decided_once_when_one_returns(
+    agent_run: AgentRun,
+) -> None:
+    """``send_gated`` is declared as needing approval; the agent's calls expire after 2 s."""
+    brain = agent_run.start_brain(TEST_APPROVAL_EXPIRY="2")
+    agent_run.start_hands()
+    await agent_run.submit("gated")
+    [waiting] = await pending(agent_run, 1)
+    assert waiting.expires_at is not None
+    brain.kill()
+    await asyncio.to_thread(brain.wait, 10)
+    await asyncio.sleep(max(0.0, waiting.expires_at - time.time()) + 1.0)
+
+    agent_run.start_brain(TEST_APPROVAL_EXPIRY="2")
+    record = await agent_run.brains.answer(within=60)
+
+    assert record.answer == {"text": "I asked.", "turns": 2}
+    assert tool_results(agent_run, 1) == [
+        {"status": "denied", "error": "call of 'send_gated' denied by expiry: the approval expired"}
+    ]
+    assert await sent_to(agent_run) == []
+    [decision] = [
+        r
+        for r in await session_inbox(agent_run.brains.store, "s1")
+        if r.key == decision_signal(waiting.approval_id)
+    ]
+    assert decision.body == {"payload": None, "timed_out": True} and decision.applied_at
+    async with agent_run.brains.client() as client:
+        with pytest.raises(DecisionRefused, match="already denied by expiry"):
+            await client.approve("s1", waiting.approval_id, by="late-reviewer")
+
+
+async def test_signals_sent_before_the_wait_and_while_the_brain_is_down_arrive_once(
+    brains: BrainHarness,
+) -> None:
+    await brains.submit("listener", {"names": ["early", "late"]})  # no Brain runs yet
+    async with brains.client() as client:
+        assert (await client.signal("s1", "early", {"n": 1}, signal_id="e1")).created
+        assert not (await client.signal("s1", "early", {"n": 9}, signal_id="e1")).created
+    brain = brains.start_brain()
+
+    async def waits_for_late() -> bool:
+        return any(t.wait_signal == "late" for t in (await brains.store.load("s1")).open_tasks)
+
+    await eventually(waits_for_late, within=30, what="the listener to wait for 'late'")
+    brain.kill()
+    await asyncio.to_thread(brain.wait, 10)
+    async with brains.client() as client:
+        assert (await client.signal("s1", "late", {"n": 2}, signal_id="l1")).created
+    brains.start_brain()
+
+    record = await brains.answer(within=60)
+
+    assert record.answer == [
+        {"name": "early", "payload": {"n": 1}, "signal_id": "e1", "timed_out": False},
+        {"name": "late", "payload": {"n": 2}, "signal_id": "l1", "timed_out": False},
+    ]
+    inbox = await session_inbox(brains.store, "s1")
+    assert [(r.key, r.applied_at is not None) for r in inbox] == [("e1", True), ("l1", True)]
