@@ -2,7 +2,10 @@
 
 One submission starts an ``agent.session`` task: it appends the user's entry, then runs
 one ``agent.generate`` task per model turn until the model answers without tool calls.
-A generation task's phases:
+Between turns it takes in the messages submitted to the session meanwhile (a ``FOLLOW_UP``
+wait that does not wait): each becomes a user entry, in order, and the loop goes on with
+another turn, so one session never runs two agent loops; they are answered with the
+answer that ends the loop. A generation task's phases:
 
 - ``prepare``: fix the context position (the entries the request may see) and the model;
 - ``request``: call the model with the schemas of the granted tools, as their Hands pools
@@ -49,6 +52,7 @@ from brainhands.brain.models.base import ModelAdapter, ModelError, TransientMode
 from brainhands.brain.registry import TaskKind, TaskRegistry
 from brainhands.brain.scheduler import start_from_input
 from brainhands.brain.task import (
+    FOLLOW_UP,
     Call,
     Child,
     Fail,
@@ -59,6 +63,7 @@ from brainhands.brain.task import (
     Sleep,
     Spawn,
     TaskView,
+    WaitSignal,
 )
 from brainhands.shared import metrics
 from brainhands.shared.errors import ConfigurationError
@@ -113,8 +118,8 @@ class Agent:
     model_attempts: int = 4
     retry_delay: float = 1.0
     approval: tuple[str, ...] = ()
-    """Granted tools whose calls by this agent wait for approval (besides the tools whose
-    declaration requires it for everyone)."""
+    """Granted tools (task tools too) whose calls by this agent wait for approval, besides
+    the tools whose declaration requires it for everyone."""
     approval_expiry: float | None = None
     """Seconds a call may wait for its decision (None: no limit); then ``on_expiry``."""
     on_expiry: Expiry = "deny"
@@ -227,9 +232,25 @@ def agent_kinds(
         [done] = task.children
         if done.outcome != "succeeded":
             return Fail({"reason": "model turn failed", "error": done.error})
-        if "final" in done.result:
-            return Finish({"text": done.result["final"], "turns": task.state["turn"]})
-        return begin_turn(task.input["agent"], task.state["turn"] + 1)
+        state = {"turn": task.state["turn"], "final": done.result.get("final"), "joined": 0}
+        return take_follow_ups(state)
+
+    def take_follow_ups(state: dict[str, Any]) -> WaitSignal:
+        """Between turns, take in the messages sent to the session meanwhile (no wait)."""
+        return WaitSignal(FOLLOW_UP, then="absorb", timeout=0, state=state)
+
+    @session.phase("absorb", light=True)
+    async def absorb(task: TaskView, docs: dict[str, Any], ctx: PhaseContext) -> Next:
+        """A follow-up joins the conversation (then look for the next one), or there is
+        none: answer, or go on with the next turn."""
+        state, signal = dict(task.state), task.signal
+        assert signal is not None, "absorb runs only after the follow-up wait"
+        if not signal.timed_out:
+            ctx.append_entry("user", {"text": signal.payload.get("text", "")})
+            return take_follow_ups({**state, "joined": state["joined"] + 1})
+        if state["final"] is not None and not state["joined"]:
+            return Finish({"text": state["final"], "turns": state["turn"]})
+        return begin_turn(task.input["agent"], state["turn"] + 1)
 
     @generate.phase("prepare", light=True)
     async def prepare(task: TaskView, docs: dict[str, Any], ctx: PhaseContext) -> Next:
@@ -299,9 +320,10 @@ def agent_kinds(
             plan.append({"call_id": call.id, "name": call.name, "refused": refusal})
             if refusal is not None:
                 continue
-            if task_tool is not None:
-                children.append(Child(task_tool.kind, call.arguments))
-            elif declared[call.name].approval or call.name in agent.approval:
+            gated = call.name in agent.approval or (
+                task_tool is None and declared[call.name].approval
+            )
+            if gated:
                 request = ApprovalRequest(
                     tool=call.name,
                     arguments=call.arguments,
@@ -309,8 +331,11 @@ def agent_kinds(
                     agent=agent.name,
                     expires_in=agent.approval_expiry,
                     on_expiry=agent.on_expiry,
+                    task_kind=task_tool.kind if task_tool is not None else None,
                 )
                 children.append(Child(APPROVAL_KIND, request.input()))
+            elif task_tool is not None:
+                children.append(Child(task_tool.kind, call.arguments))
             else:
                 # The default operation id: rooted in the session's uid, so no other
                 # deployment or re-created session sends the same key.

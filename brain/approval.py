@@ -1,5 +1,5 @@
 """Approval gates: a model's call of a tool that needs approval waits, durably, for a
-decision before anything is dispatched.
+decision before anything is dispatched (a Hands call, or a task tool's task).
 
 The call becomes an ``agent.approval`` task holding the frozen arguments. It waits for the
 exclusive signal ``decision:<its id>``: one decision can ever be made under that name, so
@@ -21,11 +21,13 @@ from typing import Any, Literal
 from brainhands.brain.decide import TOOL_KIND
 from brainhands.brain.registry import TaskKind, TaskRegistry
 from brainhands.brain.task import (
+    Child,
     ChildOutcome,
     Dispatch,
     Finish,
     Next,
     PhaseContext,
+    Spawn,
     TaskView,
     WaitSignal,
 )
@@ -35,9 +37,12 @@ Expiry = Literal["deny", "escalate"]
 Verdict = Literal["approved", "denied"]
 
 
+DECISION_PREFIX = "decision:"
+
+
 def decision_signal(approval_id: str) -> str:
     """The name (and the id) of the one signal that decides approval ``approval_id``."""
-    return f"decision:{approval_id}"
+    return DECISION_PREFIX + approval_id
 
 
 @dataclass(frozen=True)
@@ -50,6 +55,8 @@ class ApprovalRequest:
     agent: str
     expires_in: float | None = None
     on_expiry: Expiry = "deny"
+    task_kind: str | None = None
+    """For a task tool: the kind of the task an approval starts (else a Hands call)."""
 
     def input(self) -> dict[str, Any]:
         return {
@@ -59,6 +66,7 @@ class ApprovalRequest:
             "agent": self.agent,
             "expires_in": self.expires_in,
             "on_expiry": self.on_expiry,
+            "task_kind": self.task_kind,
         }
 
 
@@ -105,9 +113,10 @@ def approval_kinds() -> TaskRegistry:
             decision = dict(signal.payload)
         decision["at"] = signal.received_at
         if decision["verdict"] == "approved":
-            return Dispatch(
-                task.input["tool"], task.input["arguments"], then="done", state=decision
-            )
+            kind, arguments = task.input.get("task_kind"), task.input["arguments"]
+            if kind is not None:
+                return Spawn([Child(kind, arguments)], then="done", state=decision)
+            return Dispatch(task.input["tool"], arguments, then="done", state=decision)
         reason = decision.get("reason") or "no reason given"
         return Finish(
             {

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from brainhands.brain.task import (
+    FOLLOW_UP,
     Dispatch,
     Fail,
     Finish,
@@ -22,7 +23,12 @@ from brainhands.brain.task import (
     Spawn,
     WaitSignal,
 )
-from brainhands.shared.store.records import InboxRecord, OperationRecord, TaskRecord
+from brainhands.shared.store.records import (
+    InboxRecord,
+    OperationRecord,
+    SubmissionRecord,
+    TaskRecord,
+)
 
 TOOL_KIND = "brainhands.tool"
 """The built-in kind of a task that waits for one tool call's outcome."""
@@ -74,6 +80,8 @@ class Receive:
 
     inbox_id: int | None
     signal: dict[str, Any]
+    submission_id: str | None = None
+    """A follow-up received: the submission joins the task (answered when it ends)."""
 
 
 @dataclass(frozen=True)
@@ -108,6 +116,9 @@ class Facts:
     """This scheduler recorded the task's current entry itself: ``running`` is not a crash."""
     signals: list[InboxRecord] = field(default_factory=list)
     """For a signal wait: the session's signals not received yet, oldest first."""
+    follow_ups: list[tuple[SubmissionRecord, Any]] = field(default_factory=list)
+    """For a ``FOLLOW_UP`` wait: the submissions waiting their turn that would start a task
+    of its kind, oldest first, each with the input it would start it with."""
 
 
 def next_action(facts: Facts) -> Action:
@@ -164,6 +175,16 @@ def _cancel(facts: Facts) -> Action:
 
 def _signal_wait(facts: Facts) -> Action:
     task = facts.task
+    if task.wait_signal == FOLLOW_UP and facts.follow_ups:
+        submission, payload = facts.follow_ups[0]
+        signal = {
+            "name": FOLLOW_UP,
+            "payload": payload,
+            "signal_id": submission.request_id,
+            "timed_out": False,
+            "received_at": facts.now,
+        }
+        return Receive(None, signal, submission_id=submission.id)
     for request in facts.signals:
         if request.name == task.wait_signal:
             return Receive(request.id, received_signal(request, facts.now))

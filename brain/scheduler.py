@@ -44,6 +44,7 @@ from brainhands.brain.decide import (
 from brainhands.brain.ids import derive_operation_id, derive_task_id
 from brainhands.brain.registry import TaskKind, TaskRegistry
 from brainhands.brain.task import (
+    FOLLOW_UP,
     Call,
     Child,
     ChildOutcome,
@@ -73,6 +74,7 @@ from brainhands.shared.store.records import (
     SessionState,
     TaskStatus,
 )
+from brainhands.shared.store.submissions import session_submissions
 from brainhands.shared.topology import Topology
 from brainhands.shared.tracing import current_carrier
 
@@ -151,6 +153,9 @@ class SessionRunner:
         """Exclusive signal waits whose timeout must be sent before they can go on."""
         self._wait_entered = False
         """A task began a signal wait since the signals were last read."""
+        self.queued: list[SubmissionRecord] | None = None
+        """Submissions waiting for their turn (None: not read in this pass)."""
+        self._root_ended = False
 
     async def run(self, claimed: ClaimedSession | None = None) -> RunSummary:
         """Advance the session until nothing is runnable; return what was done.
@@ -181,9 +186,13 @@ class SessionRunner:
         try:
             draft = self._draft()
             cancels = self._cancels(draft, state)
-            for submission in state.open_submissions:
-                if submission.status == "queued" and submission.request_id not in cancels:
-                    self._accept(draft, submission)
+            queued = [
+                s
+                for s in state.open_submissions
+                if s.status == "queued" and s.request_id not in cancels
+            ]
+            self.queued = queued or None
+            self._start_next_submission(draft)
             self._upgrade_versions(draft)
             while True:
                 progressed, idle_until = await self._decide_and_commit(draft, running)
@@ -196,6 +205,8 @@ class SessionRunner:
                         running.pop(task.id)
                         await self._after_phase(task, result, docs, appended, running)
                 elif not progressed and not await self._read_waits():
+                    if await self._next_turn(draft):
+                        continue
                     # Nothing runnable, and no tool outcome arrived meanwhile (its wake-up
                     # may be waiting on our lease): let go.
                     self.summary.next_wake = idle_until
@@ -336,7 +347,19 @@ class SessionRunner:
             operation=self.operations.get(task.operation_id) if task.operation_id else None,
             entered_here=task.id in self._entered,
             signals=self.signals if task.wait_signal is not None else [],
+            follow_ups=self._follow_ups(task) if task.wait_signal == FOLLOW_UP else [],
         )
+
+    def _follow_ups(self, task: TaskRecord) -> list[tuple[SubmissionRecord, Any]]:
+        out = []
+        for submission in self.queued or []:
+            try:
+                child = self.start_submission(submission)
+            except Exception:
+                continue
+            if child.kind == task.kind:
+                out.append((submission, child.input))
+        return out
 
     def _kind(self, task: TaskRecord) -> TaskKind | None:
         return self.tasks.resolve(task.kind, task.kind_version)
@@ -667,13 +690,17 @@ class SessionRunner:
         )
 
     def _answer(self, draft: Draft, task: TaskRecord) -> None:
+        """A root task ended: its submission, and those that joined it, are answered."""
         if task.submission_id is None:
             return
+        self._root_ended = True
         if task.outcome == "succeeded":
-            draft.update_submission(task.submission_id, status="answered", answer=task.result)
+            ending: dict[str, Any] = {"status": "answered", "answer": task.result}
         else:
             status = "cancelled" if task.outcome == "cancelled" else "failed"
-            draft.update_submission(task.submission_id, status=status, error=str(task.error))
+            ending = {"status": status, "error": str(task.error)}
+        draft.update_submission(task.submission_id, **ending)
+        draft.answer_joined(task.id, **ending)
 
     def _upgrade_versions(self, draft: Draft) -> None:
         """Tasks of an old version this build can migrate are upgraded before they run."""
@@ -740,11 +767,12 @@ class SessionRunner:
     def _accept(self, draft: Draft, submission: SubmissionRecord) -> None:
         try:
             child = self.start_submission(submission)
-            self._spawn(draft, child, parent=None, submission_id=submission.id)
+            root = self._spawn(draft, child, parent=None, submission_id=submission.id)
         except Exception as exc:  # bad input is the submitter's problem, reported to it
             draft.update_submission(submission.id, status="failed", error=str(exc))
+            self._root_ended = True  # the next one may start
             return
-        draft.update_submission(submission.id, status="running")
+        draft.update_submission(submission.id, status="running", task_id=root)
 
     def _settle(self, draft: Draft, task: TaskRecord, action: Settle) -> None:
         if action.notify_cancel and task.operation_id:
@@ -768,6 +796,9 @@ class SessionRunner:
         if action.inbox_id is not None:
             draft.mark_applied(action.inbox_id)
             self.signals = [r for r in self.signals if r.id != action.inbox_id]
+        if action.submission_id is not None:
+            draft.update_submission(action.submission_id, status="running", task_id=task.id)
+            self.queued = [s for s in self.queued or [] if s.id != action.submission_id]
         self._update(
             draft,
             task,
@@ -813,10 +844,35 @@ class SessionRunner:
         self._timed_out.clear()
 
     async def _read_signals(self, draft: Draft) -> None:
-        """Read the session's signals not received yet (nor in ``draft``)."""
+        """Read the session's signals not received yet (nor in ``draft``), and, when a task
+        waits for a follow-up, the submissions waiting for their turn."""
         received = set(draft.applied_inbox)
         fresh = await unapplied_requests(self.store, self.session_id)
         self.signals = [r for r in fresh if r.kind == "signal" and r.id not in received]
+        if any(t.wait_signal == FOLLOW_UP for t in self.open_tasks()):
+            await self._read_queued(draft)
+
+    async def _read_queued(self, draft: Draft) -> None:
+        taken = {u.submission_id for u in draft.submission_updates}
+        submissions = await session_submissions(self.store, self.session_id)
+        self.queued = [s for s in submissions if s.status == "queued" and s.id not in taken]
+
+    def _start_next_submission(self, draft: Draft) -> bool:
+        """Start the oldest submission waiting for its turn, if no root task is open: a
+        session runs one submission's task at a time (later ones wait, or join it as
+        follow-ups)."""
+        if not self.queued or any(t.parent_id is None for t in self.open_tasks()):
+            return False
+        self._accept(draft, self.queued.pop(0))
+        return True
+
+    async def _next_turn(self, draft: Draft) -> bool:
+        """At the end of a pass in which a root task ended: start the next submission."""
+        if not self._root_ended:
+            return False
+        self._root_ended = False
+        await self._read_queued(draft)
+        return self._start_next_submission(draft)
 
     def _block(self, draft: Draft, task: TaskRecord, reason: str) -> None:
         log.warning(

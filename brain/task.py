@@ -183,6 +183,13 @@ class Dispatch:
         _check_operation_id(self.operation_id)
 
 
+FOLLOW_UP = "brainhands.follow-up"
+"""The signal a root task waits for to take in the session's next message: a task waiting
+for it receives the oldest submission waiting for its turn whose input would start a task
+of its own kind (the input is the payload, the request id the signal id), and that
+submission is then answered when this task ends."""
+
+
 @dataclass(frozen=True)
 class WaitSignal:
     """Wait durably for a signal named ``name`` (``Client.signal``), then run ``then``, which

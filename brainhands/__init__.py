@@ -14,9 +14,10 @@ Everything a user writes comes from this one module::
 - models: ``ModelAdapter``, ``ModelResponse``, ``ToolCall``, ``ModelError``,
   ``TransientModelError``, ``OpenAIChatModel``, ``AnthropicModel``, ``ModelSettings``,
   ``ScriptedModel``;
-- the client (submit, wait, cancel, read): ``Client``, ``Submission``, ``SessionView``;
+- the client (submit, wait, cancel, read, signal, approve and deny): ``Client``,
+  ``Submission``, ``SessionView``, ``PendingApproval``, ``Decision``;
 - errors: ``BrainhandsError`` (the root of every error brainhands raises), ``NotFoundError``,
-  ``SubmissionFailed``, ``AnswerTimeout``.
+  ``SubmissionFailed``, ``AnswerTimeout``, ``DecisionRefused``.
 
 Names are loaded on first use, so a Brain process that never touches a tool name never
 imports ``brainhands.hands``, and a Hands process never imports the Brain.
@@ -28,6 +29,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from brainhands.approvals import Decision, PendingApproval
     from brainhands.brain import (
         Call,
         Child,
@@ -64,6 +66,7 @@ if TYPE_CHECKING:
     from brainhands.shared.errors import (
         AnswerTimeout,
         BrainhandsError,
+        DecisionRefused,
         LeaseLost,
         NotFoundError,
         SubmissionFailed,
@@ -73,6 +76,7 @@ if TYPE_CHECKING:
     from brainhands.shared.tools import QueryAnswer, ReplayPolicy, RetryPolicy
 
 _HOMES: dict[str, tuple[str, ...]] = {
+    "brainhands.approvals": ("Decision", "PendingApproval"),
     "brainhands.brain": (
         "Call", "Child", "ChildOutcome", "Dispatch", "Fail", "Finish", "Goto", "JoinPolicy",
         "Next", "PhaseContext", "ReceivedSignal", "Sleep", "Spawn", "TaskKind", "TaskRegistry",
@@ -86,8 +90,8 @@ _HOMES: dict[str, tuple[str, ...]] = {
     "brainhands.client": ("Client", "SessionView", "Submission"),
     "brainhands.hands": ("ToolContext", "tool"),
     "brainhands.shared.errors": (
-        "AnswerTimeout", "BrainhandsError", "LeaseLost", "NotFoundError", "SubmissionFailed",
-        "ToolError", "ToolUncertain",
+        "AnswerTimeout", "BrainhandsError", "DecisionRefused", "LeaseLost", "NotFoundError",
+        "SubmissionFailed", "ToolError", "ToolUncertain",
     ),
     "brainhands.shared.tools": ("QueryAnswer", "ReplayPolicy", "RetryPolicy"),
 }  # fmt: skip
@@ -103,6 +107,8 @@ __all__ = [
     "Child",
     "ChildOutcome",
     "Client",
+    "Decision",
+    "DecisionRefused",
     "Dispatch",
     "Fail",
     "Finish",
@@ -116,6 +122,7 @@ __all__ = [
     "Next",
     "NotFoundError",
     "OpenAIChatModel",
+    "PendingApproval",
     "PhaseContext",
     "QueryAnswer",
     "ReceivedSignal",

@@ -15,9 +15,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import exists, literal, select
 
-from brainhands.brain.approval import APPROVAL_KIND, Verdict, decision_signal
+from brainhands.brain.approval import APPROVAL_KIND, DECISION_PREFIX, Verdict, decision_signal
 from brainhands.shared.errors import DecisionRefused, NotFoundError
 from brainhands.shared.store import OutboxMessage, Store, schema
 from brainhands.shared.store.engine import read_transaction
@@ -77,9 +77,15 @@ def pending_of(task: TaskRecord) -> PendingApproval:
 async def pending_approvals(
     store: Store, session_id: str | None = None, *, limit: int = 1000
 ) -> list[PendingApproval]:
-    """Calls waiting for a decision (of one session, or of all), oldest first."""
-    t = schema.task
-    query = select(t).where(t.c.kind == APPROVAL_KIND, t.c.status == "waiting")
+    """Calls waiting for a decision (of one session, or of all), oldest first. A call
+    whose decision is recorded is no longer listed, even before a Brain carries it out."""
+    t, i = schema.task, schema.inbox
+    decided = exists().where(
+        i.c.session_id == t.c.session_id,
+        i.c.kind == "signal",
+        i.c.key == literal(DECISION_PREFIX) + t.c.id,
+    )
+    query = select(t).where(t.c.kind == APPROVAL_KIND, t.c.status == "waiting", ~decided)
     if session_id is not None:
         query = query.where(t.c.session_id == session_id)
     query = query.order_by(t.c.created_at, t.c.id).limit(limit)

@@ -31,9 +31,11 @@ import aio_pika
 
 import brainhands.examples.notify
 from brainhands.brain.client import submit_input
+from brainhands.client import Client
 from brainhands.examples.notify.email_client import EmailClient
 from brainhands.shared.config import CommonSettings, load_settings, normalize_database_url
 from brainhands.shared.store import Store, TaskRecord
+from brainhands.shared.store.inbox import session_inbox
 from brainhands.shared.store.queries import session_history
 from brainhands.shared.store.submissions import get_submission
 from brainhands.shared.topology import Topology
@@ -92,6 +94,8 @@ class Demo:
     brains: int = 2
     hands: int = 3
     chaos: bool = True
+    approve: bool = False
+    """The batch waits for approval; the demo gives it through the client, mid-chaos."""
     kill_interval: tuple[float, float] = (0.2, 0.6)
     store_url: str | None = None
     rabbitmq_url: str = "amqp://guest:guest@127.0.0.1:5672/"
@@ -140,8 +144,11 @@ class Demo:
                 compat="v1",
             )
             self.say(f"submitted: {PROMPT.format(n=self.recipients)!r}")
-            answered = await self._watch(store, env, rng)
-            code = await self._report(store, email_url, answered)
+            async with await Client.connect(
+                database_url=store_url, rabbitmq_url=self.rabbitmq_url, namespace=self.namespace
+            ) as client:
+                answered = await self._watch(store, client, env, rng)
+                code = await self._report(store, email_url, answered)
         finally:
             self._stop_all()
             await store.close()
@@ -215,6 +222,7 @@ class Demo:
             "BRAINHANDS_SHUTDOWN_GRACE": "2",
             "NOTIFY_EMAIL_URL": email_url,
             "NOTIFY_SCRIPT": str(self._script()),
+            **({"NOTIFY_APPROVE": "1"} if self.approve else {}),
         }
 
     def _plan_workers(self) -> None:
@@ -263,7 +271,9 @@ class Demo:
 
     # Watching and chaos ----------------------------------------------------------------
 
-    async def _watch(self, store: Store, env: dict[str, str], rng: random.Random) -> bool:
+    async def _watch(
+        self, store: Store, client: Client, env: dict[str, str], rng: random.Random
+    ) -> bool:
         started = time.monotonic()
         next_kill = started + 1.5 + rng.uniform(*self.kill_interval)
         last_line = ""
@@ -278,6 +288,8 @@ class Demo:
             if self.chaos and now >= next_kill:
                 self._kill_one(rng, now)
                 next_kill = now + rng.uniform(*self.kill_interval)
+            if self.approve:
+                await self._approve_pending(client)
             line = await self._progress(store)
             if line != last_line:
                 self.say(line)
@@ -305,6 +317,19 @@ class Demo:
         victim.kills += 1
         victim.restart_at = now + rng.uniform(0.2, 0.6)
         self.say(f"chaos: SIGKILL {victim.name}")
+
+    async def _approve_pending(self, client: Client) -> None:
+        """What an operator does: look at the calls waiting for a decision, approve them."""
+        for call in await client.pending_approvals(SESSION):
+            recipients = call.arguments.get("recipients", [])
+            self.say(
+                f"approval needed: {call.tool} to {len(recipients)} recipients "
+                f"(asked by {call.agent}); approving it as demo-operator"
+            )
+            [decision] = await client.approve(
+                SESSION, call.approval_id, by="demo-operator", reason="the notice is approved"
+            )
+            self.say(f"approved {call.approval_id} (new decision: {decision.new})")
 
     async def _progress(self, store: Store) -> str:
         tasks, _ = await session_history(store.engine, SESSION)
@@ -353,6 +378,11 @@ class Demo:
         )
         print(f"summary: {summary}")
         verdict = answered and exactly_once and summary is not None
+        if self.approve:
+            decisions = [r for r in await session_inbox(store, SESSION) if r.kind == "signal"]
+            approved_once = len(decisions) == 1 and decisions[0].applied_at is not None
+            print(f"approval: {len(decisions)} decision(s) recorded, applied once: {approved_once}")
+            verdict &= approved_once
         print(
             f"\nVERDICT: {'PASS' if verdict else 'FAIL'} — every email sent exactly once: "
             f"{exactly_once}; summary produced: {summary is not None}"
@@ -453,5 +483,6 @@ async def command(args: argparse.Namespace) -> int:
         redis_url=settings.redis_url,
         timeout=args.timeout,
         seed=args.seed,
+        approve=args.approve,
     )
     return await runner.run()

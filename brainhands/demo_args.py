@@ -9,6 +9,11 @@ def add_arguments(parser: Any) -> None:
     parser.add_argument("--recipients", type=int, default=5, help="customers to notify")
     parser.add_argument("--brains", type=int, default=2, help="Brain worker processes")
     parser.add_argument("--hands", type=int, default=3, help="Hands worker processes")
+    parser.add_argument(
+        "--approve",
+        action="store_true",
+        help="the batch of sends waits for approval; the demo approves it through the client",
+    )
     parser.add_argument("--no-chaos", dest="chaos", action="store_false", help="kill nothing")
     parser.add_argument(
         "--kill-interval",

@@ -44,5 +44,7 @@ agents.add(
                 description="Send one approved notice to each recipient, exactly once each.",
             ),
         ),
+        # ``brainhands demo --approve``: the batch waits until a person approves it.
+        approval=("send_notice_batch",) if os.environ.get("NOTIFY_APPROVE") else (),
     )
 )

@@ -179,13 +179,24 @@ def apply_draft_sync(
         done = conn.execute(_update_submission(columns), params)
         if done.rowcount != 1:
             raise NotFoundError(f"submission {sub_change.submission_id} not found")
+    sub = schema.submission
+    for joined in draft.joined_answers:
+        conn.execute(
+            update(sub)
+            .where(
+                sub.c.session_id == draft.session_id,
+                sub.c.task_id == joined.task_id,
+                sub.c.status == "running",
+            )
+            .values(**joined.changes, updated_at=now)
+        )
     if draft.applied_inbox:
         conn.execute(
             _MARK_APPLIED, {"ids": draft.applied_inbox, "sid": draft.session_id, "now": now}
         )
     if conn.dialect.name == "postgresql" and any(
         change.changes.get("status") in FINAL_SUBMISSION_STATUSES
-        for change in draft.submission_updates
+        for change in [*draft.submission_updates, *draft.joined_answers]
     ):
         # Delivered when this transaction commits, and only then: a waiting client re-reads.
         conn.execute(_NOTIFY_ANSWER, {"channel": ANSWER_CHANNEL, "session_id": draft.session_id})

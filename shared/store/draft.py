@@ -19,7 +19,7 @@ from brainhands.shared.store import schema
 from brainhands.shared.store.records import JSON
 
 _TASK_COLUMNS = frozenset(c.name for c in schema.task.columns) - {"id", "session_id", "created_at"}
-_SUBMISSION_COLUMNS = frozenset({"status", "answer", "error"})
+_SUBMISSION_COLUMNS = frozenset({"status", "answer", "error", "task_id"})
 
 
 def new_id() -> str:
@@ -61,6 +61,14 @@ class OutboxMessage:
     headers: dict[str, str] | None = None
 
 
+@dataclass(frozen=True)
+class JoinedAnswer:
+    """End every running submission that joined root task ``task_id`` with ``changes``."""
+
+    task_id: str
+    changes: dict[str, Any]
+
+
 @dataclass
 class Draft:
     """Changes for one session, guarded at commit by ``version`` and ``fence``."""
@@ -74,6 +82,7 @@ class Draft:
     task_updates: list[TaskUpdate] = field(default_factory=list)
     new_submissions: list[dict[str, Any]] = field(default_factory=list)
     submission_updates: list[SubmissionUpdate] = field(default_factory=list)
+    joined_answers: list[JoinedAnswer] = field(default_factory=list)
     outbox: list[OutboxMessage] = field(default_factory=list)
     blobs: dict[str, bytes] = field(default_factory=dict)
     applied_inbox: list[int] = field(default_factory=list)
@@ -89,6 +98,7 @@ class Draft:
                 self.task_updates,
                 self.new_submissions,
                 self.submission_updates,
+                self.joined_answers,
                 self.outbox,
                 self.blobs,
                 self.applied_inbox,
@@ -188,6 +198,14 @@ class Draft:
         if unknown:
             raise ValueError(f"unknown submission fields: {sorted(unknown)}")
         self.submission_updates.append(SubmissionUpdate(submission_id, changes))
+
+    def answer_joined(self, task_id: str, **changes: Any) -> None:
+        """End the submissions that joined root task ``task_id`` (follow-ups its loop took
+        in) as it ends: their status, answer or error."""
+        unknown = set(changes) - _SUBMISSION_COLUMNS
+        if unknown:
+            raise ValueError(f"unknown submission fields: {sorted(unknown)}")
+        self.joined_answers.append(JoinedAnswer(task_id, changes))
 
     def mark_applied(self, inbox_id: int) -> None:
         """Mark an inbox request as carried out by this commit."""

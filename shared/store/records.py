@@ -131,6 +131,8 @@ class SubmissionRecord:
     error: str | None
     created_at: float
     updated_at: float
+    task_id: str | None = None
+    """The root task whose end answers it: the one it started, or the loop it joined."""
 
 
 @dataclass(frozen=True)

@@ -127,6 +127,8 @@ submission = Table(
     Column("input", JSON, nullable=False),
     Column("answer", JSON, nullable=True),
     Column("error", Text, nullable=True),
+    # The root task whose end answers it: the one it started, or the loop it joined.
+    Column("task_id", ID, nullable=True),
     Column("created_at", Float, nullable=False),
     Column("updated_at", Float, nullable=False),
     UniqueConstraint("session_id", "request_id"),

@@ -12,7 +12,9 @@ from brainhands.brain.decide import (
     Block,
     Facts,
     Idle,
+    Receive,
     Run,
+    SendTimeout,
     Settle,
     WindDown,
     evaluate_join,
@@ -20,8 +22,23 @@ from brainhands.brain.decide import (
     tool_outcome,
     transition,
 )
-from brainhands.brain.task import Child, Dispatch, Fail, Finish, Goto, Sleep, Spawn
-from brainhands.shared.store.records import OperationRecord, TaskRecord
+from brainhands.brain.task import (
+    FOLLOW_UP,
+    Child,
+    Dispatch,
+    Fail,
+    Finish,
+    Goto,
+    Sleep,
+    Spawn,
+    WaitSignal,
+)
+from brainhands.shared.store.records import (
+    InboxRecord,
+    OperationRecord,
+    SubmissionRecord,
+    TaskRecord,
+)
 
 NOW = 1_000.0
 
@@ -213,6 +230,9 @@ def test_transitions() -> None:
         "wake_at": None,
         "wait_for": None,
         "join_policy": None,
+        "wait_signal": None,
+        "wait_exclusive": False,
+        "signal": None,
         "status": "running",
         "phase": "b",
         "attempt": 1,
@@ -246,3 +266,94 @@ def test_tool_outcome_of_success_carries_the_result() -> None:
     assert tool_outcome(operation("succeeded", result={"r": 1})) == Settle(
         "succeeded", result={"status": "succeeded", "result": {"r": 1}}
     )
+
+
+def kept(n: int, name: str, key: str | None = None) -> InboxRecord:
+    return InboxRecord(
+        id=n,
+        session_id="s",
+        kind="signal",
+        key=key or f"sig-{n}",
+        body={"payload": {"n": n}},
+        created_at=0,
+        applied_at=None,
+        name=name,
+    )
+
+
+def waiting_for(name: str, *, wake_at: float | None = None, exclusive: bool = False) -> TaskRecord:
+    return task(status="waiting", wait_signal=name, wake_at=wake_at, wait_exclusive=exclusive)
+
+
+def test_a_signal_wait_receives_the_oldest_signal_of_its_name() -> None:
+    signals = [kept(1, "other"), kept(2, "go"), kept(3, "go")]
+
+    action = decide(waiting_for("go"), signals=signals)
+
+    assert action == Receive(
+        2,
+        {
+            "name": "go",
+            "payload": {"n": 2},
+            "signal_id": "sig-2",
+            "timed_out": False,
+            "received_at": NOW,
+        },
+    )
+
+
+def test_a_signal_wait_idles_until_its_timeout_then_times_out() -> None:
+    assert decide(waiting_for("go", wake_at=NOW + 5)) == Idle(until=NOW + 5)
+    assert decide(waiting_for("go")) == Idle(until=None)
+    timed_out = decide(waiting_for("go", wake_at=NOW), signals=[kept(1, "other")])
+    assert isinstance(timed_out, Receive) and timed_out.inbox_id is None
+    assert timed_out.signal["timed_out"] and timed_out.signal["payload"] is None
+
+
+def test_an_exclusive_wait_sends_its_timeout_as_its_one_signal_unless_one_is_there() -> None:
+    assert decide(waiting_for("decision:t", wake_at=NOW, exclusive=True)) == SendTimeout()
+    there = decide(
+        waiting_for("decision:t", wake_at=NOW, exclusive=True),
+        signals=[kept(4, "decision:t", key="decision:t")],
+    )
+    assert isinstance(there, Receive) and there.inbox_id == 4
+
+
+def test_a_follow_up_wait_receives_the_oldest_waiting_submission() -> None:
+    follow_up = SubmissionRecord(
+        id="sub-2",
+        session_id="s",
+        request_id="note-1",
+        status="queued",
+        input={"agent": "a", "text": "and one more thing"},
+        answer=None,
+        error=None,
+        created_at=0,
+        updated_at=0,
+    )
+
+    action = decide(
+        waiting_for(FOLLOW_UP, wake_at=NOW),
+        follow_ups=[(follow_up, {"agent": "a", "text": "and one more thing"})],
+    )
+
+    assert isinstance(action, Receive) and action.submission_id == "sub-2"
+    assert action.signal["payload"]["text"] == "and one more thing"
+    assert action.signal["signal_id"] == "note-1"
+
+
+def test_a_signal_wait_transition_records_the_name_the_timeout_and_exclusivity() -> None:
+    changes = transition(
+        WaitSignal("go", then="next", timeout=30, exclusive=True, state={"k": 1}),
+        now=NOW,
+        spawned=[],
+    )
+    assert changes["status"] == "waiting" and changes["phase"] == "next"
+    assert (changes["wait_signal"], changes["wait_exclusive"], changes["wake_at"]) == (
+        "go",
+        True,
+        NOW + 30,
+    )
+    assert changes["state"] == {"k": 1} and changes["wait_for"] is None
+    with pytest.raises(ValueError, match="signal name"):
+        WaitSignal("", then="next")

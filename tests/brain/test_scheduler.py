@@ -11,6 +11,12 @@ from pathlib import Path
 
 import pytest
 
+from brainhands.brain.approval import (
+    APPROVAL_KIND,
+    ApprovalRequest,
+    approval_kinds,
+    decision_signal,
+)
 from brainhands.brain.client import submit_input
 from brainhands.brain.decide import TOOL_KIND
 from brainhands.brain.registry import TaskKind, TaskRegistry
@@ -460,3 +466,68 @@ async def test_a_kept_signal_wakes_its_session_only_once_a_task_waits_for_it(
     assert await answer(store) == [
         {"name": "later", "payload": None, "signal_id": "sig-2", "timed_out": False}
     ]
+
+
+def approval_input(on_expiry: str, expires_in: float) -> dict[str, object]:
+    request = ApprovalRequest(
+        tool="send_safe",
+        arguments={"to": "ana@example.com"},
+        call_id="call-1",
+        agent="payments",
+        expires_in=expires_in,
+        on_expiry=on_expiry,  # type: ignore[arg-type]
+    )
+    return request.input()
+
+
+async def decision(store: Store, approval_id: str, verdict: str) -> bool:
+    payload = {"verdict": verdict, "by": "ana", "reason": "ok", "decision_id": "d1", "at": 1.0}
+    name = decision_signal(approval_id)
+    return await signal(store, name, name, payload)
+
+
+APPROVALS = approval_kinds()
+TOOLS = "tests.helpers.tools"
+
+
+async def test_a_decision_sent_before_the_expiry_is_sent_counts_and_the_expiry_does_not(
+    store: Store,
+) -> None:
+    """The expiry is due, but a decision reached the inbox before the Brain sent the
+    expiry: the decision's unique key keeps the expiry out, and the call is dispatched."""
+    await submit(store, APPROVAL_KIND, approval_input("deny", 0.2))
+    await run(store, registry=APPROVALS, tools=load_tool_modules([TOOLS]))
+    [gate] = (await store.load("s1")).open_tasks
+    await asyncio.sleep(0.3)  # the expiry is due; no Brain has run since
+    assert await decision(store, gate.id, "approved")
+
+    await run(store, registry=APPROVALS)
+
+    [job] = await outbox_jobs(store)
+    assert (job.tool, job.arguments) == ("send_safe", {"to": "ana@example.com"})
+    [made] = await session_inbox(store, "s1")
+    assert made.body["payload"]["verdict"] == "approved" and made.applied_at is not None  # type: ignore[index]
+
+
+async def test_an_escalated_approval_stays_pending_with_no_expiry_until_decided(
+    store: Store,
+) -> None:
+    await submit(store, APPROVAL_KIND, approval_input("escalate", 0.2))
+    await run(store, registry=APPROVALS, tools=load_tool_modules([TOOLS]))
+    await asyncio.sleep(0.3)
+
+    await run(store, registry=APPROVALS)
+
+    [gate] = (await store.load("s1")).open_tasks
+    assert (gate.status, gate.wait_signal, gate.wake_at) == (
+        "waiting",
+        decision_signal(gate.id),
+        None,
+    )
+    assert gate.state == {"escalated": True}
+    assert await session_inbox(store, "s1") == []  # an escalation is not a decision
+    assert await decision(store, gate.id, "denied")
+    await run(store, registry=APPROVALS)
+    result = await answer(store)
+    assert result["status"] == "denied"  # type: ignore[index]
+    assert result["error"] == "call of 'send_safe' denied by ana: ok"  # type: ignore[index]

@@ -19,11 +19,14 @@ from brainhands.shared.config import normalize_database_url
 from brainhands.shared.messages import ToolJob
 from brainhands.shared.store import Store, schema
 from brainhands.shared.store.queries import session_history
+from tests.helpers.agent_run import AgentRun, agent_run
 from tests.helpers.brains import BrainHarness
 from tests.helpers.polling import eventually
 from tests.helpers.processes import WORKDIR, spawn_email_hands
 from tests.helpers.rabbit import BrokerEnv, broker_env
 from tests.helpers.stores import StoreTarget, drop_schema
+
+__all__ = ["agent_run"]  # the fixture
 
 
 def brainhands(
@@ -271,7 +274,8 @@ async def test_show_prints_every_task_and_operation_in_full_and_as_json(
     as_json = show("s1", "--json")
     assert as_json.returncode == 0, as_json.stderr
     document = json.loads(as_json.stdout)
-    assert set(document) == {"session", "entries", "tasks", "operations"}
+    assert set(document) == {"session", "entries", "tasks", "operations", "approvals"}
+    assert document["approvals"] == []
     by_id = {t["id"]: t for t in document["tasks"]}
     assert by_id[parent]["status"] == "sleeping" and by_id[parent]["wake_at"] == wake_at
     assert by_id[parent]["blocked_reason"] == "no handler for caller v1"
@@ -367,3 +371,43 @@ async def test_hands_declare_their_tools_and_tools_lists_them_by_pool(
     brains.processes.append(spawn_email_hands(env=env, log=log))
     await eventually(lambda: declared() == 2, within=30, what="the second declaration")
     assert log.read_text().count('"changed": []') == 2
+
+
+async def test_pending_show_approve_and_deny_from_the_command_line(agent_run: AgentRun) -> None:
+    brains = agent_run.brains
+    agent_run.start_brain()
+    agent_run.start_hands()
+    await agent_run.submit("guarded")
+    env = brains.settings()
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return brainhands(*args, cwd=brains.tmp_path, env=env)
+
+    async def both_pending() -> bool:
+        async with brains.client() as client:
+            return len(await client.pending_approvals("s1")) == 2
+
+    await eventually(both_pending, within=60, what="two calls waiting for approval")
+    listed = run("pending")
+    assert listed.returncode == 0, listed.stderr
+    assert listed.stdout.count("send_safe") == 2 and "asked by guarded" in listed.stdout
+    shown = run("show", "s1")
+    assert "NEEDS ACTION: 2 call(s) waiting for approval" in shown.stdout
+    async with brains.client() as client:
+        ana, bo = sorted(await client.pending_approvals("s1"), key=lambda a: a.arguments["to"])
+
+    approved = run("approve", "--session", "s1", "--id", ana.approval_id, "--by", "ops")
+    assert approved.returncode == 0, approved.stderr
+    assert f"{ana.approval_id}: approved by ops" in approved.stdout
+    denied = run("deny", "--session", "s1", "--id", bo.approval_id, "--by", "ops", "--reason", "no")
+    assert f"{bo.approval_id}: denied by ops" in denied.stdout
+    refused = run("approve", "--session", "s1", "--id", bo.approval_id, "--by", "eve")
+    assert refused.returncode == 2
+    assert "already denied by ops" in refused.stderr and "Traceback" not in refused.stderr
+    unknown = run("approve", "--session", "s1", "--id", "nope", "--by", "ops")
+    assert unknown.returncode == 2 and "has no approval 'nope'" in unknown.stderr
+    no_session = run("signal", "--session", "nobody", "--name", "go")
+    assert no_session.returncode == 2 and "session nobody does not exist" in no_session.stderr
+    record = await brains.answer(within=60)
+    assert record.status == "answered"
+    assert run("pending").stdout.strip() == "no call is waiting for approval"

@@ -13,9 +13,12 @@ import pytest
 pytestmark = [pytest.mark.integration, pytest.mark.chaos, pytest.mark.timeout(200)]
 
 
+@pytest.mark.parametrize("approve", [False, True], ids=["plain", "with-approval"])
 async def test_demo_passes_its_verdict_while_killing_workers(
-    rabbitmq_url: str, redis_url: str, tmp_path: Path
+    rabbitmq_url: str, redis_url: str, tmp_path: Path, approve: bool
 ) -> None:
+    """With ``--approve`` the batch waits for a decision the demo gives through the
+    client while workers are being killed."""
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith("BRAINHANDS_")},
         "BRAINHANDS_RABBITMQ_URL": rabbitmq_url,
@@ -34,6 +37,7 @@ async def test_demo_passes_its_verdict_while_killing_workers(
             "6",
             "--timeout",
             "150",
+            *(["--approve"] if approve else []),
         ],
         cwd=tmp_path,
         env=env,
@@ -47,3 +51,6 @@ async def test_demo_passes_its_verdict_while_killing_workers(
     assert "chaos: SIGKILL" in done.stdout  # it really killed workers
     table = done.stdout.split("VERDICT")[0]
     assert table.count("@customer-") >= 6
+    if approve:
+        assert "approval needed: send_notice_batch to 6 recipients" in done.stdout
+        assert "1 decision(s) recorded, applied once: True" in done.stdout

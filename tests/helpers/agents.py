@@ -70,6 +70,14 @@ agents.add(
 )
 agents.add(
     Agent(
+        name="patient",  # one slow send, then an answer: messages arrive while it runs
+        model=ScriptedModel(SCRIPTS / "patient.json", log_path=LOG),
+        system="You send emails and read what you are told meanwhile.",
+        tools=("send_safe",),
+    )
+)
+agents.add(
+    Agent(
         name="echoer",
         model=ScriptedModel(SCRIPTS / "echoer.json", log_path=LOG),
         system="You repeat things.",

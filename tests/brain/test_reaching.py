@@ -1,6 +1,6 @@
-"""Approvals and signals end to end: real Brain and Hands processes, Brains killed at the
-decision or down while it falls due, and the email service's ledger as the judge of what
-was sent."""
+"""Reaching a running agent, end to end: approvals, signals and follow-up messages, with
+real Brain and Hands processes, Brains killed at the decision or down while it falls due,
+and the email service's ledger as the judge of what was sent."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from brainhands.approvals import PendingApproval
 from brainhands.brain.approval import decision_signal
 from brainhands.shared.errors import DecisionRefused
 from brainhands.shared.store.inbox import session_inbox
+from brainhands.shared.store.queries import session_history
 from tests.helpers.agent_run import AgentRun, agent_run
 from tests.helpers.brains import BrainHarness
 from tests.helpers.polling import eventually
@@ -178,3 +179,41 @@ async def test_signals_sent_before_the_wait_and_while_the_brain_is_down_arrive_o
     ]
     inbox = await session_inbox(brains.store, "s1")
     assert [(r.key, r.applied_at is not None) for r in inbox] == [("e1", True), ("l1", True)]
+
+
+async def test_follow_ups_sent_while_a_tool_runs_join_the_loop_in_order_and_are_answered(
+    agent_run: AgentRun,
+) -> None:
+    brains = agent_run.brains
+    agent_run.start_brain()
+    agent_run.start_hands()
+    await agent_run.submit("patient")
+
+    async def sending() -> bool:
+        return len(await sent_to(agent_run)) == 1  # the send is in, its pause runs on
+
+    await eventually(sending, within=60, what="the slow send to start")
+    async with brains.client() as client:
+        notes = [
+            await client.submit("s1", f"note {n}", agent="patient", request_id=f"note-{n}")
+            for n in (1, 2, 3)
+        ]
+        answers = [await handle.result(timeout=60) for handle in notes]
+
+    first = await brains.answer(within=60)
+    expected = {"text": "Sent, and read your three notes.", "turns": 2}
+    assert first.answer == expected and answers == [expected] * 3
+    tasks, _ = await session_history(brains.store.engine, "s1")
+    assert [t.kind for t in tasks if t.parent_id is None] == ["agent.session"]  # one loop
+    second = json.loads(agent_run.requests()[1])["messages"]
+    assert [m["role"] for m in second] == [
+        "system",
+        "user",
+        "assistant",
+        "tool",
+        "user",
+        "user",
+        "user",
+    ]
+    assert [m["content"] for m in second[-3:]] == ["note 1", "note 2", "note 3"]
+    assert await sent_to(agent_run) == ["ana@example.com"]
