@@ -26,6 +26,7 @@ def tool(
     timeout: float = 60.0,
     retry: RetryPolicy | None = None,
     description: str | None = None,
+    approval: bool = False,
 ) -> Callable[[F], F]:
     """Register ``async def fn(args: Model, ctx: ToolContext)`` as a tool.
 
@@ -37,6 +38,8 @@ def tool(
     - ``timeout``: seconds before the call is cancelled.
     - ``retry``: how failures marked retryable are retried (attempts survive restarts).
     - ``description``: what the model is told (default: the docstring).
+    - ``approval``: a model's call waits, with its arguments frozen, until a person or an
+      application approves it (``Client.approve``); a denial reaches the model as a refusal.
 
     ``ctx.operation_id`` is the idempotency key: pass it to the external system.
     """
@@ -52,6 +55,7 @@ def tool(
                 timeout=timeout,
                 retry=retry,
                 description=description,
+                approval=approval,
             )
         )
         return fn
