@@ -32,6 +32,7 @@ except ImportError:  # PyYAML belongs in the dev extras; until then say so, exce
         "PyYAML is not installed: .venv/bin/pip install 'pyyaml>=6,<7'", allow_module_level=True
     )
 
+from brainhands.api.settings import ApiSettings
 from brainhands.brain.agent import load_agent_modules
 from brainhands.brain.models.settings import ModelSettings
 from brainhands.brain.registry import load_task_modules
@@ -55,6 +56,7 @@ SETTINGS: tuple[type[BaseSettings], ...] = (
     HandsSettings,
     BrainSettings,
     ModelSettings,
+    ApiSettings,
 )
 DRAIN_MARGIN = 5.0
 """Seconds past BRAINHANDS_SHUTDOWN_GRACE a process needs to hand work back and publish."""
@@ -125,6 +127,20 @@ def http_port(env: dict[str, str], where: str) -> int:
     """The fixed health port: by default a process picks any free one, which no probe finds."""
     port = int(env.get("BRAINHANDS_HTTP_PORT", "0"))
     assert port > 0, f"{where}: probes need a fixed BRAINHANDS_HTTP_PORT, not {port}"
+    return port
+
+
+def serving_port(command: str, env: dict[str, str], where: str) -> int:
+    """The port a role's /healthz and /readyz answer on: the API serves them beside its
+    routes, on BRAINHANDS_API_PORT; every other role on BRAINHANDS_HTTP_PORT."""
+    if command != "api":
+        return http_port(env, where)
+    port = int(env.get("BRAINHANDS_API_PORT", ApiSettings.model_fields["api_port"].default))
+    assert port > 0, f"{where}: probes need a fixed BRAINHANDS_API_PORT, not {port}"
+    assert env.get("BRAINHANDS_API_HOST") == "0.0.0.0", (
+        f"{where}: BRAINHANDS_API_HOST must be 0.0.0.0, or nothing outside the container "
+        "reaches the API"
+    )
     return port
 
 
@@ -331,7 +347,7 @@ def test_every_brainhands_variable_set_is_a_real_setting() -> None:
     )
     assert not unknown, (
         "variables that no settings class (CommonSettings, HandsSettings, BrainSettings, "
-        f"ModelSettings) reads: {unknown}"
+        f"ModelSettings, ApiSettings) reads: {unknown}"
     )
 
 
@@ -340,8 +356,13 @@ def test_every_setting_value_is_one_the_settings_accept() -> None:
         ("deploy/k8s ConfigMap/Secret", k8s_config()),
         *((f"compose {name}", compose_env(s)) for name, s in compose()["services"].items()),
     ]
+    for file, doc in k8s_objects():
+        if doc.get("kind") in {"Deployment", "Job"}:
+            for c in containers(doc):
+                env = {e["name"]: str(e.get("value", "")) for e in c.get("env") or []}
+                sources.append((f"{file} {c['name']}", env))
     for where, env in sources:
-        for cls in (HandsSettings, BrainSettings, ModelSettings):
+        for cls in (HandsSettings, BrainSettings, ModelSettings, ApiSettings):
             prefix = str(cls.model_config.get("env_prefix", ""))
             values = {
                 field: env[f"{prefix}{field}".upper()]
@@ -489,12 +510,12 @@ def test_keda_watches_the_queues_its_target_deployment_consumes() -> None:
     assert consumers - scaled == set(), "queue consumers that no ScaledObject scales"
 
 
-def test_every_hands_pool_and_brain_deployment_has_a_disruption_budget() -> None:
+def test_every_hands_pool_brain_and_api_deployment_has_a_disruption_budget() -> None:
     budgets = [
         doc["spec"]["selector"]["matchLabels"] for _, doc in k8s_of_kind("PodDisruptionBudget")
     ]
     for _, doc in k8s_of_kind("Deployment"):
-        if deployment_args(doc).command not in {"hands", "brain"}:
+        if deployment_args(doc).command not in {"hands", "brain", "api"}:
             continue
         labels = doc["spec"]["template"]["metadata"]["labels"]
         matching = [b for b in budgets if b.items() <= labels.items()]
@@ -539,12 +560,15 @@ def duration(text: str) -> float:
 
 
 def test_workers_are_probed_on_the_health_endpoints() -> None:
-    port = http_port(k8s_config(), "deploy/k8s ConfigMap")
+    config = k8s_config()
     for _, doc in k8s_of_kind("Deployment"):
         for c in pod_spec(doc)["containers"]:
-            if not is_ours(c.get("image")) or deployment_args(doc).command not in WORKERS:
+            command = deployment_args(doc).command
+            if not is_ours(c.get("image")) or command not in WORKERS:
                 continue
             where = f"{doc['metadata']['name']}/{c['name']}"
+            env = {**config, **{e["name"]: str(e.get("value", "")) for e in c.get("env") or []}}
+            port = serving_port(command, env, where)
             live = c["livenessProbe"]["httpGet"]
             ready = c["readinessProbe"]["httpGet"]
             assert (live["path"], live["port"]) == ("/healthz", port), where
@@ -557,7 +581,45 @@ def test_workers_are_probed_on_the_health_endpoints() -> None:
             continue
         service = compose()["services"][run.where.removeprefix("compose ")]
         test = " ".join(service["healthcheck"]["test"])
-        assert f"127.0.0.1:{http_port(dict(run.env), run.where)}/readyz" in test, run.where
+        port = serving_port(run.argv[0], dict(run.env), run.where)
+        assert f"127.0.0.1:{port}/readyz" in test, run.where
+
+
+def test_cpu_autoscalers_and_services_reach_their_deployments() -> None:
+    """The API scales on CPU (an HPA), not on a queue, and is reached through a Service."""
+    deployments = {doc["metadata"]["name"]: doc for _, doc in k8s_of_kind("Deployment")}
+    keda = {doc["spec"]["scaleTargetRef"]["name"] for _, doc in k8s_of_kind("ScaledObject")}
+    hpas = k8s_of_kind("HorizontalPodAutoscaler")
+    for _, hpa in hpas:
+        where = f"HorizontalPodAutoscaler {hpa['metadata']['name']}"
+        assert hpa["apiVersion"] == "autoscaling/v2", where
+        target = hpa["spec"]["scaleTargetRef"]
+        assert target["kind"] == "Deployment" and target["name"] in deployments, where
+        assert target["name"] not in keda, f"{where}: KEDA scales {target['name']} too"
+        doc = deployments[target["name"]]
+        assert "replicas" not in doc["spec"], f"{target['name']}: replicas fight the HPA"
+        assert hpa["spec"]["minReplicas"] >= 2, f"{where}: one pod is no redundancy"
+        for metric in hpa["spec"]["metrics"]:
+            name = metric["resource"]["name"]
+            for c in pod_spec(doc)["containers"]:
+                assert name in c["resources"]["requests"], f"{where}: no {name} request"
+    scaled = {doc["spec"]["scaleTargetRef"]["name"] for _, doc in hpas}
+    api = {name for name, doc in deployments.items() if deployment_args(doc).command == "api"}
+    assert api and api - scaled == set(), "API Deployments that no HPA scales"
+    for _, service in k8s_of_kind("Service"):
+        where = f"Service {service['metadata']['name']}"
+        selector = service["spec"]["selector"]
+        selected = [
+            d
+            for d in deployments.values()
+            if selector.items() <= d["spec"]["template"]["metadata"]["labels"].items()
+        ]
+        assert len(selected) == 1, f"{where}: selects {len(selected)} Deployments, not 1"
+        [doc] = selected
+        ports = {p.get("name"): p["containerPort"] for c in containers(doc) for p in c["ports"]}
+        for port in service["spec"]["ports"]:
+            target = port["targetPort"]
+            assert target in ports or target in ports.values(), f"{where}: no port {target}"
 
 
 def test_pods_run_as_the_images_non_root_user_on_a_read_only_root() -> None:
