@@ -193,7 +193,8 @@ def agent_kinds(
     model by now (``AgentRegistry.with_model`` gives one to those that name none).
 
     ``tools`` is what the Hands pools declared; a granted tool missing from it is waited
-    for ``declaration_grace`` seconds per turn (its Hands may be starting)."""
+    for, up to ``declaration_grace`` seconds, while this process is that young (its Hands
+    may be starting with it)."""
     declaration_waits = math.ceil(declaration_grace / DECLARATION_WAIT)
     unset = sorted(name for name, agent in agents.agents.items() if agent.model is None)
     if unset:
@@ -264,8 +265,9 @@ def agent_kinds(
         state = dict(task.state)
         declared = await tools.lookup(agent.tools)
         missing = [name for name in agent.tools if name not in declared]
-        if missing and state.get("declaration_waits", 0) < declaration_waits:
-            state["declaration_waits"] = state.get("declaration_waits", 0) + 1
+        waits = state.get("declaration_waits", 0)
+        if missing and tools.young(declaration_grace) and waits < declaration_waits:
+            state["declaration_waits"] = waits + 1
             log.info(
                 "waiting for granted tools to be declared",
                 extra={"event": "undeclared_tools", "task_id": task.id, "tools": missing},

@@ -85,9 +85,12 @@ class Receive:
 
 
 @dataclass(frozen=True)
-class SendTimeout:
-    """An exclusive signal wait timed out: its timeout must first be sent as its one signal
-    (a sender may have been first); then the wait receives whichever signal is there."""
+class Expire:
+    """A signal wait's timeout is due, and signals sent meanwhile must be read first (the
+    pass may not have read them): for an exclusive wait, after its timeout is ``send`` as
+    its one signal (a sender may have been first); then the wait receives what is there."""
+
+    send: bool
 
 
 @dataclass(frozen=True)
@@ -97,7 +100,7 @@ class Idle:
     until: float | None = None
 
 
-Action = Run | Settle | WindDown | Block | Receive | SendTimeout | Idle
+Action = Run | Settle | WindDown | Block | Receive | Expire | Idle
 
 
 @dataclass(frozen=True)
@@ -116,6 +119,8 @@ class Facts:
     """This scheduler recorded the task's current entry itself: ``running`` is not a crash."""
     signals: list[InboxRecord] = field(default_factory=list)
     """For a signal wait: the session's signals not received yet, oldest first."""
+    signals_read: bool = False
+    """``signals`` were read from the store in this pass (a timeout may then be final)."""
     follow_ups: list[tuple[SubmissionRecord, Any]] = field(default_factory=list)
     """For a ``FOLLOW_UP`` wait: the submissions waiting their turn that would start a task
     of its kind, oldest first, each with the input it would start it with."""
@@ -190,8 +195,8 @@ def _signal_wait(facts: Facts) -> Action:
             return Receive(request.id, received_signal(request, facts.now))
     if task.wake_at is None or task.wake_at > facts.now:
         return Idle(until=task.wake_at)
-    if task.wait_exclusive:
-        return SendTimeout()
+    if task.wait_exclusive or not facts.signals_read:
+        return Expire(send=task.wait_exclusive)
     timed_out = {
         "name": task.wait_signal,
         "payload": None,
@@ -200,6 +205,15 @@ def _signal_wait(facts: Facts) -> Action:
         "received_at": facts.now,
     }
     return Receive(None, timed_out)
+
+
+def may_join(follow_up: Any, root_input: Any) -> bool:
+    """Whether a submission's input may join a root task started from ``root_input`` (of
+    its kind) as a follow-up: all but its ``text`` agree, so an agent's message joins the
+    loop of that agent, not another's."""
+    if not isinstance(follow_up, dict) or not isinstance(root_input, dict):
+        return False
+    return all(root_input.get(k) == v for k, v in follow_up.items() if k != "text")
 
 
 def received_signal(request: InboxRecord, now: float) -> dict[str, Any]:

@@ -28,14 +28,15 @@ from typing import Any
 from brainhands.brain.decide import (
     TOOL_KIND,
     Block,
+    Expire,
     Facts,
     Idle,
     Receive,
     Run,
-    SendTimeout,
     Settle,
     WindDown,
     failed_phase_error,
+    may_join,
     next_action,
     settle_changes,
     transition,
@@ -52,7 +53,6 @@ from brainhands.brain.task import (
     Next,
     PhaseContext,
     ReceivedSignal,
-    Sleep,
     Spawn,
     TaskView,
     WaitSignal,
@@ -74,14 +74,26 @@ from brainhands.shared.store.records import (
     SessionState,
     TaskStatus,
 )
-from brainhands.shared.store.submissions import session_submissions
+from brainhands.shared.store.submissions import queued_submissions
 from brainhands.shared.topology import Topology
 from brainhands.shared.tracing import current_carrier
 
 log = logging.getLogger("brainhands.brain")
 
 StartSubmission = Callable[[SubmissionRecord], Child]
-PhaseDone = tuple[TaskRecord, "Next | BaseException", dict[str, Any], list[tuple[str, Any]]]
+
+
+@dataclass(frozen=True)
+class RunAgain:
+    """A phase's result set aside: the phase runs again after ``seconds``, as it stands
+    (its signal, children and state kept), as if it had not run."""
+
+    seconds: float
+
+
+PhaseDone = tuple[
+    TaskRecord, "Next | RunAgain | BaseException", dict[str, Any], list[tuple[str, Any]]
+]
 """A finished phase: the task as it was, what the phase returned (or raised), its docs."""
 
 
@@ -153,6 +165,8 @@ class SessionRunner:
         """Exclusive signal waits whose timeout must be sent before they can go on."""
         self._wait_entered = False
         """A task began a signal wait since the signals were last read."""
+        self._signals_read = False
+        """The signals were read from the store in this pass."""
         self.queued: list[SubmissionRecord] | None = None
         """Submissions waiting for their turn (None: not read in this pass)."""
         self._root_ended = False
@@ -304,7 +318,7 @@ class SessionRunner:
                     self._block(draft, task, action.reason)
                 elif isinstance(action, Receive):
                     self._receive(draft, task, action)
-                elif isinstance(action, SendTimeout):
+                elif isinstance(action, Expire):
                     self._timed_out.append(task)
                     continue
                 changed = True
@@ -347,6 +361,7 @@ class SessionRunner:
             operation=self.operations.get(task.operation_id) if task.operation_id else None,
             entered_here=task.id in self._entered,
             signals=self.signals if task.wait_signal is not None else [],
+            signals_read=self._signals_read,
             follow_ups=self._follow_ups(task) if task.wait_signal == FOLLOW_UP else [],
         )
 
@@ -357,7 +372,7 @@ class SessionRunner:
                 child = self.start_submission(submission)
             except Exception:
                 continue
-            if child.kind == task.kind:
+            if child.kind == task.kind and may_join(child.input, task.input):
                 out.append((submission, child.input))
         return out
 
@@ -379,7 +394,17 @@ class SessionRunner:
         )
         self.rows.update(fresh)
         self.operations.update(ops)
-        return changed
+        return changed or await self._signal_arrived()
+
+    async def _signal_arrived(self) -> bool:
+        """Whether a signal some open task waits for came in (its wake-up may be waiting
+        on our lease, or have been dropped): read when a task waits for one."""
+        waited = {t.wait_signal for t in self.open_tasks() if t.wait_signal is not None}
+        if not waited:
+            return False
+        known = {r.id for r in self.signals}
+        await self._read_signals(self._draft())
+        return any(r.name in waited and r.id not in known for r in self.signals)
 
     # Running phases ------------------------------------------------------------------------
 
@@ -413,14 +438,7 @@ class SessionRunner:
         except Exception as exc:  # the phase's failure is data for the crash-loop rule
             return task, exc, docs, []
         if await self._awaits_declarations(task, result):
-            # Run it again later, as if it had never run: its entries and docs are dropped.
-            unchanged = {name: self._doc_body(name) for name in kind.documents}
-            return (
-                task,
-                Sleep(then=task.phase, seconds=DECLARATION_RETRY, state=task.state),
-                unchanged,
-                [],
-            )
+            return task, RunAgain(DECLARATION_RETRY), docs, []  # its entries and docs dropped
         return task, result, docs, ctx.appended
 
     async def _awaits_declarations(self, task: TaskRecord, result: Next) -> bool:
@@ -458,7 +476,7 @@ class SessionRunner:
     async def _after_phase(
         self,
         task: TaskRecord,
-        result: Next | BaseException,
+        result: Next | RunAgain | BaseException,
         docs: dict[str, Any],
         appended: list[tuple[str, Any]],
         running: dict[str, asyncio.Task[PhaseDone]],
@@ -471,7 +489,7 @@ class SessionRunner:
         self,
         draft: Draft,
         task: TaskRecord,
-        result: Next | BaseException,
+        result: Next | RunAgain | BaseException,
         docs: dict[str, Any],
         appended: list[tuple[str, Any]],
     ) -> None:
@@ -491,7 +509,9 @@ class SessionRunner:
         # The row as it stands now: decisions taken while the phase ran (a cancel request
         # from a parent winding down) are kept.
         current = self.rows[task.id]
-        if isinstance(result, BaseException):
+        if isinstance(result, RunAgain):
+            self._update(draft, current, status="sleeping", wake_at=time.time() + result.seconds)
+        elif isinstance(result, BaseException):
             self._phase_failed(draft, current, result)
         else:
             self._apply(draft, current, result, docs, appended)
@@ -747,7 +767,15 @@ class SessionRunner:
             submission = by_request.get(request.key)
             if submission is None:
                 continue
-            root = next((t for t in self.open_tasks() if t.submission_id == submission.id), None)
+            # A follow-up that joined a loop is that loop's (its text shapes the work now).
+            root = next(
+                (
+                    t
+                    for t in self.open_tasks()
+                    if t.submission_id == submission.id or t.id == submission.task_id
+                ),
+                None,
+            )
             if root is None:
                 draft.update_submission(submission.id, status="cancelled", error="cancelled")
                 ended.add(submission.request_id)
@@ -820,10 +848,13 @@ class SessionRunner:
         )
 
     async def _send_timeouts(self, draft: Draft) -> None:
-        """Send each timed-out exclusive wait's timeout as its one signal (unless a sender
-        was first: then that is the one), and read the session's signals again."""
+        """Read the session's signals again for the waits whose timeout is due, after
+        sending each exclusive one's timeout as its one signal (unless a sender was first:
+        then that is the one)."""
         for task in self._timed_out:
             assert task.wait_signal is not None
+            if not task.wait_exclusive:
+                continue
             await send_signal(
                 self.store,
                 session_id=self.session_id,
@@ -836,16 +867,21 @@ class SessionRunner:
         await self._read_signals(draft)
         names = {r.name for r in self.signals}
         for task in self._timed_out:
-            if task.wait_signal not in names:
-                raise RuntimeError(
-                    f"task {task.id} waits for exclusive signal {task.wait_signal!r}, which was "
-                    "received before: an exclusive name can be waited for once"
-                )
+            if task.wait_exclusive and task.wait_signal not in names:
+                # Its one signal was received before (by an earlier wait of this name).
+                error = {
+                    "reason": "exclusive signal reused",
+                    "message": f"exclusive signal {task.wait_signal!r} was received before: "
+                    "an exclusive name can be waited for once",
+                }
+                updated = self._update(draft, task, **settle_changes(Settle("failed", error=error)))
+                self._answer(draft, updated)
         self._timed_out.clear()
 
     async def _read_signals(self, draft: Draft) -> None:
         """Read the session's signals not received yet (nor in ``draft``), and, when a task
         waits for a follow-up, the submissions waiting for their turn."""
+        self._signals_read = True
         received = set(draft.applied_inbox)
         fresh = await unapplied_requests(self.store, self.session_id)
         self.signals = [r for r in fresh if r.kind == "signal" and r.id not in received]
@@ -854,8 +890,8 @@ class SessionRunner:
 
     async def _read_queued(self, draft: Draft) -> None:
         taken = {u.submission_id for u in draft.submission_updates}
-        submissions = await session_submissions(self.store, self.session_id)
-        self.queued = [s for s in submissions if s.status == "queued" and s.id not in taken]
+        submissions = await queued_submissions(self.store, self.session_id)
+        self.queued = [s for s in submissions if s.id not in taken]
 
     def _start_next_submission(self, draft: Draft) -> bool:
         """Start the oldest submission waiting for its turn, if no root task is open: a

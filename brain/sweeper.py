@@ -1,9 +1,10 @@
 """The sweeper: finds work whose trigger went missing and triggers it again.
 
 One sweeper is active per deployment (whoever holds the ``sweeper`` lease); every Brain runs
-a candidate. Each period it reads the store for sessions with something to do -- due timers,
-runnable or interrupted tasks, winding-down parents, tool outcomes not yet applied, queued
-submissions, inbox requests (a cancel) not yet applied -- and wakes those no Brain holds; and
+a candidate. Each period it reads the store for sessions with something to do -- due timers
+and signal-wait timeouts, runnable or interrupted tasks, winding-down parents, tool outcomes
+not yet applied, queued submissions with no root task ahead of them, inbox requests (a
+cancel, a signal a task waits for) not yet applied -- and wakes those no Brain holds; and
 it re-sends tool jobs that went without an outcome or a live lease for too long. Normal
 traffic never waits for it: its period only bounds how long a lost message can delay work.
 

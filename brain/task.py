@@ -186,7 +186,8 @@ class Dispatch:
 FOLLOW_UP = "brainhands.follow-up"
 """The signal a root task waits for to take in the session's next message: a task waiting
 for it receives the oldest submission waiting for its turn whose input would start a task
-of its own kind (the input is the payload, the request id the signal id), and that
+of its own kind with the same input but for its ``text`` (an agent's message joins that
+agent's loop; the input is the payload, the request id the signal id), and that
 submission is then answered when this task ends."""
 
 

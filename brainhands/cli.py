@@ -20,7 +20,7 @@ from brainhands.shared.errors import BrainhandsError
 from brainhands.shared.logs import configure_logging
 
 Command = Callable[[argparse.Namespace], Coroutine[Any, Any, int]]
-WORKERS = {"hands", "relay", "brain", "sweeper"}
+WORKERS = {"hands", "relay", "brain", "sweeper", "api"}
 """Long-running roles: they log JSON lines."""
 
 
@@ -139,6 +139,24 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("tools", help="list the tools Hands pools have declared, by pool")
     p.add_argument("--json", action="store_true", help="print JSON, argument schemas included")
     p.set_defaults(run="brainhands.operate:tools")
+
+    p = sub.add_parser("api", help="run the HTTP API (OpenAPI at /openapi.json)")
+    p.add_argument("--host", help="address to listen on (default: BRAINHANDS_API_HOST)")
+    p.add_argument("--port", type=int, help="port (default: BRAINHANDS_API_PORT; 0: any free)")
+    p.set_defaults(run="brainhands.api.serve:api")
+
+    p = sub.add_parser("keys", help="create, list or revoke the API's keys")
+    p.add_argument("action", choices=["create", "list", "revoke"])
+    p.add_argument("--tenant", help="create: the tenant the key acts for")
+    p.add_argument(
+        "--scope",
+        action="append",
+        choices=["read", "submit", "approve", "admin"],
+        help="create: what the key may do (repeatable)",
+    )
+    p.add_argument("--name", help="create: who or what holds it (kept with decisions)")
+    p.add_argument("--id", help="revoke: the key's id")
+    p.set_defaults(run="brainhands.operate:keys")
 
     p = sub.add_parser("relay", help="run an outbox relay on its own")
     p.set_defaults(run="brainhands.workers:relay")

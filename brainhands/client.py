@@ -36,9 +36,9 @@ from brainhands.shared.errors import AnswerTimeout, SubmissionFailed
 from brainhands.shared.messages import SessionWake, encode
 from brainhands.shared.relay import OutboxRelay
 from brainhands.shared.store import OutboxMessage, Store, SubmissionRecord
-from brainhands.shared.store.answers import AnswerFeed
-from brainhands.shared.store.commit import FINAL_SUBMISSION_STATUSES
+from brainhands.shared.store.commit import ANSWER_CHANNEL, FINAL_SUBMISSION_STATUSES
 from brainhands.shared.store.inbox import InboxReceipt, send_request, send_signal, session_inbox
+from brainhands.shared.store.notifications import NotificationFeed
 from brainhands.shared.store.queries import session_history
 from brainhands.shared.store.records import EntryRecord, InboxRecord, SessionRecord
 from brainhands.shared.store.submissions import (
@@ -163,7 +163,7 @@ class Client:
         # its commits (others' rows are the deployment's relays' business).
         store.handoff = self._relay.handoff
         store.add_commit_listener(self._relay.wake)
-        self._feed = AnswerFeed(store.engine, self._heard)
+        self._feed = NotificationFeed(store.engine, ANSWER_CHANNEL, self._heard)
         self._waiters: dict[str, set[asyncio.Event]] = {}
 
     @classmethod
@@ -248,12 +248,14 @@ class Client:
         *,
         request_id: str | None = None,
         agent: str | None = None,
+        tenant: str | None = None,
     ) -> Submission:
         """Submit ``input`` to ``session_id`` (created on first contact) and wake its Brains.
 
         A string becomes ``{"text": input}`` (with ``"agent": agent`` if given); a dict goes
         as it is. The same ``request_id`` (random by default) never starts a second run: the
-        handle is then the original submission's (``created`` is False).
+        handle is then the original submission's (``created`` is False). ``tenant``: the
+        session is created for it, and one of another tenant is ``NotFoundError``.
         """
         if isinstance(input, str):
             payload: dict[str, Any] = {"text": input}
@@ -280,6 +282,7 @@ class Client:
                 input=payload,
                 compat=self.compat,
                 wake=wake,
+                tenant=tenant,
             )
             await self._relay.flush()
         return Submission(self, session_id, request_id, receipt.created)
@@ -318,8 +321,11 @@ class Client:
         for what, value in (("name", name), ("signal_id", signal_id)):
             if not 0 < len(value) <= SIGNAL_NAME_MAX:
                 raise ValueError(f"a signal's {what} has 1 to {SIGNAL_NAME_MAX} characters")
-        if name.startswith("decision:"):
-            raise ValueError("signal names starting 'decision:' are approvals': use approve/deny")
+        if name.startswith(("decision:", "brainhands.")):
+            raise ValueError(
+                "signal names starting 'decision:' or 'brainhands.' are the runtime's own "
+                "(approvals: use approve and deny)"
+            )
         receipt = await send_signal(
             self.store,
             session_id=session_id,

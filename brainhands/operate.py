@@ -16,6 +16,7 @@ from urllib.parse import urlsplit, urlunsplit
 from pydantic import SecretStr
 from pydantic_settings import BaseSettings
 
+from brainhands.api.keys import create_key, list_keys, revoke_key
 from brainhands.approvals import pending_approvals
 from brainhands.client import Client
 from brainhands.shared.broker import Broker
@@ -348,3 +349,32 @@ def _table(values: dict[str, Any]) -> str:
 
     width = max(len(k) for k in values)
     return "\n".join(f"{k:<{width}}  {shown(v)}" for k, v in values.items())
+
+
+async def keys(args: argparse.Namespace) -> int:
+    settings = load_settings(CommonSettings)
+    store = await Store.open(settings.database_url, db_schema=settings.database_schema)
+    try:
+        if args.action == "create":
+            if not args.tenant or not args.scope:
+                print("brainhands keys create: give --tenant and --scope", file=sys.stderr)
+                return 2
+            record, key = await create_key(
+                store, tenant=args.tenant, scopes=args.scope, name=args.name or args.tenant
+            )
+            print(f"key {record.id} for tenant {record.tenant} ({', '.join(record.scopes)}):")
+            print(key)
+            print("(shown once: only its hash is kept)", file=sys.stderr)
+        elif args.action == "revoke":
+            if not args.id:
+                print("brainhands keys revoke: give --id", file=sys.stderr)
+                return 2
+            await revoke_key(store, args.id)
+            print(f"key {args.id} revoked")
+        else:
+            for k in await list_keys(store):
+                state = "revoked" if k.revoked_at is not None else "active"
+                print(f"{k.id}  {k.tenant:<20} {k.name:<20} {','.join(k.scopes):<24} {state}")
+    finally:
+        await store.close()
+    return 0

@@ -26,6 +26,9 @@ from brainhands.shared.store.draft import Draft, OutboxMessage
 from brainhands.shared.store.engine import in_one_hop
 from brainhands.shared.store.records import CommitReceipt, OutboxRow
 
+SESSION_CHANNEL = "brainhands_sessions"
+"""The PostgreSQL channel every commit notifies (payload: the session id): what the API's
+event streams hear."""
 ANSWER_CHANNEL = "brainhands_answers"
 """The PostgreSQL channel a commit that ends a submission notifies (payload: the session id),
 so that a waiting client re-reads it at once instead of polling."""
@@ -50,7 +53,7 @@ _INSERT_ENTRIES = insert(schema.entry)
 _INSERT_TASKS = insert(schema.task)
 _INSERT_SUBMISSIONS = insert(schema.submission)
 _INSERT_BLOBS = insert(schema.blob)
-_NOTIFY_ANSWER = text("SELECT pg_notify(:channel, :session_id)")
+_NOTIFY = text("SELECT pg_notify(:channel, :session_id)")
 _i = schema.inbox
 _MARK_APPLIED = (
     update(_i)
@@ -194,12 +197,14 @@ def apply_draft_sync(
         conn.execute(
             _MARK_APPLIED, {"ids": draft.applied_inbox, "sid": draft.session_id, "now": now}
         )
-    if conn.dialect.name == "postgresql" and any(
-        change.changes.get("status") in FINAL_SUBMISSION_STATUSES
-        for change in [*draft.submission_updates, *draft.joined_answers]
-    ):
-        # Delivered when this transaction commits, and only then: a waiting client re-reads.
-        conn.execute(_NOTIFY_ANSWER, {"channel": ANSWER_CHANNEL, "session_id": draft.session_id})
+    if conn.dialect.name == "postgresql":
+        # Delivered when this transaction commits, and only then: a listener re-reads.
+        conn.execute(_NOTIFY, {"channel": SESSION_CHANNEL, "session_id": draft.session_id})
+        if any(
+            change.changes.get("status") in FINAL_SUBMISSION_STATUSES
+            for change in [*draft.submission_updates, *draft.joined_answers]
+        ):
+            conn.execute(_NOTIFY, {"channel": ANSWER_CHANNEL, "session_id": draft.session_id})
     outbox = insert_outbox_sync(conn, draft.session_id, draft.outbox, now, handoff=handoff)
     return CommitReceipt(
         session_id=draft.session_id,

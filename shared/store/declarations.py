@@ -66,23 +66,35 @@ async def declared_tools(store: Store) -> list[ToolDeclaration]:
 class ToolCatalog:
     """The declared tools as one process knows them: read from the store when a name is
     looked up that it does not know yet, at most once per ``refresh_interval`` seconds (a
-    call to a tool nobody declared does not read the store each time)."""
+    call to a tool nobody declared does not read the store each time), and again once
+    what it read is ``max_age`` seconds old (a Hands build that changed a tool's pool,
+    policy or approval is heard of without a restart)."""
 
     store: Store
     refresh_interval: float = 1.0
+    max_age: float = 10.0
     known: dict[str, ToolDeclaration] = field(default_factory=dict)
     _read_at: float = float("-inf")
+    _first_read: float | None = None
 
     async def lookup(self, names: Iterable[str]) -> dict[str, ToolDeclaration]:
         """The declarations of those of ``names`` that are declared."""
         wanted = set(names)
-        if not wanted <= self.known.keys() and self._due():
+        age = time.monotonic() - self._read_at
+        if age >= self.max_age or (not wanted <= self.known.keys() and self._due()):
             await self.refresh()
         return {name: self.known[name] for name in wanted if name in self.known}
 
     async def refresh(self) -> None:
         self._read_at = time.monotonic()
+        if self._first_read is None:
+            self._first_read = self._read_at
         self.known = {d.name: d for d in await declared_tools(self.store)}
+
+    def young(self, grace: float) -> bool:
+        """Whether this process first looked tools up less than ``grace`` seconds ago: a
+        Hands pool started with it may still be about to declare its tools."""
+        return self._first_read is None or time.monotonic() - self._first_read < grace
 
     def get(self, name: str) -> ToolDeclaration:
         """A declaration already read (``lookup`` reads what is missing)."""

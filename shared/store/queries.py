@@ -95,8 +95,12 @@ async def sessions_needing_attention(
         .join(o, o.c.operation_id == t.c.operation_id)
         .where(t.c.status == "waiting", o.c.status.in_(FINAL), o.c.updated_at <= before)
     )
+    # A submission waiting its turn behind an open root task is no need of its own.
+    root_open = exists().where(
+        t.c.session_id == sub.c.session_id, t.c.parent_id.is_(None), t.c.status != "terminal"
+    )
     queued = select(sub.c.session_id, sub.c.created_at.label("since"), no).where(
-        sub.c.status == "queued", sub.c.created_at <= before
+        sub.c.status == "queued", sub.c.created_at <= before, ~root_open
     )
     i = schema.inbox
     # A signal is kept until a wait receives it: it is a need only once a task waits for it.

@@ -27,6 +27,7 @@ class SessionRecord:
     entry_count: int
     created_at: float
     updated_at: float
+    tenant: str | None = None
 
 
 @dataclass(frozen=True)

@@ -57,6 +57,9 @@ session = Table(
     Column("entry_count", BigInteger, nullable=False, server_default="0"),
     Column("created_at", Float, nullable=False),
     Column("updated_at", Float, nullable=False),
+    # Whose it is, when it was created through the API (an API key sees its tenant's only).
+    Column("tenant", String(64), nullable=True),
+    Index("ix_session_tenant_updated", "tenant", "updated_at"),
 )
 
 entry = Table(
@@ -235,4 +238,17 @@ tool_declaration = Table(
     # Of the declaration's content: a build that declares the same tool differently is seen.
     Column("digest", String(64), nullable=False),
     Column("declared_at", Float, nullable=False),
+)
+
+api_key = Table(
+    "api_key",
+    metadata,
+    # A key is ``bh_<id>_<secret>``; only the secret's SHA-256 is kept.
+    Column("id", String(32), primary_key=True),
+    Column("tenant", String(64), nullable=False),
+    Column("name", String(128), nullable=False),
+    Column("scopes", JSON, nullable=False),
+    Column("secret_hash", String(64), nullable=False),
+    Column("created_at", Float, nullable=False),
+    Column("revoked_at", Float, nullable=True),
 )

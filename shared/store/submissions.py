@@ -39,11 +39,13 @@ async def submit(
     input: Any,
     compat: str,
     wake: Callable[[str], OutboxMessage],
+    tenant: str | None = None,
 ) -> SubmitReceipt:
     """Accept ``input`` once for ``(session_id, request_id)`` and wake the session's Brains.
 
-    A new session is created for the Brains of ``compat``; an existing one keeps the key it
-    was created with, and ``wake(key)`` builds the wake-up for that key.
+    A new session is created for the Brains of ``compat`` (and for ``tenant``); an existing
+    one keeps the key it was created with, and ``wake(key)`` builds the wake-up for that
+    key. With ``tenant``, a session of another tenant (or of none) is ``NotFoundError``.
     """
     now = time.time()
     rows: tuple[OutboxRow, ...] = ()
@@ -51,9 +53,21 @@ async def submit(
         insert = dialect_insert(conn)
         await conn.execute(
             insert(schema.session)
-            .values(id=session_id, uid=new_id(), compat=compat, created_at=now, updated_at=now)
+            .values(
+                id=session_id,
+                uid=new_id(),
+                compat=compat,
+                tenant=tenant,
+                created_at=now,
+                updated_at=now,
+            )
             .on_conflict_do_nothing(index_elements=["id"])
         )
+        if tenant is not None:
+            s = schema.session
+            owner = await conn.execute(select(s.c.tenant).where(s.c.id == session_id))
+            if owner.scalar_one() != tenant:
+                raise NotFoundError(f"session {session_id} does not exist")
         created = await conn.execute(
             insert(schema.submission)
             .values(
@@ -105,4 +119,13 @@ async def session_submissions(store: Store, session_id: str) -> list[SubmissionR
         rows = await conn.execute(
             select(sub).where(sub.c.session_id == session_id).order_by(sub.c.created_at)
         )
+        return [SubmissionRecord(**dict(r._mapping)) for r in rows]
+
+
+async def queued_submissions(store: Store, session_id: str) -> list[SubmissionRecord]:
+    """The submissions of ``session_id`` waiting for their turn, oldest first."""
+    sub = schema.submission
+    query = select(sub).where(sub.c.session_id == session_id, sub.c.status == "queued")
+    async with read_transaction(store.engine) as conn:
+        rows = await conn.execute(query.order_by(sub.c.created_at, sub.c.id))
         return [SubmissionRecord(**dict(r._mapping)) for r in rows]

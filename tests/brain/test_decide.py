@@ -10,14 +10,15 @@ import pytest
 from brainhands.brain.decide import (
     TOOL_KIND,
     Block,
+    Expire,
     Facts,
     Idle,
     Receive,
     Run,
-    SendTimeout,
     Settle,
     WindDown,
     evaluate_join,
+    may_join,
     next_action,
     tool_outcome,
     transition,
@@ -302,16 +303,21 @@ def test_a_signal_wait_receives_the_oldest_signal_of_its_name() -> None:
     )
 
 
-def test_a_signal_wait_idles_until_its_timeout_then_times_out() -> None:
+def test_a_signal_wait_idles_until_its_timeout_then_times_out_once_signals_were_read() -> None:
     assert decide(waiting_for("go", wake_at=NOW + 5)) == Idle(until=NOW + 5)
     assert decide(waiting_for("go")) == Idle(until=None)
-    timed_out = decide(waiting_for("go", wake_at=NOW), signals=[kept(1, "other")])
+    # Due, but this pass has not read the inbox: a signal may be there, so read first.
+    assert decide(waiting_for("go", wake_at=NOW)) == Expire(send=False)
+    timed_out = decide(
+        waiting_for("go", wake_at=NOW), signals=[kept(1, "other")], signals_read=True
+    )
     assert isinstance(timed_out, Receive) and timed_out.inbox_id is None
     assert timed_out.signal["timed_out"] and timed_out.signal["payload"] is None
 
 
 def test_an_exclusive_wait_sends_its_timeout_as_its_one_signal_unless_one_is_there() -> None:
-    assert decide(waiting_for("decision:t", wake_at=NOW, exclusive=True)) == SendTimeout()
+    exclusive = waiting_for("decision:t", wake_at=NOW, exclusive=True)
+    assert decide(exclusive, signals_read=True) == Expire(send=True)
     there = decide(
         waiting_for("decision:t", wake_at=NOW, exclusive=True),
         signals=[kept(4, "decision:t", key="decision:t")],
@@ -357,3 +363,11 @@ def test_a_signal_wait_transition_records_the_name_the_timeout_and_exclusivity()
     assert changes["state"] == {"k": 1} and changes["wait_for"] is None
     with pytest.raises(ValueError, match="signal name"):
         WaitSignal("", then="next")
+
+
+def test_a_follow_up_joins_only_the_loop_of_its_own_agent() -> None:
+    root = {"agent": "payments", "text": "pay the March invoices"}
+    assert may_join({"agent": "payments", "text": "and April's"}, root)
+    assert not may_join({"agent": "support", "text": "hello"}, root)
+    assert not may_join({"agent": "payments", "text": "x", "extra": 1}, root)
+    assert not may_join("plain text", root)

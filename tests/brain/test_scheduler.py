@@ -531,3 +531,26 @@ async def test_an_escalated_approval_stays_pending_with_no_expiry_until_decided(
     result = await answer(store)
     assert result["status"] == "denied"  # type: ignore[index]
     assert result["error"] == "call of 'send_safe' denied by ana: ok"  # type: ignore[index]
+
+
+async def test_a_phase_waiting_for_a_tool_declaration_keeps_the_signal_it_resumed_with(
+    store: Store,
+) -> None:
+    await submit(store, "forwarder", None)
+    await run(store)
+    payload = {"tool": "send_safe", "arguments": {"to": "ana@example.com"}}
+    assert await signal(store, "go", "sig-1", payload)
+
+    summary = await run(store, declaration_grace=60)  # received; the tool is not declared yet
+
+    [waiting] = (await store.load("s1")).open_tasks
+    assert (waiting.status, waiting.phase, waiting.signal["signal_id"]) == (  # type: ignore[index]
+        "sleeping",
+        "call",
+        "sig-1",
+    )
+    assert summary.next_wake is not None
+    await asyncio.sleep(max(0.0, summary.next_wake - time.time()) + 0.05)
+    await run(store, tools=load_tool_modules([TOOLS]))
+    [job] = await outbox_jobs(store)
+    assert (job.tool, job.arguments) == ("send_safe", {"to": "ana@example.com"})

@@ -231,3 +231,25 @@ async def listen(task: TaskView, docs: dict[str, Any], ctx: PhaseContext) -> Nex
     return WaitSignal(
         names[len(heard)], then="listen", timeout=task.input.get("timeout"), state=heard
     )
+
+
+forwarder = registry.add(TaskKind("forwarder"))
+"""Waits for signal ``go``, then calls the tool its payload names: a phase resumed from a
+signal that makes a call."""
+
+
+@forwarder.phase("wait")
+async def wait_for_go(task: TaskView, docs: dict[str, Any], ctx: PhaseContext) -> Next:
+    return WaitSignal("go", then="call")
+
+
+@forwarder.phase("call")
+async def call_named(task: TaskView, docs: dict[str, Any], ctx: PhaseContext) -> Next:
+    assert task.signal is not None, "call runs only after the wait"
+    return Dispatch(task.signal.payload["tool"], task.signal.payload["arguments"], then="done")
+
+
+@forwarder.phase("done")
+async def forwarded(task: TaskView, docs: dict[str, Any], ctx: PhaseContext) -> Next:
+    [call] = task.children
+    return Finish(call.outcome)

@@ -10,7 +10,7 @@ pytestmark = pytest.mark.integration
 
 TABLES = {
     "session", "entry", "document", "task", "submission", "outbox", "operation", "blob", "inbox",
-    "tool_declaration",
+    "tool_declaration", "api_key",
 }  # fmt: skip
 
 

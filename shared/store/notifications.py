@@ -1,10 +1,11 @@
-"""Hearing of answers as they are committed (PostgreSQL ``LISTEN``), instead of polling.
+"""Hearing of commits as they happen (PostgreSQL ``LISTEN``), instead of polling.
 
-The commit that ends a submission (answered, failed, cancelled) also runs ``pg_notify`` on
-``ANSWER_CHANNEL`` with the session's id, in its own transaction (``commit.apply_draft_sync``),
-so the notification is delivered when, and only when, the answer is durable. A waiter that
-hears it re-reads the submission from the store: the notification is a trigger, the row is
-the fact. SQLite has no notifications: there waiters poll.
+Every commit runs ``pg_notify`` on ``SESSION_CHANNEL`` with the session's id, and one that
+ends a submission (answered, failed, cancelled) also on ``ANSWER_CHANNEL``, in its own
+transaction (``commit.apply_draft_sync``), so a notification is delivered when, and only
+when, what it announces is durable. A listener that hears it re-reads the store: the
+notification is a trigger, the row is the fact. SQLite has no notifications: there
+listeners poll.
 """
 
 from __future__ import annotations
@@ -17,18 +18,20 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.util import greenlet_spawn
 
-from brainhands.shared.store.commit import ANSWER_CHANNEL
 from brainhands.shared.store.engine import is_sqlite, wrap_driver_errors
 
 log = logging.getLogger("brainhands.store")
 
 
-class AnswerFeed:
-    """One ``LISTEN`` connection that calls ``on_session(session_id)`` for every commit that
-    ends a submission of that session."""
+class NotificationFeed:
+    """One ``LISTEN`` connection that calls ``on_session(session_id)`` for every
+    notification on ``channel`` (``ANSWER_CHANNEL``, ``SESSION_CHANNEL``)."""
 
-    def __init__(self, engine: AsyncEngine, on_session: Callable[[str], None]) -> None:
+    def __init__(
+        self, engine: AsyncEngine, channel: str, on_session: Callable[[str], None]
+    ) -> None:
         self.engine = engine
+        self.channel = channel
         self.on_session = on_session
         self._pooled: Any = None
         self.listening = False
@@ -41,7 +44,7 @@ class AnswerFeed:
         with wrap_driver_errors():
             self._pooled = await self.engine.raw_connection()
             driver = self._pooled.driver_connection
-            await driver.add_listener(ANSWER_CHANNEL, self._heard)
+            await driver.add_listener(self.channel, self._heard)
             driver.add_termination_listener(self._lost)
         self.listening = True
         return True
@@ -52,8 +55,8 @@ class AnswerFeed:
     def _lost(self, _conn: Any) -> None:
         self.listening = False
         log.warning(
-            "the answer notifications' connection closed; waiters poll",
-            extra={"event": "answer_feed_lost"},
+            "the notifications' connection closed; listeners poll",
+            extra={"event": "notifications_lost", "channel": self.channel},
         )
 
     async def close(self) -> None:
@@ -64,7 +67,7 @@ class AnswerFeed:
         driver = pooled.driver_connection
         with contextlib.suppress(Exception):  # closing: a dead connection is as good
             driver.remove_termination_listener(self._lost)
-            await driver.remove_listener(ANSWER_CHANNEL, self._heard)
+            await driver.remove_listener(self.channel, self._heard)
         # Back to the pool once it listens to nothing (the last listener's removal UNLISTENs);
         # the pool's return runs through the driver's sync adapter, hence the greenlet.
         with contextlib.suppress(Exception):

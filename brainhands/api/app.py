@@ -1,0 +1,492 @@
+"""The API's routes: every act of the client, over HTTP, for an API key's tenant.
+
+Each route is a thin door onto ``brainhands.Client``: a submit, a cancel, a decision or a
+signal is the same durable request the Python client makes, carried out by a Brain. A
+session belongs to the tenant whose key created it; any other key is told it does not
+exist (404, never 403, so that ids do not leak). Bad input is answered with a
+``application/problem+json`` body saying what is wrong.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import asdict
+from typing import Annotated, Any, Literal
+
+from fastapi import Depends, FastAPI, Header, Path, Query, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, PlainTextResponse, Response
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from pydantic import BaseModel, ConfigDict, Field
+from sse_starlette import EventSourceResponse
+from starlette.exceptions import HTTPException
+
+from brainhands.api.changes import ANY, SessionChanges
+from brainhands.api.console import mount_console
+from brainhands.api.keys import Principal, Scope, verify_key
+from brainhands.api.settings import ApiSettings
+from brainhands.api.views import SessionFilter, list_sessions, session_document, session_tenant
+from brainhands.client import Client
+from brainhands.shared.errors import AnswerTimeout, DecisionRefused, NotFoundError
+from brainhands.shared.store.records import SubmissionRecord
+
+log = logging.getLogger("brainhands.api")
+
+PROBLEM = "application/problem+json"
+DEV = Principal(key_id="-", tenant="", name="dev", scopes=frozenset({"admin"}))
+"""Who every request acts for when authentication is off: every tenant's sessions."""
+NAME = r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$"
+"""Ids and names a client chooses: 1 to 128 plain characters."""
+KEEPALIVE = 15.0
+
+CURSOR = r"^[0-9]{1,12}(\.[0-9]{1,9})?:[A-Za-z0-9][A-Za-z0-9._:@-]{0,63}$"
+"""A page cursor: the last page's ``updated_at:id``."""
+
+SessionId = Annotated[str, Path(pattern=NAME, max_length=64)]
+RequestId = Annotated[str, Path(pattern=NAME, max_length=128)]
+ApprovalId = Annotated[str, Path(pattern=NAME, max_length=64)]
+
+
+class Closed(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class TextSubmission(Closed):
+    """A message, for an agent."""
+
+    text: str = Field(max_length=100_000)
+    agent: str | None = Field(default=None, pattern=NAME)
+    """The agent the message is for."""
+    request_id: str | None = Field(default=None, pattern=NAME)
+    """The same id never starts a second run (default: a random one)."""
+
+
+class InputSubmission(Closed):
+    """A submission's input as it is, e.g. ``{"kind": ..., "input": ...}`` for a task."""
+
+    input: dict[str, Any]
+    request_id: str | None = Field(default=None, pattern=NAME)
+    """The same id never starts a second run (default: a random one)."""
+
+
+class DecisionBody(Closed):
+    by: str | None = Field(default=None, min_length=1, max_length=128)
+    """Who decides (default: the API key's name)."""
+    reason: str | None = Field(default=None, max_length=2000)
+    decision_id: str | None = Field(default=None, pattern=NAME)
+
+
+class DenyBody(DecisionBody):
+    reason: str = Field(min_length=1, max_length=2000)
+
+
+class SignalBody(Closed):
+    name: str = Field(pattern=NAME)
+    payload: Any = None
+    signal_id: str | None = Field(default=None, pattern=NAME)
+
+
+class SubmissionOut(BaseModel):
+    session_id: str
+    request_id: str
+    status: str
+    answer: Any = None
+    error: str | None = None
+    created: bool | None = None
+    """On submit: False when this request id was submitted before (nothing new started)."""
+
+
+class DecisionOut(BaseModel):
+    approval_id: str
+    verdict: str
+    by: str
+    reason: str | None
+    decision_id: str
+    decided_at: float
+    new: bool
+
+
+class SignalOut(BaseModel):
+    signal_id: str
+    created: bool
+
+
+class CancelOut(BaseModel):
+    status: str
+
+
+class Problem(BaseModel):
+    """What is wrong with a request (RFC 9457 ``application/problem+json``)."""
+
+    type: str = "about:blank"
+    title: str
+    status: int
+    detail: str
+    errors: list[dict[str, str]] | None = None
+    """For invalid input: each field (``where``) and what is wrong with it."""
+
+
+PROBLEMS: dict[int | str, dict[str, Any]] = {
+    status: {"model": Problem, "content": {PROBLEM: {}}, "description": what}
+    for status, what in (
+        (400, "the body could not be read (not JSON, or not in the encoding it claims)"),
+        (401, "no API key, or an unknown, revoked or malformed one"),
+        (403, "the key lacks the scope this needs"),
+        (404, "no such session, submission or approval (for this key's tenant)"),
+        (409, "the call was already decided otherwise, or is no longer pending"),
+        (413, "the request body is larger than the configured limit"),
+        (422, "malformed JSON, unknown fields or invalid values"),
+    )
+}
+
+
+class SessionPage(BaseModel):
+    sessions: list[dict[str, Any]]
+    next: str | None
+    """The cursor of the next page (``?after=``), or None on the last."""
+
+
+def problem(status: int, title: str, detail: str, **extra: Any) -> JSONResponse:
+    body = {"type": "about:blank", "title": title, "status": status, "detail": detail, **extra}
+    return JSONResponse(body, status_code=status, media_type=PROBLEM)
+
+
+def submission_out(record: SubmissionRecord, created: bool | None = None) -> SubmissionOut:
+    return SubmissionOut(
+        session_id=record.session_id,
+        request_id=record.request_id,
+        status=record.status,
+        answer=record.answer,
+        error=record.error,
+        created=created,
+    )
+
+
+_bearer = HTTPBearer(auto_error=False, description="an API key: bh_<id>_<secret>")
+
+
+def needs(scope: Scope) -> Callable[..., Awaitable[Principal]]:
+    """The dependency that authenticates a request's key and checks it has ``scope``."""
+
+    async def principal(
+        request: Request,
+        credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+    ) -> Principal:
+        settings: ApiSettings = request.app.state.settings
+        if settings.api_auth == "none":
+            return DEV
+        if credentials is None:
+            raise HTTPException(401, "an API key is needed: Authorization: Bearer bh_...")
+        found = await verify_key(request.app.state.client.store, credentials.credentials)
+        if found is None:
+            raise HTTPException(401, "the API key is malformed, unknown or revoked")
+        if not found.may(scope):
+            raise HTTPException(403, f"this API key lacks the {scope!r} scope")
+        return found
+
+    return principal
+
+
+async def known_query(request: Request) -> None:
+    """Query parameters a route does not take are refused, as unknown body fields are."""
+    route = request.scope.get("route")
+    dependant = getattr(route, "dependant", None)
+    if dependant is None:
+        return
+    known = {p.alias for p in dependant.query_params}
+    for sub in dependant.dependencies:
+        known |= {p.alias for p in sub.query_params}
+    unknown = sorted(set(request.query_params) - known)
+    if unknown:
+        raise RequestValidationError(
+            [{"loc": ("query", name), "msg": "Unknown query parameter", "type": "extra"}
+             for name in unknown]
+        )  # fmt: skip
+
+
+Reader = Annotated[Principal, Depends(needs("read"))]
+Submitter = Annotated[Principal, Depends(needs("submit"))]
+Approver = Annotated[Principal, Depends(needs("approve"))]
+
+
+def create_app(client: Client, changes: SessionChanges, settings: ApiSettings) -> FastAPI:
+    app = FastAPI(
+        title="brainhands",
+        summary="Durable tool-using agents: submit, watch, approve, signal.",
+        version="1",
+        responses=PROBLEMS,
+        dependencies=[Depends(known_query)],
+    )
+    app.state.client, app.state.settings = client, settings
+    store = client.store
+    mount_console(app)
+
+    async def owned(session_id: str, who: Principal) -> None:
+        exists, tenant = await session_tenant(store, session_id)
+        if not exists or (who is not DEV and tenant != who.tenant):
+            raise NotFoundError(f"session {session_id} does not exist")
+
+    # Problems ------------------------------------------------------------------------------
+
+    @app.exception_handler(HTTPException)
+    async def http_problem(request: Request, exc: HTTPException) -> Response:
+        titles = {
+            400: "Bad Request",
+            401: "Unauthorized",
+            403: "Forbidden",
+            404: "Not Found",
+            405: "Not Allowed",
+        }
+        headers = {"WWW-Authenticate": "Bearer"} if exc.status_code == 401 else None
+        response = problem(exc.status_code, titles.get(exc.status_code, "Error"), str(exc.detail))
+        if headers:
+            response.headers.update(headers)
+        return response
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(request: Request, exc: RequestValidationError) -> Response:
+        errors = [
+            {"where": ".".join(str(p) for p in e["loc"]), "problem": e["msg"]} for e in exc.errors()
+        ]
+        detail = "; ".join(f"{e['where']}: {e['problem']}" for e in errors)
+        return problem(422, "Invalid Request", detail, errors=errors)
+
+    @app.exception_handler(NotFoundError)
+    async def not_found(request: Request, exc: NotFoundError) -> Response:
+        return problem(404, "Not Found", str(exc))
+
+    @app.exception_handler(DecisionRefused)
+    async def refused(request: Request, exc: DecisionRefused) -> Response:
+        return problem(409, "Conflict", str(exc))
+
+    @app.exception_handler(ValueError)
+    async def bad_value(request: Request, exc: ValueError) -> Response:
+        return problem(422, "Invalid Request", str(exc))
+
+    # Health --------------------------------------------------------------------------------
+
+    @app.get("/healthz", response_class=PlainTextResponse, tags=["health"])
+    async def healthz() -> str:
+        return "ok"
+
+    @app.get("/readyz", response_class=PlainTextResponse, tags=["health"])
+    async def readyz() -> Response:
+        ready = client.broker.connected and await store.ping()
+        return PlainTextResponse("ready" if ready else "not ready", 200 if ready else 503)
+
+    @app.get("/metrics", response_class=PlainTextResponse, tags=["health"])
+    async def metrics() -> Response:
+        return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
+
+    # Submissions ---------------------------------------------------------------------------
+
+    @app.post("/sessions/{session_id}/submissions", tags=["submissions"])
+    async def submit(
+        session_id: SessionId, body: TextSubmission | InputSubmission, who: Submitter
+    ) -> SubmissionOut:
+        """Submit to a session (created on first contact, for the key's tenant), once per
+        request id; a Brain starts (or, mid-run, joins) its work. The body is a message
+        (``text``, for ``agent``) or an ``input`` as it is."""
+        handle = await client.submit(
+            session_id,
+            body.text if isinstance(body, TextSubmission) else body.input,
+            request_id=body.request_id,
+            agent=body.agent if isinstance(body, TextSubmission) else None,
+            tenant=None if who is DEV else who.tenant,
+        )
+        return submission_out(await handle.status(), handle.created)
+
+    @app.get("/sessions/{session_id}/submissions/{request_id}", tags=["submissions"])
+    async def submission(
+        session_id: SessionId,
+        request_id: RequestId,
+        who: Reader,
+        wait: Annotated[float, Query(ge=0, le=60)] = 0,
+    ) -> SubmissionOut:
+        """A submission's status and answer; ``wait`` seconds: until it has ended."""
+        await owned(session_id, who)
+        handle = client.submission(session_id, request_id)
+        record = await handle.status()
+        if wait and record.status in ("queued", "running"):
+            try:
+                record = await client.wait(session_id, request_id, timeout=wait)
+            except AnswerTimeout as still:
+                record = still.record
+        return submission_out(record)
+
+    @app.post("/sessions/{session_id}/submissions/{request_id}/cancel", tags=["submissions"])
+    async def cancel(session_id: SessionId, request_id: RequestId, who: Submitter) -> CancelOut:
+        """Request the cancellation of a submission; a Brain carries it out."""
+        await owned(session_id, who)
+        return CancelOut(status=await client.cancel(session_id, request_id))
+
+    # Sessions ------------------------------------------------------------------------------
+
+    @app.get("/sessions", tags=["sessions"])
+    async def sessions(
+        who: Reader,
+        status: Literal["open", "idle"] | None = None,
+        needs_action: bool | None = None,
+        compat: Annotated[str | None, Query(max_length=64)] = None,
+        updated_since: float | None = None,
+        limit: Annotated[int, Query(ge=1, le=500)] = 50,
+        after: Annotated[str | None, Query(pattern=CURSOR)] = None,
+    ) -> SessionPage:
+        """The tenant's sessions, most recently updated first, a page at a time."""
+        which = SessionFilter(
+            tenant=None if who is DEV else who.tenant,
+            status=status,
+            needs_action=needs_action,
+            compat=compat,
+            updated_since=updated_since,
+        )
+        cursor = None
+        if after is not None:
+            updated_at, _, last_id = after.partition(":")
+            cursor = (float(updated_at), last_id)
+        page, following = await list_sessions(store, which, limit=limit, after=cursor)
+        next_cursor = None if following is None else f"{following[0]!r}:{following[1]}"
+        return SessionPage(sessions=page, next=next_cursor)
+
+    @app.get("/sessions/{session_id}", tags=["sessions"])
+    async def session(session_id: SessionId, who: Reader) -> dict[str, Any]:
+        """A session as it stands: entries, submissions, task tree, tool calls with their
+        attempts and errors, requests, and the calls waiting for approval."""
+        await owned(session_id, who)
+        return session_document(await client.session(session_id))
+
+    @app.get(
+        "/sessions/{session_id}/events",
+        tags=["sessions"],
+        response_class=EventSourceResponse,
+        responses={200: {"content": {"text/event-stream": {}}}},
+    )
+    async def events(
+        session_id: SessionId,
+        who: Reader,
+        last_event_id: Annotated[str | None, Header()] = None,
+    ) -> EventSourceResponse:
+        """Server-sent events: the session's view now, then again at every commit. Each
+        event's id is the session's version; reconnect with ``Last-Event-ID`` and the
+        stream resumes after it (nothing repeated, the current state at once)."""
+        await owned(session_id, who)
+        seen = _version(last_event_id)
+        return EventSourceResponse(_stream(session_id, seen), ping=KEEPALIVE)
+
+    async def _stream(session_id: str, seen: int | None) -> AsyncIterator[dict[str, str]]:
+        with changes.watch(session_id) as changed:
+            while True:
+                changed.clear()
+                view = await client.session(session_id)
+                version = view.session.version
+                if seen is None or version > seen:
+                    document = session_document(view)
+                    yield {"id": str(version), "event": "view", "data": json.dumps(document)}
+                    seen = version
+                if changes.pushed:
+                    await changed.wait()
+                else:  # SQLite: this process's poll sets it; a lost notification, the period
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(changed.wait(), KEEPALIVE)
+
+    @app.get(
+        "/events",
+        tags=["sessions"],
+        response_class=EventSourceResponse,
+        responses={200: {"content": {"text/event-stream": {}}}},
+    )
+    async def session_list_events(who: Reader) -> EventSourceResponse:
+        """Server-sent events of the sessions list: the tenant's latest sessions now, then
+        again whenever one of them is created or changes (``event: sessions``)."""
+        which = SessionFilter(tenant=None if who is DEV else who.tenant)
+        return EventSourceResponse(_list_stream(which), ping=KEEPALIVE)
+
+    async def _list_stream(which: SessionFilter) -> AsyncIterator[dict[str, str]]:
+        sent = None
+        with changes.watch(ANY) as changed:
+            while True:
+                changed.clear()
+                page, _ = await list_sessions(store, which, limit=100, after=None)
+                data = json.dumps({"sessions": page})
+                if data != sent:
+                    yield {"event": "sessions", "data": data}
+                    sent = data
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(changed.wait(), KEEPALIVE)
+
+    # Approvals and signals -----------------------------------------------------------------
+
+    @app.get("/approvals", tags=["approvals"])
+    async def approvals(
+        who: Reader, session_id: Annotated[str | None, Query(max_length=64)] = None
+    ) -> list[dict[str, Any]]:
+        """Calls waiting for a decision, oldest first (of one session, or of the tenant)."""
+        if session_id is not None:
+            await owned(session_id, who)
+        pending = await client.pending_approvals(session_id)
+        if who is not DEV and session_id is None:
+            mine = {s for s in {p.session_id for p in pending} if await _mine(s, who)}
+            pending = [p for p in pending if p.session_id in mine]
+        return [asdict(p) for p in pending]
+
+    async def _mine(session_id: str, who: Principal) -> bool:
+        exists, tenant = await session_tenant(store, session_id)
+        return exists and tenant == who.tenant
+
+    @app.post("/sessions/{session_id}/approvals/{approval_id}/approve", tags=["approvals"])
+    async def approve(
+        session_id: SessionId,
+        approval_id: ApprovalId,
+        who: Approver,
+        body: DecisionBody | None = None,
+    ) -> DecisionOut:
+        """Approve a call: it is dispatched once. The same decision twice counts once."""
+        await owned(session_id, who)
+        body = body or DecisionBody()
+        [made] = await client.approve(
+            session_id,
+            approval_id,
+            by=body.by or who.name,
+            reason=body.reason,
+            decision_id=body.decision_id,
+        )
+        return DecisionOut(**asdict(made))
+
+    @app.post("/sessions/{session_id}/approvals/{approval_id}/deny", tags=["approvals"])
+    async def deny(
+        session_id: SessionId, approval_id: ApprovalId, who: Approver, body: DenyBody
+    ) -> DecisionOut:
+        """Deny a call: the model reads the refusal with its reason; the tool never runs."""
+        await owned(session_id, who)
+        [made] = await client.deny(
+            session_id,
+            approval_id,
+            by=body.by or who.name,
+            reason=body.reason,
+            decision_id=body.decision_id,
+        )
+        return DecisionOut(**asdict(made))
+
+    @app.post("/sessions/{session_id}/signals", tags=["signals"])
+    async def signal(session_id: SessionId, body: SignalBody, who: Submitter) -> SignalOut:
+        """Send a signal: the task waiting for its name resumes with the payload; kept
+        until one waits. The same signal id twice is one signal."""
+        await owned(session_id, who)
+        receipt = await client.signal(session_id, body.name, body.payload, signal_id=body.signal_id)
+        return SignalOut(signal_id=receipt.request.key, created=receipt.created)
+
+    return app
+
+
+def _version(last_event_id: str | None) -> int | None:
+    if last_event_id is None or last_event_id == "":
+        return None
+    try:
+        return int(last_event_id)
+    except ValueError:
+        raise ValueError("Last-Event-ID: not an event id of this stream") from None

@@ -1,0 +1,89 @@
+"""Which sessions committed: what wakes the API's event streams.
+
+One listener per API process, whatever the number of watchers: a ``LISTEN`` on the
+channel every commit notifies (PostgreSQL), or on SQLite, which has none, one poll of the
+watched sessions' versions per period. A notification is only a trigger: the stream then
+reads the session, and its version says whether anything is new.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Iterator
+
+from sqlalchemy import func, select
+
+from brainhands.shared.store import Store, schema
+from brainhands.shared.store.commit import SESSION_CHANNEL
+from brainhands.shared.store.engine import read_transaction
+from brainhands.shared.store.notifications import NotificationFeed
+
+POLL = 0.25
+"""Seconds between version reads where there are no notifications (SQLite)."""
+ANY = "*"
+"""What ``watch`` is given to hear of every session's commits (the sessions list)."""
+
+
+class SessionChanges:
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self._watchers: dict[str, set[asyncio.Event]] = {}
+        self._feed = NotificationFeed(store.engine, SESSION_CHANNEL, self._heard)
+        self._poller: asyncio.Task[None] | None = None
+
+    @property
+    def pushed(self) -> bool:
+        """Whether changes arrive as notifications (else by this process's poll)."""
+        return self._feed.listening
+
+    async def start(self) -> None:
+        if not await self._feed.start():
+            self._poller = asyncio.create_task(self._poll(), name="session-changes-poll")
+
+    async def close(self) -> None:
+        if self._poller is not None:
+            self._poller.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._poller
+        await self._feed.close()
+
+    @contextlib.contextmanager
+    def watch(self, session_id: str) -> Iterator[asyncio.Event]:
+        """An event set whenever ``session_id`` may have committed (clear it, then read)."""
+        changed = asyncio.Event()
+        self._watchers.setdefault(session_id, set()).add(changed)
+        try:
+            yield changed
+        finally:
+            watchers = self._watchers[session_id]
+            watchers.discard(changed)
+            if not watchers:
+                del self._watchers[session_id]
+
+    def _heard(self, session_id: str) -> None:
+        for changed in [*self._watchers.get(session_id, ()), *self._watchers.get(ANY, ())]:
+            changed.set()
+
+    async def _poll(self) -> None:
+        s = schema.session
+        seen: dict[str, int] = {}
+        latest: tuple[object, ...] | None = None
+        while True:
+            await asyncio.sleep(POLL)
+            ids = [i for i in self._watchers if i != ANY]
+            async with read_transaction(self.store.engine) as conn:
+                if ids:
+                    rows = await conn.execute(select(s.c.id, s.c.version).where(s.c.id.in_(ids)))
+                    for row in rows:
+                        if seen.get(row.id) != row.version:
+                            seen[row.id] = row.version
+                            self._heard(row.id)
+                if ANY in self._watchers:
+                    now = tuple(
+                        (await conn.execute(select(func.count(), func.max(s.c.updated_at)))).one()
+                    )
+                    if now != latest:
+                        latest = now
+                        for changed in self._watchers[ANY]:
+                            changed.set()

@@ -1,0 +1,235 @@
+// The brainhands console: the sessions list and one session, live from the API's event
+// streams. Everything is rendered with textContent (never HTML from the data).
+"use strict";
+
+const KEY = "brainhands-key";
+const $ = (id) => document.getElementById(id);
+const key = () => sessionStorage.getItem(KEY) || "";
+
+function headers(extra) {
+  const h = Object.assign({}, extra || {});
+  if (key()) h["Authorization"] = "Bearer " + key();
+  return h;
+}
+
+function problem(text) {
+  const p = $("problem");
+  p.textContent = text || "";
+  p.hidden = !text;
+}
+
+async function call(method, path, body) {
+  const response = await fetch(path, {
+    method,
+    headers: headers({ "content-type": "application/json" }),
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const data = await response.json().catch(() => ({}));
+  if (!response.ok) {
+    problem(`${response.status} ${data.title || ""}: ${data.detail || response.statusText}`);
+    throw new Error(data.detail || response.statusText);
+  }
+  problem("");
+  return data;
+}
+
+// Server-sent events over fetch (so the key travels in a header, never in a URL).
+async function follow(path, onEvent) {
+  let last = null;
+  for (;;) {
+    try {
+      const h = headers(last === null ? {} : { "Last-Event-ID": last });
+      const response = await fetch(path, { headers: h });
+      if (!response.ok) {
+        const data = await response.json().catch(() => ({}));
+        problem(`${response.status}: ${data.detail || response.statusText}`);
+        return;
+      }
+      $("live").textContent = "live";
+      $("live").className = "live on";
+      const reader = response.body.getReader();
+      const decoder = new TextDecoder();
+      let buffer = "";
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        buffer += decoder.decode(value, { stream: true });
+        let cut;
+        while ((cut = buffer.indexOf("\n\n")) >= 0 || (cut = buffer.indexOf("\r\n\r\n")) >= 0) {
+          const block = buffer.slice(0, cut);
+          buffer = buffer.slice(cut + (buffer[cut] === "\r" ? 4 : 2));
+          const event = {};
+          for (const line of block.split(/\r?\n/)) {
+            if (!line || line.startsWith(":")) continue;
+            const at = line.indexOf(":");
+            const field = at < 0 ? line : line.slice(0, at);
+            const value = at < 0 ? "" : line.slice(at + 1).replace(/^ /, "");
+            event[field] = event[field] ? event[field] + "\n" + value : value;
+          }
+          if (event.data === undefined) continue;
+          if (event.id !== undefined) last = event.id;
+          onEvent(event.event || "message", JSON.parse(event.data));
+        }
+      }
+    } catch (error) {
+      // the stream broke: resume from the last event id
+    }
+    $("live").textContent = "reconnecting";
+    $("live").className = "live";
+    await new Promise((resolve) => setTimeout(resolve, 1000));
+  }
+}
+
+function cell(row, text, className) {
+  const td = document.createElement("td");
+  td.textContent = text;
+  if (className) td.className = className;
+  row.appendChild(td);
+  return td;
+}
+
+function when(seconds) {
+  return seconds ? new Date(seconds * 1000).toLocaleTimeString() : "";
+}
+
+function showList() {
+  $("list").hidden = false;
+  follow("/events", (kind, data) => {
+    const body = $("sessions");
+    body.replaceChildren();
+    for (const s of data.sessions) {
+      const row = document.createElement("tr");
+      row.dataset.session = s.id;
+      const link = document.createElement("a");
+      link.href = "/console/sessions/" + encodeURIComponent(s.id);
+      link.textContent = s.id;
+      cell(row, "").appendChild(link);
+      cell(row, s.needs_action ? "needs action" : s.open ? "running" : "idle",
+           s.needs_action ? "needs" : "");
+      cell(row, String(s.version));
+      cell(row, when(s.updated_at));
+      body.appendChild(row);
+    }
+  });
+}
+
+function summary(entry) {
+  const body = entry.body || {};
+  if (entry.kind === "user") return body.text;
+  if (entry.kind === "model") {
+    const message = body.message || {};
+    const calls = (message.tool_calls || []).map((c) => (c.function || c).name);
+    return (message.content || "") + (calls.length ? ` [calls: ${calls.join(", ")}]` : "");
+  }
+  if (entry.kind === "tool_result") {
+    return `${body.name}: ${body.status}` + (body.error ? ` (${JSON.stringify(body.error)})` : "");
+  }
+  return JSON.stringify(body);
+}
+
+function renderTasks(view) {
+  const children = {};
+  for (const t of view.tasks) (children[t.parent_id || ""] ||= []).push(t);
+  const build = (parent, into) => {
+    for (const t of children[parent] || []) {
+      const li = document.createElement("li");
+      li.dataset.task = t.id;
+      let text = `${t.kind} — ${t.status}`;
+      if (t.status !== "terminal" && t.phase) text += ` @ ${t.phase}`;
+      if (t.outcome) text += ` (${t.outcome})`;
+      if (t.wait_signal) text += ` — waits for ${t.wait_signal}`;
+      if (t.wake_at) text += ` — wakes ${when(t.wake_at)}`;
+      li.textContent = text;
+      const ul = document.createElement("ul");
+      build(t.id, ul);
+      if (ul.children.length) li.appendChild(ul);
+      into.appendChild(li);
+    }
+  };
+  const root = $("tasks");
+  root.replaceChildren();
+  build("", root);
+}
+
+let shownApprovals = null;
+
+function renderApprovals(sessionId, view) {
+  // Left as it is while the same calls wait: a reason being typed is not wiped out.
+  const ids = view.approvals.map((a) => a.approval_id).join(" ");
+  if (ids === shownApprovals) return;
+  shownApprovals = ids;
+  const body = $("approvals");
+  body.replaceChildren();
+  $("approvals-box").hidden = view.approvals.length === 0;
+  for (const a of view.approvals) {
+    const row = document.createElement("tr");
+    row.dataset.approval = a.approval_id;
+    cell(row, a.tool);
+    cell(row, "").appendChild(document.createElement("code")).textContent =
+      JSON.stringify(a.arguments);
+    cell(row, a.agent);
+    cell(row, when(a.since) + (a.escalated ? " (escalated)" : ""));
+    const actions = cell(row, "");
+    const approve = document.createElement("button");
+    approve.className = "approve";
+    approve.id = "approve-" + a.approval_id;
+    approve.textContent = "Approve";
+    const reason = document.createElement("input");
+    reason.id = "reason-" + a.approval_id;
+    reason.placeholder = "reason to deny";
+    const deny = document.createElement("button");
+    deny.className = "deny";
+    deny.id = "deny-" + a.approval_id;
+    deny.textContent = "Deny";
+    const base = `/sessions/${encodeURIComponent(sessionId)}/approvals/${encodeURIComponent(a.approval_id)}`;
+    approve.onclick = () => { approve.disabled = deny.disabled = true; call("POST", base + "/approve", {}).catch(() => {}); };
+    deny.onclick = () => {
+      approve.disabled = deny.disabled = true;
+      call("POST", base + "/deny", { reason: reason.value || "denied in the console" }).catch(() => {});
+    };
+    actions.append(approve, reason, deny);
+    body.appendChild(row);
+  }
+}
+
+function showSession(sessionId) {
+  $("session").hidden = false;
+  $("title").textContent = "Session " + sessionId;
+  follow(`/sessions/${encodeURIComponent(sessionId)}/events`, (kind, view) => {
+    const states = view.submissions.map((s) => `${s.request_id}: ${s.status}`);
+    $("status").textContent =
+      (view.needs_action ? "NEEDS ACTION — " : "") + states.join(", ") + ` — version ${view.version}`;
+    $("status").className = view.needs_action ? "needs" : "";
+    renderApprovals(sessionId, view);
+    const entries = $("entries");
+    entries.replaceChildren();
+    for (const e of view.entries) {
+      const li = document.createElement("li");
+      li.className = e.kind;
+      li.textContent = `${e.kind}: ${summary(e)}`;
+      entries.appendChild(li);
+    }
+    renderTasks(view);
+    const ops = $("operations");
+    ops.replaceChildren();
+    for (const o of view.operations) {
+      const row = document.createElement("tr");
+      row.className = o.status === "uncertain" || o.status === "failed" ? o.status : "";
+      cell(row, o.tool);
+      cell(row, o.status);
+      cell(row, String(o.attempts));
+      cell(row, String(o.interruptions));
+      cell(row, o.error ? JSON.stringify(o.error) : "");
+      ops.appendChild(row);
+    }
+  });
+}
+
+$("login").onsubmit = (event) => {
+  event.preventDefault();
+  sessionStorage.setItem(KEY, $("key").value.trim());
+  location.reload();
+};
+const match = location.pathname.match(/^\/console\/sessions\/(.+)$/);
+if (match) showSession(decodeURIComponent(match[1]));
+else showList();

@@ -1,0 +1,115 @@
+"""API keys: each bound to a tenant and to scopes, kept hashed.
+
+A key reads ``bh_<id>_<secret>``; the store keeps the id, the tenant, the scopes and the
+SHA-256 of the secret, never the secret (a 32-byte random secret needs no slow hash). The
+key is shown once, when it is created.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+import time
+from dataclasses import dataclass
+from typing import Literal
+
+from sqlalchemy import insert, select, update
+
+from brainhands.shared.errors import NotFoundError
+from brainhands.shared.store import Store, schema
+from brainhands.shared.store.engine import read_transaction, write_transaction
+
+Scope = Literal["read", "submit", "approve", "admin"]
+SCOPES: tuple[Scope, ...] = ("read", "submit", "approve", "admin")
+PREFIX = "bh_"
+
+
+@dataclass(frozen=True)
+class Principal:
+    """Who a request acts for."""
+
+    key_id: str
+    tenant: str
+    name: str
+    scopes: frozenset[str]
+
+    def may(self, scope: Scope) -> bool:
+        return scope in self.scopes or "admin" in self.scopes
+
+
+@dataclass(frozen=True)
+class KeyRecord:
+    id: str
+    tenant: str
+    name: str
+    scopes: list[str]
+    created_at: float
+    revoked_at: float | None
+
+
+def _digest(secret: str) -> str:
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+async def create_key(
+    store: Store, *, tenant: str, scopes: list[Scope], name: str
+) -> tuple[KeyRecord, str]:
+    """A new key for ``tenant``; returns its record and the key itself (shown only now)."""
+    unknown = set(scopes) - set(SCOPES)
+    if unknown or not scopes:
+        raise ValueError(f"scopes must be some of {', '.join(SCOPES)}, not {sorted(unknown)}")
+    key_id, secret = secrets.token_hex(8), secrets.token_urlsafe(32)
+    record = KeyRecord(key_id, tenant, name, sorted(set(scopes)), time.time(), None)
+    async with write_transaction(store.engine) as conn:
+        await conn.execute(
+            insert(schema.api_key).values(
+                id=record.id,
+                tenant=tenant,
+                name=name,
+                scopes=record.scopes,
+                secret_hash=_digest(secret),
+                created_at=record.created_at,
+            )
+        )
+    return record, f"{PREFIX}{key_id}_{secret}"
+
+
+async def verify_key(store: Store, key: str) -> Principal | None:
+    """The principal of ``key``, or None for a malformed, unknown or revoked key."""
+    if not key.startswith(PREFIX):
+        return None
+    key_id, _, secret = key[len(PREFIX) :].partition("_")
+    if not key_id or not secret:
+        return None
+    k = schema.api_key
+    async with read_transaction(store.engine) as conn:
+        row = (await conn.execute(select(k).where(k.c.id == key_id))).one_or_none()
+    if row is None or row.revoked_at is not None:
+        return None
+    if not hmac.compare_digest(row.secret_hash, _digest(secret)):
+        return None
+    return Principal(row.id, row.tenant, row.name, frozenset(row.scopes))
+
+
+async def list_keys(store: Store) -> list[KeyRecord]:
+    k = schema.api_key
+    query = select(k.c.id, k.c.tenant, k.c.name, k.c.scopes, k.c.created_at, k.c.revoked_at)
+    async with read_transaction(store.engine) as conn:
+        rows = await conn.execute(query.order_by(k.c.tenant, k.c.created_at))
+        return [
+            KeyRecord(r.id, r.tenant, r.name, list(r.scopes), r.created_at, r.revoked_at)
+            for r in rows
+        ]
+
+
+async def revoke_key(store: Store, key_id: str) -> None:
+    k = schema.api_key
+    async with write_transaction(store.engine) as conn:
+        done = await conn.execute(
+            update(k)
+            .where(k.c.id == key_id, k.c.revoked_at.is_(None))
+            .values(revoked_at=time.time())
+        )
+    if done.rowcount != 1:
+        raise NotFoundError(f"no active API key {key_id!r}")

@@ -1,0 +1,112 @@
+"""What the API shows of sessions: one session's document, and pages of the session list."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import Select, and_, exists, literal, or_, select
+
+from brainhands.brain.approval import APPROVAL_KIND, DECISION_PREFIX
+from brainhands.client import SessionView
+from brainhands.shared.store import Store, schema
+from brainhands.shared.store.engine import read_transaction
+
+
+def session_document(view: SessionView) -> dict[str, Any]:
+    """A session as JSON: the session row, its entries, submissions, task tree, tool calls,
+    requests, and the calls waiting for approval. ``version`` is the event id."""
+    document = dataclasses.asdict(view)
+    document["version"] = view.session.version
+    document["needs_action"] = view.needs_action
+    return document
+
+
+@dataclass(frozen=True)
+class SessionFilter:
+    tenant: str | None
+    """None: every tenant's (no-auth mode)."""
+    status: str | None = None
+    """``open`` (a task not terminal) or ``idle``."""
+    needs_action: bool | None = None
+    compat: str | None = None
+    updated_since: float | None = None
+
+
+def _listing(which: SessionFilter) -> Select[Any]:
+    s, t, i = schema.session, schema.task, schema.inbox
+    open_work = exists().where(t.c.session_id == s.c.id, t.c.status != "terminal")
+    waiting = exists().where(
+        t.c.session_id == s.c.id,
+        t.c.kind == APPROVAL_KIND,
+        t.c.status == "waiting",
+        ~exists().where(
+            i.c.session_id == t.c.session_id,
+            i.c.kind == "signal",
+            i.c.key == literal(DECISION_PREFIX) + t.c.id,
+        ),
+    )
+    query = select(
+        s.c.id,
+        s.c.compat,
+        s.c.version,
+        s.c.created_at,
+        s.c.updated_at,
+        open_work.label("open"),
+        waiting.label("needs_action"),
+    )
+    if which.tenant is not None:
+        query = query.where(s.c.tenant == which.tenant)
+    if which.status == "open":
+        query = query.where(open_work)
+    elif which.status == "idle":
+        query = query.where(~open_work)
+    if which.needs_action is not None:
+        query = query.where(waiting if which.needs_action else ~waiting)
+    if which.compat is not None:
+        query = query.where(s.c.compat == which.compat)
+    if which.updated_since is not None:
+        query = query.where(s.c.updated_at >= which.updated_since)
+    return query
+
+
+async def list_sessions(
+    store: Store, which: SessionFilter, *, limit: int, after: tuple[float, str] | None
+) -> tuple[list[dict[str, Any]], tuple[float, str] | None]:
+    """A page of sessions, most recently updated first, from after the cursor ``after``
+    (the last page's ``(updated_at, id)``); returns the page and the next cursor."""
+    s = schema.session
+    query = _listing(which)
+    if after is not None:
+        updated_at, session_id = after
+        query = query.where(
+            or_(
+                s.c.updated_at < updated_at, and_(s.c.updated_at == updated_at, s.c.id < session_id)
+            )
+        )
+    query = query.order_by(s.c.updated_at.desc(), s.c.id.desc()).limit(limit + 1)
+    async with read_transaction(store.engine) as conn:
+        rows = (await conn.execute(query)).all()
+    page = [
+        {
+            "id": r.id,
+            "compat": r.compat,
+            "version": r.version,
+            "created_at": r.created_at,
+            "updated_at": r.updated_at,
+            "open": bool(r.open),
+            "needs_action": bool(r.needs_action),
+        }
+        for r in rows[:limit]
+    ]
+    more = len(rows) > limit
+    return page, ((page[-1]["updated_at"], page[-1]["id"]) if more and page else None)
+
+
+async def session_tenant(store: Store, session_id: str) -> tuple[bool, str | None]:
+    """Whether the session exists, and its tenant."""
+    s = schema.session
+    async with read_transaction(store.engine) as conn:
+        row = (await conn.execute(select(s.c.tenant).where(s.c.id == session_id))).one_or_none()
+    return (row is not None, row.tenant if row is not None else None)

@@ -1,0 +1,195 @@
+"""The HTTP API as an application reaches it: a real ``brainhands api`` process in front of
+real Brain (and Hands) processes, keys of two tenants, and the event stream."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.helpers.agent_run import AgentRun, agent_run
+from tests.helpers.api import events, key_for, start_api
+from tests.helpers.brains import BrainHarness
+from tests.helpers.polling import eventually
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(150)]
+__all__ = ["agent_run"]  # the fixture
+
+STEPS = {"kind": "steps", "input": {"x": 1}}  # tests.helpers.kinds: three phases, an answer
+
+
+async def test_submit_over_http_once_per_request_id_and_read_the_answer(
+    brains: BrainHarness,
+) -> None:
+    brains.start_brain()
+    api = await start_api(brains)
+    key = await key_for(brains, "acme", "read", "submit")
+    async with api.http(key) as http:
+        first = await http.post(
+            "/sessions/s1/submissions", json={"input": STEPS, "request_id": "r1"}
+        )
+        again = await http.post(
+            "/sessions/s1/submissions", json={"input": STEPS, "request_id": "r1"}
+        )
+        assert (first.status_code, first.json()["created"]) == (200, True)
+        assert again.json()["created"] is False  # the same request id: nothing new started
+
+        answered = await http.get("/sessions/s1/submissions/r1", params={"wait": 30})
+        assert answered.json()["status"] == "answered"
+        assert answered.json()["answer"] == {
+            "state": {"from": "one", "then": "two"},
+            "input": {"x": 1},
+        }
+
+        view = (await http.get("/sessions/s1")).json()
+        assert view["session"]["id"] == "s1" and view["version"] >= 1
+        assert [t["kind"] for t in view["tasks"]] == ["steps"]
+        assert view["needs_action"] is False
+        listed = (await http.get("/sessions", params={"status": "idle"})).json()
+        assert [s["id"] for s in listed["sessions"]] == ["s1"]
+        assert (await http.get("/sessions", params={"status": "open"})).json()["sessions"] == []
+
+
+async def test_a_key_sees_only_its_tenants_sessions_and_needs_the_scope_it_uses(
+    brains: BrainHarness,
+) -> None:
+    api = await start_api(brains)
+    acme = await key_for(brains, "acme", "read", "submit")
+    other = await key_for(brains, "globex", "read", "submit")
+    reader = await key_for(brains, "acme", "read")
+    async with api.http(acme) as http:
+        made = await http.post("/sessions/s1/submissions", json={"input": STEPS})
+        assert made.status_code == 200, made.text
+
+    async with api.http(other) as http:
+        for response in (
+            await http.get("/sessions/s1"),
+            await http.get("/sessions/s1/submissions/r1"),
+            await http.post("/sessions/s1/submissions", json={"input": STEPS}),
+            await http.post("/sessions/s1/signals", json={"name": "go"}),
+        ):
+            assert response.status_code == 404, response.text  # not 403: ids do not leak
+            assert response.headers["content-type"] == "application/problem+json"
+        assert (await http.get("/sessions")).json()["sessions"] == []
+    async with api.http(reader) as http:
+        refused = await http.post("/sessions/s2/submissions", json={"input": STEPS})
+        assert refused.status_code == 403
+        assert "lacks the 'submit' scope" in refused.json()["detail"]
+        assert (await http.get("/sessions/s1")).status_code == 200
+    async with api.http() as http:
+        missing = await http.get("/sessions")
+        assert missing.status_code == 401 and missing.headers["www-authenticate"] == "Bearer"
+    async with api.http("bh_nope_nothing") as http:
+        assert (await http.get("/sessions")).status_code == 401
+    logged = await asyncio.to_thread(Path(api.log).read_text)
+    assert acme.split("_")[-1] not in logged  # no secret in the logs
+
+
+async def test_bad_input_gets_a_problem_saying_what_is_wrong(brains: BrainHarness) -> None:
+    api = await start_api(brains, BRAINHANDS_API_MAX_BODY="2048")
+    key = await key_for(brains, "acme", "admin")
+    async with api.http(key) as http:
+        cases = [
+            (await http.post("/sessions/s1/submissions", content=b"{not json",
+                             headers={"content-type": "application/json"}), 422, "JSON"),
+            (await http.post("/sessions/s1/submissions", json={"input": STEPS, "colour": "red"}),
+             422, "InputSubmission.colour: Extra inputs are not permitted"),
+            (await http.post("/sessions/s1/submissions", json={"text": "a", "input": STEPS}),
+             422, "Extra inputs are not permitted"),
+            (await http.post("/sessions/s1/submissions", json={"text": "x" * 5000}), 413, "2048"),
+            (await http.post("/sessions/bad%20id/submissions", json={"input": STEPS}), 422,
+             "session_id"),
+            (await http.get("/sessions/nobody"), 404, "session nobody does not exist"),
+            (await http.get("/sessions", params={"after": "garbage"}), 422, "query.after"),
+        ]  # fmt: skip
+        await http.post("/sessions/s1/submissions", json={"input": STEPS})
+        cases.append(
+            (
+                await http.post("/sessions/s1/approvals/nope/approve", json={}),
+                404,
+                "has no approval 'nope'",
+            )
+        )
+    for response, status, says in cases:
+        assert response.status_code == status, (response.status_code, response.text)
+        assert response.headers["content-type"] == "application/problem+json"
+        body = response.json()
+        assert body["status"] == status and says in body["detail"], body
+
+
+async def test_the_event_stream_resumes_after_the_last_event_id_even_on_another_api_process(
+    brains: BrainHarness,
+) -> None:
+    api = await start_api(brains)
+    key = await key_for(brains, "acme", "read", "submit")
+    async with api.http(key) as http:
+        await http.post("/sessions/s1/submissions", json={"input": STEPS, "request_id": "r1"})
+        stream = events(http, "/sessions/s1/events")
+        first = await anext(stream)
+        assert (first["event"], first["id"]) == ("view", "0")  # the current view at once
+        assert first["data"]["version"] == 0
+        brains.start_brain()
+        seen = [first]
+        while seen[-1]["data"]["submissions"][0]["status"] != "answered":
+            seen.append(await asyncio.wait_for(anext(stream), 30))
+        await stream.aclose()
+    ids = [int(e["id"]) for e in seen]
+    assert ids == sorted(set(ids))  # each version once, in order
+    last = seen[-1]["id"]
+
+    api.proc.kill()  # the API process the watcher talked to dies
+    other = await start_api(brains)
+    async with other.http(key) as http:
+        await http.post("/sessions/s1/submissions", json={"input": STEPS, "request_id": "r2"})
+        resumed = events(http, "/sessions/s1/events", last_event_id=last)
+        after = await asyncio.wait_for(anext(resumed), 30)
+        await resumed.aclose()
+        assert int(after["id"]) > int(last)  # nothing repeated: what came after, at once
+
+        # Up to date: a watcher that saw the latest version is sent nothing until the next.
+        await http.get("/sessions/s1/submissions/r2", params={"wait": 30})
+        current = str((await http.get("/sessions/s1")).json()["version"])
+        caught_up = events(http, "/sessions/s1/events", last_event_id=current)
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(anext(caught_up), 1.5)
+        await caught_up.aclose()
+
+
+async def test_approve_and_deny_over_http(agent_run: AgentRun) -> None:
+    brains = agent_run.brains
+    agent_run.start_brain()
+    agent_run.start_hands()
+    api = await start_api(brains)
+    key = await key_for(brains, "acme", "read", "submit", "approve")
+    async with api.http(key) as http:
+        made = await http.post(
+            "/sessions/s1/submissions",
+            json={"text": "please do the errand", "agent": "guarded", "request_id": "r1"},
+        )
+        assert made.status_code == 200, made.text
+
+        async def two_pending() -> bool:
+            return len((await http.get("/approvals", params={"session_id": "s1"})).json()) == 2
+
+        await eventually(two_pending, within=60, what="two calls waiting for approval")
+        listed = (await http.get("/sessions", params={"needs_action": True})).json()
+        assert [s["id"] for s in listed["sessions"]] == ["s1"]
+        pending = sorted((await http.get("/approvals")).json(), key=lambda a: a["arguments"]["to"])
+        ana, bo = (p["approval_id"] for p in pending)
+        approved = await http.post(f"/sessions/s1/approvals/{ana}/approve", json={"by": "ops"})
+        assert (approved.status_code, approved.json()["verdict"]) == (200, "approved")
+        denied = await http.post(f"/sessions/s1/approvals/{bo}/deny", json={"reason": "no"})
+        assert denied.json()["by"] == "acme"  # the key's name when no one is named
+        late = await http.post(f"/sessions/s1/approvals/{bo}/approve", json={})
+        assert late.status_code == 409 and "already denied" in late.json()["detail"]
+        no_reason = await http.post(f"/sessions/s1/approvals/{bo}/deny", json={})
+        assert no_reason.status_code == 422
+
+        answered = await http.get("/sessions/s1/submissions/r1", params={"wait": 60})
+        assert answered.json()["status"] == "answered"
+    ledger = await agent_run.email.ledger()
+    assert [s["recipient"] for s in ledger["sends"]] == ["ana@example.com"]
+    refusal = json.loads(json.loads(agent_run.requests()[1])["messages"][-1]["content"])
+    assert refusal == {"status": "denied", "error": "call of 'send_safe' denied by acme: no"}

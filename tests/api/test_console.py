@@ -1,0 +1,111 @@
+"""The web console in a real browser (Debian's chromium, driven by Selenium): an operator
+opens a running session, watches it progress, decides its pending calls, sees it finish."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from selenium import webdriver
+from selenium.webdriver.chrome.options import Options
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.remote.webdriver import WebDriver
+from selenium.webdriver.support import expected_conditions as seen
+from selenium.webdriver.support.ui import WebDriverWait
+
+from tests.helpers.agent_run import AgentRun, agent_run
+from tests.helpers.api import key_for, start_api
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
+__all__ = ["agent_run"]  # the fixture
+
+CHROMIUM, DRIVER = shutil.which("chromium"), shutil.which("chromedriver")
+SCREENSHOTS = os.environ.get("BRAINHANDS_SCREENSHOTS")
+"""A folder to keep the pages' screenshots in (``docs/`` when they are retaken)."""
+
+
+@pytest.fixture
+def browser() -> Iterator[WebDriver]:
+    if not (CHROMIUM and DRIVER):
+        message = (
+            "chromium and chromedriver are not installed (apt install chromium chromium-driver)"
+        )
+        if os.environ.get("CI") == "true":
+            pytest.fail(message)
+        pytest.skip(message)
+    options = Options()
+    options.binary_location = CHROMIUM
+    for argument in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-dev-shm-usage",
+        "--window-size=1280,900",
+    ):
+        options.add_argument(argument)
+    driver = webdriver.Chrome(service=Service(DRIVER), options=options)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def shoot(driver: WebDriver, tmp_path: Path, name: str) -> None:
+    driver.save_screenshot(str(tmp_path / name))
+    if SCREENSHOTS:
+        shutil.copy(tmp_path / name, Path(SCREENSHOTS) / name)
+
+
+async def test_an_operator_watches_a_session_approves_and_denies_and_sees_it_finish(
+    agent_run: AgentRun, browser: WebDriver, tmp_path: Path
+) -> None:
+    brains = agent_run.brains
+    agent_run.start_brain()
+    agent_run.start_hands()
+    api = await start_api(brains)
+    key = await key_for(brains, "acme", "read", "submit", "approve")
+    wait = WebDriverWait(browser, 60)
+
+    browser.get(f"{api.url}/console")
+    browser.find_element(By.ID, "key").send_keys(key)
+    browser.find_element(By.CSS_SELECTOR, "#login button").click()
+    wait.until(seen.text_to_be_present_in_element((By.ID, "live"), "live"))
+    async with api.http(key) as http:
+        made = await http.post(
+            "/sessions/s1/submissions",
+            json={"text": "please do the errand", "agent": "guarded", "request_id": "r1"},
+        )
+        assert made.status_code == 200, made.text
+    # The list is live: the new session appears, and then that it needs action.
+    row = (By.CSS_SELECTOR, "tr[data-session='s1']")
+    wait.until(seen.text_to_be_present_in_element(row, "needs action"))
+    shoot(browser, tmp_path, "console-sessions.png")
+
+    browser.find_element(By.LINK_TEXT, "s1").click()
+    wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "button.approve")) == 2)
+    assert "NEEDS ACTION" in browser.find_element(By.ID, "status").text
+    shoot(browser, tmp_path, "console-session.png")
+    rows = browser.find_elements(By.CSS_SELECTOR, "#approvals tr")
+    by_recipient = {r.find_element(By.TAG_NAME, "code").text: r for r in rows}
+    ana = next(r for text, r in by_recipient.items() if "ana@example.com" in text)
+    bo = next(r for text, r in by_recipient.items() if "bo@example.com" in text)
+    ana_id, bo_id = ana.get_attribute("data-approval"), bo.get_attribute("data-approval")
+    browser.find_element(By.ID, f"approve-{ana_id}").click()
+    # Decided, the call leaves the list at the next event; the other one stays.
+    wait.until(lambda d: not d.find_elements(By.ID, f"approve-{ana_id}"))
+    browser.find_element(By.ID, f"reason-{bo_id}").send_keys("bo is on leave")
+    browser.find_element(By.ID, f"deny-{bo_id}").click()
+
+    wait.until(seen.text_to_be_present_in_element((By.ID, "status"), "r1: answered"))
+    entries = browser.find_element(By.ID, "entries").text
+    assert "send_safe: succeeded" in entries and "send_safe: denied" in entries
+    assert "agent.session — terminal (succeeded)" in browser.find_element(By.ID, "tasks").text
+    [call] = browser.find_elements(By.CSS_SELECTOR, "#operations tr")
+    assert call.text.startswith("send_safe succeeded 1 0")
+    assert not browser.find_elements(By.CSS_SELECTOR, "button.approve")
+    shoot(browser, tmp_path, "console-session-finished.png")
+    ledger = await agent_run.email.ledger()
+    assert [s["recipient"] for s in ledger["sends"]] == ["ana@example.com"]

@@ -1,0 +1,120 @@
+"""The API fuzzed from its own OpenAPI document (schemathesis): whatever a client sends that
+the document describes, or gets wrong, the answer is never a server error and always what
+the document says it can be."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import hypothesis
+import hypothesis.errors
+import pytest
+import schemathesis
+from schemathesis.generation.case import Case
+from schemathesis.generation.modes import GenerationMode
+
+from tests.helpers.processes import spawn_module
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
+
+
+@pytest.fixture(scope="module")
+def fuzzed_api(
+    rabbitmq_url: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[str, str]]:
+    """A ``brainhands api`` process on a SQLite store of its own, and an admin key."""
+    where = tmp_path_factory.mktemp("fuzz")
+    env = {
+        "BRAINHANDS_DATABASE_URL": f"sqlite:///{where / 'store.db'}",
+        "BRAINHANDS_RABBITMQ_URL": rabbitmq_url,
+        "BRAINHANDS_NAMESPACE": f"fuzz{uuid.uuid4().hex[:8]}",
+    }
+    made = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "brainhands",
+            "keys",
+            "create",
+            "--tenant",
+            "fuzz",
+            "--scope",
+            "admin",
+        ],
+        cwd=where,
+        env={**_clean_env(), **env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert made.returncode == 0, made.stderr
+    key = made.stdout.splitlines()[-1]
+    log = where / "api.log"
+    proc = spawn_module("brainhands", "api", "--port", "0", env=env, log=log)
+    try:
+        yield f"http://127.0.0.1:{_port(proc, log)}", key
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def _clean_env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if not k.startswith("BRAINHANDS_")}
+
+
+def _port(proc: subprocess.Popen[bytes], log: Path) -> int:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        for line in log.read_text().splitlines() if log.exists() else []:
+            if '"api_listening"' in line:
+                return int(json.loads(line)["port"])
+        assert proc.poll() is None, log.read_text()
+        time.sleep(0.1)
+    raise AssertionError(f"the API did not listen within 30 s:\n{log.read_text()}")
+
+
+@pytest.mark.parametrize("mode", [GenerationMode.POSITIVE, GenerationMode.NEGATIVE])
+def test_no_request_the_document_allows_or_forbids_gets_a_server_error(
+    fuzzed_api: tuple[str, str], mode: GenerationMode
+) -> None:
+    """Every operation, with requests the document allows (positive) and ones it forbids
+    (negative); each answer is checked against the document (status, content type,
+    schema) and must not be a 5xx. The event streams never end: ``test_api`` has them."""
+    url, key = fuzzed_api
+    schema = schemathesis.openapi.from_url(f"{url}/openapi.json")
+    auth = {"Authorization": f"Bearer {key}"}
+    fuzzed, failures = [], []
+    for found in schema.get_all_operations():
+        operation = found.ok()
+        if operation.path.endswith("events"):
+            continue
+
+        @hypothesis.given(case=operation.as_strategy(generation_mode=mode))
+        @hypothesis.settings(
+            max_examples=25,
+            deadline=None,
+            derandomize=True,
+            database=None,
+            suppress_health_check=list(hypothesis.HealthCheck),
+        )
+        def fuzz(case: Case) -> None:
+            case.call_and_validate(base_url=url, headers=auth)
+
+        name = f"{operation.method.upper()} {operation.path}"
+        try:
+            fuzz()
+        except hypothesis.errors.Unsatisfiable:
+            assert mode == GenerationMode.NEGATIVE, name  # no input there to get wrong
+            continue
+        except Exception as exc:  # gathered, so that every operation's failure is reported
+            failures.append(f"{name}: {exc}")
+        fuzzed.append(name)
+    assert len(fuzzed) >= 9, fuzzed
+    assert not failures, "\n\n".join(failures)
