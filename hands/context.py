@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable
 from typing import Any
+
+from brainhands.shared.messages import LiveNote
 
 log = logging.getLogger("brainhands.hands.tool")
 
@@ -26,7 +29,9 @@ class ToolContext:
         fence: int,
         attempt: int,
         cancel: asyncio.Event,
+        live: Callable[[LiveNote], Awaitable[None]] | None = None,
     ) -> None:
+        self._live = live
         self._operation_id = operation_id
         self._session_id = session_id
         self._fence = fence
@@ -61,11 +66,26 @@ class ToolContext:
 
     async def progress(self, message: str, **data: Any) -> None:
         """Report progress of a long call: a structured log line (``event`` ``progress``)
-        with the operation id and ``data``. It is not stored and changes nothing."""
+        with the operation id and ``data``, and a live note the session's watchers see in
+        its event stream (``event: progress``). It is not stored and changes nothing; a
+        note that cannot be sent is dropped, never the call's failure."""
         log.info(
             message,
             extra={"event": "progress", "operation_id": self._operation_id, **data},
         )
+        if self._live is None:
+            return
+        note = LiveNote(
+            session_id=self._session_id,
+            kind="progress",
+            operation_id=self._operation_id,
+            message=message,
+            data=data,
+        )
+        try:
+            await self._live(note)
+        except Exception as exc:  # best effort: the call goes on
+            log.debug("progress note not sent", extra={"event": "live_dropped", "error": str(exc)})
 
     def cancelled(self) -> bool:
         """Whether the call was asked to stop: its task was cancelled (the Brain's notice

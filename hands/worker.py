@@ -36,6 +36,7 @@ from brainhands.shared.lease import Lease, LeaseManager
 from brainhands.shared.messages import (
     MAX_INLINE_JSON,
     CancelNotice,
+    LiveNote,
     Message,
     ToolJob,
     ToolResult,
@@ -185,6 +186,10 @@ class HandsWorker:
         metrics.JOBS_ACKED.labels(self.pool).inc()
         log.info("acked", extra={**fields, "event": "acked"})
 
+    async def _live(self, note: LiveNote) -> None:
+        """Publish a live note to whichever API processes listen (none: dropped)."""
+        await self.broker.broadcast(note, self.broker.topology.live_key)
+
     async def on_cancel(self, message: Message, delivery: Delivery) -> None:
         """A cancel notice: if the call runs here, its context now says ``cancelled()``."""
         if isinstance(message, CancelNotice) and message.operation_id in self._running:
@@ -298,6 +303,7 @@ class HandsWorker:
                 fence=token,
                 attempt=op.attempts,
                 cancel=cancel,
+                live=self._live,
             )
             try:
                 async with asyncio.timeout(spec.timeout) as deadline:

@@ -133,8 +133,20 @@ class CancelNotice(_ProtocolMessage):
     reason: str
 
 
+class LiveNote(_ProtocolMessage):
+    """Something a session's watchers may see as it happens and that nothing depends on (a
+    tool's progress note): published best effort, never stored, never retried."""
+
+    type: Literal["live"] = "live"
+    session_id: Name
+    kind: Literal["progress"]
+    operation_id: Name | None = None
+    message: str
+    data: dict[str, Any] = Field(default_factory=dict)
+
+
 Message: TypeAlias = Annotated[
-    ToolJob | ToolResult | SessionWake | CancelNotice,
+    ToolJob | ToolResult | SessionWake | CancelNotice | LiveNote,
     Field(discriminator="type"),
 ]
 """Any protocol message; ``type`` tells which."""

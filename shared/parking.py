@@ -30,6 +30,7 @@ from brainhands.shared import metrics
 from brainhands.shared.errors import BrokerError, InvalidMessage, UnroutableMessage
 from brainhands.shared.messages import (
     CancelNotice,
+    LiveNote,
     Message,
     SessionWake,
     ToolJob,
@@ -192,6 +193,8 @@ def parked_work(
     each session has open work)."""
     if message is None:
         return ParkedWork("unknown", "not a message this build reads")
+    if isinstance(message, LiveNote):
+        return ParkedWork("settled", "a live note: nothing depends on it")
     if isinstance(message, SessionWake):
         if message.session_id not in sessions:
             return ParkedWork("unknown", "session not in this store")

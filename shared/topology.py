@@ -76,6 +76,19 @@ class Topology:
         """Routing key of cancel notices: every Hands worker's own queue is bound to it."""
         return f"{self.namespace}.cancel"
 
+    @property
+    def live_key(self) -> str:
+        """Routing key of live notes (``LiveNote``): each API process's own queue is bound
+        to it."""
+        return f"{self.namespace}.live"
+
+    async def declare_live_listener(self, channel: AbstractChannel) -> str:
+        """A private queue that receives every live note while this connection lives."""
+        await self.declare_base(channel)
+        queue = await channel.declare_queue(exclusive=True, auto_delete=True)
+        await queue.bind(self.exchange, routing_key=self.live_key)
+        return str(queue.name)
+
     async def declare_cancel_listener(self, channel: AbstractChannel) -> str:
         """A private queue that receives every cancel notice while this connection lives."""
         await self.declare_base(channel)

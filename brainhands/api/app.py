@@ -29,6 +29,7 @@ from starlette.exceptions import HTTPException
 from brainhands.api.changes import ANY, SessionChanges
 from brainhands.api.console import mount_console
 from brainhands.api.keys import Principal, Scope, verify_key
+from brainhands.api.live import LiveNotes
 from brainhands.api.settings import ApiSettings
 from brainhands.api.views import SessionFilter, list_sessions, session_document, session_tenant
 from brainhands.client import Client
@@ -214,7 +215,9 @@ Submitter = Annotated[Principal, Depends(needs("submit"))]
 Approver = Annotated[Principal, Depends(needs("approve"))]
 
 
-def create_app(client: Client, changes: SessionChanges, settings: ApiSettings) -> FastAPI:
+def create_app(
+    client: Client, changes: SessionChanges, live: LiveNotes, settings: ApiSettings
+) -> FastAPI:
     app = FastAPI(
         title="brainhands",
         summary="Durable tool-using agents: submit, watch, approve, signal.",
@@ -371,15 +374,17 @@ def create_app(client: Client, changes: SessionChanges, settings: ApiSettings) -
         who: Reader,
         last_event_id: Annotated[str | None, Header()] = None,
     ) -> EventSourceResponse:
-        """Server-sent events: the session's view now, then again at every commit. Each
-        event's id is the session's version; reconnect with ``Last-Event-ID`` and the
-        stream resumes after it (nothing repeated, the current state at once)."""
+        """Server-sent events: the session's view now, then again at every commit
+        (``event: view``). Each view's id is the session's version; reconnect with
+        ``Last-Event-ID`` and the stream resumes after it (nothing repeated, the current
+        state at once). Between them, live notes that are never stored: a tool's progress
+        (``event: progress``)."""
         await owned(session_id, who)
         seen = _version(last_event_id)
         return EventSourceResponse(_stream(session_id, seen), ping=KEEPALIVE)
 
     async def _stream(session_id: str, seen: int | None) -> AsyncIterator[dict[str, str]]:
-        with changes.watch(session_id) as changed:
+        with changes.watch(session_id) as changed, live.watch(session_id) as notes:
             while True:
                 changed.clear()
                 view = await client.session(session_id)
@@ -388,11 +393,22 @@ def create_app(client: Client, changes: SessionChanges, settings: ApiSettings) -
                     document = session_document(view)
                     yield {"id": str(version), "event": "view", "data": json.dumps(document)}
                     seen = version
-                if changes.pushed:
-                    await changed.wait()
-                else:  # SQLite: this process's poll sets it; a lost notification, the period
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(changed.wait(), KEEPALIVE)
+                # Until the next commit, pass on the live notes (no id: they are not part of
+                # what a reconnecting watcher resumes). Without notifications, look anyway.
+                timeout = None if changes.pushed else KEEPALIVE
+                while True:
+                    committed = asyncio.ensure_future(changed.wait())
+                    noted = asyncio.ensure_future(notes.get())
+                    done, _ = await asyncio.wait(
+                        {committed, noted}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
+                    )
+                    committed.cancel()
+                    noted.cancel()
+                    if noted in done:
+                        note = noted.result()
+                        yield {"event": note.kind, "data": note.model_dump_json()}
+                    if committed in done or not done:
+                        break
 
     @app.get(
         "/events",

@@ -18,6 +18,7 @@ import uvicorn
 from brainhands.api.app import create_app
 from brainhands.api.changes import SessionChanges
 from brainhands.api.limits import BodyLimit
+from brainhands.api.live import LiveNotes
 from brainhands.api.settings import ApiSettings
 from brainhands.client import Client
 from brainhands.shared.config import load_settings
@@ -48,7 +49,9 @@ async def api(args: argparse.Namespace) -> int:
     async with await Client.from_settings(settings, compat=settings.api_compat) as client:
         changes = SessionChanges(client.store)
         await changes.start()
-        app = BodyLimit(create_app(client, changes, settings), settings.api_max_body)
+        live = LiveNotes(client.broker)
+        await live.start()
+        app = BodyLimit(create_app(client, changes, live, settings), settings.api_max_body)
         config = uvicorn.Config(app, host=host, port=port, log_config=None, access_log=False)
         server = Server(config)
         stop = stop_on_signals()
@@ -66,5 +69,6 @@ async def api(args: argparse.Namespace) -> int:
         server.should_exit = True
         await serving
         stopping.cancel()
+        await live.close()
         await changes.close()
     return 0

@@ -193,3 +193,33 @@ async def test_approve_and_deny_over_http(agent_run: AgentRun) -> None:
     assert [s["recipient"] for s in ledger["sends"]] == ["ana@example.com"]
     refusal = json.loads(json.loads(agent_run.requests()[1])["messages"][-1]["content"])
     assert refusal == {"status": "denied", "error": "call of 'send_safe' denied by acme: no"}
+
+
+async def test_a_tools_progress_notes_reach_the_watchers_live_and_are_not_stored(
+    agent_run: AgentRun,
+) -> None:
+    brains = agent_run.brains
+    api = await start_api(brains)
+    key = await key_for(brains, "acme", "read", "submit")
+    async with api.http(key) as http:
+        made = await http.post(
+            "/sessions/s1/submissions",
+            json={"text": "please do the errand", "agent": "errand", "request_id": "r1"},
+        )
+        assert made.status_code == 200, made.text
+        stream = events(http, "/sessions/s1/events")
+        seen = [await anext(stream)]
+        agent_run.start_brain()
+        agent_run.start_hands()
+        while (
+            seen[-1]["event"] != "view"
+            or seen[-1]["data"]["submissions"][0]["status"] != "answered"
+        ):
+            seen.append(await asyncio.wait_for(anext(stream), 60))
+        await stream.aclose()
+    notes = [e for e in seen if e["event"] == "progress"]
+    assert len(notes) >= 3  # the tests' sends say "accepted", one note per email
+    assert {n["data"]["message"] for n in notes} == {"accepted"}
+    assert all(n["data"]["operation_id"] and "id" not in n for n in notes)  # not resumable
+    views = [int(e["id"]) for e in seen if e["event"] == "view"]
+    assert views == sorted(set(views))

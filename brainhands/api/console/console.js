@@ -196,6 +196,10 @@ function showSession(sessionId) {
   $("session").hidden = false;
   $("title").textContent = "Session " + sessionId;
   follow(`/sessions/${encodeURIComponent(sessionId)}/events`, (kind, view) => {
+    if (kind === "progress") {
+      $("note").textContent = `${when(Date.now() / 1000)} ${view.operation_id}: ${view.message} ${JSON.stringify(view.data)}`;
+      return;
+    }
     const states = view.submissions.map((s) => `${s.request_id}: ${s.status}`);
     $("status").textContent =
       (view.needs_action ? "NEEDS ACTION — " : "") + states.join(", ") + ` — version ${view.version}`;
