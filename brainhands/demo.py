@@ -83,9 +83,10 @@ class Worker:
             return False
         if self.role == "sweeper":
             return time.monotonic() - self.started_at > 1.5
+        marker = b'"event": "api_listening"' if self.role == "api" else b'"event": "consuming"'
         with self.log.open("rb") as log:
             log.seek(self.log_offset)
-            return b'"event": "consuming"' in log.read()
+            return marker in log.read()
 
 
 @dataclass
@@ -134,6 +135,8 @@ class Demo:
             self._plan_workers()
             for worker in self.workers:
                 self._start(worker, env)
+            console = f"http://127.0.0.1:{env['BRAINHANDS_API_PORT']}/console/sessions/{SESSION}"
+            self.say(f"console (no login, local only): {console}")
             topology = Topology(self.namespace)
             await submit_input(
                 store,
@@ -222,6 +225,9 @@ class Demo:
             "BRAINHANDS_SHUTDOWN_GRACE": "2",
             "NOTIFY_EMAIL_URL": email_url,
             "NOTIFY_SCRIPT": str(self._script()),
+            # The console, for this run only: on loopback, with no keys.
+            "BRAINHANDS_API_AUTH": "none",
+            "BRAINHANDS_API_PORT": str(free_port()),
             **({"NOTIFY_APPROVE": "1"} if self.approve else {}),
         }
 
@@ -239,6 +245,7 @@ class Demo:
         self.workers = [Worker(f"brain-{n + 1}", brain) for n in range(self.brains)]
         self.workers += [Worker(f"hands-{n + 1}", hands) for n in range(self.hands)]
         self.workers.append(Worker("sweeper", ["sweeper"]))
+        self.workers.append(Worker("api", ["api"]))  # never a chaos victim: the only one
 
     def _start(self, worker: Worker, env: dict[str, str]) -> None:
         worker.log = self.workdir / f"{worker.name}.log"
@@ -400,6 +407,12 @@ def print_table(headers: list[str], rows: list[list[str]]) -> None:
     widths = [max(len(str(c)) for c in col) for col in zip(headers, *rows, strict=False)]
     for line in [headers, [str("-" * w) for w in widths], *rows]:
         print("  ".join(str(c).ljust(w) for c, w in zip(line, widths, strict=True)))
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
 
 
 def docker_available() -> bool:

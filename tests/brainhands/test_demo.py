@@ -49,6 +49,7 @@ async def test_demo_passes_its_verdict_while_killing_workers(
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "VERDICT: PASS" in done.stdout
     assert "chaos: SIGKILL" in done.stdout  # it really killed workers
+    assert "console (no login, local only): http://127.0.0.1:" in done.stdout
     table = done.stdout.split("VERDICT")[0]
     assert table.count("@customer-") >= 6
     if approve:
