@@ -28,9 +28,10 @@ from starlette.exceptions import HTTPException
 
 from brainhands.api.changes import ANY, SessionChanges
 from brainhands.api.console import mount_console
-from brainhands.api.keys import Principal, Scope, verify_key
+from brainhands.api.keys import Principal, Scope, VerifiedKeys
 from brainhands.api.live import LiveNotes
 from brainhands.api.settings import ApiSettings
+from brainhands.api.shared_views import SharedViews
 from brainhands.api.views import SessionFilter, list_sessions, session_document, session_tenant
 from brainhands.client import Client
 from brainhands.shared.errors import AnswerTimeout, DecisionRefused, NotFoundError
@@ -183,7 +184,8 @@ def needs(scope: Scope) -> Callable[..., Awaitable[Principal]]:
             return DEV
         if credentials is None:
             raise HTTPException(401, "an API key is needed: Authorization: Bearer bh_...")
-        found = await verify_key(request.app.state.client.store, credentials.credentials)
+        keys: VerifiedKeys = request.app.state.keys
+        found = await keys.verify(credentials.credentials)
         if found is None:
             raise HTTPException(401, "the API key is malformed, unknown or revoked")
         if not found.may(scope):
@@ -226,8 +228,10 @@ def create_app(
         dependencies=[Depends(known_query)],
     )
     app.state.client, app.state.settings = client, settings
+    app.state.keys = VerifiedKeys(client.store)
     store = client.store
     mount_console(app)
+    views = SharedViews(client, changes)
 
     async def owned(session_id: str, who: Principal) -> None:
         exists, tenant = await session_tenant(store, session_id)
@@ -387,12 +391,10 @@ def create_app(
         with changes.watch(session_id) as changed, live.watch(session_id) as notes:
             while True:
                 changed.clear()
-                view = await client.session(session_id)
-                version = view.session.version
-                if seen is None or version > seen:
-                    document = session_document(view)
-                    yield {"id": str(version), "event": "view", "data": json.dumps(document)}
-                    seen = version
+                snapshot = await views.read(session_id)
+                if seen is None or snapshot.version > seen:
+                    yield {"id": str(snapshot.version), "event": "view", "data": snapshot.json}
+                    seen = snapshot.version
                 # Until the next commit, pass on the live notes (no id: they are not part of
                 # what a reconnecting watcher resumes). Without notifications, look anyway.
                 timeout = None if changes.pushed else KEEPALIVE

@@ -31,6 +31,12 @@ class SessionChanges:
         self._watchers: dict[str, set[asyncio.Event]] = {}
         self._feed = NotificationFeed(store.engine, SESSION_CHANNEL, self._heard)
         self._poller: asyncio.Task[None] | None = None
+        self._heard_count: dict[str, int] = {}
+
+    def heard(self, session_id: str) -> int:
+        """How many changes of ``session_id`` this process has heard of while watched: a
+        read begun after the n-th saw at least what that change committed."""
+        return self._heard_count.get(session_id, 0)
 
     @property
     def pushed(self) -> bool:
@@ -60,8 +66,11 @@ class SessionChanges:
             watchers.discard(changed)
             if not watchers:
                 del self._watchers[session_id]
+                self._heard_count.pop(session_id, None)
 
     def _heard(self, session_id: str) -> None:
+        if session_id in self._watchers:
+            self._heard_count[session_id] = self._heard_count.get(session_id, 0) + 1
         for changed in [*self._watchers.get(session_id, ()), *self._watchers.get(ANY, ())]:
             changed.set()
 

@@ -113,3 +113,24 @@ async def revoke_key(store: Store, key_id: str) -> None:
         )
     if done.rowcount != 1:
         raise NotFoundError(f"no active API key {key_id!r}")
+
+
+class VerifiedKeys:
+    """Keys verified in the last ``ttl`` seconds, so that a client's requests do not each
+    read the store for its key: a revoked key stops working within ``ttl``."""
+
+    def __init__(self, store: Store, ttl: float = 5.0) -> None:
+        self.store = store
+        self.ttl = ttl
+        self._seen: dict[str, tuple[float, Principal | None]] = {}
+
+    async def verify(self, key: str) -> Principal | None:
+        now = time.monotonic()
+        seen = self._seen.get(key)
+        if seen is not None and now - seen[0] < self.ttl:
+            return seen[1]
+        if len(self._seen) > 10_000:  # unknown keys sent in bulk stay a bounded cost
+            self._seen.clear()
+        principal = await verify_key(self.store, key)
+        self._seen[key] = (now, principal)
+        return principal
