@@ -387,13 +387,13 @@ def create_app(
         seen = _version(last_event_id)
         return EventSourceResponse(_stream(session_id, seen), ping=KEEPALIVE)
 
-    async def _stream(session_id: str, seen: int | None) -> AsyncIterator[dict[str, str]]:
+    async def _stream(session_id: str, seen: int | None) -> AsyncIterator[bytes | dict[str, str]]:
         with changes.watch(session_id) as changed, live.watch(session_id) as notes:
             while True:
                 changed.clear()
                 snapshot = await views.read(session_id)
                 if seen is None or snapshot.version > seen:
-                    yield {"id": str(snapshot.version), "event": "view", "data": snapshot.json}
+                    yield snapshot.frame
                     seen = snapshot.version
                 # Until the next commit, pass on the live notes (no id: they are not part of
                 # what a reconnecting watcher resumes). Without notifications, look anyway.

@@ -12,6 +12,8 @@ import asyncio
 import json
 from dataclasses import dataclass
 
+from sse_starlette import ServerSentEvent
+
 from brainhands.api.changes import SessionChanges
 from brainhands.api.views import session_document
 from brainhands.client import Client
@@ -20,7 +22,8 @@ from brainhands.client import Client
 @dataclass(frozen=True)
 class Snapshot:
     version: int
-    json: str
+    frame: bytes
+    """The server-sent event carrying it (``id`` its version), encoded once for all."""
 
 
 class SharedViews:
@@ -44,7 +47,10 @@ class SharedViews:
 
     async def _read(self, session_id: str) -> Snapshot:
         view = await self.client.session(session_id)
-        return Snapshot(view.session.version, json.dumps(session_document(view)))
+        version = view.session.version
+        data = json.dumps(session_document(view))
+        frame = ServerSentEvent(data=data, id=str(version), event="view").encode()
+        return Snapshot(version, frame)
 
     def _forget(self, session_id: str, done: asyncio.Future[Snapshot]) -> None:
         current = self._reads.get(session_id)
