@@ -50,6 +50,11 @@ from brainhands.shared.tracing import context_from, current_carrier, tracer
 
 log = logging.getLogger("brainhands.hands")
 
+LIVE_TIMEOUT = 1.0
+"""Seconds a live note may take to publish before it is dropped."""
+LIVE_BACKLOG = 100
+"""Live notes publishing at once; more are dropped."""
+
 
 class HandsWorker:
     """Runs the tools of one pool."""
@@ -78,6 +83,7 @@ class HandsWorker:
         self.consuming = False
         """True while the pool's queue is consumed (readiness)."""
         self.cancel_check_period = cancel_check_period
+        self._notes: set[asyncio.Task[None]] = set()
         self._running: dict[str, _RunningCall] = {}
 
     async def run(self, stop: asyncio.Event) -> None:
@@ -187,8 +193,20 @@ class HandsWorker:
         log.info("acked", extra={**fields, "event": "acked"})
 
     async def _live(self, note: LiveNote) -> None:
-        """Publish a live note to whichever API processes listen (none: dropped)."""
-        await self.broker.broadcast(note, self.broker.topology.live_key)
+        """Publish a live note to whichever API processes listen, in the background: a
+        note never slows the tool that sends it (none listening, or no broker: dropped)."""
+        if not self.broker.connected or len(self._notes) >= LIVE_BACKLOG:
+            return
+        sending = asyncio.create_task(self._send_note(note))
+        self._notes.add(sending)
+        sending.add_done_callback(self._notes.discard)
+
+    async def _send_note(self, note: LiveNote) -> None:
+        try:
+            async with asyncio.timeout(LIVE_TIMEOUT):
+                await self.broker.broadcast(note, self.broker.topology.live_key)
+        except Exception as exc:  # best effort: the call goes on
+            log.debug("progress note not sent", extra={"event": "live_dropped", "error": str(exc)})
 
     async def on_cancel(self, message: Message, delivery: Delivery) -> None:
         """A cancel notice: if the call runs here, its context now says ``cancelled()``."""

@@ -108,8 +108,11 @@ async def test_metrics_count_what_the_run_did(cluster: Cluster) -> None:
         found = re.findall(rf"^{re.escape(metric)} ([0-9.e+]+)$", text, re.M)
         return float(found[0]) if found else 0.0
 
-    assert value(hands, 'brainhands_jobs_received_total{pool="email"}') == 20
-    assert value(hands, 'brainhands_jobs_acked_total{pool="email"}') == 20
+    # A slow run may re-send a job whose call went quiet (the sweeper's redispatch): every
+    # delivery is counted and settled, and still each email has one outcome.
+    received = value(hands, 'brainhands_jobs_received_total{pool="email"}')
+    assert received >= 20
+    assert 20 <= value(hands, 'brainhands_jobs_acked_total{pool="email"}') <= received
     assert (
         value(hands, 'brainhands_tool_outcomes_total{status="succeeded",tool="send_email"}') == 20
     )
