@@ -24,11 +24,12 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
 
 class Collector(ThreadingHTTPServer):
-    """An OTLP/HTTP trace receiver on loopback: keeps (service, span name, trace id)."""
+    """An OTLP/HTTP trace receiver on loopback: keeps (service, span name, trace id,
+    the span's ``trigger`` attribute or "")."""
 
     def __init__(self) -> None:
         super().__init__(("127.0.0.1", 0), _Receive)
-        self.spans: list[tuple[str, str, str]] = []
+        self.spans: list[tuple[str, str, str, str]] = []
 
     @property
     def url(self) -> str:
@@ -49,7 +50,10 @@ class _Receive(BaseHTTPRequestHandler):
             )
             for scope in resource.scope_spans:
                 for span in scope.spans:
-                    self.server.spans.append((service, span.name, span.trace_id.hex()))
+                    trigger = next(
+                        (a.value.string_value for a in span.attributes if a.key == "trigger"), ""
+                    )
+                    self.server.spans.append((service, span.name, span.trace_id.hex(), trigger))
         self.send_response(200)
         self.send_header("Content-Type", "application/x-protobuf")
         self.end_headers()
@@ -78,6 +82,10 @@ async def test_an_agent_turn_is_one_trace_across_processes(
         "BRAINHANDS_OTLP_ENDPOINT": collector.url,
         "TEST_EMAIL_URL": email_url,
         "TEST_MODEL_LOG": str(tmp_path / "model.jsonl"),
+        # Slow enough that each pass has let go before its calls' results come back, so
+        # results wake passes of their own (a pass that finds them already arrived goes on
+        # in the same span).
+        "TEST_ECHO_DELAY": "1.5",
     }
     try:
         # Declared before the Brain runs: no turn waits for the Hands' declarations (a
@@ -102,17 +110,20 @@ async def test_an_agent_turn_is_one_trace_across_processes(
                 compat="v1",
             )
         await OutboxRelay(brains.store, brains.env.broker).drain_once()
-        trace_id = format(submit_span.get_span_context().trace_id, "032x")
         record = await brains.answer(within=60)
         assert record.status == "answered"
 
-        def seen(name: str) -> bool:
-            return any(s[1] == name for s in collector.spans)
+        trace_id = format(submit_span.get_span_context().trace_id, "032x")
 
+        def named(name: str) -> list[tuple[str, str, str, str]]:
+            return [s for s in collector.spans if s[1] == name]
+
+        # Spans are exported in batches every half second: wait for the last ones.
         await eventually(
-            lambda: seen("brainhands.hands.job") and seen("brainhands.brain.pass"),
+            lambda: len(named("brainhands.hands.job")) >= 3
+            and any(s[3] == "tool_result" for s in named("brainhands.brain.pass")),
             within=20,
-            what="spans from the Brain and Hands",
+            what="the Hands' three job spans and a pass woken by a result",
         )
     finally:
         service.kill()
@@ -122,4 +133,7 @@ async def test_an_agent_turn_is_one_trace_across_processes(
     services = {s[0] for s in ours}
     assert {"brainhands-brain", "brainhands-hands-email"} <= services
     assert sum(s[1] == "brainhands.hands.job" for s in ours) == 3  # the three echo calls
-    assert sum(s[1] == "brainhands.brain.pass" for s in ours) >= 3  # passes woken by results
+    passes = named("brainhands.brain.pass")
+    # Every pass, the submission's and those woken by results, is in the caller's trace.
+    assert passes and all(s[2] == trace_id for s in passes), passes
+    assert {s[3] for s in passes} >= {"wake", "tool_result"}

@@ -111,7 +111,9 @@ class Note(BaseModel):
 
 @tool(pool="email", policy="safe")
 async def echo(args: Note, ctx: ToolContext) -> dict[str, Any]:
-    """Says back what it was given: a tool whose result never varies."""
+    """Says back what it was given: a tool whose result never varies (after
+    ``TEST_ECHO_DELAY`` seconds, 0 unless set)."""
+    await asyncio.sleep(float(os.environ.get("TEST_ECHO_DELAY", "0")))
     return {"echo": args.text}
 
 
