@@ -120,8 +120,10 @@ async def test_an_agent_turn_is_one_trace_across_processes(
 
         # Spans are exported in batches every half second: wait for the last ones.
         await eventually(
-            lambda: len(named("brainhands.hands.job")) >= 3
-            and any(s[3] == "tool_result" for s in named("brainhands.brain.pass")),
+            lambda: (
+                len(named("brainhands.hands.job")) >= 3
+                and any(s[3] == "tool_result" for s in named("brainhands.brain.pass"))
+            ),
             within=20,
             what="the Hands' three job spans and a pass woken by a result",
         )
