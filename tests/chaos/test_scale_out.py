@@ -15,7 +15,7 @@ from tests.helpers.polling import eventually
 
 pytestmark = [pytest.mark.integration, pytest.mark.chaos, pytest.mark.timeout(300)]
 
-JOBS = 2000
+JOBS = 600
 STEP = 8.0  # seconds between added workers
 
 
@@ -23,9 +23,11 @@ STEP = 8.0  # seconds between added workers
 # so the curve is measured where a scaled-out deployment keeps its store.
 @pytest.mark.parametrize("store_target", ["postgres"], indirect=True)
 async def test_adding_hands_workers_drains_a_backlog_faster(cluster: Cluster) -> None:
-    # Tools wait on I/O (the service answers after 0.1 s), as real tools do; each worker
-    # runs two calls at once, so the pool's capacity is its number of workers.
-    await cluster.email.set_faults(delay=0.1)
+    # Tools wait on I/O (the service answers after 0.4 s), as real tools do; each worker
+    # runs two calls at once, so a worker drains 5 jobs/s and the pool's capacity is its
+    # number of workers, far below what the two cores and the service's one SQLite file
+    # can take (a faster tool measures the machine's load, not the pool).
+    await cluster.email.set_faults(delay=0.4)
     queue = cluster.env.topology.hands_queue("email")
     jobs = [
         ToolJob(
@@ -59,13 +61,10 @@ async def test_adding_hands_workers_drains_a_backlog_faster(cluster: Cluster) ->
     print(
         "\nscale-out curve (jobs/s):", " -> ".join(f"{n + 1}w {r:.0f}" for n, r in enumerate(rates))
     )
-    # Added workers add throughput. The service, which writes every send to one SQLite
-    # file with an fsync, caps the curve at some 25-50 sends/s here, and 6 s windows on 2
-    # shared cores vary a lot (runs: 12-24-28-33, 13-24-30-25, 7.5-10.7-18-19.3 under a
-    # loaded CI), so only the shape is held: every window with more workers beats one
-    # worker by a fifth, the best by half. The curve itself is bench/'s to measure.
-    assert all(later > 1.2 * rates[0] for later in rates[1:]), rates
-    assert max(rates[1:]) > 1.5 * rates[0], rates
+    # Added workers add throughput: the second doubles it, and every later window keeps
+    # well above one worker's rate.
+    assert rates[1] > 1.5 * rates[0], rates
+    assert all(later > 1.5 * rates[0] for later in rates[2:]), rates
 
     ledger = await cluster.email.ledger()
     keys = [s["key"] for s in ledger["unsafe_sends"]]
