@@ -1,4 +1,4 @@
-"""A tool call's round trip through Brain and Hands, next to its physical floor and Celery.
+"""A tool call's round trip through Brain and Hands, next to its physical floor, Celery and DBOS.
 
 Everything runs on PostgreSQL (a fresh schema, dropped at the end), RabbitMQ and Redis under a
 unique namespace; every process started is stopped and every queue deleted at the end.
@@ -41,14 +41,24 @@ unique namespace; every process started is stopped and every queue deleted at th
    no-op task's ``delay().get()`` serially, and N (``--celery-burst``) tasks sent at once and
    all awaited. Then the same again, durable like brainhands' messages: a quorum queue and
    publisher confirms (for comparison; the target is against Celery as it comes).
+5. **DBOS Transact** (when installed; it is not a dependency either): one process
+   (``python -m bench.roundtrip_dbos_app``) with its system tables in a database of the run's
+   own on the same PostgreSQL server, created and dropped by the bench; a tool call is one
+   no-op step of an ``async`` workflow. ``--dbos-serial`` one-step workflows one after
+   another (``start_workflow_async`` then ``get_result``), ``--dbos-burst`` started at once
+   directly and then enqueued at once on a DBOS ``Queue``, and S3 (``--fanout-burst``)
+   workflows of 10 steps at once both ways, to compare with part 2b. DBOS checkpoints every
+   workflow and step in PostgreSQL, the durable peer closest to ours, without a broker.
 
-Targets: round trip p50 <= 2x the floor's; throughput >= Celery's no-op throughput. Ours does
+Targets: round trip p50 <= 2x the floor's; throughput not less than 0.5x Celery's (no-op, as it
+comes) and 2x DBOS's best (direct or queue; the fan-out row against DBOS's fan-out). Ours does
 far more per call (durable commits on both sides, leases, fences, outbox relays), so the
 numbers are reported as they are. Parts 1 and 2 are measured by ``bench/roundtrip_sessions.py``,
-part 3 by ``bench/roundtrip_floor.py``, part 4 by ``bench/roundtrip_celery.py``.
+part 3 by ``bench/roundtrip_floor.py``, part 4 by ``bench/roundtrip_celery.py``, part 5 by
+``bench/roundtrip_dbos.py``.
 
     .venv/bin/python -m bench.roundtrip [--sessions S] [--burst S2] [--fanout-burst S3]
-        [--floor F] [--celery-burst N]
+        [--floor F] [--celery-burst N] [--dbos-burst N] [--no-celery] [--no-dbos]
 """
 
 from __future__ import annotations
@@ -57,7 +67,7 @@ import argparse
 import asyncio
 import contextlib
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -77,6 +87,7 @@ from bench._services import (
 from bench._stats import machine, percentile, print_table
 from bench.roundtrip_agents import COMPAT, FANOUT, FANOUT_AGENT
 from bench.roundtrip_celery import CeleryResult, bench_celery
+from bench.roundtrip_dbos import DbosResult, bench_dbos
 from bench.roundtrip_floor import (
     FLOOR_PROCESSES,
     FLOOR_STEPS,
@@ -103,6 +114,10 @@ from brainhands.shared.relay import OutboxRelay
 from brainhands.shared.topology import Topology
 
 TARGET_FLOOR_RATIO = 2.0
+TARGET_CELERY_RATIO = 0.5
+"""Throughput at least this times Celery's no-op throughput."""
+TARGET_DBOS_RATIO = 2.0
+"""Throughput at least this times DBOS's best (direct or queue)."""
 ms = 1000.0
 
 
@@ -127,6 +142,7 @@ class Results:
     floor_rate: float = 0.0
     """Round trips/s of the floor's lanes at once."""
     celery: CeleryResult | None = None
+    dbos: DbosResult | None = None
 
 
 def start_brain_and_hands(workers: Workers) -> None:
@@ -239,9 +255,17 @@ def report(args: argparse.Namespace, r: Results) -> None:
     fanout_rate = r.fanout_sessions * FANOUT / r.fanout_seconds if r.fanout_seconds else 0.0
     c = r.celery
     celery_rate = c.burst / c.burst_seconds if c else None
+    d = r.dbos
 
     def vs_celery(rate: float) -> str:
         return f"{rate / celery_rate:.2f}x" if celery_rate else "-"
+
+    def vs_dbos(rate: float) -> str:
+        """``rate`` of one-call work over DBOS's best one-step workflows/s."""
+        return f"{rate / d.best_rate:.2f}x" if d else "-"
+
+    def vs_dbos_fanout(rate: float) -> str:
+        return f"{rate / d.fanout_best_rate:.2f}x" if d and d.fanout else "-"
 
     def vs_floor_rate(rate: float) -> str:
         return f"{rate / r.floor_rate:.2f}x"
@@ -254,6 +278,7 @@ def report(args: argparse.Namespace, r: Results) -> None:
             "-",
             f"{ours_p50 / floor_p50:.2f}x ({ours_p50 / strict_p50:.2f}x strict)",
             "-",
+            "-",
         ],
         [
             f"brainhands throughput, 2 Brains + 2 Hands ({len(r.burst)} at once)",
@@ -262,28 +287,30 @@ def report(args: argparse.Namespace, r: Results) -> None:
             f"{ours_rate:,.1f}",
             vs_floor_rate(ours_rate),
             vs_celery(ours_rate),
+            vs_dbos(ours_rate),
         ],
-        *(
+    ]
+    if fanout_rate:
+        rows.append(
             [
-                [
-                    f"brainhands throughput, {FANOUT} parallel calls per model turn "
-                    f"({r.fanout_sessions} sessions at once)",
-                    "-",
-                    "-",
-                    f"{fanout_rate:,.1f}",
-                    vs_floor_rate(fanout_rate),
-                    vs_celery(fanout_rate),
-                ]
+                f"brainhands throughput, {FANOUT} parallel calls per model turn "
+                f"({r.fanout_sessions} sessions at once)",
+                "-",
+                "-",
+                f"{fanout_rate:,.1f}",
+                vs_floor_rate(fanout_rate),
+                vs_celery(fanout_rate),
+                vs_dbos_fanout(fanout_rate),
             ]
-            if fanout_rate
-            else []
-        ),
+        )
+    rows += [
         [
             f"physical floor, raw asyncpg/aio-pika/redis ({len(floor)} serial)",
             fmt_ms(floor, 50),
             fmt_ms(floor, 99),
             f"{len(floor) / sum(floor):,.1f}",
             "1.00x",
+            "-",
             "-",
         ],
         [
@@ -292,6 +319,7 @@ def report(args: argparse.Namespace, r: Results) -> None:
             fmt_ms(strict, 99),
             f"{len(strict) / sum(strict):,.1f}",
             f"{strict_p50 / floor_p50:.2f}x",
+            "-",
             "-",
         ],
         [
@@ -302,6 +330,7 @@ def report(args: argparse.Namespace, r: Results) -> None:
             f"{r.floor_rate:,.1f}",
             "1.00x",
             vs_celery(r.floor_rate),
+            vs_dbos(r.floor_rate),
         ],
     ]
     if c is not None:
@@ -317,6 +346,7 @@ def report(args: argparse.Namespace, r: Results) -> None:
                     f"{len(variant.samples) / sum(variant.samples):,.1f}",
                     f"{percentile(variant.samples, 50) / floor_p50:.2f}x",
                     "-",
+                    "-",
                 ],
                 [
                     f"{label} throughput ({variant.burst} at once, prefork "
@@ -326,10 +356,15 @@ def report(args: argparse.Namespace, r: Results) -> None:
                     f"{rate:,.1f}",
                     "-",
                     vs_celery(rate),
+                    vs_dbos(rate),
                 ],
             ]
     else:
-        rows.append(["celery (not installed: skipped)", "-", "-", "-", "-", "-"])
+        rows.append(["celery (not installed: skipped)", "-", "-", "-", "-", "-", "-"])
+    if d is not None:
+        rows += dbos_rows(d, floor_p50, vs_celery, vs_dbos, vs_dbos_fanout)
+    else:
+        rows.append(["dbos (not installed or --no-dbos: skipped)", "-", "-", "-", "-", "-", "-"])
     print()
     print_table(
         [
@@ -339,9 +374,10 @@ def report(args: argparse.Namespace, r: Results) -> None:
             "calls/s",
             "ratio vs floor (p50; calls/s)",
             "ratio vs celery (throughput)",
+            "ratio vs dbos best (throughput)",
         ],
         rows,
-        align="<>>>>>",
+        align="<>>>>>>",
     )
     print()
     print(
@@ -356,6 +392,13 @@ def report(args: argparse.Namespace, r: Results) -> None:
         "queue, no publisher confirms (its default), results in Redis; 'celery durable' "
         "publishes with confirms to a quorum queue, as brainhands does (results still in Redis)."
     )
+    print(
+        "DBOS checkpoints each workflow and step in PostgreSQL and has no broker: a tool call "
+        "is a no-op step, run by the one process that starts or dequeues its workflow; its "
+        "calls/s are step calls/s, its bursts timed to the last workflow's updated_at. The "
+        "ratio vs dbos best: one-call rows over DBOS's best one-step rate (direct or queue), "
+        "the fan-out rows over its best fan-out rate."
+    )
     ratio = ours_p50 / floor_p50
     met = "MET" if ratio <= TARGET_FLOOR_RATIO else "NOT MET"
     print(
@@ -363,11 +406,81 @@ def report(args: argparse.Namespace, r: Results) -> None:
         f"vs {floor_p50 * ms:.1f} ms = {ratio:.2f}x: {met} (vs the strict floor's "
         f"{strict_p50 * ms:.1f} ms: {ours_p50 / strict_p50:.2f}x)"
     )
-    if celery_rate is not None:
-        met = "MET" if ours_rate >= celery_rate else "NOT MET"
+    print_throughput_targets(args, r, ours_rate, fanout_rate)
+    report_where(r, ours)
+
+
+def dbos_rows(
+    d: DbosResult,
+    floor_p50: float,
+    vs_celery: Callable[[float], str],
+    vs_dbos: Callable[[float], str],
+    vs_dbos_fanout: Callable[[float], str],
+) -> list[list[object]]:
+    label = f"dbos {d.version}"
+    rows: list[list[object]] = [
+        [
+            f"{label} one-step workflow, start + get_result ({len(d.samples)} serial)",
+            fmt_ms(d.samples, 50),
+            fmt_ms(d.samples, 99),
+            f"{len(d.samples) / sum(d.samples):,.1f}",
+            f"{percentile(d.samples, 50) / floor_p50:.2f}x",
+            "-",
+            "-",
+        ],
+        [
+            f"{label} throughput, started directly ({d.burst} at once, 1 process)",
+            "-",
+            "-",
+            f"{d.direct_rate:,.1f}",
+            "-",
+            vs_celery(d.direct_rate),
+            vs_dbos(d.direct_rate),
+        ],
+        [
+            f"{label} throughput, on a Queue ({d.burst} at once, polled every "
+            f"{d.queue_polling_sec * ms:.0f} ms)",
+            "-",
+            "-",
+            f"{d.queue_rate:,.1f}",
+            "-",
+            vs_celery(d.queue_rate),
+            vs_dbos(d.queue_rate),
+        ],
+    ]
+    fanned = (("started directly", d.fanout_direct_rate), ("on a Queue", d.fanout_queue_rate))
+    if d.fanout:
+        for how, rate in fanned:
+            rows.append(
+                [
+                    f"{label} throughput, {d.fanout_calls} parallel steps per workflow, {how} "
+                    f"({d.fanout} at once)",
+                    "-",
+                    "-",
+                    f"{rate:,.1f}",
+                    "-",
+                    vs_celery(rate),
+                    vs_dbos_fanout(rate),
+                ]
+            )
+    return rows
+
+
+def print_throughput_targets(
+    args: argparse.Namespace, r: Results, ours_rate: float, fanout_rate: float
+) -> None:
+    c, d = r.celery, r.dbos
+    wording = (
+        f"target throughput not less than {TARGET_CELERY_RATIO}x Celery and "
+        f"{TARGET_DBOS_RATIO:.0f}x DBOS's best throughput"
+    )
+    if c is not None:
+        celery_rate = c.burst / c.burst_seconds
+        ratio = ours_rate / celery_rate
+        met = "MET" if ratio >= TARGET_CELERY_RATIO else "NOT MET"
         print(
-            f"target throughput >= Celery no-op: {ours_rate:,.1f} vs {celery_rate:,.1f} "
-            f"tool calls/s = {ours_rate / celery_rate:.2f}x: {met}"
+            f"{wording}, vs Celery no-op: {ours_rate:,.1f} vs {celery_rate:,.1f} tool calls/s "
+            f"= {ratio:.2f}x (>= {TARGET_CELERY_RATIO}x): {met}"
         )
         print(
             f"the floor's own throughput, its round trips back to back in {args.floor_lanes} "
@@ -375,7 +488,25 @@ def report(args: argparse.Namespace, r: Results) -> None:
             f"brainhands reaches {ours_rate / r.floor_rate:.2f}x of it"
         )
     else:
-        print("target throughput >= Celery no-op: not measured (Celery is not installed)")
+        print(f"{wording}, vs Celery: not measured (Celery is not installed)")
+    if d is not None:
+        ratio = ours_rate / d.best_rate
+        met = "MET" if ratio >= TARGET_DBOS_RATIO else "NOT MET"
+        best = "direct" if d.direct_rate >= d.queue_rate else "queue"
+        print(
+            f"{wording}, vs DBOS's best ({best}): {ours_rate:,.1f} vs {d.best_rate:,.1f} tool "
+            f"calls/s = {ratio:.2f}x (>= {TARGET_DBOS_RATIO:.0f}x): {met}"
+        )
+        if fanout_rate and d.fanout:
+            ratio = fanout_rate / d.fanout_best_rate
+            met = "MET" if ratio >= TARGET_DBOS_RATIO else "NOT MET"
+            print(
+                f"fan-out, {FANOUT} calls per model turn vs {d.fanout_calls} steps per workflow: "
+                f"{fanout_rate:,.1f} vs {d.fanout_best_rate:,.1f} tool calls/s = {ratio:.2f}x: "
+                f"{met}"
+            )
+    else:
+        print(f"{wording}, vs DBOS: not measured (DBOS is not installed, or --no-dbos)")
     if c is not None and c.durable is not None:
         durable_rate = c.durable.burst / c.durable.burst_seconds
         print(
@@ -384,6 +515,10 @@ def report(args: argparse.Namespace, r: Results) -> None:
             f"{fanout_rate / durable_rate:.2f}x)"
         )
 
+
+def report_where(r: Results, ours: Sequence[float]) -> None:
+    """Where a brainhands round trip and the floor's go, the CPU and the Brain passes."""
+    assert r.floor is not None
     print()
     print("where a brainhands round trip goes (store timestamps and worker JSON logs):")
     step_rows: list[list[object]] = []
@@ -464,6 +599,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--celery-concurrency", type=int, default=2, help="Celery prefork processes (part 4)"
     )
+    parser.add_argument("--dbos-serial", type=int, default=100, help="serial workflows (part 5)")
+    parser.add_argument(
+        "--dbos-burst", type=int, default=300, help="one-step workflows at once (part 5)"
+    )
     parser.add_argument("--warmup", type=int, default=5, help="unmeasured sessions first")
     parser.add_argument(
         "--concurrency", type=int, default=0, help="Brain/Hands concurrency (default: their own)"
@@ -471,9 +610,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--timeout", type=float, default=90.0, help="seconds a part may take")
     parser.add_argument("--logs", help="keep the worker processes' logs in this directory")
     parser.add_argument("--no-celery", action="store_true", help="skip part 4")
+    parser.add_argument("--no-dbos", action="store_true", help="skip part 5")
     add_service_urls(parser, "postgres", "rabbitmq", "redis")
     args = parser.parse_args(argv)
-    counts = (args.sessions, args.burst, args.celery_serial, args.celery_burst, args.floor_lanes)
+    counts = [args.sessions, args.burst, args.celery_serial, args.celery_burst, args.floor_lanes]
+    counts += [args.dbos_serial, args.dbos_burst]
     if args.floor_burst < args.floor_lanes:
         parser.error("--floor-burst must be at least --floor-lanes (a round trip per lane)")
     if min(*counts, args.celery_concurrency) < 1 or args.floor < 2 or args.warmup < 0:
@@ -500,6 +641,8 @@ async def main(args: argparse.Namespace) -> None:
             await clean_namespace(args, namespace, queues, [schema, floor_schema(schema)])
         if not args.no_celery:
             results.celery = await bench_celery(args, tag, logs)
+        if not args.no_dbos:
+            results.dbos = await bench_dbos(args, tag, logs)
     report(args, results)
     print(f"({machine()})")
 
