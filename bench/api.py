@@ -615,7 +615,7 @@ async def main(args: argparse.Namespace) -> None:
             results = await run(args, namespace, db_schema, logs)
         finally:
             topology = Topology(namespace)
-            queues = [topology.hands_queue(POOL), topology.brain_queue(COMPAT)]
+            queues = [topology.hands_queue(POOL), *topology.brain_queues(COMPAT)]
             await clean_namespace(args, namespace, queues, [db_schema])
     report(args, results)
     print(f"({machine()})")

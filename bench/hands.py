@@ -9,7 +9,7 @@ and the JSON log lines.
 For each worker count: start the workers and wait until they consume, then publish J jobs
 (``ToolJob``, unique operation ids, pool and compat ``bench``) to the pool's queue with the
 Broker; the clock runs from the first publish until J ``ToolResult`` events arrived on the
-Brain queue ``{ns}.brain.bench``. Publishing confirmed messages is an order of magnitude
+result queue ``{ns}.results.bench``. Publishing confirmed messages is an order of magnitude
 faster than the workers, so the queue fills up almost at once. The per-job overhead is
 ``acked.ts - received.ts`` of each operation in the workers' JSON logs (``received`` is
 logged when processing starts, after the prefetch buffer).
@@ -290,15 +290,17 @@ async def main(args: argparse.Namespace) -> None:
             with tempfile.TemporaryDirectory(prefix="brainhands-bench-hands-") as tmp:
                 bench = Bench(args, namespace, db_schema, broker, Path(tmp))
                 await topology.declare_hands_pool(broker.channel, POOL)
-                brain_queue = await topology.declare_brain(broker.channel, COMPAT)
-                await broker.consume(brain_queue, bench.collect, prefetch=256)
+                results = await topology.declare_results(broker.channel, COMPAT)
+                await broker.consume(results, bench.collect, prefetch=256)
                 await measure(bench, runs)
         finally:
             await broker.close()
         report(runs, args.concurrency, args.rounds)
     finally:
         queues = [topology.hands_queue(p) for p in (POOL, BASELINE_POOL)]
-        await clean_namespace(args, namespace, [*queues, topology.brain_queue(COMPAT)], [db_schema])
+        await clean_namespace(
+            args, namespace, [*queues, topology.results_queue(COMPAT)], [db_schema]
+        )
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:

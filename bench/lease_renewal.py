@@ -314,8 +314,12 @@ async def main(args: argparse.Namespace) -> None:
             with tempfile.TemporaryDirectory(prefix="brainhands-bench-lease-") as tmp:
                 bench = Bench(args, namespace, db_schema, broker, Path(tmp))
                 await topology.declare_hands_pool(broker.channel, POOL)
-                brain_queue = await topology.declare_brain(broker.channel, COMPAT)
-                await broker.consume(brain_queue, bench.collect, prefetch=256)
+                # Results: older builds of the code under test publish them to the wake-up queue.
+                for queue in (
+                    await topology.declare_brain(broker.channel, COMPAT),
+                    await topology.declare_results(broker.channel, COMPAT),
+                ):
+                    await broker.consume(queue, bench.collect, prefetch=256)
                 for ref in args.code:
                     with contextlib.ExitStack() as stack:
                         tree = ROOT if ref == WORKING_TREE else stack.enter_context(extracted(ref))
@@ -330,7 +334,7 @@ async def main(args: argparse.Namespace) -> None:
             await broker.close()
         report(runs, args)
     finally:
-        queues = [topology.hands_queue(POOL), topology.brain_queue(COMPAT)]
+        queues = [topology.hands_queue(POOL), *topology.brain_queues(COMPAT)]
         await clean_namespace(args, namespace, queues, [db_schema])
 
 

@@ -636,7 +636,7 @@ async def main(args: argparse.Namespace) -> None:
             await bench_ours(args, namespace, schema, logs, results)
         finally:
             topology = Topology(namespace)
-            queues = [topology.hands_queue(POOL), topology.brain_queue(COMPAT)]
+            queues = [topology.hands_queue(POOL), *topology.brain_queues(COMPAT)]
             queues += floor_queues(topology, args.floor_lanes)
             await clean_namespace(args, namespace, queues, [schema, floor_schema(schema)])
         if not args.no_celery:

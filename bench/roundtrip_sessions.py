@@ -159,7 +159,7 @@ async def timelines(
         "WHERE session_id = ANY($1::text[]) ORDER BY id",
         list(ids),
     )
-    jobs, results = topology.hands_queue(POOL), topology.brain_queue(COMPAT)
+    jobs, results = topology.hands_queue(POOL), topology.results_queue(COMPAT)
     for row in outbox:
         t = out[row["session_id"]]
         if row["routing_key"] == jobs and t.job_sent is None:

@@ -10,8 +10,8 @@ traffic never waits for it: its period only bounds how long a lost message can d
 
 A need whose trigger is still on its way looks just like one whose trigger was lost. So the
 sweeper holds a wake-up back (``plan_wake_ups``) while the session has rows in the outbox
-(the relays will publish them), and while its Brain queue holds a backlog, until the queue's
-delivery mark (``shared.progress``) shows that all that was published for the session has
+(the relays will publish them), and while its Brain queues hold a backlog, until their
+delivery marks (``shared.progress``) show that all that was published for the session has
 been delivered. Waking it sooner would only add to the backlog the Brains are working
 through. No hold lasts longer than ``MAX_BACKLOG_BACKOFF`` backlog graces; without a mark
 (none shared yet, Redis restarted) a hold lasts ``backlog_grace``, twice as long after each
@@ -112,7 +112,7 @@ def plan_wake_ups(
 
     - While the session has outbox rows no relay has published yet, the relays will send
       them: it is held.
-    - While its Brain queue holds messages (``backlogs``: ready messages per compat), its
+    - While its Brain queues hold messages (``backlogs``: ready messages per compat), its
       trigger is most likely among them, and a duplicate would only queue behind it. It is
       held until the queue's delivery mark (``marks``: per compat, the publish time of the
       newest message delivered from the queue) is ``MARK_MARGIN`` past both the moment its
@@ -229,8 +229,9 @@ class Sweeper:
         idle = [ref for ref in sessions if f"session:{ref.session_id}" not in busy]
         blocked = [ref for ref in idle if ref.blocked]
         idle = [ref for ref in idle if not ref.blocked]
-        backlogs = await self._backlogs({ref.compat for ref in idle})
-        marks = await self._marks({c for c, depth in backlogs.items() if depth > 0})
+        depths = await self._depths({ref.compat for ref in idle})
+        backlogs = {compat: sum(queues.values()) for compat, queues in depths.items()}
+        marks = await self._marks(depths)
         rechecks = due_rechecks(
             blocked, watched=self._watched, now=now, recheck=self.blocked_recheck
         )
@@ -314,12 +315,12 @@ class Sweeper:
                 )
             return None
 
-    async def _backlogs(self, compats: set[str]) -> dict[str, int]:
-        """Ready messages in the Brain queue of each compat; 0 where that cannot be read, so
-        that a broker failure never stops the sweep (its publishes will tell)."""
+    async def _depths(self, compats: set[str]) -> dict[str, dict[str, int]]:
+        """Ready messages in each Brain queue (wake-ups, results) of each compat; 0 where that
+        cannot be read, so that a broker failure never stops the sweep (its publishes will
+        tell)."""
 
-        async def depth(compat: str) -> int:
-            queue = self.broker.topology.brain_queue(compat)
+        async def depth(queue: str) -> int:
             try:
                 return await self.broker.ready_count(queue)
             except BrokerError as exc:
@@ -331,18 +332,28 @@ class Sweeper:
                 )
                 return 0
 
-        ordered = sorted(compats)
-        return dict(zip(ordered, await asyncio.gather(*map(depth, ordered)), strict=True))
+        queues = [(c, q) for c in sorted(compats) for q in self.broker.topology.brain_queues(c)]
+        counts = await asyncio.gather(*(depth(q) for _, q in queues))
+        depths: dict[str, dict[str, int]] = {c: {} for c in compats}
+        for (compat, queue), count in zip(queues, counts, strict=True):
+            depths[compat][queue] = count
+        return depths
 
-    async def _marks(self, compats: set[str]) -> dict[str, float]:
-        """The delivery mark of the Brain queue of each compat that has one; none where they
-        cannot be read (then the wake-ups are held by time only)."""
-        if self.progress is None or not compats:
+    async def _marks(self, depths: Mapping[str, Mapping[str, int]]) -> dict[str, float]:
+        """The delivery mark of each compat with a backlog: the oldest mark of its queues
+        that hold messages (a trigger may be in either). None where one of them has no mark
+        or they cannot be read (then the wake-ups are held by time only)."""
+        backed_up = {c: [q for q, n in qs.items() if n > 0] for c, qs in depths.items()}
+        backed_up = {c: qs for c, qs in backed_up.items() if qs}
+        if self.progress is None or not backed_up:
             return {}
-        queues = {self.broker.topology.brain_queue(c): c for c in compats}
         try:
-            marks = await self.progress.read(queues)
+            marks = await self.progress.read([q for qs in backed_up.values() for q in qs])
         except (RedisError, OSError) as exc:
             log.warning("delivery marks unknown: %s", exc, extra={"event": "sweep_marks_unknown"})
             return {}
-        return {queues[q]: mark for q, mark in marks.items()}
+        return {
+            compat: min(marks[q] for q in queues)
+            for compat, queues in backed_up.items()
+            if all(q in marks for q in queues)
+        }

@@ -1,6 +1,10 @@
 """The Brain worker: consumes wake-ups and tool results for its compatibility keys, takes the
 session's lease, advances the session until nothing is runnable, and lets go.
 
+Wake-ups and results come from two queues, and both kinds of pass share ``concurrency``
+slots (``brain.gate``), where a waiting result goes first: a burst of new sessions does not
+hold back the results of the sessions already running.
+
 A message only says "look at session S"; the store says what to do. So duplicates, losses and
 reordering cost nothing but time: a duplicate finds nothing runnable, and a loss is found by
 the sweeper.
@@ -27,6 +31,7 @@ import logging
 import time
 from collections import OrderedDict
 
+from brainhands.brain.gate import PassGate
 from brainhands.brain.registry import TaskRegistry
 from brainhands.brain.scheduler import SessionRunner, StartSubmission, start_from_input
 from brainhands.shared import metrics
@@ -88,7 +93,8 @@ class BrainWorker:
         self.progress = progress
         """Where the publish times of the messages received are noted for the sweeper."""
         self.consuming = False
-        """True while the wake-up queues are consumed (readiness)."""
+        """True while the wake-up and result queues are consumed (readiness)."""
+        self._gate = PassGate(concurrency)
         self._timers: set[asyncio.TimerHandle] = set()
         self._publishing: set[asyncio.Task[None]] = set()
         self._kept: OrderedDict[str, SessionState] = OrderedDict()
@@ -97,12 +103,18 @@ class BrainWorker:
     async def run(self, stop: asyncio.Event) -> None:
         """Consume until ``stop`` is set; running sessions get the grace period to finish."""
         consumers = []
+        topology = self.broker.topology
         for compat in self.compats:
-            queue = await self.broker.topology.declare_brain(self.broker.channel, compat)
-            consumers.append(
-                await self.broker.consume(queue, self.handle, prefetch=self.concurrency)
-            )
-            log.info("consuming", extra={"event": "consuming", "queue": queue})
+            # Results on a queue and a prefetch of their own, so they are received even
+            # while a burst of wake-ups fills the other's; the gate lets them in first.
+            for queue in (
+                await topology.declare_brain(self.broker.channel, compat),
+                await topology.declare_results(self.broker.channel, compat),
+            ):
+                consumers.append(
+                    await self.broker.consume(queue, self.handle, prefetch=self.concurrency)
+                )
+                log.info("consuming", extra={"event": "consuming", "queue": queue})
         self.consuming = True
         if self.progress is not None:
             await self.progress.run(stop)
@@ -138,18 +150,20 @@ class BrainWorker:
             await delivery.ack()
             return
         try:
-            with tracer.start_as_current_span(
-                "brainhands.brain.pass",
-                context=context_from(message.trace),
-                attributes={"session_id": message.session_id, "trigger": message.type},
-            ):
-                # A tool result's pass need not look for new submissions: each has a
-                # wake-up of its own.
-                await self.advance(
-                    message.session_id,
-                    submissions=not isinstance(message, ToolResult),
-                    result=result,
-                )
+            # Results first: a pass waiting for a slot goes before waiting wake-ups.
+            async with self._gate.slot(urgent=isinstance(message, ToolResult)):
+                with tracer.start_as_current_span(
+                    "brainhands.brain.pass",
+                    context=context_from(message.trace),
+                    attributes={"session_id": message.session_id, "trigger": message.type},
+                ):
+                    # A tool result's pass need not look for new submissions: each has a
+                    # wake-up of its own.
+                    await self.advance(
+                        message.session_id,
+                        submissions=not isinstance(message, ToolResult),
+                        result=result,
+                    )
         except LeaseLost as exc:
             metrics.LEASE_LOST.inc()
             log.warning(

@@ -425,7 +425,7 @@ class HandsWorker:
         """Commit the outcome with its result event (``interrupted``: it follows an attempt
         cut short, counted as an interruption)."""
         event = _result_event(job, status)
-        notify = OutboxMessage(self.broker.topology.brain_queue(job.compat), encode(event))
+        notify = OutboxMessage(self.broker.topology.results_queue(job.compat), encode(event))
         await self.ledger.record_outcome(
             job.operation_id,
             token,
@@ -452,7 +452,7 @@ class HandsWorker:
 
     async def _republish(self, job: ToolJob, op: OperationRecord) -> None:
         await self.broker.publish_routed(
-            _result_event(job, op.status), self.broker.topology.brain_queue(job.compat)
+            _result_event(job, op.status), self.broker.topology.results_queue(job.compat)
         )
         log.info(
             "duplicate job; result published again",

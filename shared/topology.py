@@ -1,10 +1,15 @@
 """RabbitMQ names and their declaration (DESIGN §6).
 
-    exchange "{ns}"  (direct) ──"{ns}.hands.{pool}"──▶ queue "{ns}.hands.{pool}"  (quorum)
-                              ──"{ns}.brain.{compat}"─▶ queue "{ns}.brain.{compat}" (quorum)
-                                                          │ delivery limit reached
-                                                          ▼
+    exchange "{ns}"  (direct) ──"{ns}.hands.{pool}"────▶ queue "{ns}.hands.{pool}"    (quorum)
+                              ──"{ns}.brain.{compat}"───▶ queue "{ns}.brain.{compat}"   (quorum)
+                              ──"{ns}.results.{compat}"─▶ queue "{ns}.results.{compat}" (quorum)
+                                                            │ delivery limit reached
+                                                            ▼
     exchange "{ns}.dlx" (topic) ──"#"──▶ queue "{ns}.parked" (quorum)
+
+A Brain build consumes two queues per compatibility key: wake-ups (new submissions, timers,
+the sweeper's recoveries) and tool results, each with a prefetch of its own, so that a result
+is applied at once even while a burst of new sessions waits in the wake-up queue.
 
 A work queue's routing key is its own name. Dead-lettered messages keep their original routing
 key, so a parked message still says where it came from and replay can send it back. The DLX is
@@ -71,6 +76,14 @@ class Topology:
         """Queue (and routing key) of the wake-ups for Brains of one compatibility key."""
         return f"{self.namespace}.brain.{_checked('compat', compat)}"
 
+    def results_queue(self, compat: str) -> str:
+        """Queue (and routing key) of the tool results for Brains of one compatibility key."""
+        return f"{self.namespace}.results.{_checked('compat', compat)}"
+
+    def brain_queues(self, compat: str) -> tuple[str, str]:
+        """Both queues a Brain of ``compat`` consumes: wake-ups and results."""
+        return self.brain_queue(compat), self.results_queue(compat)
+
     @property
     def cancel_key(self) -> str:
         """Routing key of cancel notices: every Hands worker's own queue is bound to it."""
@@ -130,6 +143,10 @@ class Topology:
         """Declare the wake-up queue of a Brain compatibility key (and the base); return it."""
         return await self._declare_work_queue(channel, self.brain_queue(compat))
 
+    async def declare_results(self, channel: AbstractChannel, compat: str) -> str:
+        """Declare the result queue of a Brain compatibility key (and the base); return it."""
+        return await self._declare_work_queue(channel, self.results_queue(compat))
+
     async def declare_route(self, channel: AbstractChannel, routing_key: str) -> bool:
         """Declare the work queue a routing key names, if it names one; say whether it did.
 
@@ -139,6 +156,7 @@ class Topology:
         for prefix, declare in (
             (f"{self.namespace}.hands.", self.declare_hands_pool),
             (f"{self.namespace}.brain.", self.declare_brain),
+            (f"{self.namespace}.results.", self.declare_results),
         ):
             name = routing_key.removeprefix(prefix)
             if name != routing_key and name:

@@ -62,7 +62,7 @@ async def test_a_result_for_a_call_already_applied_costs_no_pass(agent_run: Agen
     tasks, _ = await session_history(brains.store.engine, "s1")
     call = next(t for t in tasks if t.kind == TOOL_KIND)
     assert call.status == "terminal" and call.operation_id
-    queue = brains.env.topology.brain_queue("v1")
+    queue = brains.env.topology.results_queue("v1")
 
     def result(operation_id: str, task_id: str) -> ToolResult:
         return ToolResult(

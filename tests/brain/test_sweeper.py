@@ -32,7 +32,7 @@ from brainhands.brain.sweeper import (
 from brainhands.shared.broker import Delivery
 from brainhands.shared.keys import Keys
 from brainhands.shared.lease import LeaseManager
-from brainhands.shared.messages import SessionWake, ToolJob, decode
+from brainhands.shared.messages import SessionWake, ToolJob, ToolResult, decode
 from brainhands.shared.progress import QueueProgress
 from brainhands.shared.store import Draft, Store, schema
 from brainhands.shared.store.queries import (
@@ -341,6 +341,43 @@ async def test_a_backlogged_session_is_woken_once_its_queue_was_delivered_past_i
     # Only "lost" was woken: all that was published for it has been delivered; "unsent"
     # still has its wake-up in the outbox, and "late" was first seen after the mark.
     assert sent["session_woken"] == 1
+    assert await swept_sessions(env, "v1") == ["lost"]
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(60)
+async def test_a_session_is_held_until_both_its_queues_were_delivered_past_it(
+    sweeper: Sweeper, store: Store, env: BrokerEnv, progress: QueueProgress
+) -> None:
+    wakes, results = await env.brain_queue("v1"), await env.results_queue("v1")
+    await backlog(env, "v1", 1)
+    await needs_attention(store, env, "lost", "v1", 5)
+    assert await sweeper.sweep_once() == {}  # held: the queue has a backlog, and no mark
+    await asyncio.sleep(MARK_MARGIN + 1.5)
+    await backlog(env, "v1", 2)
+    for n in range(2):  # results of other sessions, waiting in the result queue
+        result = ToolResult(
+            operation_id=f"op-{n}",
+            session_id=f"running-{n}",
+            task_id="t",
+            compat="v1",
+            status="succeeded",
+        )
+        await env.broker.publish(result, results)
+
+    async def deliver(queue: str, messages: int) -> None:
+        async with env.broker.side_channel() as channel:
+            declared = await channel.declare_queue(queue, passive=True)
+            for _ in range(messages):
+                progress.note(queue, Delivery(await declared.get(no_ack=True)).published_at)
+        await progress.share()
+
+    # The wake-up queue was delivered past the need (the old wake-up and a new one), the
+    # result queue not yet: the session's trigger may still be a result in it.
+    await deliver(wakes, 2)
+    assert await sweeper.sweep_once() == {}
+    await deliver(results, 1)
+    assert (await sweeper.sweep_once())["session_woken"] == 1
     assert await swept_sessions(env, "v1") == ["lost"]
 
 

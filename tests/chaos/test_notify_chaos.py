@@ -201,7 +201,7 @@ async def test_8_a_poison_job_fails_its_task_and_the_session_goes_on(cluster: Cl
 
 async def test_9_wakeups_duplicated_dropped_and_reordered(cluster: Cluster) -> None:
     start_pool(cluster)
-    queue = cluster.env.topology.brain_queue("v1")
+    queue, results = cluster.env.topology.brain_queues("v1")
     await cluster.submit_batches(3)
     rng = random.Random(9)
     stale: list[ToolResult] = []
@@ -212,10 +212,11 @@ async def test_9_wakeups_duplicated_dropped_and_reordered(cluster: Cluster) -> N
         for _ in range(3):
             await cluster.env.broker.publish(wake, queue)  # duplicated
         if rng.random() < 0.3:
-            await cluster.env.purge(queue)  # dropped
-            cluster.kills["purge brain queue"] += 1
+            await cluster.env.purge(queue)  # dropped: wake-ups
+            await cluster.env.purge(results)  # and results
+            cluster.kills["purge brain queues"] += 1
         if stale and rng.random() < 0.5:
-            await cluster.env.broker.publish(rng.choice(stale), queue)  # reordered: old news
+            await cluster.env.broker.publish(rng.choice(stale), results)  # reordered: old news
         stale.append(
             ToolResult(
                 operation_id="op-old",

@@ -476,7 +476,7 @@ def test_keda_watches_the_queues_its_target_deployment_consumes() -> None:
             assert args.command == "brain", (
                 f"{where}: scales a {args.command}, not a queue consumer"
             )
-            consumed = {topology.brain_queue(compat) for compat in args.compat}
+            consumed = {q for compat in args.compat for q in topology.brain_queues(compat)}
         watched = set()
         for trigger in obj["spec"]["triggers"]:
             assert trigger["type"] == "rabbitmq", where

@@ -63,8 +63,8 @@ class HandsHarness:
 
     async def start(self) -> None:
         await self.env.hands_queue("email")
-        brain = await self.env.brain_queue("v1")
-        await self.env.broker.consume(brain, self._collect)
+        results = await self.env.results_queue("v1")
+        await self.env.broker.consume(results, self._collect)
 
     async def _collect(self, message: Message, delivery: Delivery) -> None:
         assert isinstance(message, ToolResult)

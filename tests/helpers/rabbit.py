@@ -39,6 +39,11 @@ class BrokerEnv:
         self.queues.append(name)
         return name
 
+    async def results_queue(self, compat: str = "v1") -> str:
+        name = await self.topology.declare_results(self.broker.channel, compat)
+        self.queues.append(name)
+        return name
+
     async def message_count(self, queue: str) -> int:
         connection = await aio_pika.connect(self.url)
         async with connection:
