@@ -62,7 +62,8 @@ from brainhands.shared.errors import UnknownToolError
 from brainhands.shared.messages import MAX_INLINE_JSON, ToolJob, encode
 from brainhands.shared.store import Draft, Store, SubmissionRecord, TaskRecord
 from brainhands.shared.store.declarations import ToolCatalog
-from brainhands.shared.store.inbox import send_signal, unapplied_requests
+from brainhands.shared.store.inbox import send_signal
+from brainhands.shared.store.load import arrivals
 from brainhands.shared.store.queries import tasks_and_operations
 from brainhands.shared.store.records import (
     ClaimedSession,
@@ -74,7 +75,6 @@ from brainhands.shared.store.records import (
     SessionState,
     TaskStatus,
 )
-from brainhands.shared.store.submissions import queued_submissions
 from brainhands.shared.topology import Topology
 from brainhands.shared.tracing import current_carrier
 
@@ -880,18 +880,22 @@ class SessionRunner:
 
     async def _read_signals(self, draft: Draft) -> None:
         """Read the session's signals not received yet (nor in ``draft``), and, when a task
-        waits for a follow-up, the submissions waiting for their turn."""
+        waits for a follow-up, the submissions waiting for their turn (one hop)."""
         self._signals_read = True
         received = set(draft.applied_inbox)
-        fresh = await unapplied_requests(self.store, self.session_id)
+        follow_up = any(t.wait_signal == FOLLOW_UP for t in self.open_tasks())
+        fresh, queued = await arrivals(self.store.engine, self.session_id, queued=follow_up)
         self.signals = [r for r in fresh if r.kind == "signal" and r.id not in received]
-        if any(t.wait_signal == FOLLOW_UP for t in self.open_tasks()):
-            await self._read_queued(draft)
+        if follow_up:
+            self._keep_queued(draft, queued)
 
     async def _read_queued(self, draft: Draft) -> None:
+        _, queued = await arrivals(self.store.engine, self.session_id, queued=True)
+        self._keep_queued(draft, queued)
+
+    def _keep_queued(self, draft: Draft, queued: list[SubmissionRecord]) -> None:
         taken = {u.submission_id for u in draft.submission_updates}
-        submissions = await queued_submissions(self.store, self.session_id)
-        self.queued = [s for s in submissions if s.id not in taken]
+        self.queued = [s for s in queued if s.id not in taken]
 
     def _start_next_submission(self, draft: Draft) -> bool:
         """Start the oldest submission waiting for its turn, if no root task is open: a

@@ -100,11 +100,3 @@ async def send_signal(
     return await send_request(
         store, session_id=session_id, kind="signal", key=signal_id, name=name, body=body, wake=wake
     )
-
-
-async def unapplied_requests(store: Store, session_id: str) -> list[InboxRecord]:
-    """The requests to ``session_id`` not applied yet, oldest first."""
-    i = schema.inbox
-    query = select(i).where(i.c.session_id == session_id, i.c.applied_at.is_(None)).order_by(i.c.id)
-    async with read_transaction(store.engine) as conn:
-        return [InboxRecord(**dict(r._mapping)) for r in await conn.execute(query)]

@@ -26,9 +26,11 @@ from typing import Any
 
 from sqlalchemy import BindParameter, Row, bindparam, select
 from sqlalchemy.engine import Connection
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from brainhands.shared.errors import NotFoundError
 from brainhands.shared.store import fence, schema
+from brainhands.shared.store.engine import read_in_one_hop
 from brainhands.shared.store.records import (
     OPEN_SUBMISSION_STATUSES,
     ClaimedSession,
@@ -69,7 +71,7 @@ _OPEN_TASKS = (
 _OPEN_SUBMISSIONS = (
     select(_sub)
     .where(_sub.c.session_id == _SID, _sub.c.status.in_(OPEN_SUBMISSION_STATUSES))
-    .order_by(_sub.c.created_at)
+    .order_by(_sub.c.created_at, _sub.c.id)
 )
 _UNAPPLIED_INBOX = (
     select(_i).where(_i.c.session_id == _SID, _i.c.applied_at.is_(None)).order_by(_i.c.id)
@@ -129,6 +131,23 @@ def claim_session_sync(
         state = _read_state(conn, session)
     waiting = [t.operation_id for t in state.open_tasks if t.status == "waiting" and t.operation_id]
     return ClaimedSession(state, operations_by_ids_sync(conn, waiting))
+
+
+async def arrivals(
+    engine: AsyncEngine, session_id: str, *, queued: bool
+) -> tuple[list[InboxRecord], list[SubmissionRecord]]:
+    """What reached ``session_id`` without a commit: its inbox requests not applied yet, and
+    (``queued``) its submissions waiting for their turn, oldest first. One hop, a statement
+    each: what a holder looks at again in the middle of a pass."""
+
+    def read(conn: Connection) -> tuple[list[InboxRecord], list[SubmissionRecord]]:
+        inbox = _unapplied_inbox(conn, session_id)
+        if not queued:
+            return inbox, []
+        waiting = [s for s in _open_submissions(conn, session_id) if s.status == "queued"]
+        return inbox, waiting
+
+    return await read_in_one_hop(engine, read)
 
 
 def tasks_by_ids_sync(conn: Connection, ids: list[str]) -> dict[str, TaskRecord]:

@@ -120,12 +120,3 @@ async def session_submissions(store: Store, session_id: str) -> list[SubmissionR
             select(sub).where(sub.c.session_id == session_id).order_by(sub.c.created_at)
         )
         return [SubmissionRecord(**dict(r._mapping)) for r in rows]
-
-
-async def queued_submissions(store: Store, session_id: str) -> list[SubmissionRecord]:
-    """The submissions of ``session_id`` waiting for their turn, oldest first."""
-    sub = schema.submission
-    query = select(sub).where(sub.c.session_id == session_id, sub.c.status == "queued")
-    async with read_transaction(store.engine) as conn:
-        rows = await conn.execute(query.order_by(sub.c.created_at, sub.c.id))
-        return [SubmissionRecord(**dict(r._mapping)) for r in rows]
