@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from functools import cache
 from typing import Any
 
-from sqlalchemy import Update, bindparam, insert, select, text, update
+from sqlalchemy import Update, bindparam, func, insert, select, update
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
@@ -49,11 +49,18 @@ _GUARD = (
     )
     .returning(_s.c.entry_count)
 )
+# On PostgreSQL the guard also notifies (delivered when the transaction commits, and only
+# then: a listener re-reads), in the same statement: no round trip of its own.
+_GUARD_NOTIFY = {
+    False: _GUARD.returning(func.pg_notify(SESSION_CHANNEL, _s.c.id)),
+    True: _GUARD.returning(
+        func.pg_notify(SESSION_CHANNEL, _s.c.id), func.pg_notify(ANSWER_CHANNEL, _s.c.id)
+    ),
+}
 _INSERT_ENTRIES = insert(schema.entry)
 _INSERT_TASKS = insert(schema.task)
 _INSERT_SUBMISSIONS = insert(schema.submission)
 _INSERT_BLOBS = insert(schema.blob)
-_NOTIFY = text("SELECT pg_notify(:channel, :session_id)")
 _i = schema.inbox
 _MARK_APPLIED = (
     update(_i)
@@ -109,8 +116,14 @@ def apply_draft_sync(
 ) -> CommitReceipt:
     """Apply every change of ``draft`` on ``conn`` (inside the caller's transaction)."""
     now = time.time()
+    if conn.dialect.name == "postgresql":
+        changes = [u.changes for u in draft.submission_updates]
+        changes += [j.changes for j in draft.joined_answers]
+        guard = _GUARD_NOTIFY[any(c.get("status") in FINAL_SUBMISSION_STATUSES for c in changes)]
+    else:
+        guard = _GUARD
     guarded = conn.execute(
-        _GUARD,
+        guard,
         {
             "g_id": draft.session_id,
             "g_version": draft.version,
@@ -197,14 +210,6 @@ def apply_draft_sync(
         conn.execute(
             _MARK_APPLIED, {"ids": draft.applied_inbox, "sid": draft.session_id, "now": now}
         )
-    if conn.dialect.name == "postgresql":
-        # Delivered when this transaction commits, and only then: a listener re-reads.
-        conn.execute(_NOTIFY, {"channel": SESSION_CHANNEL, "session_id": draft.session_id})
-        if any(
-            change.changes.get("status") in FINAL_SUBMISSION_STATUSES
-            for change in [*draft.submission_updates, *draft.joined_answers]
-        ):
-            conn.execute(_NOTIFY, {"channel": ANSWER_CHANNEL, "session_id": draft.session_id})
     outbox = insert_outbox_sync(conn, draft.session_id, draft.outbox, now, handoff=handoff)
     return CommitReceipt(
         session_id=draft.session_id,
