@@ -17,13 +17,17 @@ from functools import cache
 from typing import Any
 
 from sqlalchemy import Update, bindparam, func, insert, select, update
-from sqlalchemy.engine import Connection, Engine
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy.engine import Connection
+from sqlalchemy.ext.asyncio import AsyncConnection
 
-from brainhands.shared.errors import ConflictError, NotFoundError, StaleLeaseError
+from brainhands.shared.errors import (
+    BrainhandsError,
+    ConflictError,
+    NotFoundError,
+    StaleLeaseError,
+)
 from brainhands.shared.store import schema
 from brainhands.shared.store.draft import Draft, OutboxMessage
-from brainhands.shared.store.engine import in_one_hop
 from brainhands.shared.store.records import CommitReceipt, OutboxRow
 
 SESSION_CHANNEL = "brainhands_sessions"
@@ -97,25 +101,43 @@ def _bound(changes: dict[str, Any], now: float) -> tuple[tuple[str, ...], dict[s
     return columns, params
 
 
-async def commit_draft(
-    engine: AsyncEngine,
-    draft: Draft,
-    *,
-    sqlite_writer: Engine | None = None,
-    handoff: float | None = None,
-) -> CommitReceipt:
-    """Apply ``draft`` in a transaction of its own, in one hop (``handoff``: see
-    ``insert_outbox``)."""
-    return await in_one_hop(
-        engine, sqlite_writer, lambda conn: apply_draft_sync(conn, draft, handoff=handoff)
-    )
-
-
 def apply_draft_sync(
     conn: Connection, draft: Draft, *, handoff: float | None = None
 ) -> CommitReceipt:
     """Apply every change of ``draft`` on ``conn`` (inside the caller's transaction)."""
     now = time.time()
+    entry_count = _guard(conn, draft, now)
+    if entry_count is None:
+        _raise_guard_failure(conn, draft)
+    assert entry_count is not None
+    return _apply_guarded(conn, draft, entry_count, now, handoff)
+
+
+def apply_drafts_sync(
+    conn: Connection, drafts: Sequence[Draft], *, handoff: float | None = None
+) -> list[CommitReceipt | BrainhandsError]:
+    """Apply each of ``drafts`` (of distinct sessions) on ``conn``, in the caller's one
+    transaction: each session's guard is checked on its own, and a refused one drops only
+    its draft, whose place in the result holds the error a lone commit would have raised
+    (nothing of it was written: the guard is its first statement). Any other failure
+    raises, and the caller's transaction must be rolled back."""
+    now = time.time()
+    out: list[CommitReceipt | BrainhandsError] = []
+    for draft in drafts:
+        entry_count = _guard(conn, draft, now)
+        if entry_count is None:
+            try:
+                _raise_guard_failure(conn, draft)
+            except BrainhandsError as refused:
+                out.append(refused)
+            continue
+        out.append(_apply_guarded(conn, draft, entry_count, now, handoff))
+    return out
+
+
+def _guard(conn: Connection, draft: Draft, now: float) -> int | None:
+    """Bump the session's version if it is still at ``draft``'s version and fence; return
+    its new entry count, or None (refused: nothing written)."""
     if conn.dialect.name == "postgresql":
         changes = [u.changes for u in draft.submission_updates]
         changes += [j.changes for j in draft.joined_answers]
@@ -132,10 +154,13 @@ def apply_draft_sync(
             "g_now": now,
         },
     )
-    entry_count = guarded.scalar_one_or_none()
-    if entry_count is None:
-        _raise_guard_failure(conn, draft)
-    assert entry_count is not None
+    entry_count: int | None = guarded.scalar_one_or_none()
+    return entry_count
+
+
+def _apply_guarded(
+    conn: Connection, draft: Draft, entry_count: int, now: float, handoff: float | None
+) -> CommitReceipt:
     first_seq = entry_count - len(draft.entries) + 1
     seqs = list(range(first_seq, entry_count + 1))
 

@@ -9,10 +9,11 @@ nothing. Status meanings:
 - ``started``: a call may be in flight; if its holder died, the effect may have happened;
 - ``succeeded | failed | uncertain | cancelled``: the outcome, final.
 
-These writes are a Hands job's hot path, so each runs the way ``commit_draft`` does: the
-whole transaction in one greenlet (PostgreSQL) or one worker thread (SQLite, on the store's
-``sqlite_writer``), with statements built once; each write is one statement whose
-``RETURNING`` (or row count) answers what a read-back used to.
+These writes are a Hands job's hot path, so each runs the way a Brain's commit does
+(``shared.store.engine.in_one_hop``): the whole transaction in one greenlet (PostgreSQL) or
+one worker thread (SQLite, on the store's ``sqlite_writer``), with statements built once;
+each write is one statement whose ``RETURNING`` (or row count) answers what a read-back used
+to.
 """
 
 from __future__ import annotations

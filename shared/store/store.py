@@ -13,7 +13,6 @@ from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from brainhands.shared.store import fence, migrate, schema
-from brainhands.shared.store.commit import commit_draft
 from brainhands.shared.store.draft import Draft, new_id
 from brainhands.shared.store.engine import (
     create_engine,
@@ -22,6 +21,7 @@ from brainhands.shared.store.engine import (
     read_transaction,
     write_transaction,
 )
+from brainhands.shared.store.group import GroupCommit
 from brainhands.shared.store.load import claim_session_sync, load_session_sync
 from brainhands.shared.store.records import (
     OPEN_SUBMISSION_STATUSES,
@@ -48,6 +48,7 @@ class Store:
         self.sqlite_writer = sqlite_writer
         """On SQLite, the sync engine commits run on (one thread hop per commit)."""
         self._listeners: list[CommitListener] = []
+        self._group = GroupCommit(engine, sqlite_writer)
         self.handoff: float | None = None
         """While a relay runs in this process: seconds its outbox rows are left to it alone
         (it publishes them right after each commit; other relays take them after that)."""
@@ -108,15 +109,14 @@ class Store:
         return SessionRecord(**values)
 
     async def commit(self, draft: Draft) -> CommitReceipt:
-        """Apply ``draft`` atomically.
+        """Apply ``draft`` atomically, in a transaction with the drafts of other sessions
+        that wait meanwhile (``shared.store.group``).
 
         Raises ``ConflictError`` if the session moved past ``draft.version`` and
         ``StaleLeaseError`` if its fence moved past ``draft.fence``; either way nothing of
-        the draft is written.
+        the draft is written, and the other drafts are not affected.
         """
-        receipt = await commit_draft(
-            self.engine, draft, sqlite_writer=self.sqlite_writer, handoff=self.handoff
-        )
+        receipt = await self._group.commit(draft, handoff=self.handoff)
         self.notify(receipt)
         return receipt
 

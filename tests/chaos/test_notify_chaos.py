@@ -56,6 +56,23 @@ async def test_1_brain_killed_just_before_and_after_its_commits(
     await cluster.check_invariants(f"1 brain killed {rule}")
 
 
+async def test_1b_brain_killed_after_a_batch_commit_before_any_publish(
+    cluster: Cluster,
+) -> None:
+    # Three sessions at once: their passes commit together (group commit). The victim dies
+    # right after its first such transaction, before the relay saw a row of it or a pass
+    # learned that its draft is durable.
+    victim = cluster.start("brain-victim", victim="after-batch:1")
+    cluster.start("hands-0")
+    await cluster.submit_batches(3)
+    await eventually(lambda: victim.poll() is not None, within=60, what="death after a batch")
+    assert victim.returncode == 9  # its own exit, at the kill point
+    cluster.kills["SIGKILL brain (after a batch)"] += 1
+    cluster.start("brain-0")
+    await cluster.wait_done()
+    await cluster.check_invariants("1b brain killed after a batch commit")
+
+
 async def test_2_relay_killed_between_confirm_and_mark(cluster: Cluster) -> None:
     await cluster.submit_batches(2)  # their wake-ups wait in the outbox
     marker = cluster.tmp_path / "confirmed"

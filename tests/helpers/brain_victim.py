@@ -6,8 +6,10 @@ RULE is one of ``after:N`` / ``before:N`` (the N-th commit of the process), or
 ``after-entry:KIND`` / ``before-entry:KIND`` (right after / right before the first commit
 that appends an entry of KIND; ``before-entry:model``: the model answered, the answer is not
 yet durable), or ``after-inbox:`` / ``before-inbox:`` (the first commit that applies an inbox
-request: a signal, an approval's decision, a cancel). The exit (``os._exit``) lands exactly
-between two facts recovery must tell apart.
+request: a signal, an approval's decision, a cancel), or ``after-batch:N`` (right after
+the N-th transaction that committed the drafts of several sessions together, before any of
+their callers learns of it: nothing of the batch is published, acked or kept in memory).
+The exit (``os._exit``) lands exactly between two facts recovery must tell apart.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Any
 
 from brainhands.cli import main
 from brainhands.shared.store import CommitReceipt, Draft, Store
+from brainhands.shared.store.group import GroupCommit
 
 
 def matches(rule: str, draft: Draft, count: int) -> tuple[bool, bool]:
@@ -35,7 +38,26 @@ def matches(rule: str, draft: Draft, count: int) -> tuple[bool, bool]:
     raise ValueError(f"unknown rule {rule!r}")
 
 
+def arm_batch(n: int) -> None:
+    original = GroupCommit._apply
+    count = 0
+
+    async def apply(self: GroupCommit, drafts: Any, handoff: float | None) -> Any:
+        nonlocal count
+        outcomes = await original(self, drafts, handoff)
+        count += 1
+        if count == n:
+            os._exit(9)
+        return outcomes
+
+    GroupCommit._apply = apply  # type: ignore[method-assign]
+
+
 def arm(rule: str) -> None:
+    kind, _, arg = rule.partition(":")
+    if kind == "after-batch":
+        arm_batch(int(arg))
+        return
     original = Store.commit
     count = 0
 

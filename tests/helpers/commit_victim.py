@@ -1,11 +1,13 @@
 """A process that commits to a store and can be told to freeze mid-transaction.
 
-    python -m tests.helpers.commit_victim URL SCHEMA SESSION PAUSE_AT MARKER
+    python -m tests.helpers.commit_victim URL SCHEMA SESSIONS PAUSE_AT MARKER
 
-Each commit appends 5 entries, creates 3 tasks, writes 1 document and 3 outbox rows. With
-PAUSE_AT > 0 the process makes one commit and, right after the PAUSE_AT-th statement of
-that transaction, writes MARKER and sleeps (so the test can SIGKILL it there). With
-PAUSE_AT = 0 it commits in a loop until killed, touching MARKER after the first commit.
+Each commit appends 5 entries, creates 3 tasks, writes 1 document and 3 outbox rows.
+SESSIONS is a comma-separated list: one draft each is committed at once, so that several
+form one batch (group commit). With PAUSE_AT > 0 the process makes one round of commits
+and, right after the PAUSE_AT-th statement of their transaction, writes MARKER and sleeps
+(so the test can SIGKILL it there). With PAUSE_AT = 0 it commits rounds in a loop until
+killed, touching MARKER after the first.
 """
 
 from __future__ import annotations
@@ -39,8 +41,13 @@ def _mark(marker: Path) -> None:
     marker.touch()
 
 
-async def main(url: str, schema: str, session_id: str, pause_at: int, marker: Path) -> None:
+async def main(url: str, schema: str, sessions: list[str], pause_at: int, marker: Path) -> None:
     store = await Store.open(url, db_schema=schema or None, upgrade=False)
+
+    async def commit_all(versions: list[int]) -> None:
+        drafts = [build_draft(s, v) for s, v in zip(sessions, versions, strict=True)]
+        await asyncio.gather(*map(store.commit, drafts))
+
     if pause_at:
         seen = 0
 
@@ -55,15 +62,15 @@ async def main(url: str, schema: str, session_id: str, pause_at: int, marker: Pa
 
         writer = store.sqlite_writer or store.engine.sync_engine
         event.listen(writer, "after_cursor_execute", freeze)
-        await store.commit(build_draft(session_id, 0))
+        await commit_all([0] * len(sessions))
         return
-    version = (await store.load(session_id)).session.version
+    versions = [(await store.load(s)).session.version for s in sessions]
     while True:
-        await store.commit(build_draft(session_id, version))
-        version += 1
+        await commit_all(versions)
+        versions = [v + 1 for v in versions]
         _mark(marker)
 
 
 if __name__ == "__main__":
-    url, schema, session_id, pause_at, marker = sys.argv[1:6]
-    asyncio.run(main(url, schema, session_id, int(pause_at), Path(marker)))
+    url, schema, sessions, pause_at, marker = sys.argv[1:6]
+    asyncio.run(main(url, schema, sessions.split(","), int(pause_at), Path(marker)))

@@ -1,0 +1,109 @@
+"""Group commit: drafts of several sessions in one transaction, each guard on its own."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from prometheus_client import REGISTRY
+
+from brainhands.shared.errors import ConflictError, StaleLeaseError
+from brainhands.shared.store import Draft, Store
+
+pytestmark = pytest.mark.integration
+
+
+def batches() -> tuple[float, float]:
+    """(transactions, drafts) the process's group commits have flushed so far."""
+    count = REGISTRY.get_sample_value("brainhands_commit_batch_drafts_count") or 0.0
+    total = REGISTRY.get_sample_value("brainhands_commit_batch_drafts_sum") or 0.0
+    return count, total
+
+
+async def sessions(store: Store, n: int) -> list[str]:
+    ids = [f"s{i}" for i in range(n)]
+    for session_id in ids:
+        await store.create_session(session_id, compat="v1")
+        await store.claim_session_fence(session_id, 1)
+    return ids
+
+
+def note(session_id: str, text: str) -> Draft:
+    draft = Draft(session_id, version=0, fence=1)
+    draft.append_entry("user", {"text": text})
+    draft.add_outbox("q", text.encode())
+    return draft
+
+
+async def test_drafts_ready_together_commit_in_one_transaction_and_a_refused_guard_drops_only_its_own(  # noqa: E501
+    store: Store,
+) -> None:
+    ids = await sessions(store, 4)
+    # Another holder took s2 since its draft was made.
+    assert await store.claim_session_fence("s2", 2) == 2
+    before = batches()
+
+    outcomes = await asyncio.gather(
+        *(store.commit(note(s, f"hello {s}")) for s in ids), return_exceptions=True
+    )
+
+    after = batches()
+    assert (after[0] - before[0], after[1] - before[1]) == (1, 4)  # one transaction of four
+    refused = outcomes[2]
+    assert isinstance(refused, StaleLeaseError) and refused.current == 2
+    for session_id, outcome in zip(ids, outcomes, strict=True):
+        state = await store.load(session_id)
+        if session_id == "s2":
+            assert state.session.version == 0 and state.entries == []
+        else:
+            assert not isinstance(outcome, BaseException)
+            assert outcome.version == 1 and outcome.entry_seqs == [1]
+            assert [e.body for e in state.entries] == [{"text": f"hello {session_id}"}]
+    assert (await store.status())["outbox_rows"] == 3
+
+
+async def test_a_draft_failing_late_in_a_batch_fails_alone_and_the_others_commit(
+    store: Store,
+) -> None:
+    ids = await sessions(store, 3)
+    drafts = [note(s, s) for s in ids]
+    drafts[1].update_task("no-such-task", status="running")  # fails after its inserts
+    before = batches()
+
+    outcomes = await asyncio.gather(*map(store.commit, drafts), return_exceptions=True)
+
+    after = batches()
+    # The batch rolled back, then each draft went alone.
+    assert (after[0] - before[0], after[1] - before[1]) == (4, 6)
+    assert isinstance(outcomes[1], ConflictError)
+    versions = [(await store.load(s)).session.version for s in ids]
+    assert versions == [1, 0, 1]
+    assert (await store.status())["outbox_rows"] == 2
+
+
+async def test_a_lone_draft_is_committed_alone_at_once(store: Store) -> None:
+    [session_id] = await sessions(store, 1)
+    before = batches()
+
+    receipt = await asyncio.wait_for(store.commit(note(session_id, "alone")), timeout=5)
+
+    after = batches()
+    assert (after[0] - before[0], after[1] - before[1]) == (1, 1)
+    assert receipt.version == 1
+
+
+async def test_a_caller_that_stops_waiting_does_not_undo_its_draft_or_the_others(
+    store: Store,
+) -> None:
+    ids = await sessions(store, 3)
+    commits = [asyncio.create_task(store.commit(note(s, s))) for s in ids]
+    await asyncio.sleep(0)  # all three are waiting for the flush
+    commits[0].cancel()
+
+    outcomes = await asyncio.gather(*commits, return_exceptions=True)
+
+    assert isinstance(outcomes[0], asyncio.CancelledError)
+    # The cancelled caller's draft was in the flush already: committed all the same, as a
+    # lone commit cancelled after it was sent may be. Recovery reads the store, not the
+    # caller's belief.
+    assert [(await store.load(s)).session.version for s in ids] == [1, 1, 1]
