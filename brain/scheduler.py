@@ -80,6 +80,10 @@ from brainhands.shared.tracing import current_carrier
 
 log = logging.getLogger("brainhands.brain")
 
+LEASE_WAIT_MARGIN = 1.0
+"""Seconds past the lease's time a pass waits for a busy session before it leaves the session
+to the holder (which looks again for what came meanwhile before it lets go)."""
+
 StartSubmission = Callable[[SubmissionRecord], Child]
 
 
@@ -169,6 +173,8 @@ class SessionRunner:
         """The signals were read from the store in this pass."""
         self.queued: list[SubmissionRecord] | None = None
         """Submissions waiting for their turn (None: not read in this pass)."""
+        self._queued_read_at: float | None = None
+        """When (monotonic) the waiting submissions were last read, if in this pass."""
         self._root_ended = False
 
     async def run(self, claimed: ClaimedSession | None = None) -> RunSummary:
@@ -206,6 +212,7 @@ class SessionRunner:
                 if s.status == "queued" and s.request_id not in cancels
             ]
             self.queued = queued or None
+            self._queued_read_at = time.monotonic() if claimed.submissions_read else None
             self._start_next_submission(draft)
             self._upgrade_versions(draft)
             while True:
@@ -889,13 +896,10 @@ class SessionRunner:
         if follow_up:
             self._keep_queued(draft, queued)
 
-    async def _read_queued(self, draft: Draft) -> None:
-        _, queued = await arrivals(self.store.engine, self.session_id, queued=True)
-        self._keep_queued(draft, queued)
-
     def _keep_queued(self, draft: Draft, queued: list[SubmissionRecord]) -> None:
         taken = {u.submission_id for u in draft.submission_updates}
         self.queued = [s for s in queued if s.id not in taken]
+        self._queued_read_at = time.monotonic()
 
     def _start_next_submission(self, draft: Draft) -> bool:
         """Start the oldest submission waiting for its turn, if no root task is open: a
@@ -907,11 +911,18 @@ class SessionRunner:
         return True
 
     async def _next_turn(self, draft: Draft) -> bool:
-        """At the end of a pass in which a root task ended: start the next submission."""
+        """At the end of a pass in which a root task ended: start the next submission.
+
+        The waiting ones are read again unless this pass read them less than
+        ``LEASE_WAIT_MARGIN`` ago: a submission that came after that read has a wake-up of
+        its own, which waits for this lease longer than that, and gets the next pass."""
         if not self._root_ended:
             return False
         self._root_ended = False
-        await self._read_queued(draft)
+        read_at = self._queued_read_at
+        if read_at is None or time.monotonic() - read_at >= LEASE_WAIT_MARGIN:
+            _, queued = await arrivals(self.store.engine, self.session_id, queued=True)
+            self._keep_queued(draft, queued)
         return self._start_next_submission(draft)
 
     def _block(self, draft: Draft, task: TaskRecord, reason: str) -> None:

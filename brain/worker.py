@@ -33,7 +33,12 @@ from collections import OrderedDict
 
 from brainhands.brain.gate import PassGate
 from brainhands.brain.registry import TaskRegistry
-from brainhands.brain.scheduler import SessionRunner, StartSubmission, start_from_input
+from brainhands.brain.scheduler import (
+    LEASE_WAIT_MARGIN,
+    SessionRunner,
+    StartSubmission,
+    start_from_input,
+)
 from brainhands.shared import metrics
 from brainhands.shared.broker import Broker, Delivery
 from brainhands.shared.errors import BrainhandsError, LeaseLost, NotFoundError, StaleLeaseError
@@ -277,7 +282,7 @@ class BrainWorker:
         results before letting go), or, while waiting for it, ``result`` was applied.
         """
         resource = f"session:{session_id}"
-        deadline = time.monotonic() + self.leases.ttl_ms / 1000 + 1.0
+        deadline = time.monotonic() + self.leases.ttl_ms / 1000 + LEASE_WAIT_MARGIN
 
         async def claim(token: int) -> None:
             known = self._kept.get(session_id)

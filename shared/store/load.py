@@ -120,7 +120,8 @@ def claim_session_sync(
     unknown session.
     """
     session = SessionRecord(**_fields(fence.claim_session_fence(conn, session_id, token)))
-    if known is not None and known.session.version == session.version:
+    reuse = known is not None and known.session.version == session.version
+    if known is not None and reuse:
         # Requests reach the inbox without a commit (no new version): read them again too.
         open_submissions = _open_submissions(conn, session_id) if submissions else []
         inbox = _unapplied_inbox(conn, session_id) if submissions else []
@@ -130,7 +131,9 @@ def claim_session_sync(
     else:
         state = _read_state(conn, session)
     waiting = [t.operation_id for t in state.open_tasks if t.status == "waiting" and t.operation_id]
-    return ClaimedSession(state, operations_by_ids_sync(conn, waiting))
+    return ClaimedSession(
+        state, operations_by_ids_sync(conn, waiting), submissions_read=submissions or not reuse
+    )
 
 
 async def arrivals(
