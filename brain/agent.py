@@ -279,7 +279,7 @@ def agent_kinds(
         model = model_of(agent)
         try:
             with metrics.MODEL_SECONDS.labels(model.name).time():
-                response = await model.complete(messages, schemas)
+                response = await model.complete(messages, schemas, on_text=ctx.text_stream)
         except TransientModelError as exc:
             state["attempt"] += 1
             state["last_error"] = str(exc)

@@ -59,6 +59,7 @@ from brainhands.brain.task import (
 )
 from brainhands.shared import metrics
 from brainhands.shared.errors import UnknownToolError
+from brainhands.shared.live import LivePublisher, TextStream
 from brainhands.shared.messages import MAX_INLINE_JSON, ToolJob, encode
 from brainhands.shared.store import Draft, Store, SubmissionRecord, TaskRecord
 from brainhands.shared.store.declarations import ToolCatalog
@@ -144,6 +145,7 @@ class SessionRunner:
         declaration_grace: float = 30.0,
         start_submission: StartSubmission = start_from_input,
         compats: frozenset[str] | None = None,
+        live: LivePublisher | None = None,
     ) -> None:
         self.store = store
         self.tasks = tasks
@@ -155,6 +157,8 @@ class SessionRunner:
         self.declaration_grace = declaration_grace
         self.start_submission = start_submission
         self.compats = compats
+        self.live = live
+        """Where phases' live notes go (a model's text as it comes); None: nowhere."""
         self.rows: dict[str, TaskRecord] = {}
         self.operations: dict[str, OperationRecord] = {}
         self.documents: dict[str, DocumentRecord] = {}
@@ -439,11 +443,14 @@ class SessionRunner:
             children=self._children(task),
             signal=ReceivedSignal.from_row(task.signal),
         )
+        text = TextStream(self.live, self.session_id, task.id)
         try:
-            ctx = PhaseContext(self.session_id, self.compat, entries=self.entries)
+            ctx = PhaseContext(self.session_id, self.compat, entries=self.entries, text_stream=text)
             result = await handler(view, docs, ctx)
         except Exception as exc:  # the phase's failure is data for the crash-loop rule
             return task, exc, docs, []
+        finally:
+            text.flush()
         if await self._awaits_declarations(task, result):
             return task, RunAgain(DECLARATION_RETRY), docs, []  # its entries and docs dropped
         return task, result, docs, ctx.appended

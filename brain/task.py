@@ -11,7 +11,7 @@ safe to run again until its result is committed: external effects belong in tool
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -85,12 +85,16 @@ class PhaseContext:
         *,
         entries: Sequence[EntryRecord] = (),
         now: float | None = None,
+        text_stream: Callable[[str], None] | None = None,
     ) -> None:
         self.session_id = session_id
         self.compat = compat
         self.entries = tuple(entries)
         self.now = time.time() if now is None else now
         self.appended: list[tuple[str, Any]] = []
+        self.text_stream = text_stream
+        """Where a phase hands text as it is produced (a streaming model's deltas): the
+        session's watchers see it live; nothing of it is stored (None: nowhere)."""
 
     def append_entry(self, kind: str, body: Any) -> None:
         """Add an immutable entry to the session, in the commit of this phase's result."""

@@ -43,6 +43,7 @@ from brainhands.shared import metrics
 from brainhands.shared.broker import Broker, Delivery
 from brainhands.shared.errors import BrainhandsError, LeaseLost, NotFoundError, StaleLeaseError
 from brainhands.shared.lease import Lease, LeaseManager
+from brainhands.shared.live import LivePublisher
 from brainhands.shared.messages import CancelNotice, Message, SessionWake, ToolResult
 from brainhands.shared.parking import park
 from brainhands.shared.progress import QueueProgress
@@ -100,6 +101,7 @@ class BrainWorker:
         self.consuming = False
         """True while the wake-up and result queues are consumed (readiness)."""
         self._gate = PassGate(concurrency)
+        self._live = LivePublisher(broker)
         self._timers: set[asyncio.TimerHandle] = set()
         self._publishing: set[asyncio.Task[None]] = set()
         self._kept: OrderedDict[str, SessionState] = OrderedDict()
@@ -206,6 +208,7 @@ class BrainWorker:
                     declaration_grace=self.declaration_grace,
                     start_submission=self.start_submission,
                     compats=frozenset(self.compats),
+                    live=self._live,
                 )
                 summary = await runner.run(claimed[-1])
         except StaleLeaseError as exc:

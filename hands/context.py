@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any
 
 from brainhands.shared.messages import LiveNote
@@ -29,7 +29,7 @@ class ToolContext:
         fence: int,
         attempt: int,
         cancel: asyncio.Event,
-        live: Callable[[LiveNote], Awaitable[None]] | None = None,
+        live: Callable[[LiveNote], None] | None = None,
     ) -> None:
         self._live = live
         self._operation_id = operation_id
@@ -82,10 +82,7 @@ class ToolContext:
             message=message,
             data=data,
         )
-        try:
-            await self._live(note)
-        except Exception as exc:  # best effort: the call goes on
-            log.debug("progress note not sent", extra={"event": "live_dropped", "error": str(exc)})
+        self._live(note)  # in the background: never waits, never fails the call
 
     def cancelled(self) -> bool:
         """Whether the call was asked to stop: its task was cancelled (the Brain's notice

@@ -33,10 +33,10 @@ from brainhands.shared.errors import (
     UnknownToolError,
 )
 from brainhands.shared.lease import Lease, LeaseManager
+from brainhands.shared.live import LivePublisher
 from brainhands.shared.messages import (
     MAX_INLINE_JSON,
     CancelNotice,
-    LiveNote,
     Message,
     ToolJob,
     ToolResult,
@@ -49,11 +49,6 @@ from brainhands.shared.tools import QueryAnswer, ToolRegistry, ToolSpec, describ
 from brainhands.shared.tracing import context_from, current_carrier, tracer
 
 log = logging.getLogger("brainhands.hands")
-
-LIVE_TIMEOUT = 1.0
-"""Seconds a live note may take to publish before it is dropped."""
-LIVE_BACKLOG = 100
-"""Live notes publishing at once; more are dropped."""
 
 
 class HandsWorker:
@@ -83,7 +78,7 @@ class HandsWorker:
         self.consuming = False
         """True while the pool's queue is consumed (readiness)."""
         self.cancel_check_period = cancel_check_period
-        self._notes: set[asyncio.Task[None]] = set()
+        self._live = LivePublisher(broker)
         self._running: dict[str, _RunningCall] = {}
 
     async def run(self, stop: asyncio.Event) -> None:
@@ -191,22 +186,6 @@ class HandsWorker:
         await delivery.ack()
         metrics.JOBS_ACKED.labels(self.pool).inc()
         log.info("acked", extra={**fields, "event": "acked"})
-
-    async def _live(self, note: LiveNote) -> None:
-        """Publish a live note to whichever API processes listen, in the background: a
-        note never slows the tool that sends it (none listening, or no broker: dropped)."""
-        if not self.broker.connected or len(self._notes) >= LIVE_BACKLOG:
-            return
-        sending = asyncio.create_task(self._send_note(note))
-        self._notes.add(sending)
-        sending.add_done_callback(self._notes.discard)
-
-    async def _send_note(self, note: LiveNote) -> None:
-        try:
-            async with asyncio.timeout(LIVE_TIMEOUT):
-                await self.broker.broadcast(note, self.broker.topology.live_key)
-        except Exception as exc:  # best effort: the call goes on
-            log.debug("progress note not sent", extra={"event": "live_dropped", "error": str(exc)})
 
     async def on_cancel(self, message: Message, delivery: Delivery) -> None:
         """A cancel notice: if the call runs here, its context now says ``cancelled()``."""
@@ -321,7 +300,7 @@ class HandsWorker:
                 fence=token,
                 attempt=op.attempts,
                 cancel=cancel,
-                live=self._live,
+                live=self._live.publish,
             )
             try:
                 async with asyncio.timeout(spec.timeout) as deadline:

@@ -134,12 +134,14 @@ class CancelNotice(_ProtocolMessage):
 
 
 class LiveNote(_ProtocolMessage):
-    """Something a session's watchers may see as it happens and that nothing depends on (a
-    tool's progress note): published best effort, never stored, never retried."""
+    """Something a session's watchers may see as it happens and that nothing depends on:
+    published best effort, never stored, never retried. ``progress``: a tool's progress
+    note (``operation_id``, ``data``); ``model``: text a model is producing, in pieces
+    (``data``: the generation's ``task_id`` and the piece's ``seq`` from 0)."""
 
     type: Literal["live"] = "live"
     session_id: Name
-    kind: Literal["progress"]
+    kind: Literal["progress", "model"]
     operation_id: Name | None = None
     message: str
     data: dict[str, Any] = Field(default_factory=dict)

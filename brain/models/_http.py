@@ -1,4 +1,5 @@
-"""One JSON POST to a model's HTTP API, with the error contract every HTTP adapter keeps.
+"""One JSON POST to a model's HTTP API (answered with JSON, or with a stream of server-sent
+events), with the error contract every HTTP adapter keeps.
 
 Transport failures, timeouts, 408, 429 and 5xx (Anthropic's 529 "overloaded" included) are
 ``TransientModelError``, carrying the server's ``Retry-After``; other statuses are
@@ -7,7 +8,10 @@ Transport failures, timeouts, 408, 429 and 5xx (Anthropic's 529 "overloaded" inc
 
 from __future__ import annotations
 
+import contextlib
+import json
 import math
+from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from types import TracebackType
@@ -68,23 +72,21 @@ class HttpModel:
 
     async def post(self, body: dict[str, Any]) -> dict[str, Any]:
         """POST ``body`` to the adapter's URL (see ``post_json``)."""
+        return await post_json(self.client(), self._url, body, model=self._model)
+
+    def client(self) -> httpx.AsyncClient:
+        """The adapter's HTTP client (made on first use)."""
         if self._client is None:
             self._client = httpx.AsyncClient(headers=self.headers(), timeout=self._timeout)
-        return await post_json(self._client, self._url, body, model=self._model)
+        return self._client
 
 
 async def post_json(
     client: httpx.AsyncClient, url: str, body: dict[str, Any], *, model: str
 ) -> dict[str, Any]:
     """POST ``body`` to ``url`` and return the JSON object answered, exactly as returned."""
-    try:
+    with _transport_errors(client, url, model):
         response = await client.post(url, json=body)
-    except httpx.UnsupportedProtocol as exc:
-        raise ModelError(f"{model}: cannot call {url}: {exc}") from exc
-    except httpx.TimeoutException as exc:
-        raise TransientModelError(f"{model}: timed out after {client.timeout.read}s") from exc
-    except httpx.TransportError as exc:
-        raise TransientModelError(f"{model}: {type(exc).__name__}: {exc}") from exc
     raise_for_status(model, response)
     try:
         raw = response.json()
@@ -93,6 +95,46 @@ async def post_json(
     if not isinstance(raw, dict):
         raise TransientModelError(f"{model}: response body is not a JSON object")
     return raw
+
+
+async def post_events(
+    client: httpx.AsyncClient, url: str, body: dict[str, Any], *, model: str
+) -> AsyncIterator[dict[str, Any]]:
+    """POST ``body`` to ``url`` and yield each JSON object of the server-sent events it
+    answers with, until ``data: [DONE]``; errors as ``post_json``'s, and a stream that ends
+    before ``[DONE]`` or carries something other than JSON objects is transient."""
+    with _transport_errors(client, url, model):
+        async with client.stream("POST", url, json=body) as response:
+            if not 200 <= response.status_code < 300:
+                await response.aread()
+                raise_for_status(model, response)
+            async for line in response.aiter_lines():
+                if not line.startswith("data:"):
+                    continue  # comments, event names, blank lines between events
+                data = line[len("data:") :].strip()
+                if data == "[DONE]":
+                    return
+                try:
+                    event = json.loads(data)
+                except ValueError as exc:
+                    raise TransientModelError(f"{model}: stream event is not JSON") from exc
+                if not isinstance(event, dict):
+                    raise TransientModelError(f"{model}: stream event is not a JSON object")
+                yield event
+    raise TransientModelError(f"{model}: the stream ended before [DONE]")
+
+
+@contextlib.contextmanager
+def _transport_errors(client: httpx.AsyncClient, url: str, model: str) -> Iterator[None]:
+    """httpx's failures to reach the server or hear it out, as the adapters' errors."""
+    try:
+        yield
+    except httpx.UnsupportedProtocol as exc:
+        raise ModelError(f"{model}: cannot call {url}: {exc}") from exc
+    except httpx.TimeoutException as exc:
+        raise TransientModelError(f"{model}: timed out after {client.timeout.read}s") from exc
+    except httpx.TransportError as exc:
+        raise TransientModelError(f"{model}: {type(exc).__name__}: {exc}") from exc
 
 
 def raise_for_status(model: str, response: httpx.Response) -> None:

@@ -16,6 +16,7 @@ Messages shapes and each answer back:
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from brainhands.brain.models._http import HttpModel
@@ -59,15 +60,23 @@ class AnthropicModel(HttpModel):
         self._extra_body = dict(extra_body or {})
 
     async def complete(
-        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
+        self,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]],
+        *,
+        on_text: Callable[[str], None] | None = None,
     ) -> ModelResponse:
-        """One Messages call; see ``ModelAdapter.complete`` for the error contract."""
+        """One Messages call; see ``ModelAdapter.complete`` for the error contract. It does
+        not stream: ``on_text`` gets the answer's text once, when it is complete."""
         body: dict[str, Any] = {"model": self._model, "max_tokens": self._max_tokens}
         body.update(to_messages_request(messages, tools))
         if self._temperature is not None:
             body["temperature"] = self._temperature
         body.update(self._extra_body)
-        return parse_message(await self.post(body))
+        response = parse_message(await self.post(body))
+        if on_text is not None and response.text:
+            on_text(response.text)
+        return response
 
     def parse(self, raw: dict[str, Any]) -> ModelResponse:
         """Rebuild a response from the JSON the server returned."""

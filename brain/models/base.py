@@ -10,6 +10,7 @@ before acting on it, so a restart never asks the model to decide again.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -78,10 +79,18 @@ class ModelAdapter(Protocol):
         ...
 
     async def complete(
-        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
+        self,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]],
+        *,
+        on_text: Callable[[str], None] | None = None,
     ) -> ModelResponse:
         """One model call. Raises ``TransientModelError`` when a retry may help, and
-        ``ModelError`` when it will not. Never returns a response that was cut off."""
+        ``ModelError`` when it will not. Never returns a response that was cut off.
+
+        ``on_text`` is handed the answer's text as it is produced, piece by piece, by an
+        adapter that streams (others may hand it the whole text once, or nothing): for
+        watchers only. The returned response is what counts, and what is stored."""
         ...
 
     def parse(self, raw: dict[str, Any]) -> ModelResponse:

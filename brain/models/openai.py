@@ -2,20 +2,23 @@
 
 ``parse_chat_completion`` is the one reader of a chat-completions answer; every adapter whose
 ``raw`` has that shape (the scripted model included) rebuilds its responses with it.
+
+With ``stream=True`` the adapter asks for the answer as server-sent events, hands the text
+to ``on_text`` as it comes, and puts the chunks back together (``assemble_chunks``) into the
+answer the server would have sent whole: that is what is returned and stored, so a stored
+response reads the same either way.
 """
 
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import Any
 
-from brainhands.brain.models._http import HttpModel
+from brainhands.brain.models._http import HttpModel, post_events
 from brainhands.brain.models.base import ModelResponse, ToolCall, TransientModelError
 
-if TYPE_CHECKING:
-    pass
-
-__all__ = ["OpenAIChatModel", "parse_chat_completion"]
+__all__ = ["OpenAIChatModel", "assemble_chunks", "parse_chat_completion"]
 
 _CUT_OFF = frozenset({"length", "content_filter"})
 """Finish reasons of an answer that stopped early: acting on half an answer is never safe."""
@@ -40,17 +43,44 @@ class OpenAIChatModel(HttpModel):
         temperature: float | None = None,
         max_tokens: int | None = None,
         extra_body: dict[str, Any] | None = None,
+        stream: bool = False,
     ) -> None:
         super().__init__(base_url.rstrip("/") + "/chat/completions", model, api_key, timeout)
         self._temperature = temperature
         self._max_tokens = max_tokens
         self._extra_body = dict(extra_body or {})
+        self._stream = stream
 
     async def complete(
-        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
+        self,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]],
+        *,
+        on_text: Callable[[str], None] | None = None,
     ) -> ModelResponse:
-        """One chat-completions call; see ``ModelAdapter.complete`` for the error contract."""
-        return parse_chat_completion(await self.post(self._request_body(messages, tools)))
+        """One chat-completions call; see ``ModelAdapter.complete`` for the error contract.
+        Streamed when the adapter was made with ``stream=True``; else ``on_text`` gets the
+        whole text once."""
+        body = self._request_body(messages, tools)
+        if not self._stream:
+            response = parse_chat_completion(await self.post(body))
+            if on_text is not None and response.text:
+                on_text(response.text)
+            return response
+        chunks = []
+        async for chunk in post_events(self.client(), self._url, body, model=self._model):
+            chunks.append(chunk)
+            if on_text is not None:
+                for choice in chunk.get("choices") or []:
+                    delta = choice.get("delta") if isinstance(choice, dict) else None
+                    text = delta.get("content") if isinstance(delta, dict) else None
+                    if isinstance(text, str) and text:
+                        on_text(text)
+        try:
+            raw = assemble_chunks(chunks)
+        except (AttributeError, TypeError) as exc:  # a chunk not shaped like one
+            raise TransientModelError(f"{self._model}: malformed stream chunk: {exc}") from exc
+        return parse_chat_completion(raw)
 
     def parse(self, raw: dict[str, Any]) -> ModelResponse:
         """Rebuild a response from the JSON the server returned."""
@@ -69,8 +99,56 @@ class OpenAIChatModel(HttpModel):
             body["temperature"] = self._temperature
         if self._max_tokens is not None:
             body["max_tokens"] = self._max_tokens
+        if self._stream:
+            body.update(stream=True, stream_options={"include_usage": True})
         body.update(self._extra_body)
         return body
+
+
+def assemble_chunks(chunks: list[dict[str, Any]]) -> dict[str, Any]:
+    """The chat-completions answer that a stream of ``chat.completion.chunk`` objects adds
+    up to: the first choice's content and tool calls (their names and argument strings
+    concatenated by index), its finish reason, the usage of the last chunk that has one."""
+    content: list[str] = []
+    calls: dict[int, dict[str, Any]] = {}
+    finish_reason = None
+    head: dict[str, Any] = {}
+    usage = None
+    for chunk in chunks:
+        head = head or chunk
+        if isinstance(chunk.get("usage"), dict):
+            usage = chunk["usage"]
+        for choice in chunk.get("choices") or []:
+            if not isinstance(choice, dict) or choice.get("index", 0) != 0:
+                continue
+            delta = choice.get("delta") or {}
+            if isinstance(delta.get("content"), str):
+                content.append(delta["content"])
+            for piece in delta.get("tool_calls") or []:
+                call = calls.setdefault(
+                    piece.get("index", 0),
+                    {"id": None, "type": "function", "function": {"name": "", "arguments": ""}},
+                )
+                call["id"] = piece.get("id") or call["id"]
+                function = piece.get("function") or {}
+                call["function"]["name"] += function.get("name") or ""
+                call["function"]["arguments"] += function.get("arguments") or ""
+            finish_reason = choice.get("finish_reason") or finish_reason
+    if not chunks or finish_reason is None:
+        raise TransientModelError("the stream ended without a finish reason")
+    message: dict[str, Any] = {"role": "assistant", "content": "".join(content) or None}
+    if calls:
+        message["tool_calls"] = [calls[i] for i in sorted(calls)]
+    raw: dict[str, Any] = {
+        "id": head.get("id"),
+        "object": "chat.completion",
+        "created": head.get("created"),
+        "model": head.get("model"),
+        "choices": [{"index": 0, "message": message, "finish_reason": finish_reason}],
+    }
+    if usage is not None:
+        raw["usage"] = usage
+    return raw
 
 
 def parse_chat_completion(raw: dict[str, Any]) -> ModelResponse:

@@ -22,6 +22,7 @@ one they are remembered by this instance only.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -58,9 +59,14 @@ class ScriptedModel:
         return self._name
 
     async def complete(
-        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
+        self,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]],
+        *,
+        on_text: Callable[[str], None] | None = None,
     ) -> ModelResponse:
-        """Answer with the turn numbered by the assistant messages in ``messages``."""
+        """Answer with the turn numbered by the assistant messages in ``messages`` (its text
+        handed to ``on_text`` in one piece)."""
         turn = sum(1 for message in messages if message.get("role") == "assistant")
         self._log_request(turn, messages, tools)
         if turn < len(self._turns):
@@ -71,7 +77,10 @@ class ScriptedModel:
             script = self._turns[-1]  # the agent is done: it keeps saying its last word
         else:
             raise ModelError(f"script exhausted: no turn {turn} ({len(self._turns)} scripted)")
-        return parse_chat_completion(self._raw(turn, script))
+        response = parse_chat_completion(self._raw(turn, script))
+        if on_text is not None and response.text:
+            on_text(response.text)
+        return response
 
     def parse(self, raw: dict[str, Any]) -> ModelResponse:
         """Rebuild a response from its stored chat-completions form."""

@@ -28,10 +28,16 @@ class ModelSettings(BaseSettings):
     api_key: SecretStr | None = None
     timeout: float = Field(default=60.0, gt=0)
     """Seconds one model call may take before it counts as failed (and retryable)."""
+    stream: bool = False
+    """``openai`` only: ask for the answer as a stream, so the session's watchers see its text
+    as it is produced (the answer is stored once complete, as without streaming)."""
 
 
 def model_from_settings(settings: ModelSettings) -> OpenAIChatModel | AnthropicModel:
     """The adapter that ``settings`` describe."""
-    adapter = AnthropicModel if settings.provider == "anthropic" else OpenAIChatModel
     api_key = settings.api_key.get_secret_value() if settings.api_key else None
-    return adapter(settings.base_url, settings.name, api_key, timeout=settings.timeout)
+    if settings.provider == "anthropic":
+        return AnthropicModel(settings.base_url, settings.name, api_key, timeout=settings.timeout)
+    return OpenAIChatModel(
+        settings.base_url, settings.name, api_key, timeout=settings.timeout, stream=settings.stream
+    )

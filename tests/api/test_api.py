@@ -12,6 +12,7 @@ import pytest
 from tests.helpers.agent_run import AgentRun, agent_run
 from tests.helpers.api import events, key_for, start_api
 from tests.helpers.brains import BrainHarness
+from tests.helpers.chat_server import ChatServer, chunks_of
 from tests.helpers.polling import eventually
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(150)]
@@ -223,3 +224,53 @@ async def test_a_tools_progress_notes_reach_the_watchers_live_and_are_not_stored
     assert all(n["data"]["operation_id"] and "id" not in n for n in notes)  # not resumable
     views = [int(e["id"]) for e in seen if e["event"] == "view"]
     assert views == sorted(set(views))
+
+
+async def test_a_streaming_models_text_reaches_the_watchers_before_its_answer_is_stored(
+    brains: BrainHarness,
+) -> None:
+    answer = "Echoing is not needed: here is your answer, in five pieces."
+    chat = ChatServer()
+    chat.stream(chunks_of({"role": "assistant", "content": answer}, pieces=5), delay=0.3)
+    try:
+        await brains.declare_tools()
+        api = await start_api(brains)
+        key = await key_for(brains, "acme", "read", "submit")
+        async with api.http(key) as http:
+            made = await http.post(
+                "/sessions/s1/submissions",
+                json={"text": "say it", "agent": "by_settings", "request_id": "r1"},
+            )
+            assert made.status_code == 200, made.text
+            stream = events(http, "/sessions/s1/events")
+            seen = [await anext(stream)]
+            brains.start_brain(
+                tasks=None,
+                agents="tests.helpers.agents",
+                BRAINHANDS_MODEL_BASE_URL=chat.base_url,
+                BRAINHANDS_MODEL_NAME="test-model",
+                BRAINHANDS_MODEL_STREAM="true",
+            )
+            while (
+                seen[-1]["event"] != "view"
+                or seen[-1]["data"]["submissions"][0]["status"] != "answered"
+            ):
+                seen.append(await asyncio.wait_for(anext(stream), 60))
+            await stream.aclose()
+    finally:
+        chat.close()
+    pieces = [e for e in seen if e["event"] == "model"]
+    assert "".join(p["data"]["message"] for p in pieces) == answer
+    assert [p["data"]["data"]["seq"] for p in pieces] == list(range(len(pieces)))
+    assert len(pieces) == 5 and all("id" not in p for p in pieces)  # live only: not resumable
+    # Every piece came before the view in which the model's answer is first stored.
+    stored = next(
+        i
+        for i, e in enumerate(seen)
+        if e["event"] == "view" and any(x["kind"] == "model" for x in e["data"]["entries"])
+    )
+    assert max(seen.index(p) for p in pieces) < stored
+    # Stored: the answer as the server would have sent it whole, once; nothing per piece.
+    state = await brains.store.load("s1")
+    assert [e.kind for e in state.entries] == ["user", "model"]
+    assert state.entries[1].body["raw"]["choices"][0]["message"]["content"] == answer

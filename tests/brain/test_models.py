@@ -16,7 +16,7 @@ from brainhands.brain.models.scripted import ScriptedModel
 from brainhands.brain.models.settings import ModelSettings, model_from_settings
 from brainhands.shared.config import load_settings
 from brainhands.shared.errors import ConfigurationError
-from tests.helpers.chat_server import ChatServer, completion
+from tests.helpers.chat_server import ChatServer, chunks_of, completion
 
 TOOLS = [
     {
@@ -105,6 +105,83 @@ async def test_tool_call_round(
         assert request.body["parallel_tool_calls"] is True
 
 
+async def test_a_streamed_answer_is_the_answer_sent_whole_and_its_text_comes_in_pieces(
+    server: ChatServer, make_model: Callable[..., OpenAIChatModel]
+) -> None:
+    message = {"role": "assistant", "content": "Sunny in Paris, snow in Oslo."}
+    server.reply(200, completion(message))
+    server.stream(chunks_of(message, pieces=4))
+    whole = await make_model().complete(USER, [])
+    pieces: list[str] = []
+
+    streamed = await make_model(stream=True).complete(USER, [], on_text=pieces.append)
+
+    assert len(pieces) == 4 and "".join(pieces) == message["content"]
+    assert (streamed.text, streamed.tool_calls, streamed.usage) == (
+        whole.text,
+        whole.tool_calls,
+        whole.usage,
+    )
+    assert streamed.raw["choices"] == whole.raw["choices"]
+    assert make_model().parse(streamed.raw) == streamed  # stored, it reads back the same
+    assert server.received[1].body["stream"] is True
+    assert server.received[1].body["stream_options"] == {"include_usage": True}
+
+
+async def test_streamed_tool_calls_are_put_back_together(
+    server: ChatServer, make_model: Callable[..., OpenAIChatModel]
+) -> None:
+    message = {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            call("call_a", "get_weather", '{"city": "Paris"}'),
+            call("call_b", "get_weather", '{"city": "Oslo"}'),
+        ],
+    }
+    server.stream(chunks_of(message))
+    pieces: list[str] = []
+
+    response = await make_model(stream=True).complete(USER, TOOLS, on_text=pieces.append)
+
+    assert pieces == [] and response.text is None
+    assert [(c.id, c.name, c.arguments) for c in response.tool_calls] == [
+        ("call_a", "get_weather", {"city": "Paris"}),
+        ("call_b", "get_weather", {"city": "Oslo"}),
+    ]
+    assert response.raw["choices"][0]["finish_reason"] == "tool_calls"
+
+
+async def test_a_stream_cut_short_is_transient_and_an_error_status_keeps_its_meaning(
+    server: ChatServer, make_model: Callable[..., OpenAIChatModel]
+) -> None:
+    message = {"role": "assistant", "content": "Half an ans"}
+    server.stream(chunks_of(message)[:2], done=False)  # the server went away mid-answer
+    server.reply(401, {"error": {"message": "bad key"}})
+    server.stream([{"choices": [{"index": 0, "delta": "not a delta"}]}])
+    model = make_model(stream=True)
+
+    with pytest.raises(TransientModelError, match="ended before"):
+        await model.complete(USER, [])
+    with pytest.raises(ModelError, match="bad key") as refused:
+        await model.complete(USER, [])
+    assert not isinstance(refused.value, TransientModelError)
+    with pytest.raises(TransientModelError, match="malformed stream chunk"):
+        await model.complete(USER, [])
+
+
+async def test_a_model_that_does_not_stream_hands_its_text_once(
+    server: ChatServer, make_model: Callable[..., OpenAIChatModel]
+) -> None:
+    server.reply(200, completion({"role": "assistant", "content": "All at once."}))
+    pieces: list[str] = []
+
+    await make_model().complete(USER, [], on_text=pieces.append)
+
+    assert pieces == ["All at once."]
+    assert "stream" not in server.received[0].body
+
+
 async def test_authorization_header(
     server: ChatServer, make_model: Callable[..., OpenAIChatModel]
 ) -> None:
@@ -184,8 +261,10 @@ def test_settings_from_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("BRAINHANDS_MODEL_NAME", "qwen2.5")
     monkeypatch.setenv("BRAINHANDS_MODEL_API_KEY", "sk-env")
     monkeypatch.setenv("BRAINHANDS_MODEL_TIMEOUT", "5")
+    monkeypatch.setenv("BRAINHANDS_MODEL_STREAM", "true")
     settings = ModelSettings()
     assert "sk-env" not in repr(settings)
+    assert settings.stream is True
     model = OpenAIChatModel.from_settings(settings)
     assert model.name == "qwen2.5"
     assert isinstance(model_from_settings(settings), OpenAIChatModel)  # the default provider

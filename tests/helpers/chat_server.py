@@ -19,6 +19,9 @@ class Reply:
     body: bytes
     headers: dict[str, str] = field(default_factory=dict)
     delay: float = 0.0
+    events: list[bytes] | None = None
+    """Sent instead of ``body`` as server-sent events, ``delay`` apart, then the connection
+    is closed."""
 
 
 @dataclass
@@ -48,6 +51,9 @@ class ChatServer:
                 headers = {k.lower(): v for k, v in self.headers.items()}
                 server.received.append(Received(self.path, headers, body))
                 reply = server.replies.popleft()
+                if reply.events is not None:
+                    self._stream(reply)
+                    return
                 time.sleep(reply.delay)
                 try:
                     self.send_response(reply.status)
@@ -59,6 +65,20 @@ class ChatServer:
                     self.wfile.write(reply.body)
                 except ConnectionError:
                     self.close_connection = True  # the client gave up waiting (timeout test)
+
+            def _stream(self, reply: Reply) -> None:
+                self.send_response(reply.status)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Connection", "close")
+                self.end_headers()
+                self.close_connection = True
+                try:
+                    for event in reply.events or []:
+                        self.wfile.write(event)
+                        self.wfile.flush()
+                        time.sleep(reply.delay)
+                except ConnectionError:
+                    pass
 
             def log_message(self, format: str, *args: Any) -> None:
                 pass
@@ -75,6 +95,16 @@ class ChatServer:
     def reply(self, status: int, body: Any, **kwargs: Any) -> None:
         raw = body if isinstance(body, bytes) else json.dumps(body).encode()
         self.replies.append(Reply(status, raw, **kwargs))
+
+    def stream(
+        self, chunks: list[dict[str, Any]], *, delay: float = 0.0, done: bool = True
+    ) -> None:
+        """Answer the next request with ``chunks`` as server-sent events, ``delay`` seconds
+        apart, then ``data: [DONE]`` (unless ``done`` is false: the stream just stops)."""
+        events = [f"data: {json.dumps(c)}\n\n".encode() for c in chunks]
+        if done:
+            events.append(b"data: [DONE]\n\n")
+        self.replies.append(Reply(200, b"", delay=delay, events=events))
 
     def close(self) -> None:
         self._httpd.shutdown()
@@ -116,3 +146,39 @@ def text(value: str) -> dict[str, Any]:
 def tool_use(call_id: str, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
     """A ``tool_use`` content block."""
     return {"type": "tool_use", "id": call_id, "name": name, "input": arguments}
+
+
+def chunks_of(message: dict[str, Any], *, pieces: int = 3) -> list[dict[str, Any]]:
+    """The ``chat.completion.chunk`` objects a streaming server sends for ``message``: its
+    content in ``pieces`` parts, each tool call's arguments in two, then the finish reason,
+    then the usage."""
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+        choice = {"index": 0, "delta": delta, "finish_reason": finish}
+        return {
+            "id": "chatcmpl-1",
+            "object": "chat.completion.chunk",
+            "created": 1700000000,
+            "model": "test-model",
+            "choices": [choice],
+        }
+
+    out = [chunk({"role": "assistant", "content": ""})]
+    content = message.get("content") or ""
+    size = max(1, -(-len(content) // pieces))
+    out += [chunk({"content": content[i : i + size]}) for i in range(0, len(content), size)]
+    for index, call in enumerate(message.get("tool_calls") or []):
+        arguments = call["function"]["arguments"]
+        half = len(arguments) // 2
+        head = {
+            "index": index,
+            "id": call["id"],
+            "type": "function",
+            "function": {"name": call["function"]["name"], "arguments": arguments[:half]},
+        }
+        tail = {"index": index, "function": {"arguments": arguments[half:]}}
+        out += [chunk({"tool_calls": [head]}), chunk({"tool_calls": [tail]})]
+    out.append(chunk({}, "tool_calls" if message.get("tool_calls") else "stop"))
+    usage = {"prompt_tokens": 12, "completion_tokens": 5, "total_tokens": 17}
+    out.append({**chunk({}), "choices": [], "usage": usage})
+    return out

@@ -200,6 +200,15 @@ function showSession(sessionId) {
       $("note").textContent = `${when(Date.now() / 1000)} ${view.operation_id}: ${view.message} ${JSON.stringify(view.data)}`;
       return;
     }
+    if (kind === "model") {  // the model's text as it comes; the stored answer replaces it
+      const typing = $("typing");
+      if (typing.dataset.task !== view.data.task_id) typing.textContent = "model: ";
+      typing.dataset.task = view.data.task_id;
+      typing.textContent += view.message;
+      return;
+    }
+    $("typing").textContent = "";
+    delete $("typing").dataset.task;
     const states = view.submissions.map((s) => `${s.request_id}: ${s.status}`);
     $("status").textContent =
       (view.needs_action ? "NEEDS ACTION — " : "") + states.join(", ") + ` — version ${view.version}`;
