@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers.agent_run import AgentRun, agent_run
-from tests.helpers.api import events, key_for, start_api
+from tests.helpers.api import events, key_for, seen_until_answered, start_api
 from tests.helpers.brains import BrainHarness
 from tests.helpers.chat_server import ChatServer, chunks_of
 from tests.helpers.polling import eventually
@@ -208,16 +208,9 @@ async def test_a_tools_progress_notes_reach_the_watchers_live_and_are_not_stored
             json={"text": "please do the errand", "agent": "errand", "request_id": "r1"},
         )
         assert made.status_code == 200, made.text
-        stream = events(http, "/sessions/s1/events")
-        seen = [await anext(stream)]
-        agent_run.start_brain()
-        agent_run.start_hands()
-        while (
-            seen[-1]["event"] != "view"
-            or seen[-1]["data"]["submissions"][0]["status"] != "answered"
-        ):
-            seen.append(await asyncio.wait_for(anext(stream), 60))
-        await stream.aclose()
+        seen = await seen_until_answered(
+            http, "s1", lambda: (agent_run.start_brain(), agent_run.start_hands())
+        )
     notes = [e for e in seen if e["event"] == "progress"]
     assert len(notes) >= 3  # the tests' sends say "accepted", one note per email
     assert {n["data"]["message"] for n in notes} == {"accepted"}
@@ -242,21 +235,17 @@ async def test_a_streaming_models_text_reaches_the_watchers_before_its_answer_is
                 json={"text": "say it", "agent": "by_settings", "request_id": "r1"},
             )
             assert made.status_code == 200, made.text
-            stream = events(http, "/sessions/s1/events")
-            seen = [await anext(stream)]
-            brains.start_brain(
-                tasks=None,
-                agents="tests.helpers.agents",
-                BRAINHANDS_MODEL_BASE_URL=chat.base_url,
-                BRAINHANDS_MODEL_NAME="test-model",
-                BRAINHANDS_MODEL_STREAM="true",
+            seen = await seen_until_answered(
+                http,
+                "s1",
+                lambda: brains.start_brain(
+                    tasks=None,
+                    agents="tests.helpers.agents",
+                    BRAINHANDS_MODEL_BASE_URL=chat.base_url,
+                    BRAINHANDS_MODEL_NAME="test-model",
+                    BRAINHANDS_MODEL_STREAM="true",
+                ),
             )
-            while (
-                seen[-1]["event"] != "view"
-                or seen[-1]["data"]["submissions"][0]["status"] != "answered"
-            ):
-                seen.append(await asyncio.wait_for(anext(stream), 60))
-            await stream.aclose()
     finally:
         chat.close()
     pieces = [e for e in seen if e["event"] == "model"]

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -71,3 +72,17 @@ async def events(
                 continue  # a keep-alive
             field, _, value = line.partition(":")
             event[field] = value.removeprefix(" ")
+
+
+async def seen_until_answered(
+    http: httpx.AsyncClient, session_id: str, start: Callable[[], object]
+) -> list[dict[str, Any]]:
+    """The events of ``session_id``'s stream from its first view, ``start()`` called once
+    that view came, until a view shows its (first) submission answered."""
+    stream = events(http, f"/sessions/{session_id}/events")
+    seen = [await anext(stream)]
+    start()
+    while seen[-1]["event"] != "view" or seen[-1]["data"]["submissions"][0]["status"] != "answered":
+        seen.append(await asyncio.wait_for(anext(stream), 60))
+    await stream.aclose()
+    return seen
