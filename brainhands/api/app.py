@@ -33,6 +33,7 @@ from brainhands.api.live import LiveNotes
 from brainhands.api.settings import ApiSettings
 from brainhands.api.shared_views import SharedViews
 from brainhands.api.views import SessionFilter, list_sessions, session_document, session_tenant
+from brainhands.api.watcher import Watcher
 from brainhands.client import Client
 from brainhands.shared.errors import AnswerTimeout, DecisionRefused, NotFoundError
 from brainhands.shared.store.records import SubmissionRecord
@@ -388,9 +389,9 @@ def create_app(
         return EventSourceResponse(_stream(session_id, seen), ping=KEEPALIVE)
 
     async def _stream(session_id: str, seen: int | None) -> AsyncIterator[bytes | dict[str, str]]:
-        with changes.watch(session_id) as changed, live.watch(session_id) as notes:
+        watcher = Watcher()
+        with changes.watch(session_id, watcher), live.watch(session_id, watcher):
             while True:
-                changed.clear()
                 snapshot = await views.read(session_id)
                 if seen is None or snapshot.version > seen:
                     yield snapshot.frame
@@ -399,18 +400,14 @@ def create_app(
                 # what a reconnecting watcher resumes). Without notifications, look anyway.
                 timeout = None if changes.pushed else KEEPALIVE
                 while True:
-                    committed = asyncio.ensure_future(changed.wait())
-                    noted = asyncio.ensure_future(notes.get())
-                    done, _ = await asyncio.wait(
-                        {committed, noted}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
-                    )
-                    committed.cancel()
-                    noted.cancel()
-                    if noted in done:
-                        note = noted.result()
-                        yield {"event": note.kind, "data": note.model_dump_json()}
-                    if committed in done or not done:
+                    try:
+                        async with asyncio.timeout(timeout):
+                            note = await watcher.next()
+                    except TimeoutError:
                         break
+                    if note is None:
+                        break
+                    yield {"event": note.kind, "data": note.model_dump_json()}
 
     @app.get(
         "/events",
@@ -426,16 +423,17 @@ def create_app(
 
     async def _list_stream(which: SessionFilter) -> AsyncIterator[dict[str, str]]:
         sent = None
-        with changes.watch(ANY) as changed:
+        watcher = Watcher()
+        with changes.watch(ANY, watcher):
             while True:
-                changed.clear()
                 page, _ = await list_sessions(store, which, limit=100, after=None)
                 data = json.dumps({"sessions": page})
                 if data != sent:
                     yield {"event": "sessions", "data": data}
                     sent = data
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(changed.wait(), KEEPALIVE)
+                    async with asyncio.timeout(KEEPALIVE):
+                        await watcher.next()
 
     # Approvals and signals -----------------------------------------------------------------
 

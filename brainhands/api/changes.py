@@ -14,6 +14,7 @@ from collections.abc import Iterator
 
 from sqlalchemy import func, select
 
+from brainhands.api.watcher import Watcher
 from brainhands.shared.store import Store, schema
 from brainhands.shared.store.commit import SESSION_CHANNEL
 from brainhands.shared.store.engine import read_transaction
@@ -28,7 +29,7 @@ ANY = "*"
 class SessionChanges:
     def __init__(self, store: Store) -> None:
         self.store = store
-        self._watchers: dict[str, set[asyncio.Event]] = {}
+        self._watchers: dict[str, set[Watcher]] = {}
         self._feed = NotificationFeed(store.engine, SESSION_CHANNEL, self._heard)
         self._poller: asyncio.Task[None] | None = None
         self._heard_count: dict[str, int] = {}
@@ -55,15 +56,15 @@ class SessionChanges:
         await self._feed.close()
 
     @contextlib.contextmanager
-    def watch(self, session_id: str) -> Iterator[asyncio.Event]:
-        """An event set whenever ``session_id`` may have committed (clear it, then read)."""
-        changed = asyncio.Event()
-        self._watchers.setdefault(session_id, set()).add(changed)
+    def watch(self, session_id: str, watcher: Watcher) -> Iterator[None]:
+        """Tell ``watcher`` whenever ``session_id`` (``ANY``: any session) may have
+        committed, while the block runs."""
+        self._watchers.setdefault(session_id, set()).add(watcher)
         try:
-            yield changed
+            yield
         finally:
             watchers = self._watchers[session_id]
-            watchers.discard(changed)
+            watchers.discard(watcher)
             if not watchers:
                 del self._watchers[session_id]
                 self._heard_count.pop(session_id, None)
@@ -71,8 +72,8 @@ class SessionChanges:
     def _heard(self, session_id: str) -> None:
         if session_id in self._watchers:
             self._heard_count[session_id] = self._heard_count.get(session_id, 0) + 1
-        for changed in [*self._watchers.get(session_id, ()), *self._watchers.get(ANY, ())]:
-            changed.set()
+        for watcher in [*self._watchers.get(session_id, ()), *self._watchers.get(ANY, ())]:
+            watcher.changed()
 
     async def _poll(self) -> None:
         s = schema.session
@@ -94,5 +95,5 @@ class SessionChanges:
                     )
                     if now != latest:
                         latest = now
-                        for changed in self._watchers[ANY]:
-                            changed.set()
+                        for watcher in self._watchers[ANY]:
+                            watcher.changed()

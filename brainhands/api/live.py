@@ -1,24 +1,22 @@
 """Live notes for the event streams: what happens that recovery does not depend on (a tool's
-progress), pushed to this API process over the broker and handed to the session's
-watchers. Never stored: a watcher that is not connected when a note passes misses it."""
+progress, a model's text as it comes), pushed to this API process over the broker and handed
+to the session's watchers. Never stored: a watcher that is not connected when a note passes
+misses it."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 from collections.abc import Iterator
 
+from brainhands.api.watcher import Watcher
 from brainhands.shared.broker import Broker, Consumer, Delivery
 from brainhands.shared.messages import LiveNote, Message
-
-BACKLOG = 100
-"""Notes kept for a slow watcher; older ones are dropped first."""
 
 
 class LiveNotes:
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
-        self._watchers: dict[str, set[asyncio.Queue[LiveNote]]] = {}
+        self._watchers: dict[str, set[Watcher]] = {}
         self._consumer: Consumer | None = None
 
     async def start(self) -> None:
@@ -30,14 +28,14 @@ class LiveNotes:
             await self._consumer.cancel()
 
     @contextlib.contextmanager
-    def watch(self, session_id: str) -> Iterator[asyncio.Queue[LiveNote]]:
-        notes: asyncio.Queue[LiveNote] = asyncio.Queue(BACKLOG)
-        self._watchers.setdefault(session_id, set()).add(notes)
+    def watch(self, session_id: str, watcher: Watcher) -> Iterator[None]:
+        """Hand ``watcher`` the notes of ``session_id`` while the block runs."""
+        self._watchers.setdefault(session_id, set()).add(watcher)
         try:
-            yield notes
+            yield
         finally:
             watchers = self._watchers[session_id]
-            watchers.discard(notes)
+            watchers.discard(watcher)
             if not watchers:
                 del self._watchers[session_id]
 
@@ -45,7 +43,5 @@ class LiveNotes:
         await delivery.ack()
         if not isinstance(message, LiveNote):
             return
-        for notes in self._watchers.get(message.session_id, ()):
-            if notes.full():
-                notes.get_nowait()
-            notes.put_nowait(message)
+        for watcher in self._watchers.get(message.session_id, ()):
+            watcher.note(message)
