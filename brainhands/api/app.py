@@ -398,13 +398,15 @@ def create_app(
                     seen = snapshot.version
                 # Until the next commit, pass on the live notes (no id: they are not part of
                 # what a reconnecting watcher resumes). Without notifications, look anyway.
-                timeout = None if changes.pushed else KEEPALIVE
                 while True:
-                    try:
-                        async with asyncio.timeout(timeout):
-                            note = await watcher.next()
-                    except TimeoutError:
-                        break
+                    if changes.pushed:
+                        note = await watcher.next()
+                    else:
+                        try:
+                            async with asyncio.timeout(KEEPALIVE):
+                                note = await watcher.next()
+                        except TimeoutError:
+                            break
                     if note is None:
                         break
                     yield {"event": note.kind, "data": note.model_dump_json()}
