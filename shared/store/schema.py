@@ -135,6 +135,14 @@ submission = Table(
     Column("created_at", Float, nullable=False),
     Column("updated_at", Float, nullable=False),
     UniqueConstraint("session_id", "request_id"),
+    # The sweeper's look for queued submissions across all sessions. Partial, so it holds
+    # the few waiting their turn, not every submission ever answered.
+    Index(
+        "ix_submission_queued",
+        "created_at",
+        postgresql_where=text("status = 'queued'"),
+        sqlite_where=text("status = 'queued'"),
+    ),
 )
 
 outbox = Table(
