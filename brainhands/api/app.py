@@ -307,7 +307,11 @@ def create_app(
             agent=body.agent if isinstance(body, TextSubmission) else None,
             tenant=None if who is DEV else who.tenant,
         )
-        return submission_out(await handle.status(), handle.created)
+        if handle.created:  # committed just now, queued: nothing to read back
+            return SubmissionOut(
+                session_id=session_id, request_id=handle.request_id, status="queued", created=True
+            )
+        return submission_out(await handle.status(), created=False)
 
     @app.get("/sessions/{session_id}/submissions/{request_id}", tags=["submissions"])
     async def submission(
@@ -318,13 +322,12 @@ def create_app(
     ) -> SubmissionOut:
         """A submission's status and answer; ``wait`` seconds: until it has ended."""
         await owned(session_id, who)
-        handle = client.submission(session_id, request_id)
-        record = await handle.status()
-        if wait and record.status in ("queued", "running"):
-            try:
-                record = await client.wait(session_id, request_id, timeout=wait)
-            except AnswerTimeout as still:
-                record = still.record
+        if not wait:
+            return submission_out(await client.submission(session_id, request_id).status())
+        try:  # its first read returns at once a submission that has ended
+            record = await client.wait(session_id, request_id, timeout=wait)
+        except AnswerTimeout as still:
+            record = still.record
         return submission_out(record)
 
     @app.post("/sessions/{session_id}/submissions/{request_id}/cancel", tags=["submissions"])
