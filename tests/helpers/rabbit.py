@@ -87,8 +87,15 @@ async def delete_amqp(url: str, queues: list[str], exchanges: list[str]) -> None
 
 
 async def delete_topology(url: str, topology: Topology, queues: list[str]) -> None:
+    """Delete ``queues``, the parking queue, the exchanges, and the result queue of every
+    Brain queue among ``queues``: the Brains a test starts declare it, and a run of hundreds
+    of tests must not leave hundreds of quorum queues on the broker until the session ends
+    (deleting a queue that does not exist is no error)."""
     exchanges = [topology.exchange, topology.dead_letter_exchange]
-    await delete_amqp(url, [*queues, topology.parking_queue], exchanges)
+    prefix = topology.brain_queue("x").removesuffix("x")
+    compats = [q.removeprefix(prefix) for q in queues if q.startswith(prefix)]
+    results = [topology.results_queue(compat) for compat in compats]
+    await delete_amqp(url, [*queues, *results, topology.parking_queue], exchanges)
 
 
 @contextlib.asynccontextmanager
