@@ -9,8 +9,6 @@ exist (404, never 403, so that ids do not leak). Bad input is answered with a
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -23,7 +21,6 @@ from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import BaseModel, ConfigDict, Field
-from sse_starlette import EventSourceResponse
 from starlette.exceptions import HTTPException
 
 from brainhands.api.changes import ANY, SessionChanges
@@ -32,8 +29,9 @@ from brainhands.api.keys import Principal, Scope, VerifiedKeys
 from brainhands.api.live import LiveNotes
 from brainhands.api.settings import ApiSettings
 from brainhands.api.shared_views import SharedViews
-from brainhands.api.views import SessionFilter, list_sessions, session_document, session_tenant
-from brainhands.api.watcher import Watcher
+from brainhands.api.sse import PING, EventStream, frame
+from brainhands.api.views import SessionFilter, SessionTenants, list_sessions, session_document
+from brainhands.api.watcher import Watchers
 from brainhands.client import Client
 from brainhands.shared.errors import AnswerTimeout, DecisionRefused, NotFoundError
 from brainhands.shared.store.records import SubmissionRecord
@@ -45,7 +43,6 @@ DEV = Principal(key_id="-", tenant="", name="dev", scopes=frozenset({"admin"}))
 """Who every request acts for when authentication is off: every tenant's sessions."""
 NAME = r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$"
 """Ids and names a client chooses: 1 to 128 plain characters."""
-KEEPALIVE = 15.0
 
 CURSOR = r"^[0-9]{1,12}(\.[0-9]{1,9})?:[A-Za-z0-9][A-Za-z0-9._:@-]{0,63}$"
 """A page cursor: the last page's ``updated_at:id``."""
@@ -233,9 +230,12 @@ def create_app(
     store = client.store
     mount_console(app)
     views = SharedViews(client, changes)
+    app.state.watchers = watchers = Watchers()
+
+    tenants = SessionTenants(store)
 
     async def owned(session_id: str, who: Principal) -> None:
-        exists, tenant = await session_tenant(store, session_id)
+        exists, tenant = await tenants.of(session_id)
         if not exists or (who is not DEV and tenant != who.tenant):
             raise NotFoundError(f"session {session_id} does not exist")
 
@@ -295,23 +295,41 @@ def create_app(
 
     @app.post("/sessions/{session_id}/submissions", tags=["submissions"])
     async def submit(
-        session_id: SessionId, body: TextSubmission | InputSubmission, who: Submitter
+        session_id: SessionId,
+        body: TextSubmission | InputSubmission,
+        who: Submitter,
+        wait: Annotated[float, Query(ge=0, le=60)] = 0,
     ) -> SubmissionOut:
         """Submit to a session (created on first contact, for the key's tenant), once per
         request id; a Brain starts (or, mid-run, joins) its work. The body is a message
-        (``text``, for ``agent``) or an ``input`` as it is."""
+        (``text``, for ``agent``) or an ``input`` as it is. ``wait`` seconds: answer once
+        the submission has ended (or with its status then), in this one request."""
+        tenant = None if who is DEV else who.tenant
         handle = await client.submit(
             session_id,
             body.text if isinstance(body, TextSubmission) else body.input,
             request_id=body.request_id,
             agent=body.agent if isinstance(body, TextSubmission) else None,
-            tenant=None if who is DEV else who.tenant,
+            tenant=tenant,
         )
+        if tenant is not None:
+            tenants.learn(session_id, tenant)
+        if wait:
+            return submission_out(
+                await _waited(session_id, handle.request_id, wait), handle.created
+            )
         if handle.created:  # committed just now, queued: nothing to read back
             return SubmissionOut(
                 session_id=session_id, request_id=handle.request_id, status="queued", created=True
             )
         return submission_out(await handle.status(), created=False)
+
+    async def _waited(session_id: str, request_id: str, wait: float) -> SubmissionRecord:
+        try:  # its first read returns at once a submission that has ended
+            return await client.wait(session_id, request_id, timeout=wait)
+        except AnswerTimeout as still:
+            record: SubmissionRecord = still.record
+            return record
 
     @app.get("/sessions/{session_id}/submissions/{request_id}", tags=["submissions"])
     async def submission(
@@ -324,11 +342,7 @@ def create_app(
         await owned(session_id, who)
         if not wait:
             return submission_out(await client.submission(session_id, request_id).status())
-        try:  # its first read returns at once a submission that has ended
-            record = await client.wait(session_id, request_id, timeout=wait)
-        except AnswerTimeout as still:
-            record = still.record
-        return submission_out(record)
+        return submission_out(await _waited(session_id, request_id, wait))
 
     @app.post("/sessions/{session_id}/submissions/{request_id}/cancel", tags=["submissions"])
     async def cancel(session_id: SessionId, request_id: RequestId, who: Submitter) -> CancelOut:
@@ -374,71 +388,76 @@ def create_app(
     @app.get(
         "/sessions/{session_id}/events",
         tags=["sessions"],
-        response_class=EventSourceResponse,
+        response_class=EventStream,
+        status_code=200,
         responses={200: {"content": {"text/event-stream": {}}}},
     )
     async def events(
         session_id: SessionId,
         who: Reader,
         last_event_id: Annotated[str | None, Header()] = None,
-    ) -> EventSourceResponse:
+    ) -> EventStream:
         """Server-sent events: the session's view now, then again at every commit
         (``event: view``). Each view's id is the session's version; reconnect with
         ``Last-Event-ID`` and the stream resumes after it (nothing repeated, the current
         state at once). Between them, live notes that are never stored: a tool's progress
-        (``event: progress``)."""
+        (``event: progress``), a model's text as it comes (``event: model``)."""
         await owned(session_id, who)
-        seen = _version(last_event_id)
-        return EventSourceResponse(_stream(session_id, seen), ping=KEEPALIVE)
+        return EventStream(_stream(session_id, _version(last_event_id)))
 
-    async def _stream(session_id: str, seen: int | None) -> AsyncIterator[bytes | dict[str, str]]:
-        watcher = Watcher()
-        with changes.watch(session_id, watcher), live.watch(session_id, watcher):
+    async def _stream(session_id: str, seen: int | None) -> AsyncIterator[bytes]:
+        with (
+            watchers.open() as watcher,
+            views.watch(session_id, watcher),
+            live.watch(session_id, watcher),
+        ):
             while True:
                 snapshot = await views.read(session_id)
                 if seen is None or snapshot.version > seen:
                     yield snapshot.frame
                     seen = snapshot.version
                 # Until the next commit, pass on the live notes (no id: they are not part of
-                # what a reconnecting watcher resumes). Without notifications, look anyway.
+                # what a reconnecting watcher resumes).
                 while True:
-                    if changes.pushed:
-                        note = await watcher.next()
-                    else:
-                        try:
-                            async with asyncio.timeout(KEEPALIVE):
-                                note = await watcher.next()
-                        except TimeoutError:
-                            break
-                    if note is None:
+                    news = await watcher.next()
+                    if news == "closed":
+                        return
+                    if news == "changed":
                         break
-                    yield {"event": note.kind, "data": note.model_dump_json()}
+                    if news == "ping":
+                        yield PING
+                        if not changes.pushed:
+                            break  # without notifications, look anyway
+                        continue
+                    yield frame(news.model_dump_json(), event=news.kind)
 
     @app.get(
         "/events",
         tags=["sessions"],
-        response_class=EventSourceResponse,
+        response_class=EventStream,
+        status_code=200,
         responses={200: {"content": {"text/event-stream": {}}}},
     )
-    async def session_list_events(who: Reader) -> EventSourceResponse:
+    async def session_list_events(who: Reader) -> EventStream:
         """Server-sent events of the sessions list: the tenant's latest sessions now, then
         again whenever one of them is created or changes (``event: sessions``)."""
         which = SessionFilter(tenant=None if who is DEV else who.tenant)
-        return EventSourceResponse(_list_stream(which), ping=KEEPALIVE)
+        return EventStream(_list_stream(which))
 
-    async def _list_stream(which: SessionFilter) -> AsyncIterator[dict[str, str]]:
+    async def _list_stream(which: SessionFilter) -> AsyncIterator[bytes]:
         sent = None
-        watcher = Watcher()
-        with changes.watch(ANY, watcher):
+        with watchers.open() as watcher, changes.watch(ANY, watcher):
             while True:
                 page, _ = await list_sessions(store, which, limit=100, after=None)
                 data = json.dumps({"sessions": page})
                 if data != sent:
-                    yield {"event": "sessions", "data": data}
+                    yield frame(data, event="sessions")
                     sent = data
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(KEEPALIVE):
-                        await watcher.next()
+                news = await watcher.next()
+                if news == "closed":
+                    return
+                if news == "ping":
+                    yield PING
 
     # Approvals and signals -----------------------------------------------------------------
 
@@ -456,7 +475,7 @@ def create_app(
         return [asdict(p) for p in pending]
 
     async def _mine(session_id: str, who: Principal) -> bool:
-        exists, tenant = await session_tenant(store, session_id)
+        exists, tenant = await tenants.of(session_id)
         return exists and tenant == who.tenant
 
     @app.post("/sessions/{session_id}/approvals/{approval_id}/approve", tags=["approvals"])

@@ -11,10 +11,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Iterator
+from typing import Protocol
 
 from sqlalchemy import func, select
 
-from brainhands.api.watcher import Watcher
 from brainhands.shared.store import Store, schema
 from brainhands.shared.store.commit import SESSION_CHANNEL
 from brainhands.shared.store.engine import read_transaction
@@ -26,10 +26,15 @@ ANY = "*"
 """What ``watch`` is given to hear of every session's commits (the sessions list)."""
 
 
+class Listener(Protocol):
+    def changed(self) -> None:
+        """The session (one of them, for ``ANY``) may have committed."""
+
+
 class SessionChanges:
     def __init__(self, store: Store) -> None:
         self.store = store
-        self._watchers: dict[str, set[Watcher]] = {}
+        self._watchers: dict[str, set[Listener]] = {}
         self._feed = NotificationFeed(store.engine, SESSION_CHANNEL, self._heard)
         self._poller: asyncio.Task[None] | None = None
         self._heard_count: dict[str, int] = {}
@@ -56,7 +61,7 @@ class SessionChanges:
         await self._feed.close()
 
     @contextlib.contextmanager
-    def watch(self, session_id: str, watcher: Watcher) -> Iterator[None]:
+    def watch(self, session_id: str, watcher: Listener) -> Iterator[None]:
         """Tell ``watcher`` whenever ``session_id`` (``ANY``: any session) may have
         committed, while the block runs."""
         self._watchers.setdefault(session_id, set()).add(watcher)

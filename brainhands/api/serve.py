@@ -51,8 +51,15 @@ async def api(args: argparse.Namespace) -> int:
         await changes.start()
         live = LiveNotes(client.broker)
         await live.start()
-        app = BodyLimit(create_app(client, changes, live, settings), settings.api_max_body)
-        config = uvicorn.Config(app, host=host, port=port, log_config=None, access_log=False)
+        routes = create_app(client, changes, live, settings)
+        config = uvicorn.Config(
+            BodyLimit(routes, settings.api_max_body),
+            host=host,
+            port=port,
+            log_config=None,
+            access_log=False,
+            http="httptools",
+        )
         server = Server(config)
         stop = stop_on_signals()
         serving = asyncio.create_task(server.serve())
@@ -66,6 +73,7 @@ async def api(args: argparse.Namespace) -> int:
             )
         stopping = asyncio.create_task(stop.wait())
         await asyncio.wait({serving, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        routes.state.watchers.close()  # the event streams end, so that the server can
         server.should_exit = True
         await serving
         stopping.cancel()

@@ -1,27 +1,39 @@
-"""One event stream's wake-ups: the commits heard of for its session and the live notes
-passing by, in one place it waits on.
+"""One event stream's wake-ups: the commits heard of for its session, the live notes
+passing by, keep-alives and the server's shutdown, in one place it waits on.
 
 A thousand streams of one session wake on every commit; each wake-up should cost one
-future, not the tasks a wait on two sources at once would make. So both sources hand
-their news to the stream's ``Watcher``, and the stream waits on it alone. A commit goes
+future, not the tasks a wait on several sources at once would make. So every source hands
+its news to the stream's ``Watcher``, and the stream waits on it alone. A commit goes
 first (the stream then reads the session); notes are kept up to ``BACKLOG``, oldest
 dropped first, for a stream slower than they come.
+
+``Watchers`` holds every stream's watcher in the process: one timer pings them all, and at
+shutdown they are all told to end.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections import deque
+from collections.abc import Iterator
+from typing import Literal
 
 from brainhands.shared.messages import LiveNote
 
 BACKLOG = 100
 """Notes kept for a slow stream; older ones are dropped first."""
+KEEPALIVE = 15.0
+"""Seconds between pings of every stream."""
+
+News = LiveNote | Literal["changed", "ping", "closed"]
 
 
 class Watcher:
     def __init__(self) -> None:
         self._changed = False
+        self._ping = False
+        self._closed = False
         self._notes: deque[LiveNote] = deque(maxlen=BACKLOG)
         self._waiter: asyncio.Future[None] | None = None
 
@@ -35,19 +47,75 @@ class Watcher:
         self._notes.append(note)
         self._wake()
 
-    async def next(self) -> LiveNote | None:
-        """The next news: None for a commit (read the session), else a note."""
-        while not self._changed and not self._notes:
+    def ping(self) -> None:
+        """Time to show the connection is alive."""
+        self._ping = True
+        self._wake()
+
+    def close(self) -> None:
+        """The stream is to end (the server stops)."""
+        self._closed = True
+        self._wake()
+
+    async def next(self) -> News:
+        """The next news, most urgent first: closed, changed (read the session), a note,
+        or a ping."""
+        while not (self._closed or self._changed or self._notes or self._ping):
             self._waiter = asyncio.get_running_loop().create_future()
             try:
                 await self._waiter
             finally:
                 self._waiter = None
+        if self._closed:
+            return "closed"
         if self._changed:
             self._changed = False
-            return None
-        return self._notes.popleft()
+            return "changed"
+        if self._notes:
+            return self._notes.popleft()
+        self._ping = False
+        return "ping"
 
     def _wake(self) -> None:
         if self._waiter is not None and not self._waiter.done():
             self._waiter.set_result(None)
+
+
+class Watchers:
+    """Every open stream's watcher: pinged every ``period`` seconds by one timer that runs
+    while any is open, and closed at once by ``close``."""
+
+    def __init__(self, period: float = KEEPALIVE) -> None:
+        self.period = period
+        self._open: set[Watcher] = set()
+        self._pinger: asyncio.Task[None] | None = None
+        self._closed = False
+
+    @contextlib.contextmanager
+    def open(self) -> Iterator[Watcher]:
+        """A watcher for one stream, for as long as the block runs."""
+        watcher = Watcher()
+        if self._closed:
+            watcher.close()
+        self._open.add(watcher)
+        if self._pinger is None:
+            self._pinger = asyncio.create_task(self._ping(), name="event-stream-pings")
+        try:
+            yield watcher
+        finally:
+            self._open.discard(watcher)
+            if not self._open and self._pinger is not None:
+                self._pinger.cancel()
+                self._pinger = None
+
+    def close(self) -> None:
+        """Tell every stream, open or opening later, to end."""
+        self._closed = True
+        for watcher in self._open:
+            watcher.close()
+
+    async def _ping(self) -> None:
+        while True:
+            await asyncio.sleep(self.period)
+            for watcher in self._open:
+                watcher.ping()

@@ -44,9 +44,18 @@ async def test_submit_over_http_once_per_request_id_and_read_the_answer(
             "input": {"x": 1},
         }
 
+        # Submit and wait in one request: the answer comes back with the submission.
+        body = {"input": STEPS, "request_id": "r2"}
+        waited = await http.post("/sessions/s1/submissions", params={"wait": 30}, json=body)
+        replayed = await http.post("/sessions/s1/submissions", params={"wait": 30}, json=body)
+        for response, created in ((waited, True), (replayed, False)):
+            got = response.json()
+            assert (got["status"], got["created"]) == ("answered", created), got
+            assert got["answer"]["input"] == {"x": 1}
+
         view = (await http.get("/sessions/s1")).json()
         assert view["session"]["id"] == "s1" and view["version"] >= 1
-        assert [t["kind"] for t in view["tasks"]] == ["steps"]
+        assert [t["kind"] for t in view["tasks"]] == ["steps", "steps"]
         assert view["needs_action"] is False
         listed = (await http.get("/sessions", params={"status": "idle"})).json()
         assert [s["id"] for s in listed["sessions"]] == ["s1"]
@@ -156,6 +165,21 @@ async def test_the_event_stream_resumes_after_the_last_event_id_even_on_another_
         with pytest.raises(TimeoutError):
             await asyncio.wait_for(anext(caught_up), 1.5)
         await caught_up.aclose()
+
+
+async def test_a_stopping_api_ends_its_event_streams_and_exits(brains: BrainHarness) -> None:
+    api = await start_api(brains)
+    key = await key_for(brains, "acme", "read", "submit")
+    async with api.http(key) as http:
+        await http.post("/sessions/s1/submissions", json={"input": STEPS})
+        streams = [events(http, "/sessions/s1/events"), events(http, "/events")]
+        for stream in streams:
+            await asyncio.wait_for(anext(stream), 30)  # open, each sent its first event
+        api.proc.terminate()
+        for stream in streams:  # each ends, rather than holding the server up
+            with pytest.raises(StopAsyncIteration):
+                await asyncio.wait_for(anext(stream), 10)
+    assert await asyncio.to_thread(api.proc.wait, 10) == 0
 
 
 async def test_approve_and_deny_over_http(agent_run: AgentRun) -> None:
