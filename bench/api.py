@@ -25,12 +25,13 @@ with ``brainhands.api.keys.create_key``, or none (``--auth none``).
    process near 100 % of a core is itself the bottleneck.
 2. **Submit -> answered.** S sessions (``--sessions``) of each kind, one after another, each
    submitting ``ping`` to the scripted ``pinger`` agent (one no-op tool call, then an
-   answer): over HTTP in one request (``POST /sessions/{id}/submissions?wait=30``), over
-   HTTP in two (that ``POST`` without ``wait``, then ``GET
-   .../submissions/{request_id}?wait=30``), both with httpx on one keep-alive connection, and
-   through ``brainhands.Client`` in this process (``client.submit(...)`` then
-   ``handle.result(timeout=30)``), taking turns so noise hits all alike; the difference at
-   p50 between one request and the client is what the API adds.
+   answer): over HTTP in one request (``POST /sessions/{id}/submissions?wait=30``), written
+   and read by hand (``BareHttp``) and through httpx; over HTTP in two (that ``POST``
+   without ``wait``, then ``GET .../submissions/{request_id}?wait=30``) through httpx; each
+   HTTP client on one keep-alive connection; and through ``brainhands.Client`` in this
+   process (``client.submit(...)`` then ``handle.result(timeout=30)``), taking turns so
+   noise hits all alike. The difference at p50 between the bare request and the client is
+   what the API adds; httpx adds its own cost on top, shown by ``GET /healthz`` both ways.
 
 Targets: the API adds <= 2 ms at p50 to a submission's round trip; with 1,000 watchers the
 commit -> event p50 is <= 50 ms and none falls behind.
@@ -462,24 +463,75 @@ async def watch_phase(
 
 @dataclass
 class SubmitResult:
+    bare: list[float] = field(default_factory=list)
+    """One request, ``POST ...?wait=``, written and read by ``BareHttp``."""
     http: list[float] = field(default_factory=list)
-    """One request: ``POST ...?wait=``."""
+    """The same request through httpx."""
     http_two: list[float] = field(default_factory=list)
-    """Two requests: ``POST``, then ``GET .../{request_id}?wait=``."""
+    """Two requests through httpx: ``POST``, then ``GET .../{request_id}?wait=``."""
     client: list[float] = field(default_factory=list)
+    health_bare: list[float] = field(default_factory=list)
+    """``GET /healthz``, the least an HTTP request costs: by ``BareHttp``, and by httpx."""
+    health_http: list[float] = field(default_factory=list)
+
+
+class BareHttp:
+    """HTTP/1.1 on one keep-alive connection, written and read by hand: what the API adds,
+    without what a client library adds (httpx costs this machine more per request than
+    the API does: compare the ``/healthz`` lines)."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader, self.writer = reader, writer
+
+    @classmethod
+    async def connect(cls, url: str) -> BareHttp:
+        where = httpx.URL(url)
+        return cls(*await asyncio.open_connection(where.host, where.port))
+
+    async def request(
+        self, method: str, path: str, headers: dict[str, str], body: Any = None
+    ) -> tuple[int, Any]:
+        """The status and the decoded JSON body (or None) of one request."""
+        data = b"" if body is None else json.dumps(body).encode()
+        lines = [f"{method} {path} HTTP/1.1", "Host: bench"]
+        lines += [f"{k}: {v}" for k, v in headers.items()]
+        if body is not None:
+            lines += ["Content-Type: application/json", f"Content-Length: {len(data)}"]
+        self.writer.write("\r\n".join(lines).encode() + b"\r\n\r\n" + data)
+        head = (await self.reader.readuntil(b"\r\n\r\n")).decode().split("\r\n")
+        fields = {k.lower(): v.strip() for k, _, v in (h.partition(":") for h in head[1:])}
+        raw = await self.reader.readexactly(int(fields["content-length"]))
+        is_json = "json" in fields.get("content-type", "")
+        return int(head[0].split()[1]), json.loads(raw) if is_json else None
+
+    async def close(self) -> None:
+        self.writer.close()
+        await self.writer.wait_closed()
+
+
+PING = {"text": "ping", "agent": AGENT, "request_id": "r1"}
+
+
+async def over_bare_http(bare: BareHttp, headers: dict[str, str], session_id: str) -> float:
+    started = time.monotonic()
+    status, record = await bare.request(
+        "POST", f"/sessions/{session_id}/submissions?wait=30", headers, PING
+    )
+    took = time.monotonic() - started
+    if status != 200 or record["status"] != "answered":
+        raise RuntimeError(f"session {session_id} over HTTP: {status} {record}")
+    return took
 
 
 async def over_http(http: httpx.AsyncClient, session_id: str) -> float:
     started = time.monotonic()
-    body = {"text": "ping", "agent": AGENT, "request_id": "r1"}
-    got = await http.post(f"/sessions/{session_id}/submissions?wait=30", json=body)
+    got = await http.post(f"/sessions/{session_id}/submissions?wait=30", json=PING)
     return answered(got, session_id, started)
 
 
 async def over_http_two(http: httpx.AsyncClient, session_id: str) -> float:
     started = time.monotonic()
-    body = {"text": "ping", "agent": AGENT, "request_id": "r1"}
-    posted = await http.post(f"/sessions/{session_id}/submissions", json=body)
+    posted = await http.post(f"/sessions/{session_id}/submissions", json=PING)
     posted.raise_for_status()
     got = await http.get(f"/sessions/{session_id}/submissions/r1", params={"wait": 30})
     return answered(got, session_id, started)
@@ -506,19 +558,31 @@ async def submit_phase(
 ) -> SubmitResult:
     result = SubmitResult()
     headers = {"Authorization": f"Bearer {key}"} if key else {}
-    async with httpx.AsyncClient(base_url=url, headers=headers, timeout=60) as http:
-        for i in range(args.warmup + args.sessions):
-            # Taking turns, each going first, second and third as often.
-            runs = [
-                (result.http, over_http(http, f"http-{i:04d}")),
-                (result.http_two, over_http_two(http, f"http2-{i:04d}")),
-                (result.client, through_client(client, f"client-{i:04d}")),
-            ]
-            for samples, run in runs[i % 3 :] + runs[: i % 3]:
-                took = await run
-                if i >= args.warmup:
-                    samples.append(took)
-            workers.check_alive()
+    bare = await BareHttp.connect(url)
+    try:
+        async with httpx.AsyncClient(base_url=url, headers=headers, timeout=60) as http:
+            for i in range(args.warmup + args.sessions):
+                # Taking turns, each going first, second, third and fourth as often.
+                runs = [
+                    (result.bare, over_bare_http(bare, headers, f"bare-{i:04d}")),
+                    (result.http, over_http(http, f"http-{i:04d}")),
+                    (result.http_two, over_http_two(http, f"http2-{i:04d}")),
+                    (result.client, through_client(client, f"client-{i:04d}")),
+                ]
+                for samples, run in runs[i % 4 :] + runs[: i % 4]:
+                    took = await run
+                    if i >= args.warmup:
+                        samples.append(took)
+                workers.check_alive()
+            for _ in range(10 * args.sessions):
+                started = time.monotonic()
+                await bare.request("GET", "/healthz", headers)
+                result.health_bare.append(time.monotonic() - started)
+                started = time.monotonic()
+                (await http.get("/healthz")).raise_for_status()
+                result.health_http.append(time.monotonic() - started)
+    finally:
+        await bare.close()
     return result
 
 
@@ -608,38 +672,34 @@ def report(args: argparse.Namespace, r: Results) -> None:
                 f"{w.behind} of {w.watchers} fell behind ({w.missed} missed, {w.late} late)",
             ]
         )
-    http, two, client = r.submits.http, r.submits.http_two, r.submits.client
+    sub = r.submits
+    n = len(sub.client)
     rows += [
-        [
-            f"submit -> answered over HTTP, POST ?wait= ({len(http)} serial)",
-            fmt(http, 50),
-            fmt(http, 99),
-            str(len(http)),
-            f"auth: {args.auth}",
-        ],
-        [
-            f"submit -> answered over HTTP, POST + GET ?wait= ({len(two)} serial)",
-            fmt(two, 50),
-            fmt(two, 99),
-            str(len(two)),
-            "two requests",
-        ],
-        [
-            f"submit -> answered through brainhands.Client ({len(client)} serial)",
-            fmt(client, 50),
-            fmt(client, 99),
-            str(len(client)),
-            "same run, taking turns",
-        ],
-    ]
-    adds = (percentile(http, 50) - percentile(client, 50)) * ms
-    adds99 = (percentile(http, 99) - percentile(client, 99)) * ms
-    rows.append(["the API adds (POST ?wait= - Client)", f"{adds:+.1f}", f"{adds99:+.1f}", "-", ""])
-    adds2 = (percentile(two, 50) - percentile(client, 50)) * ms
-    adds2_99 = (percentile(two, 99) - percentile(client, 99)) * ms
-    rows.append(
-        ["two requests add (POST + GET - Client)", f"{adds2:+.1f}", f"{adds2_99:+.1f}", "-", ""]
-    )
+        [f"submit -> answered over HTTP, POST ?wait=, bare HTTP/1.1 ({n} serial)",
+         fmt(sub.bare, 50), fmt(sub.bare, 99), str(n), f"auth: {args.auth}"],
+        [f"submit -> answered over HTTP, POST ?wait=, httpx ({n} serial)",
+         fmt(sub.http, 50), fmt(sub.http, 99), str(n), "one request"],
+        [f"submit -> answered over HTTP, POST + GET ?wait=, httpx ({n} serial)",
+         fmt(sub.http_two, 50), fmt(sub.http_two, 99), str(n), "two requests"],
+        [f"submit -> answered through brainhands.Client ({n} serial)",
+         fmt(sub.client, 50), fmt(sub.client, 99), str(n), "same run, taking turns"],
+    ]  # fmt: skip
+    for label, samples in (
+        ("the API adds (POST ?wait=, bare - Client)", sub.bare),
+        ("the API and httpx add (POST ?wait=, httpx - Client)", sub.http),
+        ("... with two requests (POST + GET, httpx - Client)", sub.http_two),
+    ):
+        p50 = (percentile(samples, 50) - percentile(sub.client, 50)) * ms
+        p99 = (percentile(samples, 99) - percentile(sub.client, 99)) * ms
+        rows.append([label, f"{p50:+.1f}", f"{p99:+.1f}", "-", ""])
+    h = len(sub.health_bare)
+    rows += [
+        [f"GET /healthz, bare HTTP/1.1 ({h} serial)", fmt(sub.health_bare, 50),
+         fmt(sub.health_bare, 99), str(h), "the least a request costs"],
+        [f"GET /healthz, httpx ({h} serial)", fmt(sub.health_http, 50),
+         fmt(sub.health_http, 99), str(h), "... with httpx's own cost"],
+    ]  # fmt: skip
+    adds = (percentile(sub.bare, 50) - percentile(sub.client, 50)) * ms
     print()
     print_table(["measure", "p50 ms", "p99 ms", "samples", "notes"], rows, align="<>>><")
     print()

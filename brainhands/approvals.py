@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import exists, literal, select
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from brainhands.brain.approval import APPROVAL_KIND, DECISION_PREFIX, Verdict, decision_signal
 from brainhands.shared.errors import DecisionRefused, NotFoundError
@@ -79,6 +80,14 @@ async def pending_approvals(
 ) -> list[PendingApproval]:
     """Calls waiting for a decision (of one session, or of all), oldest first. A call
     whose decision is recorded is no longer listed, even before a Brain carries it out."""
+    async with read_transaction(store.engine) as conn:
+        return await pending_approvals_in(conn, session_id, limit=limit)
+
+
+async def pending_approvals_in(
+    conn: AsyncConnection, session_id: str | None = None, *, limit: int = 1000
+) -> list[PendingApproval]:
+    """``pending_approvals``, read in the transaction of ``conn``."""
     t, i = schema.task, schema.inbox
     decided = exists().where(
         i.c.session_id == t.c.session_id,
@@ -89,8 +98,7 @@ async def pending_approvals(
     if session_id is not None:
         query = query.where(t.c.session_id == session_id)
     query = query.order_by(t.c.created_at, t.c.id).limit(limit)
-    async with read_transaction(store.engine) as conn:
-        rows = (await conn.execute(query)).all()
+    rows = (await conn.execute(query)).all()
     return [pending_of(task_record(row)) for row in rows]
 
 

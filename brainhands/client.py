@@ -27,7 +27,13 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
 
-from brainhands.approvals import Decision, PendingApproval, decide, pending_approvals
+from brainhands.approvals import (
+    Decision,
+    PendingApproval,
+    decide,
+    pending_approvals,
+    pending_approvals_in,
+)
 from brainhands.brain.approval import Verdict
 from brainhands.brain.task import SIGNAL_NAME_MAX
 from brainhands.shared.broker import Broker
@@ -37,15 +43,13 @@ from brainhands.shared.messages import SessionWake, encode
 from brainhands.shared.relay import OutboxRelay
 from brainhands.shared.store import OutboxMessage, Store, SubmissionRecord
 from brainhands.shared.store.commit import ANSWER_CHANNEL, FINAL_SUBMISSION_STATUSES
-from brainhands.shared.store.inbox import InboxReceipt, send_request, send_signal, session_inbox
+from brainhands.shared.store.engine import read_transaction
+from brainhands.shared.store.inbox import InboxReceipt, inbox_in, send_request, send_signal
+from brainhands.shared.store.load import load_session_sync
 from brainhands.shared.store.notifications import NotificationFeed
-from brainhands.shared.store.queries import session_history
+from brainhands.shared.store.queries import history_in
 from brainhands.shared.store.records import EntryRecord, InboxRecord, SessionRecord
-from brainhands.shared.store.submissions import (
-    get_submission,
-    session_submissions,
-    submit,
-)
+from brainhands.shared.store.submissions import get_submission, submissions_in, submit
 from brainhands.shared.topology import Topology
 from brainhands.shared.tracing import current_carrier, tracer
 
@@ -449,12 +453,16 @@ class Client:
 
     async def session(self, session_id: str) -> SessionView:
         """The session as it stands (``NotFoundError`` if there is none)."""
-        state = await self.store.load(session_id)
-        tasks, operations = await session_history(self.store.engine, session_id)
+        async with read_transaction(self.store.engine) as conn:  # one snapshot of it all
+            state = await conn.run_sync(load_session_sync, session_id)
+            tasks, operations = await history_in(conn, session_id)
+            submissions = await submissions_in(conn, session_id)
+            inbox = await inbox_in(conn, session_id)
+            approvals = await pending_approvals_in(conn, session_id)
         return SessionView(
             session=state.session,
             entries=state.entries,
-            submissions=await session_submissions(self.store, session_id),
+            submissions=submissions,
             tasks=[
                 TaskSummary(
                     id=t.id,
@@ -484,8 +492,8 @@ class Client:
                 )
                 for o in operations
             ],
-            inbox=await session_inbox(self.store, session_id),
-            approvals=await pending_approvals(self.store, session_id),
+            inbox=inbox,
+            approvals=approvals,
         )
 
     async def pending_approvals(self, session_id: str | None = None) -> list[PendingApproval]:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from brainhands.shared.errors import NotFoundError
 from brainhands.shared.store import schema
@@ -75,10 +76,15 @@ async def send_request(
 
 async def session_inbox(store: Store, session_id: str) -> list[InboxRecord]:
     """Every request made to ``session_id``, applied or not, oldest first."""
-    i = schema.inbox
     async with read_transaction(store.engine) as conn:
-        rows = await conn.execute(select(i).where(i.c.session_id == session_id).order_by(i.c.id))
-        return [InboxRecord(**dict(r._mapping)) for r in rows]
+        return await inbox_in(conn, session_id)
+
+
+async def inbox_in(conn: AsyncConnection, session_id: str) -> list[InboxRecord]:
+    """``session_inbox``, read in the transaction of ``conn``."""
+    i = schema.inbox
+    rows = await conn.execute(select(i).where(i.c.session_id == session_id).order_by(i.c.id))
+    return [InboxRecord(**dict(r._mapping)) for r in rows]
 
 
 async def send_signal(

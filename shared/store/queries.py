@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sqlalchemy import and_, case, exists, func, literal, or_, select, union_all
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from brainhands.shared.store import schema
 from brainhands.shared.store.engine import read_in_one_hop, read_transaction
@@ -192,12 +192,17 @@ async def session_history(
     engine: AsyncEngine, session_id: str
 ) -> tuple[list[TaskRecord], list[OperationRecord]]:
     """Every task (open or not) and every operation of a session, oldest first."""
-    t, o = schema.task, schema.operation
     async with read_transaction(engine) as conn:
-        tasks = await conn.execute(
-            select(t).where(t.c.session_id == session_id).order_by(t.c.created_at, t.c.id)
-        )
-        ops = await conn.execute(
-            select(o).where(o.c.session_id == session_id).order_by(o.c.created_at)
-        )
-        return [task_record(r) for r in tasks], [operation_record(r) for r in ops]
+        return await history_in(conn, session_id)
+
+
+async def history_in(
+    conn: AsyncConnection, session_id: str
+) -> tuple[list[TaskRecord], list[OperationRecord]]:
+    """``session_history``, read in the transaction of ``conn``."""
+    t, o = schema.task, schema.operation
+    tasks = await conn.execute(
+        select(t).where(t.c.session_id == session_id).order_by(t.c.created_at, t.c.id)
+    )
+    ops = await conn.execute(select(o).where(o.c.session_id == session_id).order_by(o.c.created_at))
+    return [task_record(r) for r in tasks], [operation_record(r) for r in ops]

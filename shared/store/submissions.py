@@ -114,9 +114,14 @@ async def _by_request(conn: AsyncConnection, session_id: str, request_id: str) -
 
 async def session_submissions(store: Store, session_id: str) -> list[SubmissionRecord]:
     """Every submission of ``session_id``, oldest first."""
-    sub = schema.submission
     async with read_transaction(store.engine) as conn:
-        rows = await conn.execute(
-            select(sub).where(sub.c.session_id == session_id).order_by(sub.c.created_at)
-        )
-        return [SubmissionRecord(**dict(r._mapping)) for r in rows]
+        return await submissions_in(conn, session_id)
+
+
+async def submissions_in(conn: AsyncConnection, session_id: str) -> list[SubmissionRecord]:
+    """``session_submissions``, read in the transaction of ``conn``."""
+    sub = schema.submission
+    rows = await conn.execute(
+        select(sub).where(sub.c.session_id == session_id).order_by(sub.c.created_at)
+    )
+    return [SubmissionRecord(**dict(r._mapping)) for r in rows]
