@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers.agent_run import AgentRun, agent_run
-from tests.helpers.api import events, key_for, seen_until_answered, start_api
+from tests.helpers.api import events, key_for, start_api, watched_message
 from tests.helpers.brains import BrainHarness
 from tests.helpers.chat_server import ChatServer, chunks_of
 from tests.helpers.polling import eventually
@@ -223,18 +223,12 @@ async def test_approve_and_deny_over_http(agent_run: AgentRun) -> None:
 async def test_a_tools_progress_notes_reach_the_watchers_live_and_are_not_stored(
     agent_run: AgentRun,
 ) -> None:
-    brains = agent_run.brains
-    api = await start_api(brains)
-    key = await key_for(brains, "acme", "read", "submit")
-    async with api.http(key) as http:
-        made = await http.post(
-            "/sessions/s1/submissions",
-            json={"text": "please do the errand", "agent": "errand", "request_id": "r1"},
-        )
-        assert made.status_code == 200, made.text
-        seen = await seen_until_answered(
-            http, "s1", lambda: (agent_run.start_brain(), agent_run.start_hands())
-        )
+    seen = await watched_message(
+        agent_run.brains,
+        "errand",
+        "please do the errand",
+        lambda: (agent_run.start_brain(), agent_run.start_hands()),
+    )
     notes = [e for e in seen if e["event"] == "progress"]
     assert len(notes) >= 3  # the tests' sends say "accepted", one note per email
     assert {n["data"]["message"] for n in notes} == {"accepted"}
@@ -251,25 +245,18 @@ async def test_a_streaming_models_text_reaches_the_watchers_before_its_answer_is
     chat.stream(chunks_of({"role": "assistant", "content": answer}, pieces=5), delay=0.3)
     try:
         await brains.declare_tools()
-        api = await start_api(brains)
-        key = await key_for(brains, "acme", "read", "submit")
-        async with api.http(key) as http:
-            made = await http.post(
-                "/sessions/s1/submissions",
-                json={"text": "say it", "agent": "by_settings", "request_id": "r1"},
-            )
-            assert made.status_code == 200, made.text
-            seen = await seen_until_answered(
-                http,
-                "s1",
-                lambda: brains.start_brain(
-                    tasks=None,
-                    agents="tests.helpers.agents",
-                    BRAINHANDS_MODEL_BASE_URL=chat.base_url,
-                    BRAINHANDS_MODEL_NAME="test-model",
-                    BRAINHANDS_MODEL_STREAM="true",
-                ),
-            )
+        seen = await watched_message(
+            brains,
+            "by_settings",
+            "say it",
+            lambda: brains.start_brain(
+                tasks=None,
+                agents="tests.helpers.agents",
+                BRAINHANDS_MODEL_BASE_URL=chat.base_url,
+                BRAINHANDS_MODEL_NAME="test-model",
+                BRAINHANDS_MODEL_STREAM="true",
+            ),
+        )
     finally:
         chat.close()
     pieces = [e for e in seen if e["event"] == "model"]

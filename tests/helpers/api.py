@@ -86,3 +86,20 @@ async def seen_until_answered(
         seen.append(await asyncio.wait_for(anext(stream), 60))
     await stream.aclose()
     return seen
+
+
+async def watched_message(
+    brains: BrainHarness, agent: str, text: str, start: Callable[[], object]
+) -> list[dict[str, Any]]:
+    """Through a new API process, with a key of tenant ``acme``: submit ``text`` for
+    ``agent`` to session ``s1`` (request ``r1``), and return what its event stream showed
+    (``seen_until_answered``, ``start()`` called once the first view came)."""
+    api = await start_api(brains)
+    key = await key_for(brains, "acme", "read", "submit")
+    async with api.http(key) as http:
+        made = await http.post(
+            "/sessions/s1/submissions",
+            json={"text": text, "agent": agent, "request_id": "r1"},
+        )
+        assert made.status_code == 200, made.text
+        return await seen_until_answered(http, "s1", start)
