@@ -101,8 +101,9 @@ async def post_events(
     client: httpx.AsyncClient, url: str, body: dict[str, Any], *, model: str
 ) -> AsyncIterator[dict[str, Any]]:
     """POST ``body`` to ``url`` and yield each JSON object of the server-sent events it
-    answers with, until ``data: [DONE]``; errors as ``post_json``'s, and a stream that ends
-    before ``[DONE]`` or carries something other than JSON objects is transient."""
+    answers with, until ``data: [DONE]`` (or until the caller stops at an event that ends
+    its protocol's answer); errors as ``post_json``'s, and a stream that ends before either
+    or carries something other than JSON objects is transient."""
     with _transport_errors(client, url, model):
         async with client.stream("POST", url, json=body) as response:
             if not 200 <= response.status_code < 300:
@@ -121,7 +122,7 @@ async def post_events(
                 if not isinstance(event, dict):
                     raise TransientModelError(f"{model}: stream event is not a JSON object")
                 yield event
-    raise TransientModelError(f"{model}: the stream ended before [DONE]")
+    raise TransientModelError(f"{model}: the stream ended before the answer did")
 
 
 @contextlib.contextmanager

@@ -11,25 +11,30 @@ Messages shapes and each answer back:
 - the answer's ``text`` blocks are its text, its ``tool_use`` blocks its tool calls. A
   ``stop_reason`` of ``max_tokens`` (or another that means the answer stopped early) is a
   cut-off answer, retryable; ``refusal`` is final.
+
+With ``stream=True`` the adapter asks for the answer as server-sent events, hands the text
+to ``on_text`` as it comes, and puts the events back together (``assemble_events``) into
+the message the server would have sent whole: that is what is returned and stored.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from brainhands.brain.models._http import HttpModel
+from brainhands.brain.models._http import HttpModel, post_events
 from brainhands.brain.models.base import ModelError, ModelResponse, ToolCall, TransientModelError
 
-if TYPE_CHECKING:
-    pass
-
-__all__ = ["AnthropicModel", "parse_message", "to_messages_request"]
+__all__ = ["AnthropicModel", "assemble_events", "parse_message", "to_messages_request"]
 
 API_VERSION = "2023-06-01"
 _CUT_OFF = frozenset({"max_tokens", "model_context_window_exceeded", "pause_turn"})
 """Stop reasons of an answer that stopped early: acting on half an answer is never safe."""
+_TRANSIENT_STREAM_ERRORS = frozenset(
+    {"overloaded_error", "api_error", "rate_limit_error", "timeout_error"}
+)
+"""The ``error`` events of a stream that another attempt may not meet."""
 
 
 class AnthropicModel(HttpModel):
@@ -51,6 +56,7 @@ class AnthropicModel(HttpModel):
         max_tokens: int = 4096,
         temperature: float | None = None,
         extra_body: dict[str, Any] | None = None,
+        stream: bool = False,
     ) -> None:
         root = base_url.rstrip("/")
         url = root + ("/messages" if root.endswith("/v1") else "/v1/messages")
@@ -58,6 +64,7 @@ class AnthropicModel(HttpModel):
         self._max_tokens = max_tokens
         self._temperature = temperature
         self._extra_body = dict(extra_body or {})
+        self._stream = stream
 
     async def complete(
         self,
@@ -66,17 +73,40 @@ class AnthropicModel(HttpModel):
         *,
         on_text: Callable[[str], None] | None = None,
     ) -> ModelResponse:
-        """One Messages call; see ``ModelAdapter.complete`` for the error contract. It does
-        not stream: ``on_text`` gets the answer's text once, when it is complete."""
+        """One Messages call; see ``ModelAdapter.complete`` for the error contract.
+        Streamed when the adapter was made with ``stream=True``; else ``on_text`` gets the
+        whole text once."""
         body: dict[str, Any] = {"model": self._model, "max_tokens": self._max_tokens}
         body.update(to_messages_request(messages, tools))
         if self._temperature is not None:
             body["temperature"] = self._temperature
+        if self._stream:
+            body["stream"] = True
         body.update(self._extra_body)
-        response = parse_message(await self.post(body))
-        if on_text is not None and response.text:
-            on_text(response.text)
-        return response
+        if not self._stream:
+            response = parse_message(await self.post(body))
+            if on_text is not None and response.text:
+                on_text(response.text)
+            return response
+        events = []
+        async for event in post_events(self.client(), self._url, body, model=self._model):
+            kind = event.get("type")
+            if kind == "error":
+                raise _stream_error(self._model, event.get("error"))
+            events.append(event)
+            if on_text is not None and kind == "content_block_delta":
+                delta = event.get("delta")
+                if isinstance(delta, dict) and delta.get("type") == "text_delta":
+                    piece = delta.get("text")
+                    if isinstance(piece, str) and piece:
+                        on_text(piece)
+            if kind == "message_stop":
+                break
+        try:
+            raw = assemble_events(events)
+        except (AttributeError, KeyError, TypeError, ValueError) as exc:
+            raise TransientModelError(f"{self._model}: malformed stream event: {exc!r}") from exc
+        return parse_message(raw)
 
     def parse(self, raw: dict[str, Any]) -> ModelResponse:
         """Rebuild a response from the JSON the server returned."""
@@ -127,6 +157,49 @@ def to_messages_request(
     if tools:
         request["tools"] = [_tool_schema(tool) for tool in tools]
     return request
+
+
+def assemble_events(events: list[dict[str, Any]]) -> dict[str, Any]:
+    """The Messages answer that a stream's events add up to: ``message_start``'s message,
+    each content block with its text deltas joined and its tool input's JSON pieces parsed,
+    and ``message_delta``'s stop reason and usage. Raises ``KeyError``, ``TypeError`` or
+    ``ValueError`` for events not shaped as the API sends them."""
+    message: dict[str, Any] | None = None
+    blocks: dict[int, dict[str, Any]] = {}
+    inputs: dict[int, list[str]] = {}
+    for event in events:
+        kind = event["type"]
+        if kind == "message_start":
+            message = dict(event["message"])
+        elif kind == "content_block_start":
+            blocks[int(event["index"])] = dict(event["content_block"])
+        elif kind == "content_block_delta":
+            index, delta = int(event["index"]), event["delta"]
+            if delta["type"] == "text_delta":
+                blocks[index]["text"] = blocks[index].get("text", "") + delta["text"]
+            elif delta["type"] == "input_json_delta":
+                inputs.setdefault(index, []).append(delta["partial_json"])
+            # Other deltas (thinking, signatures) belong to blocks that are not ours.
+        elif kind == "message_delta":
+            if message is None:
+                raise ValueError("message_delta before message_start")
+            message.update(event["delta"])
+            message["usage"] = {**(message.get("usage") or {}), **(event.get("usage") or {})}
+    if message is None:
+        raise ValueError("the stream had no message_start")
+    for index, pieces in inputs.items():
+        joined = "".join(pieces)
+        blocks[index]["input"] = json.loads(joined) if joined.strip() else {}
+    message["content"] = [blocks[i] for i in sorted(blocks)]
+    return message
+
+
+def _stream_error(model: str, error: Any) -> ModelError:
+    """The adapter's error for an ``error`` event in the middle of a stream."""
+    kind = error.get("type") if isinstance(error, dict) else None
+    said = error.get("message") if isinstance(error, dict) else None
+    text = f"{model}: the stream failed: {kind or 'error'}" + (f": {said}" if said else "")
+    return TransientModelError(text) if kind in _TRANSIENT_STREAM_ERRORS else ModelError(text)
 
 
 def parse_message(raw: dict[str, Any]) -> ModelResponse:

@@ -29,15 +29,21 @@ class ModelSettings(BaseSettings):
     timeout: float = Field(default=60.0, gt=0)
     """Seconds one model call may take before it counts as failed (and retryable)."""
     stream: bool = False
-    """``openai`` only: ask for the answer as a stream, so the session's watchers see its text
-    as it is produced (the answer is stored once complete, as without streaming)."""
+    """Ask for the answer as a stream, so the session's watchers see its text as it is
+    produced (the answer is stored once complete, as without streaming)."""
 
 
 def model_from_settings(settings: ModelSettings) -> OpenAIChatModel | AnthropicModel:
     """The adapter that ``settings`` describe."""
     api_key = settings.api_key.get_secret_value() if settings.api_key else None
     if settings.provider == "anthropic":
-        return AnthropicModel(settings.base_url, settings.name, api_key, timeout=settings.timeout)
+        return AnthropicModel(
+            settings.base_url,
+            settings.name,
+            api_key,
+            timeout=settings.timeout,
+            stream=settings.stream,
+        )
     return OpenAIChatModel(
         settings.base_url, settings.name, api_key, timeout=settings.timeout, stream=settings.stream
     )

@@ -12,7 +12,7 @@ import pytest
 from tests.helpers.agent_run import AgentRun, agent_run
 from tests.helpers.api import events, key_for, start_api, watched_message
 from tests.helpers.brains import BrainHarness
-from tests.helpers.chat_server import ChatServer, chunks_of
+from tests.helpers.chat_server import ChatServer, chunks_of, events_of, message, text
 from tests.helpers.polling import eventually
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(150)]
@@ -237,12 +237,16 @@ async def test_a_tools_progress_notes_reach_the_watchers_live_and_are_not_stored
     assert views == sorted(set(views))
 
 
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
 async def test_a_streaming_models_text_reaches_the_watchers_before_its_answer_is_stored(
-    brains: BrainHarness,
+    brains: BrainHarness, provider: str
 ) -> None:
     answer = "Echoing is not needed: here is your answer, in five pieces."
     chat = ChatServer()
-    chat.stream(chunks_of({"role": "assistant", "content": answer}, pieces=5), delay=0.3)
+    if provider == "openai":
+        chat.stream(chunks_of({"role": "assistant", "content": answer}, pieces=5), delay=0.3)
+    else:
+        chat.stream(events_of(message(text(answer)), pieces=5), delay=0.3, done=False)
     try:
         await brains.declare_tools()
         seen = await watched_message(
@@ -252,6 +256,7 @@ async def test_a_streaming_models_text_reaches_the_watchers_before_its_answer_is
             lambda: brains.start_brain(
                 tasks=None,
                 agents="tests.helpers.agents",
+                BRAINHANDS_MODEL_PROVIDER=provider,
                 BRAINHANDS_MODEL_BASE_URL=chat.base_url,
                 BRAINHANDS_MODEL_NAME="test-model",
                 BRAINHANDS_MODEL_STREAM="true",
@@ -273,4 +278,8 @@ async def test_a_streaming_models_text_reaches_the_watchers_before_its_answer_is
     # Stored: the answer as the server would have sent it whole, once; nothing per piece.
     state = await brains.store.load("s1")
     assert [e.kind for e in state.entries] == ["user", "model"]
-    assert state.entries[1].body["raw"]["choices"][0]["message"]["content"] == answer
+    raw = state.entries[1].body["raw"]
+    if provider == "openai":
+        assert raw["choices"][0]["message"]["content"] == answer
+    else:
+        assert raw == message(text(answer))

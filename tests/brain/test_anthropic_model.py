@@ -11,7 +11,7 @@ import pytest
 
 from brainhands.brain.models.anthropic import API_VERSION, AnthropicModel
 from brainhands.brain.models.base import ModelError, TransientModelError
-from tests.helpers.chat_server import ChatServer, message, text, tool_use
+from tests.helpers.chat_server import ChatServer, events_of, message, text, tool_use
 
 TOOLS = [
     {
@@ -223,3 +223,51 @@ async def test_timeout_is_transient(
     server.reply(200, message(text("late")), delay=1.0)
     with pytest.raises(TransientModelError, match="timed out"):
         await make_model(timeout=0.2).complete([USER], [])
+
+
+async def test_a_streamed_answer_is_the_message_sent_whole_and_its_text_comes_in_pieces(
+    server: ChatServer, make_model: Callable[..., AnthropicModel]
+) -> None:
+    whole = message(
+        text("Let me check the weather for you."),
+        tool_use("toolu_a", "get_weather", {"city": "Paris"}),
+        stop_reason="tool_use",
+    )
+    server.stream(events_of(whole, pieces=4), done=False)  # the API sends no [DONE]
+    pieces: list[str] = []
+
+    response = await make_model(stream=True).complete([USER], TOOLS, on_text=pieces.append)
+
+    assert len(pieces) == 4 and "".join(pieces) == "Let me check the weather for you."
+    assert response.text == "Let me check the weather for you."
+    assert [(c.id, c.name, c.arguments) for c in response.tool_calls] == [
+        ("toolu_a", "get_weather", {"city": "Paris"})
+    ]
+    assert response.raw == whole  # put back together: stored as if it had come whole
+    assert response.usage == {"input_tokens": 12, "output_tokens": 5}
+    assert make_model().parse(json.loads(json.dumps(response.raw))) == response
+    assert server.received[0].body["stream"] is True
+
+
+async def test_a_stream_cut_short_or_failing_mid_way_is_an_error_of_the_right_kind(
+    server: ChatServer, make_model: Callable[..., AnthropicModel]
+) -> None:
+    events = events_of(message(text("Half an answer")))
+    server.stream(events[:-2], done=False)  # the server went away before message_stop
+    overloaded = {"type": "overloaded_error", "message": "Overloaded"}
+    server.stream([*events[:3], {"type": "error", "error": overloaded}], done=False)
+    invalid = {"type": "invalid_request_error", "message": "prompt is too long"}
+    server.stream([*events[:3], {"type": "error", "error": invalid}], done=False)
+    malformed = [events[0], {"type": "content_block_delta", "index": 7}, events[-1]]
+    server.stream(malformed, done=False)
+    model = make_model(stream=True)
+
+    with pytest.raises(TransientModelError, match="ended before the answer did"):
+        await model.complete([USER], [])
+    with pytest.raises(TransientModelError, match="overloaded_error: Overloaded"):
+        await model.complete([USER], [])
+    with pytest.raises(ModelError, match="prompt is too long") as refused:
+        await model.complete([USER], [])
+    assert not isinstance(refused.value, TransientModelError)  # the same request fails again
+    with pytest.raises(TransientModelError, match="malformed stream event"):
+        await model.complete([USER], [])

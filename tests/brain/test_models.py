@@ -275,6 +275,10 @@ def test_the_provider_setting_picks_the_adapter(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setenv("BRAINHANDS_MODEL_NAME", "claude-sonnet-4-5")
     model = model_from_settings(load_settings(ModelSettings))
     assert isinstance(model, AnthropicModel) and model.name == "claude-sonnet-4-5"
+    assert not model._stream
+    monkeypatch.setenv("BRAINHANDS_MODEL_STREAM", "true")
+    streaming = model_from_settings(load_settings(ModelSettings))
+    assert isinstance(streaming, AnthropicModel) and streaming._stream
 
 
 def test_an_unknown_provider_fails_naming_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:

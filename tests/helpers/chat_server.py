@@ -182,3 +182,30 @@ def chunks_of(message: dict[str, Any], *, pieces: int = 3) -> list[dict[str, Any
     usage = {"prompt_tokens": 12, "completion_tokens": 5, "total_tokens": 17}
     out.append({**chunk({}), "choices": [], "usage": usage})
     return out
+
+
+def events_of(message: dict[str, Any], *, pieces: int = 3) -> list[dict[str, Any]]:
+    """The events an Anthropic Messages server streams for ``message`` (made by
+    ``message()``): each text block in ``pieces`` parts, each tool input's JSON in two, a
+    ``ping`` among them, then the stop reason and the output usage, then ``message_stop``."""
+    start = {**message, "content": [], "stop_reason": None, "stop_sequence": None}
+    start["usage"] = {**message["usage"], "output_tokens": 1}
+    out: list[dict[str, Any]] = [{"type": "message_start", "message": start}, {"type": "ping"}]
+    for index, block in enumerate(message["content"]):
+        if block["type"] == "text":
+            opened, whole = {"type": "text", "text": ""}, block["text"]
+            size = max(1, -(-len(whole) // pieces))
+            deltas = [{"type": "text_delta", "text": whole[i : i + size]}
+                      for i in range(0, len(whole), size)]  # fmt: skip
+        else:
+            opened, arguments = {**block, "input": {}}, json.dumps(block["input"])
+            half = len(arguments) // 2
+            deltas = [{"type": "input_json_delta", "partial_json": part}
+                      for part in (arguments[:half], arguments[half:])]  # fmt: skip
+        out.append({"type": "content_block_start", "index": index, "content_block": opened})
+        out += [{"type": "content_block_delta", "index": index, "delta": d} for d in deltas]
+        out.append({"type": "content_block_stop", "index": index})
+    stop = {"stop_reason": message["stop_reason"], "stop_sequence": None}
+    usage = {"output_tokens": message["usage"]["output_tokens"]}
+    out += [{"type": "message_delta", "delta": stop, "usage": usage}, {"type": "message_stop"}]
+    return out
