@@ -11,7 +11,8 @@ from __future__ import annotations
 import contextlib
 import json
 import math
-from collections.abc import AsyncIterator, Iterator
+from abc import ABC, abstractmethod
+from collections.abc import AsyncIterator, Callable, Iterator
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from types import TracebackType
@@ -19,16 +20,16 @@ from typing import TYPE_CHECKING, Any, Self
 
 import httpx
 
-from brainhands.brain.models.base import ModelError, TransientModelError
+from brainhands.brain.models.base import ModelError, ModelResponse, TransientModelError
 
 if TYPE_CHECKING:
     from brainhands.brain.models.settings import ModelSettings
 
 
-class HttpModel:
+class HttpModel(ABC):
     """What every adapter over an HTTP API shares: one ``httpx.AsyncClient``, created on
     first use with the provider's ``headers()`` and reused, closed by ``aclose()`` (or
-    ``async with``)."""
+    ``async with``); and a call answered whole (``complete_whole``)."""
 
     def __init__(self, url: str, model: str, api_key: str | None, timeout: float) -> None:
         self._url = url
@@ -70,9 +71,22 @@ class HttpModel:
     ) -> None:
         await self.aclose()
 
+    @abstractmethod
+    def parse(self, raw: dict[str, Any]) -> ModelResponse:
+        """Rebuild a response from the JSON the server returned."""
+
     async def post(self, body: dict[str, Any]) -> dict[str, Any]:
         """POST ``body`` to the adapter's URL (see ``post_json``)."""
         return await post_json(self.client(), self._url, body, model=self._model)
+
+    async def complete_whole(
+        self, body: dict[str, Any], on_text: Callable[[str], None] | None
+    ) -> ModelResponse:
+        """One call the server answers whole; ``on_text`` gets the whole text once."""
+        response = self.parse(await self.post(body))
+        if on_text is not None and response.text:
+            on_text(response.text)
+        return response
 
     def client(self) -> httpx.AsyncClient:
         """The adapter's HTTP client (made on first use)."""

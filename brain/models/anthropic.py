@@ -84,10 +84,7 @@ class AnthropicModel(HttpModel):
             body["stream"] = True
         body.update(self._extra_body)
         if not self._stream:
-            response = parse_message(await self.post(body))
-            if on_text is not None and response.text:
-                on_text(response.text)
-            return response
+            return await self.complete_whole(body, on_text)
         events = []
         async for event in post_events(self.client(), self._url, body, model=self._model):
             kind = event.get("type")
@@ -109,7 +106,6 @@ class AnthropicModel(HttpModel):
         return parse_message(raw)
 
     def parse(self, raw: dict[str, Any]) -> ModelResponse:
-        """Rebuild a response from the JSON the server returned."""
         return parse_message(raw)
 
     def headers(self) -> dict[str, str]:

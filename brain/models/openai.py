@@ -63,10 +63,7 @@ class OpenAIChatModel(HttpModel):
         whole text once."""
         body = self._request_body(messages, tools)
         if not self._stream:
-            response = parse_chat_completion(await self.post(body))
-            if on_text is not None and response.text:
-                on_text(response.text)
-            return response
+            return await self.complete_whole(body, on_text)
         chunks = []
         async for chunk in post_events(self.client(), self._url, body, model=self._model):
             chunks.append(chunk)
@@ -83,7 +80,6 @@ class OpenAIChatModel(HttpModel):
         return parse_chat_completion(raw)
 
     def parse(self, raw: dict[str, Any]) -> ModelResponse:
-        """Rebuild a response from the JSON the server returned."""
         return parse_chat_completion(raw)
 
     def headers(self) -> dict[str, str]:
