@@ -8,12 +8,15 @@ that appends an entry of KIND; ``before-entry:model``: the model answered, the a
 yet durable), or ``after-inbox:`` / ``before-inbox:`` (the first commit that applies an inbox
 request: a signal, an approval's decision, a cancel), or ``after-batch:N`` (right after
 the N-th transaction that committed the drafts of several sessions together, before any of
-their callers learns of it: nothing of the batch is published, acked or kept in memory).
+their callers learns of it: nothing of the batch is published, acked or kept in memory;
+each lone draft waits ``LONE_DELAY`` s before its commit, so that drafts coming meanwhile
+form the batch the rule waits for, however the machine's load spaces the passes out).
 The exit (``os._exit``) lands exactly between two facts recovery must tell apart.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sys
 from typing import Any
@@ -38,9 +41,17 @@ def matches(rule: str, draft: Draft, count: int) -> tuple[bool, bool]:
     raise ValueError(f"unknown rule {rule!r}")
 
 
+LONE_DELAY = 0.3
+"""Seconds a lone draft waits before its commit under ``after-batch:N``."""
+
+
 def arm_batch(n: int) -> None:
-    original = GroupCommit._apply
+    original, alone = GroupCommit._apply, GroupCommit._alone
     count = 0
+
+    async def slow_alone(self: GroupCommit, pending: Any, handoff: float | None) -> None:
+        await asyncio.sleep(LONE_DELAY)
+        await alone(self, pending, handoff)
 
     async def apply(self: GroupCommit, drafts: Any, handoff: float | None) -> Any:
         nonlocal count
@@ -51,6 +62,7 @@ def arm_batch(n: int) -> None:
         return outcomes
 
     GroupCommit._apply = apply  # type: ignore[method-assign]
+    GroupCommit._alone = slow_alone  # type: ignore[method-assign]
 
 
 def arm(rule: str) -> None:
