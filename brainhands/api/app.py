@@ -11,21 +11,21 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from dataclasses import asdict
 from typing import Annotated, Any, Literal
 
-from fastapi import Depends, FastAPI, Header, Path, Query, Request
+from fastapi import FastAPI, Header, Path, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
-from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException
 
 from brainhands.api.changes import ANY, SessionChanges
 from brainhands.api.console import mount_console
-from brainhands.api.keys import Principal, Scope, VerifiedKeys
+from brainhands.api.guard import DEV, Guarded, caller, document_keys, needs
+from brainhands.api.keys import Principal, VerifiedKeys
 from brainhands.api.live import LiveNotes
 from brainhands.api.settings import ApiSettings
 from brainhands.api.shared_views import SharedViews
@@ -39,8 +39,6 @@ from brainhands.shared.store.records import SubmissionRecord
 log = logging.getLogger("brainhands.api")
 
 PROBLEM = "application/problem+json"
-DEV = Principal(key_id="-", tenant="", name="dev", scopes=frozenset({"admin"}))
-"""Who every request acts for when authentication is off: every tenant's sessions."""
 NAME = r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$"
 """Ids and names a client chooses: 1 to 128 plain characters."""
 
@@ -167,54 +165,6 @@ def submission_out(record: SubmissionRecord, created: bool | None = None) -> Sub
     )
 
 
-_bearer = HTTPBearer(auto_error=False, description="an API key: bh_<id>_<secret>")
-
-
-def needs(scope: Scope) -> Callable[..., Awaitable[Principal]]:
-    """The dependency that authenticates a request's key and checks it has ``scope``."""
-
-    async def principal(
-        request: Request,
-        credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
-    ) -> Principal:
-        settings: ApiSettings = request.app.state.settings
-        if settings.api_auth == "none":
-            return DEV
-        if credentials is None:
-            raise HTTPException(401, "an API key is needed: Authorization: Bearer bh_...")
-        keys: VerifiedKeys = request.app.state.keys
-        found = await keys.verify(credentials.credentials)
-        if found is None:
-            raise HTTPException(401, "the API key is malformed, unknown or revoked")
-        if not found.may(scope):
-            raise HTTPException(403, f"this API key lacks the {scope!r} scope")
-        return found
-
-    return principal
-
-
-async def known_query(request: Request) -> None:
-    """Query parameters a route does not take are refused, as unknown body fields are."""
-    route = request.scope.get("route")
-    dependant = getattr(route, "dependant", None)
-    if dependant is None:
-        return
-    known = {p.alias for p in dependant.query_params}
-    for sub in dependant.dependencies:
-        known |= {p.alias for p in sub.query_params}
-    unknown = sorted(set(request.query_params) - known)
-    if unknown:
-        raise RequestValidationError(
-            [{"loc": ("query", name), "msg": "Unknown query parameter", "type": "extra"}
-             for name in unknown]
-        )  # fmt: skip
-
-
-Reader = Annotated[Principal, Depends(needs("read"))]
-Submitter = Annotated[Principal, Depends(needs("submit"))]
-Approver = Annotated[Principal, Depends(needs("approve"))]
-
-
 def create_app(
     client: Client, changes: SessionChanges, live: LiveNotes, settings: ApiSettings
 ) -> FastAPI:
@@ -223,8 +173,9 @@ def create_app(
         summary="Durable tool-using agents: submit, watch, approve, signal.",
         version="1",
         responses=PROBLEMS,
-        dependencies=[Depends(known_query)],
     )
+    app.router.route_class = Guarded
+    document_keys(app)
     app.state.client, app.state.settings = client, settings
     app.state.keys = VerifiedKeys(client.store)
     store = client.store
@@ -293,17 +244,20 @@ def create_app(
 
     # Submissions ---------------------------------------------------------------------------
 
-    @app.post("/sessions/{session_id}/submissions", tags=["submissions"])
+    @app.post(
+        "/sessions/{session_id}/submissions", tags=["submissions"], openapi_extra=needs("submit")
+    )
     async def submit(
         session_id: SessionId,
         body: TextSubmission | InputSubmission,
-        who: Submitter,
+        request: Request,
         wait: Annotated[float, Query(ge=0, le=60)] = 0,
     ) -> SubmissionOut:
         """Submit to a session (created on first contact, for the key's tenant), once per
         request id; a Brain starts (or, mid-run, joins) its work. The body is a message
         (``text``, for ``agent``) or an ``input`` as it is. ``wait`` seconds: answer once
         the submission has ended (or with its status then), in this one request."""
+        who = caller(request)
         tenant = None if who is DEV else who.tenant
         handle = await client.submit(
             session_id,
@@ -331,30 +285,40 @@ def create_app(
             record: SubmissionRecord = still.record
             return record
 
-    @app.get("/sessions/{session_id}/submissions/{request_id}", tags=["submissions"])
+    @app.get(
+        "/sessions/{session_id}/submissions/{request_id}",
+        tags=["submissions"],
+        openapi_extra=needs("read"),
+    )
     async def submission(
         session_id: SessionId,
         request_id: RequestId,
-        who: Reader,
+        request: Request,
         wait: Annotated[float, Query(ge=0, le=60)] = 0,
     ) -> SubmissionOut:
         """A submission's status and answer; ``wait`` seconds: until it has ended."""
+        who = caller(request)
         await owned(session_id, who)
         if not wait:
             return submission_out(await client.submission(session_id, request_id).status())
         return submission_out(await _waited(session_id, request_id, wait))
 
-    @app.post("/sessions/{session_id}/submissions/{request_id}/cancel", tags=["submissions"])
-    async def cancel(session_id: SessionId, request_id: RequestId, who: Submitter) -> CancelOut:
+    @app.post(
+        "/sessions/{session_id}/submissions/{request_id}/cancel",
+        tags=["submissions"],
+        openapi_extra=needs("submit"),
+    )
+    async def cancel(session_id: SessionId, request_id: RequestId, request: Request) -> CancelOut:
         """Request the cancellation of a submission; a Brain carries it out."""
+        who = caller(request)
         await owned(session_id, who)
         return CancelOut(status=await client.cancel(session_id, request_id))
 
     # Sessions ------------------------------------------------------------------------------
 
-    @app.get("/sessions", tags=["sessions"])
+    @app.get("/sessions", tags=["sessions"], openapi_extra=needs("read"))
     async def sessions(
-        who: Reader,
+        request: Request,
         status: Literal["open", "idle"] | None = None,
         needs_action: bool | None = None,
         compat: Annotated[str | None, Query(max_length=64)] = None,
@@ -363,6 +327,7 @@ def create_app(
         after: Annotated[str | None, Query(pattern=CURSOR)] = None,
     ) -> SessionPage:
         """The tenant's sessions, most recently updated first, a page at a time."""
+        who = caller(request)
         which = SessionFilter(
             tenant=None if who is DEV else who.tenant,
             status=status,
@@ -378,10 +343,11 @@ def create_app(
         next_cursor = None if following is None else f"{following[0]!r}:{following[1]}"
         return SessionPage(sessions=page, next=next_cursor)
 
-    @app.get("/sessions/{session_id}", tags=["sessions"])
-    async def session(session_id: SessionId, who: Reader) -> dict[str, Any]:
+    @app.get("/sessions/{session_id}", tags=["sessions"], openapi_extra=needs("read"))
+    async def session(session_id: SessionId, request: Request) -> dict[str, Any]:
         """A session as it stands: entries, submissions, task tree, tool calls with their
         attempts and errors, requests, and the calls waiting for approval."""
+        who = caller(request)
         await owned(session_id, who)
         return session_document(await client.session(session_id))
 
@@ -391,10 +357,11 @@ def create_app(
         response_class=EventStream,
         status_code=200,
         responses={200: {"content": {"text/event-stream": {}}}},
+        openapi_extra=needs("read"),
     )
     async def events(
         session_id: SessionId,
-        who: Reader,
+        request: Request,
         last_event_id: Annotated[str | None, Header()] = None,
     ) -> EventStream:
         """Server-sent events: the session's view now, then again at every commit
@@ -402,6 +369,7 @@ def create_app(
         ``Last-Event-ID`` and the stream resumes after it (nothing repeated, the current
         state at once). Between them, live notes that are never stored: a tool's progress
         (``event: progress``), a model's text as it comes (``event: model``)."""
+        who = caller(request)
         await owned(session_id, who)
         return EventStream(_stream(session_id, _version(last_event_id)))
 
@@ -437,10 +405,12 @@ def create_app(
         response_class=EventStream,
         status_code=200,
         responses={200: {"content": {"text/event-stream": {}}}},
+        openapi_extra=needs("read"),
     )
-    async def session_list_events(who: Reader) -> EventStream:
+    async def session_list_events(request: Request) -> EventStream:
         """Server-sent events of the sessions list: the tenant's latest sessions now, then
         again whenever one of them is created or changes (``event: sessions``)."""
+        who = caller(request)
         which = SessionFilter(tenant=None if who is DEV else who.tenant)
         return EventStream(_list_stream(which))
 
@@ -461,11 +431,12 @@ def create_app(
 
     # Approvals and signals -----------------------------------------------------------------
 
-    @app.get("/approvals", tags=["approvals"])
+    @app.get("/approvals", tags=["approvals"], openapi_extra=needs("read"))
     async def approvals(
-        who: Reader, session_id: Annotated[str | None, Query(max_length=64)] = None
+        request: Request, session_id: Annotated[str | None, Query(max_length=64)] = None
     ) -> list[dict[str, Any]]:
         """Calls waiting for a decision, oldest first (of one session, or of the tenant)."""
+        who = caller(request)
         if session_id is not None:
             await owned(session_id, who)
         pending = await client.pending_approvals(session_id)
@@ -478,14 +449,19 @@ def create_app(
         exists, tenant = await tenants.of(session_id)
         return exists and tenant == who.tenant
 
-    @app.post("/sessions/{session_id}/approvals/{approval_id}/approve", tags=["approvals"])
+    @app.post(
+        "/sessions/{session_id}/approvals/{approval_id}/approve",
+        tags=["approvals"],
+        openapi_extra=needs("approve"),
+    )
     async def approve(
         session_id: SessionId,
         approval_id: ApprovalId,
-        who: Approver,
+        request: Request,
         body: DecisionBody | None = None,
     ) -> DecisionOut:
         """Approve a call: it is dispatched once. The same decision twice counts once."""
+        who = caller(request)
         await owned(session_id, who)
         body = body or DecisionBody()
         [made] = await client.approve(
@@ -497,11 +473,16 @@ def create_app(
         )
         return DecisionOut(**asdict(made))
 
-    @app.post("/sessions/{session_id}/approvals/{approval_id}/deny", tags=["approvals"])
+    @app.post(
+        "/sessions/{session_id}/approvals/{approval_id}/deny",
+        tags=["approvals"],
+        openapi_extra=needs("approve"),
+    )
     async def deny(
-        session_id: SessionId, approval_id: ApprovalId, who: Approver, body: DenyBody
+        session_id: SessionId, approval_id: ApprovalId, request: Request, body: DenyBody
     ) -> DecisionOut:
         """Deny a call: the model reads the refusal with its reason; the tool never runs."""
+        who = caller(request)
         await owned(session_id, who)
         [made] = await client.deny(
             session_id,
@@ -512,10 +493,11 @@ def create_app(
         )
         return DecisionOut(**asdict(made))
 
-    @app.post("/sessions/{session_id}/signals", tags=["signals"])
-    async def signal(session_id: SessionId, body: SignalBody, who: Submitter) -> SignalOut:
+    @app.post("/sessions/{session_id}/signals", tags=["signals"], openapi_extra=needs("submit"))
+    async def signal(session_id: SessionId, body: SignalBody, request: Request) -> SignalOut:
         """Send a signal: the task waiting for its name resumes with the payload; kept
         until one waits. The same signal id twice is one signal."""
+        who = caller(request)
         await owned(session_id, who)
         receipt = await client.signal(session_id, body.name, body.payload, signal_id=body.signal_id)
         return SignalOut(signal_id=receipt.request.key, created=receipt.created)

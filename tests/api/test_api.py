@@ -93,6 +93,22 @@ async def test_a_key_sees_only_its_tenants_sessions_and_needs_the_scope_it_uses(
         assert missing.status_code == 401 and missing.headers["www-authenticate"] == "Bearer"
     async with api.http("bh_nope_nothing") as http:
         assert (await http.get("/sessions")).status_code == 401
+        document = (await http.get("/openapi.json")).json()  # public, like /healthz
+    assert document["components"]["securitySchemes"]["apiKey"]["scheme"] == "bearer"
+    operations = {
+        f"{method.upper()} {path}": op
+        for path, item in document["paths"].items()
+        for method, op in item.items()
+    }
+    assert operations["GET /healthz"].get("security") is None
+    assert operations["POST /sessions/{session_id}/submissions"]["x-scope"] == "submit"
+    assert operations["POST /sessions/{session_id}/approvals/{approval_id}/deny"]["x-scope"] == (
+        "approve"
+    )
+    for name, op in operations.items():
+        if not name.endswith(("/healthz", "/readyz", "/metrics")):
+            assert op["security"] == [{"apiKey": []}], name
+            assert op["x-scope"] in {"read", "submit", "approve"}, name
     logged = await asyncio.to_thread(Path(api.log).read_text)
     assert acme.split("_")[-1] not in logged  # no secret in the logs
 
