@@ -691,7 +691,8 @@ def report(args: argparse.Namespace, r: Results) -> None:
     ):
         p50 = (percentile(samples, 50) - percentile(sub.client, 50)) * ms
         p99 = (percentile(samples, 99) - percentile(sub.client, 99)) * ms
-        rows.append([label, f"{p50:+.1f}", f"{p99:+.1f}", "-", ""])
+        paired = percentile([a - b for a, b in zip(samples, sub.client, strict=True)], 50) * ms
+        rows.append([label, f"{p50:+.1f}", f"{p99:+.1f}", "-", f"median of pairs {paired:+.1f}"])
     h = len(sub.health_bare)
     rows += [
         [f"GET /healthz, bare HTTP/1.1 ({h} serial)", fmt(sub.health_bare, 50),
