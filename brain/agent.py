@@ -48,9 +48,9 @@ from brainhands.brain.approval import (
     approval_kinds,
     call_result,
 )
+from brainhands.brain.edits import start_from_input
 from brainhands.brain.models.base import ModelAdapter, ModelError, TransientModelError
 from brainhands.brain.registry import TaskKind, TaskRegistry
-from brainhands.brain.scheduler import start_from_input
 from brainhands.brain.task import (
     FOLLOW_UP,
     Call,

@@ -19,8 +19,9 @@ from brainhands.brain.approval import (
 )
 from brainhands.brain.client import submit_input
 from brainhands.brain.decide import TOOL_KIND
+from brainhands.brain.edits import RunSummary
 from brainhands.brain.registry import TaskKind, TaskRegistry
-from brainhands.brain.scheduler import RunSummary, SessionRunner
+from brainhands.brain.scheduler import SessionRunner
 from brainhands.shared.messages import ToolJob, decode
 from brainhands.shared.store import Draft, OperationLedger, Store, TaskRecord
 from brainhands.shared.store.declarations import ToolCatalog, declare_tools
