@@ -23,6 +23,7 @@ from brainhands.brain.task import (
     Spawn,
     WaitSignal,
 )
+from brainhands.shared.store.draft import TaskChange
 from brainhands.shared.store.records import (
     InboxRecord,
     OperationRecord,
@@ -287,14 +288,14 @@ def failed_phase_error(task: TaskRecord, exc: BaseException) -> dict[str, Any]:
 # Transitions -----------------------------------------------------------------------------
 
 
-def transition(nxt: Next, *, now: float, spawned: list[str]) -> dict[str, Any]:
+def transition(nxt: Next, *, now: float, spawned: list[str]) -> TaskChange:
     """How a task's row changes when a phase returns ``nxt``.
 
     ``spawned`` are the ids given to the children (or tool task) the result creates. A
     ``Goto`` enters the next phase at once (``running``, first attempt): the scheduler runs
     it right after this commit, and a crash before that counts as one attempt.
     """
-    base: dict[str, Any] = {
+    base: TaskChange = {
         "wake_at": None,
         "wait_for": None,
         "join_policy": None,
@@ -342,7 +343,7 @@ def transition(nxt: Next, *, now: float, spawned: list[str]) -> dict[str, Any]:
     raise TypeError(f"a phase returned {nxt!r}, which is not a Next")
 
 
-def settle_changes(action: Settle) -> dict[str, Any]:
+def settle_changes(action: Settle) -> TaskChange:
     return {
         "status": "terminal",
         "outcome": action.outcome,
@@ -352,5 +353,5 @@ def settle_changes(action: Settle) -> dict[str, Any]:
     }
 
 
-def wind_down_changes(action: WindDown) -> dict[str, Any]:
+def wind_down_changes(action: WindDown) -> TaskChange:
     return {"status": "completing", "outcome": action.outcome, "error": action.error}

@@ -15,7 +15,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from brainhands.brain.decide import (
     TOOL_KIND,
@@ -36,6 +36,7 @@ from brainhands.shared.errors import UnknownToolError
 from brainhands.shared.messages import MAX_INLINE_JSON, ToolJob, encode
 from brainhands.shared.store import Draft, SubmissionRecord, TaskRecord
 from brainhands.shared.store.declarations import ToolCatalog
+from brainhands.shared.store.draft import SubmissionChange, TaskChange
 from brainhands.shared.store.records import (
     DocumentRecord,
     EntryRecord,
@@ -43,10 +44,14 @@ from brainhands.shared.store.records import (
     OperationRecord,
     SessionRecord,
     SessionState,
+    SubmissionStatus,
     TaskStatus,
 )
 from brainhands.shared.topology import Topology
 from brainhands.shared.tracing import current_carrier
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 log = logging.getLogger("brainhands.brain")
 
@@ -157,7 +162,7 @@ class SessionEdits:
 
     # Changing rows -------------------------------------------------------------------------
 
-    def update(self, draft: Draft, task: TaskRecord, **changes: Any) -> TaskRecord:
+    def update(self, draft: Draft, task: TaskRecord, **changes: Unpack[TaskChange]) -> TaskRecord:
         """Change ``task`` in ``draft`` and adopt the row as the commit will leave it."""
         draft.update_task(task.id, **changes)
         return self._adopt(dataclasses.replace(task, **changes, updated_at=time.time()))
@@ -279,9 +284,9 @@ class SessionEdits:
             return
         self.root_ended = True
         if task.outcome == "succeeded":
-            ending: dict[str, Any] = {"status": "answered", "answer": task.result}
+            ending: SubmissionChange = {"status": "answered", "answer": task.result}
         else:
-            status = "cancelled" if task.outcome == "cancelled" else "failed"
+            status: SubmissionStatus = "cancelled" if task.outcome == "cancelled" else "failed"
             ending = {"status": status, "error": str(task.error)}
         draft.update_submission(task.submission_id, **ending)
         draft.answer_joined(task.id, **ending)

@@ -12,7 +12,7 @@ Core statement and computing its cache key costs more CPU than executing it.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from functools import cache
 from typing import Any
 
@@ -94,7 +94,7 @@ def _update_submission(columns: tuple[str, ...]) -> Update:
     )
 
 
-def _bound(changes: dict[str, Any], now: float) -> tuple[tuple[str, ...], dict[str, Any]]:
+def _bound(changes: Mapping[str, Any], now: float) -> tuple[tuple[str, ...], dict[str, Any]]:
     columns = tuple(sorted({*changes, "updated_at"}))
     params = {f"v_{c}": v for c, v in changes.items()}
     params["v_updated_at"] = now

@@ -13,13 +13,55 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from brainhands.shared.store import schema
-from brainhands.shared.store.records import JSON
+from brainhands.shared.store.records import (
+    JSON,
+    JoinPolicy,
+    SubmissionStatus,
+    TaskOutcome,
+    TaskStatus,
+)
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 _TASK_COLUMNS = frozenset(c.name for c in schema.task.columns) - {"id", "session_id", "created_at"}
 _SUBMISSION_COLUMNS = frozenset({"status", "answer", "error", "task_id"})
+
+
+class TaskChange(TypedDict, total=False):
+    """The fields of a task one commit may change, each typed as its ``TaskRecord`` field:
+    what the kernel's rules return, the draft writes and a pass's picture adopts."""
+
+    kind_version: int
+    input: JSON
+    state: JSON
+    status: TaskStatus
+    phase: str | None
+    wake_at: float | None
+    wait_for: list[str] | None
+    join_policy: JoinPolicy | None
+    outcome: TaskOutcome | None
+    result: JSON
+    error: JSON
+    attempt: int
+    restarts: int
+    cancel_requested: bool
+    blocked_reason: str | None
+    wait_signal: str | None
+    wait_exclusive: bool
+    signal: JSON
+
+
+class SubmissionChange(TypedDict, total=False):
+    """The fields of a submission one commit may change."""
+
+    status: SubmissionStatus
+    answer: JSON
+    error: str | None
+    task_id: str | None
 
 
 def new_id() -> str:
@@ -44,14 +86,14 @@ class DocumentWrite:
 @dataclass(frozen=True)
 class TaskUpdate:
     task_id: str
-    changes: dict[str, Any]
+    changes: TaskChange
     expected_status: str | None
 
 
 @dataclass(frozen=True)
 class SubmissionUpdate:
     submission_id: str
-    changes: dict[str, Any]
+    changes: SubmissionChange
 
 
 @dataclass(frozen=True)
@@ -66,7 +108,7 @@ class JoinedAnswer:
     """End every running submission that joined root task ``task_id`` with ``changes``."""
 
     task_id: str
-    changes: dict[str, Any]
+    changes: SubmissionChange
 
 
 @dataclass
@@ -145,7 +187,7 @@ class Draft:
         return task_id
 
     def update_task(
-        self, task_id: str, *, expected_status: str | None = None, **changes: Any
+        self, task_id: str, *, expected_status: str | None = None, **changes: Unpack[TaskChange]
     ) -> None:
         """Change task fields; with ``expected_status`` the commit fails if it moved on.
 
@@ -172,7 +214,7 @@ class Draft:
             earlier = self.task_updates[at]
             status = earlier.changes.get("status", earlier.expected_status)
             if expected_status in (None, status):
-                merged = {**earlier.changes, **changes}
+                merged: TaskChange = {**earlier.changes, **changes}
                 self.task_updates[at] = TaskUpdate(task_id, merged, earlier.expected_status)
                 return
         self.task_updates.append(TaskUpdate(task_id, changes, expected_status))
@@ -192,20 +234,20 @@ class Draft:
         )
         return submission_id
 
-    def update_submission(self, submission_id: str, **changes: Any) -> None:
+    def update_submission(self, submission_id: str, **changes: Unpack[SubmissionChange]) -> None:
         """Change a submission's status, answer or error."""
         unknown = set(changes) - _SUBMISSION_COLUMNS
         if unknown:
             raise ValueError(f"unknown submission fields: {sorted(unknown)}")
         self.submission_updates.append(SubmissionUpdate(submission_id, changes))
 
-    def answer_joined(self, task_id: str, **changes: Any) -> None:
-        """End the submissions that joined root task ``task_id`` (follow-ups its loop took
+    def answer_joined(self, root_id: str, /, **changes: Unpack[SubmissionChange]) -> None:
+        """End the submissions that joined root task ``root_id`` (follow-ups its loop took
         in) as it ends: their status, answer or error."""
         unknown = set(changes) - _SUBMISSION_COLUMNS
         if unknown:
             raise ValueError(f"unknown submission fields: {sorted(unknown)}")
-        self.joined_answers.append(JoinedAnswer(task_id, changes))
+        self.joined_answers.append(JoinedAnswer(root_id, changes))
 
     def mark_applied(self, inbox_id: int) -> None:
         """Mark an inbox request as carried out by this commit."""
