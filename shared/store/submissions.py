@@ -12,20 +12,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Row, bindparam, select
+from sqlalchemy import Insert, Table, bindparam, select
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from brainhands.shared.errors import NotFoundError
 from brainhands.shared.store import schema
-from brainhands.shared.store.commit import insert_outbox
+from brainhands.shared.store.commit import insert_outbox_sync
 from brainhands.shared.store.draft import OutboxMessage, new_id
-from brainhands.shared.store.engine import (
-    dialect_insert,
-    read_in_one_hop,
-    read_transaction,
-    write_transaction,
-)
+from brainhands.shared.store.engine import in_one_hop, read_in_one_hop, read_transaction
 from brainhands.shared.store.records import CommitReceipt, OutboxRow, SubmissionRecord
 from brainhands.shared.store.store import Store
 
@@ -52,52 +48,76 @@ async def submit(
     A new session is created for the Brains of ``compat`` (and for ``tenant``); an existing
     one keeps the key it was created with, and ``wake(key)`` builds the wake-up for that
     key. With ``tenant``, a session of another tenant (or of none) is ``NotFoundError``.
+
+    One transaction in one hop, of statements built once: the session's insert (a no-op
+    when it exists), a read of its key and tenant, the submission's insert returning the
+    row (or, for a request id seen before, a read of the original), and the wake-up.
     """
     now = time.time()
-    rows: tuple[OutboxRow, ...] = ()
-    async with write_transaction(store.engine) as conn:
-        insert = dialect_insert(conn)
-        await conn.execute(
-            insert(schema.session)
-            .values(
-                id=session_id,
-                uid=new_id(),
-                compat=compat,
-                tenant=tenant,
-                created_at=now,
-                updated_at=now,
-            )
-            .on_conflict_do_nothing(index_elements=["id"])
+    handoff = store.handoff
+
+    def work(conn: Connection) -> tuple[SubmissionRecord, tuple[OutboxRow, ...]]:
+        inserts = _INSERTS[conn.dialect.name]
+        conn.execute(
+            inserts.session,
+            {"id": session_id, "uid": new_id(), "compat": compat, "tenant": tenant, "now": now},
         )
-        if tenant is not None:
-            s = schema.session
-            owner = await conn.execute(select(s.c.tenant).where(s.c.id == session_id))
-            if owner.scalar_one() != tenant:
-                raise NotFoundError(f"session {session_id} does not exist")
-        created = await conn.execute(
-            insert(schema.submission)
-            .values(
-                id=new_id(),
-                session_id=session_id,
-                request_id=request_id,
-                status="queued",
-                input=input,
-                created_at=now,
-                updated_at=now,
-            )
-            .on_conflict_do_nothing(index_elements=["session_id", "request_id"])
-        )
-        is_new = created.rowcount == 1
-        if is_new:
-            s = schema.session
-            key = await conn.execute(select(s.c.compat).where(s.c.id == session_id))
-            rows = await insert_outbox(
-                conn, session_id, [wake(str(key.scalar_one()))], now, handoff=store.handoff
-            )
-        record = await _by_request(conn, session_id, request_id)
-    if is_new:
+        key, owner = conn.execute(_SESSION_KEY, {"sid": session_id}).one()
+        if tenant is not None and owner != tenant:
+            raise NotFoundError(f"session {session_id} does not exist")
+        params = {"id": new_id(), "sid": session_id, "rid": request_id, "input": input, "now": now}
+        row = conn.execute(inserts.submission, params).one_or_none()
+        if row is None:  # seen before: the original, and no wake-up
+            return _by_request_sync(conn, session_id, request_id), ()
+        rows = insert_outbox_sync(conn, session_id, [wake(str(key))], now, handoff=handoff)
+        return SubmissionRecord(**dict(row._mapping)), rows
+
+    record, rows = await in_one_hop(store.engine, store.sqlite_writer, work)
+    if rows:
         store.notify(CommitReceipt(session_id, version=-1, entry_seqs=[], outbox=rows))
-    return SubmitReceipt(record, is_new)
+    return SubmitReceipt(record, created=bool(rows))
+
+
+@dataclass(frozen=True)
+class _Inserts:
+    session: Insert
+    submission: Insert
+
+
+def _inserts(insert: Callable[[Table], Any]) -> _Inserts:
+    """A dialect's ``INSERT ... ON CONFLICT DO NOTHING`` of a session and a submission."""
+    s, sub = schema.session, schema.submission
+    now = bindparam("now", type_=s.c.created_at.type)
+    return _Inserts(
+        session=insert(s)
+        .values(
+            id=bindparam("id"),
+            uid=bindparam("uid"),
+            compat=bindparam("compat"),
+            tenant=bindparam("tenant"),
+            created_at=now,
+            updated_at=now,
+        )
+        .on_conflict_do_nothing(index_elements=["id"]),
+        submission=insert(sub)
+        .values(
+            id=bindparam("id"),
+            session_id=bindparam("sid"),
+            request_id=bindparam("rid"),
+            status="queued",
+            input=bindparam("input", type_=sub.c.input.type),
+            created_at=now,
+            updated_at=now,
+        )
+        .on_conflict_do_nothing(index_elements=["session_id", "request_id"])
+        .returning(*sub.c),
+    )
+
+
+_INSERTS = {"postgresql": _inserts(postgresql.insert), "sqlite": _inserts(sqlite.insert)}
+_SESSION_KEY = select(schema.session.c.compat, schema.session.c.tenant).where(
+    schema.session.c.id == bindparam("sid")
+)
 
 
 _BY_REQUEST = select(schema.submission).where(
@@ -110,22 +130,13 @@ async def get_submission(store: Store, session_id: str, request_id: str) -> Subm
     """The submission of ``request_id`` in ``session_id``, as it stands now: one statement,
     in one hop (what a waiting client reads again at every notification)."""
 
-    def read(conn: Connection) -> Row[Any] | None:
-        return conn.execute(_BY_REQUEST, {"sid": session_id, "rid": request_id}).one_or_none()
-
-    row = await read_in_one_hop(store.engine, read)
-    if row is None:
-        raise NotFoundError(f"no submission {request_id!r} in session {session_id}")
-    return SubmissionRecord(**dict(row._mapping))
+    return await read_in_one_hop(
+        store.engine, lambda conn: _by_request_sync(conn, session_id, request_id)
+    )
 
 
-async def _by_request(conn: AsyncConnection, session_id: str, request_id: str) -> SubmissionRecord:
-    sub = schema.submission
-    row = (
-        await conn.execute(
-            select(sub).where(sub.c.session_id == session_id, sub.c.request_id == request_id)
-        )
-    ).one_or_none()
+def _by_request_sync(conn: Connection, session_id: str, request_id: str) -> SubmissionRecord:
+    row = conn.execute(_BY_REQUEST, {"sid": session_id, "rid": request_id}).one_or_none()
     if row is None:
         raise NotFoundError(f"no submission {request_id!r} in session {session_id}")
     return SubmissionRecord(**dict(row._mapping))
