@@ -390,16 +390,20 @@ async def test_hold_loses_the_lease_when_renewal_fails_in_redis(
 
 
 async def test_hold_loses_the_lease_when_redis_does_not_answer_before_it_expires(
-    manager: LeaseManager, silent_redis: Redis, keys: Keys
+    redis: Redis, silent_redis: Redis, keys: Keys
 ) -> None:
-    lease = await acquired(manager)
-    unanswered = LeaseManager(silent_redis, keys, ttl_ms=TTL_MS)
+    # A longer TTL than the other tests': the renewal goes out a quarter of it in, and a
+    # loaded machine's event loop may start that round late; it must start before the
+    # lease runs out for this to be the hung-Redis case rather than the paused one.
+    ttl_ms = 3 * TTL_MS
+    lease = await acquired(LeaseManager(redis, keys, ttl_ms=ttl_ms))
+    unanswered = LeaseManager(silent_redis, keys, ttl_ms=ttl_ms)
 
     with pytest.raises(LeaseLost) as lost:
         async with unanswered.hold(lease):
             await asyncio.sleep(10)
 
-    assert time.monotonic() - lease.acquired_at < TTL_MS / 1000 + 0.2
+    assert time.monotonic() - lease.acquired_at < ttl_ms / 1000 + 0.2
     assert "did not confirm a renewal" in lost.value.reason
 
 
