@@ -27,10 +27,12 @@ INTERRUPTIONS = Counter(
 )
 LEASE_LOST = Counter("brainhands_lease_losses_total", "Holders that lost their lease mid-work")
 _LEASE_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 1.5, 2.0, 3.0, 5.0)
-COMMIT_BATCH = Histogram(
-    "brainhands_commit_batch_drafts",
-    "Session drafts per store transaction of a Brain's group commit (a batch that failed "
-    "and was committed again one draft at a time counts as its attempts did)",
+GROUP_COMMIT = Histogram(
+    "brainhands_group_commit_writes",
+    "Writes per store transaction of a group commit: a Brain's session drafts, a Hands "
+    "worker's outcomes (a batch that failed and was committed again one write at a time "
+    "counts as its attempts did)",
+    ["what"],
     buckets=(1, 2, 4, 8, 16, 32, 64),
 )
 LEASE_RENEWAL_LAG = Histogram(

@@ -1,50 +1,60 @@
-"""Group commit: the drafts of many sessions in one transaction (DESIGN §3, "Group commit").
+"""Group commit: the writes of many callers in one transaction (DESIGN §3, "Group commit").
 
-A Brain runs many passes at once, and each step of a pass ends with a commit. ``GroupCommit``
-flushes the drafts that are ready when the previous flush ends, together: one transaction,
-one WAL flush, instead of one per session. A draft that finds no flush running is flushed at
-once, alone: no timer waits for company, so a lone call is never slowed.
+A Brain runs many passes at once, and each step of a pass ends with a commit of a session's
+draft; a Hands worker runs many calls at once, and each ends with the commit of an outcome.
+``GroupCommit`` flushes the writes that are ready when the previous flush ends, together: one
+transaction, one WAL flush, instead of one each. A write that finds no flush running is
+flushed at once, alone: no timer waits for company, so a lone call is never slowed.
 
-In a batch, each session's guard (version and fence) is checked on its own, and a refused
-guard drops only that session's draft: its caller gets the error a lone commit would have
-raised, the others commit. Any other failure rolls the whole batch back; its drafts are then
-committed one by one, so that only the one at fault fails. Nothing is handed back -- no
-receipt, so no publish, ack or state kept in memory -- before the transaction that makes it
-true has committed, and a crash anywhere leaves each draft committed or not, as a crash of a
-lone commit would.
+In a batch, each write's guard (a session's version and fence, an operation's fence) is
+checked on its own, and a refused guard drops only that write: its caller gets the error a
+lone commit would have raised, the others commit. Any other failure rolls the whole batch
+back; its writes are then committed one by one, so that only the one at fault fails.
+Nothing is handed back -- no receipt, so no publish, ack or state kept in memory -- before
+the transaction that makes it true has committed, and a crash anywhere leaves each write
+committed or not, as a crash of a lone commit would.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Generic, TypeVar
 
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from brainhands.shared import metrics
 from brainhands.shared.errors import BrainhandsError
-from brainhands.shared.store.commit import apply_draft_sync, apply_drafts_sync
-from brainhands.shared.store.draft import Draft
 from brainhands.shared.store.engine import in_one_hop
-from brainhands.shared.store.records import CommitReceipt
 
 log = logging.getLogger("brainhands.store")
 
 MAX_BATCH = 64
-"""Drafts in one transaction at most (its row locks are held until it commits)."""
+"""Writes in one transaction at most (its row locks are held until it commits)."""
+
+_W = TypeVar("_W")
+_R = TypeVar("_R")
+
+ApplyOne = Callable[[Connection, _W], _R]
+"""Apply one write in the caller's transaction; a refused guard raises its error."""
+
+ApplyMany = Callable[[Connection, Sequence[_W]], list[_R | BrainhandsError]]
+"""Apply writes in the caller's one transaction, in order: each one's result, or the error
+of its refused guard (which wrote nothing of it); any other failure raises, and the
+transaction is rolled back."""
 
 
 @dataclass
-class _Pending:
-    draft: Draft
-    done: asyncio.Future[CommitReceipt] = field(
+class _Pending(Generic[_W, _R]):
+    write: _W
+    done: asyncio.Future[_R] = field(
         default_factory=lambda: asyncio.get_running_loop().create_future()
     )
 
-    def settle(self, outcome: CommitReceipt | BaseException) -> None:
+    def settle(self, outcome: _R | BaseException) -> None:
         if self.done.done():  # its caller stopped waiting; the outcome stands regardless
             return
         if isinstance(outcome, asyncio.CancelledError):
@@ -55,33 +65,50 @@ class _Pending:
             self.done.set_result(outcome)
 
 
-class GroupCommit:
-    """Commits drafts, batching those that wait while a flush runs."""
+class GroupCommit(Generic[_W, _R]):
+    """Commits writes, batching those that wait while a flush runs.
 
-    def __init__(self, engine: AsyncEngine, sqlite_writer: Engine | None) -> None:
+    ``order`` sorts a batch (by session or operation id), so that two batches lock the rows
+    they share in one order (a superseded holder's write and its successor's, say).
+    ``what`` names the writes in the ``brainhands_group_commit_writes`` metric.
+    """
+
+    def __init__(
+        self,
+        engine: AsyncEngine,
+        sqlite_writer: Engine | None,
+        *,
+        apply_one: ApplyOne[_W, _R],
+        apply_many: ApplyMany[_W, _R],
+        order: Callable[[_W], str],
+        what: str,
+    ) -> None:
         self.engine = engine
         self.sqlite_writer = sqlite_writer
-        self._waiting: list[_Pending] = []
+        self._apply_one = apply_one
+        self._apply_many = apply_many
+        self._order = order
+        self.what = what
+        self._size = metrics.GROUP_COMMIT.labels(what)
+        self._waiting: list[_Pending[_W, _R]] = []
         self._flusher: asyncio.Task[None] | None = None
 
-    async def commit(self, draft: Draft, *, handoff: float | None) -> CommitReceipt:
-        """Apply ``draft`` atomically, alone or with others (``handoff``: see
-        ``insert_outbox``); raise what a lone commit of it would raise."""
-        pending = _Pending(draft)
+    async def commit(self, write: _W) -> _R:
+        """Apply ``write`` atomically, alone or with others; raise what a lone commit of it
+        would raise."""
+        pending: _Pending[_W, _R] = _Pending(write)
         self._waiting.append(pending)
         if self._flusher is None:
-            self._flusher = asyncio.create_task(self._flush_all(handoff))
-        # The flush goes on if this caller is cancelled: the other drafts are its too.
+            self._flusher = asyncio.create_task(self._flush_all())
+        # The flush goes on if this caller is cancelled: the other writes are its too.
         return await pending.done
 
-    async def _flush_all(self, handoff: float | None) -> None:
+    async def _flush_all(self) -> None:
         try:
             while self._waiting:
-                # Sorted by session: two batches lock the session rows they share in one
-                # order (a superseded holder's draft and its successor's, say).
-                batch = sorted(self._waiting[:MAX_BATCH], key=lambda p: p.draft.session_id)
+                batch = sorted(self._waiting[:MAX_BATCH], key=lambda p: self._order(p.write))
                 del self._waiting[:MAX_BATCH]
-                await self._flush(batch, handoff)
+                await self._flush(batch)
         except BaseException as exc:
             for pending in self._waiting:  # the loop is going down: nobody waits forever
                 pending.settle(exc)
@@ -90,21 +117,21 @@ class GroupCommit:
         finally:
             self._flusher = None
 
-    async def _flush(self, batch: list[_Pending], handoff: float | None) -> None:
+    async def _flush(self, batch: list[_Pending[_W, _R]]) -> None:
         if len(batch) == 1:
-            await self._alone(batch[0], handoff)
+            await self._alone(batch[0])
             return
         try:
-            outcomes = await self._apply([p.draft for p in batch], handoff)
+            outcomes = await self._apply([p.write for p in batch])
         except BrainhandsError as exc:
             log.warning(
-                "a batch of %d drafts failed (%s); committing them one by one",
+                "a batch of %d writes failed (%s); committing them one by one",
                 len(batch),
                 exc,
-                extra={"event": "batch_failed", "drafts": len(batch)},
+                extra={"event": "batch_failed", "writes": len(batch)},
             )
             for pending in batch:
-                await self._alone(pending, handoff)
+                await self._alone(pending)
             return
         except BaseException as exc:
             for pending in batch:
@@ -113,28 +140,22 @@ class GroupCommit:
         for pending, outcome in zip(batch, outcomes, strict=True):
             pending.settle(outcome)
 
-    async def _apply(
-        self, drafts: Sequence[Draft], handoff: float | None
-    ) -> list[CommitReceipt | BrainhandsError]:
-        """One transaction for ``drafts``: a receipt, or a refused guard's error, each."""
-        metrics.COMMIT_BATCH.observe(len(drafts))
+    async def _apply(self, writes: Sequence[_W]) -> list[_R | BrainhandsError]:
+        """One transaction for ``writes``: a result, or a refused guard's error, each."""
+        self._size.observe(len(writes))
         return await in_one_hop(
-            self.engine,
-            self.sqlite_writer,
-            lambda conn: apply_drafts_sync(conn, drafts, handoff=handoff),
+            self.engine, self.sqlite_writer, lambda conn: self._apply_many(conn, writes)
         )
 
-    async def _alone(self, pending: _Pending, handoff: float | None) -> None:
-        metrics.COMMIT_BATCH.observe(1)
+    async def _alone(self, pending: _Pending[_W, _R]) -> None:
+        self._size.observe(1)
         try:
-            receipt = await in_one_hop(
-                self.engine,
-                self.sqlite_writer,
-                lambda conn: apply_draft_sync(conn, pending.draft, handoff=handoff),
+            result = await in_one_hop(
+                self.engine, self.sqlite_writer, lambda conn: self._apply_one(conn, pending.write)
             )
         except BaseException as exc:
             pending.settle(exc)
             if not isinstance(exc, Exception):
                 raise
             return
-        pending.settle(receipt)
+        pending.settle(result)

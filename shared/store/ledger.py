@@ -13,24 +13,31 @@ These writes are a Hands job's hot path, so each runs the way a Brain's commit d
 (``shared.store.engine.in_one_hop``): the whole transaction in one greenlet (PostgreSQL) or
 one worker thread (SQLite, on the store's ``sqlite_writer``), with statements built once;
 each write is one statement whose ``RETURNING`` (or row count) answers what a read-back used
-to.
+to. Outcomes, the one write of a call that needs a transaction (the row and its result
+event), are group-committed as a Brain's drafts are (``shared.store.group``).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, NoReturn, TypeVar
 
 from sqlalchemy import Update, bindparam, exists, insert, null, select, true, update
 from sqlalchemy.engine import Connection
 
-from brainhands.shared.errors import CallCancelled, NotFoundError, StaleLeaseError
+from brainhands.shared.errors import (
+    BrainhandsError,
+    CallCancelled,
+    NotFoundError,
+    StaleLeaseError,
+)
 from brainhands.shared.store import fence, schema
 from brainhands.shared.store.commit import insert_outbox_sync
 from brainhands.shared.store.draft import OutboxMessage, new_id
 from brainhands.shared.store.engine import in_one_hop, read_transaction
+from brainhands.shared.store.group import GroupCommit
 from brainhands.shared.store.load import operation_record
 from brainhands.shared.store.records import (
     CommitReceipt,
@@ -111,6 +118,14 @@ class OperationLedger:
 
     def __init__(self, store: Store) -> None:
         self.store = store
+        self._outcomes: GroupCommit[_Outcome, tuple[OutboxRow, ...]] = GroupCommit(
+            store.engine,
+            store.sqlite_writer,
+            apply_one=lambda conn, outcome: _record_outcome(conn, outcome, store.handoff),
+            apply_many=lambda conn, outcomes: _record_outcomes(conn, outcomes, store.handoff),
+            order=lambda outcome: str(outcome.params["w_id"]),
+            what="outcomes",
+        )
 
     async def claim(
         self, operation_id: str, token: int, *, intent: dict[str, Any]
@@ -175,23 +190,22 @@ class OperationLedger:
     ) -> None:
         """Record the final outcome and, in the same transaction, the result event.
 
-        A ``blob`` is stored once in its own row and referenced, instead of ``result``.
-        ``interrupted``: the outcome follows an attempt cut short, which is counted.
+        Outcomes recorded meanwhile share that transaction (group commit), each guarded by
+        its own token: a stale one is refused alone. A ``blob`` is stored once in its own
+        row and referenced, instead of ``result``. ``interrupted``: the outcome follows an
+        attempt cut short, which is counted.
         """
         if status not in FINAL_STATUSES:
             raise ValueError(f"{status!r} is not an outcome")
-        outcome = {
+        params = {
+            "w_id": operation_id,
+            "w_fence": token,
             "v_status": status,
             "v_result": result,
             "v_error": error,
             "v_interrupted": int(interrupted),
         }
-        handoff = self.store.handoff
-        rows = await self._write(
-            lambda conn: _record_outcome(
-                conn, operation_id, token, outcome, blob, notify, session_id, handoff
-            )
-        )
+        rows = await self._outcomes.commit(_Outcome(params, blob, notify, session_id))
         if rows:
             self.store.notify(
                 CommitReceipt(session_id or "", version=-1, entry_seqs=[], outbox=rows)
@@ -250,34 +264,44 @@ def _schedule_retry(
         _refuse(conn, operation_id, token)
 
 
+@dataclass(frozen=True)
+class _Outcome:
+    """An outcome to record: the guarded update's parameters (``w_id``, ``w_fence`` and the
+    outcome's ``v_`` values), a large result's blob, and the result event."""
+
+    params: dict[str, Any]
+    blob: bytes | None
+    notify: OutboxMessage | None
+    session_id: str | None
+
+
 def _record_outcome(
-    conn: Connection,
-    operation_id: str,
-    token: int,
-    outcome: dict[str, Any],
-    blob: bytes | None,
-    notify: OutboxMessage | None,
-    session_id: str | None,
-    handoff: float | None,
+    conn: Connection, outcome: _Outcome, handoff: float | None
 ) -> tuple[OutboxRow, ...]:
     now = time.time()
-    blob_id = None if blob is None else new_id()
-    params = {
-        **outcome,
-        "w_id": operation_id,
-        "w_fence": token,
-        "v_blob_id": blob_id,
-        "v_finished_at": now,
-        "v_updated_at": now,
-    }
-    # The guard goes first: a stale writer is refused before it sends a large blob.
+    blob_id = None if outcome.blob is None else new_id()
+    params = {**outcome.params, "v_blob_id": blob_id, "v_finished_at": now, "v_updated_at": now}
+    # The guard goes first: a stale writer is refused before it sends a large blob, and a
+    # refused outcome has written nothing (so a batch goes on without it).
     if conn.execute(_RECORD_OUTCOME, params).rowcount != 1:
-        _refuse(conn, operation_id, token)
-    if blob is not None:
-        conn.execute(_INSERT_BLOB, {"id": blob_id, "data": blob, "created_at": now})
-    if notify is None:
+        _refuse(conn, params["w_id"], params["w_fence"])
+    if outcome.blob is not None:
+        conn.execute(_INSERT_BLOB, {"id": blob_id, "data": outcome.blob, "created_at": now})
+    if outcome.notify is None:
         return ()
-    return insert_outbox_sync(conn, session_id, [notify], now, handoff=handoff)
+    return insert_outbox_sync(conn, outcome.session_id, [outcome.notify], now, handoff=handoff)
+
+
+def _record_outcomes(
+    conn: Connection, outcomes: Sequence[_Outcome], handoff: float | None
+) -> list[tuple[OutboxRow, ...] | BrainhandsError]:
+    recorded: list[tuple[OutboxRow, ...] | BrainhandsError] = []
+    for outcome in outcomes:
+        try:
+            recorded.append(_record_outcome(conn, outcome, handoff))
+        except (StaleLeaseError, NotFoundError) as refused:  # raised by the guard alone
+            recorded.append(refused)
+    return recorded
 
 
 def _refuse(conn: Connection, operation_id: str, token: int) -> NoReturn:

@@ -13,6 +13,7 @@ from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from brainhands.shared.store import fence, migrate, schema
+from brainhands.shared.store.commit import apply_draft_sync, apply_drafts_sync
 from brainhands.shared.store.draft import Draft, new_id
 from brainhands.shared.store.engine import (
     create_engine,
@@ -48,10 +49,17 @@ class Store:
         self.sqlite_writer = sqlite_writer
         """On SQLite, the sync engine commits run on (one thread hop per commit)."""
         self._listeners: list[CommitListener] = []
-        self._group = GroupCommit(engine, sqlite_writer)
         self.handoff: float | None = None
         """While a relay runs in this process: seconds its outbox rows are left to it alone
         (it publishes them right after each commit; other relays take them after that)."""
+        self._drafts: GroupCommit[Draft, CommitReceipt] = GroupCommit(
+            engine,
+            sqlite_writer,
+            apply_one=lambda conn, draft: apply_draft_sync(conn, draft, handoff=self.handoff),
+            apply_many=lambda conn, drafts: apply_drafts_sync(conn, drafts, handoff=self.handoff),
+            order=lambda draft: draft.session_id,
+            what="drafts",
+        )
 
     @classmethod
     async def open(
@@ -116,7 +124,7 @@ class Store:
         ``StaleLeaseError`` if its fence moved past ``draft.fence``; either way nothing of
         the draft is written, and the other drafts are not affected.
         """
-        receipt = await self._group.commit(draft, handoff=self.handoff)
+        receipt = await self._drafts.commit(draft)
         self.notify(receipt)
         return receipt
 

@@ -128,13 +128,30 @@ async def count_failed(cluster: Cluster) -> int:
 
 async def test_5_hands_killed_after_the_outcome_before_the_ack(cluster: Cluster) -> None:
     cluster.start("brain-0")
-    victim = cluster.start("hands-victim", victim="hands-after-outcome")
+    victim = cluster.start("hands-victim", victim="after-outcome")
     await cluster.submit_batches(1)
     await eventually(lambda: victim.poll() is not None, within=60, what="the victim's death")
     cluster.kills["SIGKILL hands after outcome"] += 1
     cluster.start("hands-0")  # gets the unacked job again: republishes, sends nothing
     await cluster.wait_done()
     await cluster.check_invariants("5 hands killed after outcome, before ack")
+
+
+async def test_5b_hands_killed_after_a_batch_of_outcomes_before_any_publish_or_ack(
+    cluster: Cluster,
+) -> None:
+    # Fifteen emails at once: their outcomes commit together (group commit). The victim
+    # dies right after its first such transaction: every outcome in it is durable, none of
+    # its result events published, none of its jobs acked.
+    cluster.start("brain-0")
+    victim = cluster.start("hands-victim", victim="after-batch:1")
+    await cluster.submit_batches(3)
+    await eventually(lambda: victim.poll() is not None, within=60, what="death after a batch")
+    assert victim.returncode == 9  # its own exit, at the kill point
+    cluster.kills["SIGKILL hands (after a batch of outcomes)"] += 1
+    cluster.start("hands-0")  # gets the unacked jobs again: republishes, sends nothing
+    await cluster.wait_done()
+    await cluster.check_invariants("5b hands killed after a batch of outcomes")
 
 
 async def test_6_hands_frozen_past_its_lease_then_resumed(cluster: Cluster) -> None:

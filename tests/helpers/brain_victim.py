@@ -8,22 +8,19 @@ that appends an entry of KIND; ``before-entry:model``: the model answered, the a
 yet durable), or ``after-inbox:`` / ``before-inbox:`` (the first commit that applies an inbox
 request: a signal, an approval's decision, a cancel), or ``after-batch:N`` (right after
 the N-th transaction that committed the drafts of several sessions together, before any of
-their callers learns of it: nothing of the batch is published, acked or kept in memory;
-each lone draft waits ``LONE_DELAY`` s before its commit, so that drafts coming meanwhile
-form the batch the rule waits for, however the machine's load spaces the passes out).
+their callers learns of it: ``tests.helpers.group_victim``).
 The exit (``os._exit``) lands exactly between two facts recovery must tell apart.
 """
 
 from __future__ import annotations
 
-import asyncio
 import os
 import sys
 from typing import Any
 
 from brainhands.cli import main
 from brainhands.shared.store import CommitReceipt, Draft, Store
-from brainhands.shared.store.group import GroupCommit
+from tests.helpers.group_victim import arm_batch
 
 
 def matches(rule: str, draft: Draft, count: int) -> tuple[bool, bool]:
@@ -41,34 +38,10 @@ def matches(rule: str, draft: Draft, count: int) -> tuple[bool, bool]:
     raise ValueError(f"unknown rule {rule!r}")
 
 
-LONE_DELAY = 0.3
-"""Seconds a lone draft waits before its commit under ``after-batch:N``."""
-
-
-def arm_batch(n: int) -> None:
-    original, alone = GroupCommit._apply, GroupCommit._alone
-    count = 0
-
-    async def slow_alone(self: GroupCommit, pending: Any, handoff: float | None) -> None:
-        await asyncio.sleep(LONE_DELAY)
-        await alone(self, pending, handoff)
-
-    async def apply(self: GroupCommit, drafts: Any, handoff: float | None) -> Any:
-        nonlocal count
-        outcomes = await original(self, drafts, handoff)
-        count += 1
-        if count == n:
-            os._exit(9)
-        return outcomes
-
-    GroupCommit._apply = apply  # type: ignore[method-assign]
-    GroupCommit._alone = slow_alone  # type: ignore[method-assign]
-
-
 def arm(rule: str) -> None:
     kind, _, arg = rule.partition(":")
     if kind == "after-batch":
-        arm_batch(int(arg))
+        arm_batch("drafts", int(arg))
         return
     original = Store.commit
     count = 0

@@ -84,8 +84,8 @@ class Cluster:
         """Start (or restart) worker ``name``: brain-*, hands-*, or sweeper."""
         role = name.split("-")[0]
         argv = {"brain": BRAIN, "hands": HANDS, "sweeper": ["sweeper"]}[role]
-        if victim == "hands-after-outcome":
-            module, args = "tests.helpers.hands_victim", argv
+        if victim and role == "hands":
+            module, args = "tests.helpers.hands_victim", [victim, *argv]
         elif victim:
             module, args = "tests.helpers.brain_victim", [victim, *argv]
         else:

@@ -1,6 +1,10 @@
-"""``brainhands hands`` that dies right after committing an outcome, before acking the job.
+"""``brainhands hands`` that dies right after committing outcomes, before acking their jobs.
 
-python -m tests.helpers.hands_victim hands --pool email --tools ...
+    python -m tests.helpers.hands_victim RULE hands --pool email --tools ...
+
+RULE is ``after-outcome`` (its first outcome) or ``after-batch:N`` (the N-th transaction that
+committed several outcomes together, before any of their result events is published or
+their jobs acked: ``tests.helpers.group_victim``).
 """
 
 from __future__ import annotations
@@ -11,9 +15,16 @@ from typing import Any
 
 from brainhands.cli import main
 from brainhands.shared.store import OperationLedger
+from tests.helpers.group_victim import arm_batch
 
 
-def arm() -> None:
+def arm(rule: str) -> None:
+    kind, _, arg = rule.partition(":")
+    if kind == "after-batch":
+        arm_batch("outcomes", int(arg))
+        return
+    if kind != "after-outcome":
+        raise ValueError(f"unknown rule {rule!r}")
     original = OperationLedger.record_outcome
 
     async def record_outcome(self: OperationLedger, *args: Any, **kwargs: Any) -> None:
@@ -24,5 +35,5 @@ def arm() -> None:
 
 
 if __name__ == "__main__":
-    arm()
-    raise SystemExit(main(sys.argv[1:]))
+    arm(sys.argv[1])
+    raise SystemExit(main(sys.argv[2:]))

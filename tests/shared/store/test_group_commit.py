@@ -3,20 +3,28 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable
 
 import pytest
 from prometheus_client import REGISTRY
 
-from brainhands.shared.errors import ConflictError, StaleLeaseError
-from brainhands.shared.store import Draft, Store
+from brainhands.shared.errors import ConflictError, StaleLeaseError, StoreError
+from brainhands.shared.store import (
+    CommitReceipt,
+    Draft,
+    OperationLedger,
+    OutboxMessage,
+    Store,
+)
 
 pytestmark = pytest.mark.integration
 
 
-def batches() -> tuple[float, float]:
-    """(transactions, drafts) the process's group commits have flushed so far."""
-    count = REGISTRY.get_sample_value("brainhands_commit_batch_drafts_count") or 0.0
-    total = REGISTRY.get_sample_value("brainhands_commit_batch_drafts_sum") or 0.0
+def batches(what: str = "drafts") -> tuple[float, float]:
+    """(transactions, writes) the process's group commits of ``what`` have flushed so far."""
+    labels = {"what": what}
+    count = REGISTRY.get_sample_value("brainhands_group_commit_writes_count", labels) or 0.0
+    total = REGISTRY.get_sample_value("brainhands_group_commit_writes_sum", labels) or 0.0
     return count, total
 
 
@@ -107,3 +115,75 @@ async def test_a_caller_that_stops_waiting_does_not_undo_its_draft_or_the_others
     # lone commit cancelled after it was sent may be. Recovery reads the store, not the
     # caller's belief.
     assert [(await store.load(s)).session.version for s in ids] == [1, 1, 1]
+
+
+INTENT = {"session_id": "s1", "task_id": "t1", "tool": "echo", "pool": "p", "arguments": {}}
+
+
+async def claimed(ledger: OperationLedger, n: int) -> list[str]:
+    ids = [f"op{i}" for i in range(n)]
+    for operation_id in ids:
+        await ledger.claim(operation_id, 1, intent=INTENT)
+    return ids
+
+
+def outcome(ledger: OperationLedger, operation_id: str, result: object) -> Awaitable[None]:
+    return ledger.record_outcome(
+        operation_id,
+        1,
+        status="succeeded",
+        result=result,
+        notify=OutboxMessage("results.v1", operation_id.encode()),
+        session_id="s1",
+    )
+
+
+async def test_outcomes_ready_together_commit_in_one_transaction_and_a_stale_is_refused_alone(
+    store: Store,
+) -> None:
+    ledger = OperationLedger(store)
+    ids = await claimed(ledger, 4)
+    await ledger.claim("op2", 2, intent=INTENT)  # another worker took op2 since
+    receipts: list[CommitReceipt] = []
+    store.add_commit_listener(receipts.append)
+    before = batches("outcomes")
+
+    outcomes = await asyncio.gather(
+        *(outcome(ledger, op, {"n": n}) for n, op in enumerate(ids)), return_exceptions=True
+    )
+
+    after = batches("outcomes")
+    assert (after[0] - before[0], after[1] - before[1]) == (1, 4)  # one transaction of four
+    refused = outcomes[2]
+    assert isinstance(refused, StaleLeaseError) and refused.current == 2
+    for n, operation_id in enumerate(ids):
+        op = await ledger.get(operation_id)
+        if operation_id == "op2":
+            assert (op.status, op.result) == ("intended", None)
+        else:
+            assert outcomes[n] is None
+            assert (op.status, op.result) == ("succeeded", {"n": n})
+    # Only the recorded ones' result events exist, each handed to the listeners once.
+    assert sorted(row.body for r in receipts for row in r.outbox) == [b"op0", b"op1", b"op3"]
+    assert (await store.status())["outbox_rows"] == 3
+
+
+async def test_an_outcome_failing_in_a_batch_fails_alone_and_the_others_are_recorded(
+    store: Store,
+) -> None:
+    ledger = OperationLedger(store)
+    ids = await claimed(ledger, 3)
+    before = batches("outcomes")
+
+    results: list[object] = [1, {"not JSON": {1, 2}}, 3]  # a set cannot be stored
+    outcomes = await asyncio.gather(
+        *(outcome(ledger, op, r) for op, r in zip(ids, results, strict=True)),
+        return_exceptions=True,
+    )
+
+    after = batches("outcomes")
+    # The batch rolled back, then each outcome went alone.
+    assert (after[0] - before[0], after[1] - before[1]) == (4, 6)
+    assert isinstance(outcomes[1], StoreError)
+    assert [(await ledger.get(op)).status for op in ids] == ["succeeded", "intended", "succeeded"]
+    assert (await store.status())["outbox_rows"] == 2
