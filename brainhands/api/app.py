@@ -30,7 +30,8 @@ from brainhands.api.live import LiveNotes
 from brainhands.api.settings import ApiSettings
 from brainhands.api.shared_views import SharedViews
 from brainhands.api.sse import PING, EventStream, frame
-from brainhands.api.views import SessionFilter, SessionTenants, list_sessions, session_document
+from brainhands.api.tenants import SessionTenants
+from brainhands.api.views import SessionFilter, list_sessions, session_document
 from brainhands.api.watcher import Watchers
 from brainhands.client import Client
 from brainhands.shared.errors import AnswerTimeout, DecisionRefused, NotFoundError

@@ -50,7 +50,7 @@ class _Watched:
     listening: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)
 
     def changed(self) -> None:
-        self.views._start_read(self.session_id).wakes = True
+        self.views.start_read(self.session_id, wake=True)
 
 
 class SharedViews:
@@ -84,14 +84,15 @@ class SharedViews:
         watched = self._watched.get(session_id)
         if watched is not None and watched.latest is not None and watched.latest[0] >= wanted:
             return watched.latest[1]
-        under_way = self._start_read(session_id)
+        under_way = self.start_read(session_id)
         # A future of its own: a watcher that goes away cancels it, not the others' read.
         waiter: asyncio.Future[Snapshot] = asyncio.get_running_loop().create_future()
         under_way.waiters.append(waiter)
         return await waiter
 
-    def _start_read(self, session_id: str) -> _Read:
-        """A read that covers every change heard of: the one under way, or a new one."""
+    def start_read(self, session_id: str, *, wake: bool = False) -> _Read:
+        """A read that covers every change heard of: the one under way, or a new one
+        (``wake``: the session's watchers are told when it is done)."""
         wanted = self.changes.heard(session_id)
         under_way = self._reads.get(session_id)
         if under_way is None or under_way.covers < wanted:
@@ -99,6 +100,7 @@ class SharedViews:
             reading = asyncio.create_task(self._read(session_id, under_way))
             self._reading.add(reading)
             reading.add_done_callback(self._reading.discard)
+        under_way.wakes |= wake
         return under_way
 
     async def _read(self, session_id: str, read: _Read) -> None:
