@@ -88,6 +88,28 @@ async def test_2_relay_killed_between_confirm_and_mark(cluster: Cluster) -> None
     await cluster.check_invariants("2 relay killed between confirm and mark")
 
 
+async def test_2b_relay_killed_in_the_middle_of_a_publish_wave(cluster: Cluster) -> None:
+    await cluster.env.brain_queue("v1")  # where the wave goes, as a running pool declares it
+    await cluster.submit_batches(3)  # their three wake-ups wait in the outbox: one wave
+    marker = cluster.tmp_path / "mid-wave"
+    victim = spawn_module(
+        relay_victim,
+        str(marker),
+        "--mid-wave",
+        env=cluster.settings(),
+        log=cluster.tmp_path / "relay-victim.log",
+    )
+    await eventually(marker.exists, within=30, what="the relay to freeze mid-wave")
+    victim.send_signal(signal.SIGKILL)
+    victim.wait()
+    cluster.kills["SIGKILL relay (mid-wave)"] += 1
+    # The wave's first wake-up reached the broker, the other two never left the victim.
+    assert await cluster.env.message_count(cluster.env.topology.brain_queue("v1")) == 1
+    start_pool(cluster)  # and none is marked sent: all three are published again
+    await cluster.wait_done()
+    await cluster.check_invariants("2b relay killed in the middle of a publish wave")
+
+
 async def test_3_rabbitmq_restarted_mid_run(cluster: Cluster) -> None:
     await cluster.email.set_faults(delay=0.3)
     start_pool(cluster)

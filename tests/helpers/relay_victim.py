@@ -1,11 +1,15 @@
 """A relay process that freezes in the middle of its work, for the test to SIGKILL it there.
 
     python -m tests.helpers.relay_victim MARKER            # polls, publishes, freezes
+    python -m tests.helpers.relay_victim MARKER --mid-wave # freezes halfway through a wave
     python -m tests.helpers.relay_victim MARKER --commit   # commits, freezes before publishing
 
 Store and broker come from the ``BRAINHANDS_*`` variables. Without ``--commit`` the relay
 polls the outbox and freezes after the broker confirmed the batch, before marking it sent:
-the rows are published but still unsent in the store. With ``--commit`` the process runs
+the rows are published but still unsent in the store. With ``--mid-wave`` it freezes in
+the middle of publishing its batch: the wave's first message went out, the others did not,
+none is marked sent. With ``--commit``
+the process runs
 its relay, commits three wake-ups to session ``s2`` (fence 1, version 0) and freezes before
 the relay publishes them: the rows are committed, handed to this dead relay, and never sent.
 The marker file receives the ids of the rows, once frozen.
@@ -39,10 +43,31 @@ def freezer(marker: Path) -> Any:
     return freeze
 
 
-async def main(marker: Path, after_commit: bool) -> None:
+def freeze_mid_wave(broker: Any, marker: Path) -> None:
+    send, sent = broker._send, 0
+
+    async def only_the_first_goes_out(*args: Any, **kwargs: Any) -> None:
+        nonlocal sent
+        sent += 1
+        if sent == 1:
+            await send(*args, **kwargs)
+            return
+        if sent == 2:
+            await asyncio.sleep(0.5)  # the first one's frames are written meanwhile
+            marker.write_text("mid-wave")  # noqa: ASYNC240
+            time.sleep(120)  # noqa: ASYNC251 - freezes the whole process until it is killed
+        await asyncio.Event().wait()
+
+    broker._send = only_the_first_goes_out
+
+
+async def main(marker: Path, mode: str | None) -> None:
     async with open_services(load_settings(CommonSettings), name="relay-victim") as services:
-        if not after_commit:
-            relay_module.mark_sent = freezer(marker)  # type: ignore[assignment]
+        if mode != "--commit":
+            if mode == "--mid-wave":
+                freeze_mid_wave(services.broker, marker)
+            else:
+                relay_module.mark_sent = freezer(marker)  # type: ignore[assignment]
             await OutboxRelay(services.store, services.broker).drain_once()
             return
         relay = OutboxRelay(services.store, services.broker, handoff=HANDOFF)
@@ -59,4 +84,4 @@ async def main(marker: Path, after_commit: bool) -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main(Path(sys.argv[1]), "--commit" in sys.argv[2:]))
+    asyncio.run(main(Path(sys.argv[1]), sys.argv[2] if len(sys.argv) > 2 else None))
