@@ -94,6 +94,22 @@ def _update_submission(columns: tuple[str, ...]) -> Update:
     )
 
 
+@cache
+def _answer_joined(columns: tuple[str, ...]) -> Update:
+    """``UPDATE submission`` of ``columns`` for the submissions still running that joined
+    root task ``w_task_id``."""
+    sub = schema.submission
+    return (
+        update(sub)
+        .where(
+            sub.c.session_id == bindparam("w_session_id"),
+            sub.c.task_id == bindparam("w_task_id"),
+            sub.c.status == "running",
+        )
+        .values({sub.c[c]: bindparam(f"v_{c}", type_=sub.c[c].type) for c in columns})
+    )
+
+
 def _bound(changes: Mapping[str, Any], now: float) -> tuple[tuple[str, ...], dict[str, Any]]:
     columns = tuple(sorted({*changes, "updated_at"}))
     params = {f"v_{c}": v for c, v in changes.items()}
@@ -220,17 +236,11 @@ def _apply_guarded(
         done = conn.execute(_update_submission(columns), params)
         if done.rowcount != 1:
             raise NotFoundError(f"submission {sub_change.submission_id} not found")
-    sub = schema.submission
     for joined in draft.joined_answers:
-        conn.execute(
-            update(sub)
-            .where(
-                sub.c.session_id == draft.session_id,
-                sub.c.task_id == joined.task_id,
-                sub.c.status == "running",
-            )
-            .values(**joined.changes, updated_at=now)
-        )
+        columns, params = _bound(joined.changes, now)
+        params["w_session_id"] = draft.session_id
+        params["w_task_id"] = joined.task_id
+        conn.execute(_answer_joined(columns), params)
     if draft.applied_inbox:
         conn.execute(
             _MARK_APPLIED, {"ids": draft.applied_inbox, "sid": draft.session_id, "now": now}
