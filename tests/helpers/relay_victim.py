@@ -4,15 +4,14 @@
     python -m tests.helpers.relay_victim MARKER --mid-wave # freezes halfway through a wave
     python -m tests.helpers.relay_victim MARKER --commit   # commits, freezes before publishing
 
-Store and broker come from the ``BRAINHANDS_*`` variables. Without ``--commit`` the relay
-polls the outbox and freezes after the broker confirmed the batch, before marking it sent:
-the rows are published but still unsent in the store. With ``--mid-wave`` it freezes in
-the middle of publishing its batch: the wave's first message went out, the others did not,
-none is marked sent. With ``--commit``
-the process runs
-its relay, commits three wake-ups to session ``s2`` (fence 1, version 0) and freezes before
-the relay publishes them: the rows are committed, handed to this dead relay, and never sent.
-The marker file receives the ids of the rows, once frozen.
+Store and broker come from the ``BRAINHANDS_*`` variables. With no option the relay polls
+the outbox and freezes after the broker confirmed the batch, before marking it sent: the
+rows are published but still unsent in the store; the marker file receives their ids. With
+``--mid-wave`` it freezes in the middle of publishing its batch: the wave's first message
+went out and was confirmed, the others did not leave, none is marked sent. With
+``--commit`` the process runs its relay, commits three wake-ups to session ``s2`` (fence
+1, version 0) and freezes before the relay publishes them: the rows are committed, handed to
+this dead relay, and never sent; the marker file receives their ids.
 """
 
 from __future__ import annotations
@@ -45,15 +44,17 @@ def freezer(marker: Path) -> Any:
 
 def freeze_mid_wave(broker: Any, marker: Path) -> None:
     send, sent = broker._send, 0
+    first_confirmed = asyncio.Event()
 
     async def only_the_first_goes_out(*args: Any, **kwargs: Any) -> None:
         nonlocal sent
         sent += 1
         if sent == 1:
             await send(*args, **kwargs)
+            first_confirmed.set()
             return
         if sent == 2:
-            await asyncio.sleep(0.5)  # the first one's frames are written meanwhile
+            await first_confirmed.wait()
             marker.write_text("mid-wave")  # noqa: ASYNC240
             time.sleep(120)  # noqa: ASYNC251 - freezes the whole process until it is killed
         await asyncio.Event().wait()
