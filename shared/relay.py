@@ -40,9 +40,6 @@ log = logging.getLogger("brainhands.relay")
 
 MEASURE_EVERY = 5.0
 """Seconds between readings of the outbox backlog (for the metrics)."""
-PRUNE_CHUNKS = 10
-"""Chunks of sent rows (``shared.store.outbox.PRUNE_CHUNK`` each) one housekeeping round
-prunes at most, so that the relay publishes between them."""
 HANDOFF_MARGIN = 1.0
 """Seconds before the end of a row's handoff after which its writer's relay leaves it to the
 polling relays (at most a fifth of the handoff)."""
@@ -201,15 +198,7 @@ class OutboxRelay:
             metrics.RELAY_LAG.set(time.time() - oldest if oldest is not None else 0.0)
         if now < self._next_prune:
             return
-        pruned, more = await prune_sent(
-            self.store.engine, older_than=self.retention, chunks=PRUNE_CHUNKS
-        )
-        # A large backlog of sent rows goes a few chunks per round, between publishes.
-        self._next_prune = now + (0.0 if more else self.prune_interval)
+        self._next_prune = now + self.prune_interval
+        pruned = await prune_sent(self.store.engine, older_than=self.retention)
         if pruned:
-            log.info(
-                "pruned %d sent outbox rows%s",
-                pruned,
-                " (more left)" if more else "",
-                extra={"event": "relay_pruned", "more": more},
-            )
+            log.info("pruned %d sent outbox rows", pruned, extra={"event": "relay_pruned"})

@@ -63,36 +63,13 @@ async def mark_sent_now(store: Store, ids: list[int]) -> None:
         )
 
 
-PRUNE_CHUNK = 5000
-"""Sent rows deleted per transaction: short transactions, so that pruning a large backlog of
-sent rows (after an outage, say) neither holds locks long nor writes one huge WAL burst."""
-
-
-async def prune_sent(
-    engine: AsyncEngine, *, older_than: float, chunk: int = PRUNE_CHUNK, chunks: int | None = None
-) -> tuple[int, bool]:
-    """Delete rows confirmed more than ``older_than`` seconds ago, oldest first, ``chunk``
-    rows per transaction and at most ``chunks`` transactions (None: until none is left).
-
-    Returns how many rows were deleted, and whether any may be left (the last chunk was
-    full)."""
+async def prune_sent(engine: AsyncEngine, *, older_than: float) -> int:
+    """Delete rows confirmed more than ``older_than`` seconds ago; return how many."""
     o = schema.outbox
     cutoff = time.time() - older_than
-    oldest = (
-        select(o.c.id)
-        .where(o.c.sent_at.is_not(None), o.c.sent_at < cutoff)
-        .order_by(o.c.id)
-        .limit(chunk)
-    )
-    stmt = delete(o).where(o.c.id.in_(oldest.scalar_subquery()))
-    pruned, transactions = 0, 0
-    while chunks is None or transactions < chunks:
-        async with write_transaction(engine) as conn:
-            deleted = int((await conn.execute(stmt)).rowcount)
-        pruned, transactions = pruned + deleted, transactions + 1
-        if deleted < chunk:
-            return pruned, False
-    return pruned, True
+    async with write_transaction(engine) as conn:
+        done = await conn.execute(delete(o).where(o.c.sent_at.is_not(None), o.c.sent_at < cutoff))
+    return int(done.rowcount)
 
 
 async def outbox_backlog(engine: AsyncEngine) -> tuple[int, float | None]:

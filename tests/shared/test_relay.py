@@ -12,13 +12,12 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from sqlalchemy import select
 
 from brainhands.shared.broker import Delivery
 from brainhands.shared.config import normalize_database_url
 from brainhands.shared.messages import Message, SessionWake, encode
 from brainhands.shared.relay import OutboxRelay
-from brainhands.shared.store import Draft, Store, schema
+from brainhands.shared.store import Draft, Store
 from brainhands.shared.store.outbox import prune_sent
 from tests.helpers.polling import eventually
 from tests.helpers.processes import spawn_module
@@ -122,34 +121,10 @@ async def test_sent_rows_are_pruned_after_the_retention(store: Store, env: Broke
     await OutboxRelay(store, env.broker).drain_once()
     await commit_wakes_more(store, queue)
 
-    assert await prune_sent(store.engine, older_than=3600) == (0, False)
-    assert await prune_sent(store.engine, older_than=0) == (5, False)
+    assert await prune_sent(store.engine, older_than=3600) == 0
+    assert await prune_sent(store.engine, older_than=0) == 5
     status = await store.status()
     assert (status["outbox_rows"], status["outbox_unsent"]) == (1, 1)  # unsent rows stay
-
-
-async def test_a_large_backlog_of_sent_rows_is_pruned_in_chunks_oldest_first(
-    store: Store, env: BrokerEnv
-) -> None:
-    queue = await env.brain_queue()
-    await commit_wakes(store, queue, 12)
-    await OutboxRelay(store, env.broker).drain_once()
-    await commit_wakes_more(store, queue)
-    ids = await sent_ids(store)
-
-    # Two chunks of five at most: ten rows, the oldest, and more are left.
-    assert await prune_sent(store.engine, older_than=0, chunk=5, chunks=2) == (10, True)
-    assert await sent_ids(store) == ids[10:]
-    assert await prune_sent(store.engine, older_than=0, chunk=5) == (2, False)
-    status = await store.status()
-    assert (status["outbox_rows"], status["outbox_unsent"]) == (1, 1)  # unsent rows stay
-
-
-async def sent_ids(store: Store) -> list[int]:
-    o = schema.outbox
-    async with store.engine.connect() as conn:
-        rows = await conn.execute(select(o.c.id).where(o.c.sent_at.is_not(None)))
-        return sorted(rows.scalars())
 
 
 async def commit_wakes_more(store: Store, queue: str) -> None:
