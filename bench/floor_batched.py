@@ -34,7 +34,7 @@ from bench._services import (
 )
 from bench._stats import machine, print_table
 from bench.roundtrip_celery import bench_celery_variant, celery_available
-from bench.roundtrip_floor import FLOOR_PROCESSES, floor_queues, floor_throughput
+from bench.roundtrip_floor import FLOOR_PROCESSES, FloorRate, floor_queues, floor_throughput
 from brainhands.shared.topology import Topology
 
 
@@ -42,7 +42,7 @@ async def main(args: argparse.Namespace) -> None:
     stop_on_sigterm()
     tag, namespace, schema = run_names("floorbatched")
     print(f"floor_batched bench on {machine()}; namespace {namespace}", flush=True)
-    rates: dict[int, float] = {}
+    rates: dict[int, FloorRate] = {}
     try:
         store = await open_store(args.database_url, schema)
         await store.close()
@@ -66,23 +66,30 @@ async def main(args: argparse.Namespace) -> None:
                 args, f"benchfloorbatched_celery_{tag}", False, Path(logs)
             )
         celery_rate = celery.burst / celery.burst_seconds
-    base = rates[args.batches[0]]
+    base = rates[args.batches[0]].rate
     rows = [
         [
             batch,
-            f"{rate:,.1f}",
-            f"{rate / base:.2f}x",
-            f"{rate / celery_rate:.2f}x" if celery_rate else "-",
+            f"{r.rate:,.1f}",
+            f"{r.cpu * 1000:.2f}",
+            f"{r.rate / base:.2f}x",
+            f"{r.rate / celery_rate:.2f}x" if celery_rate else "-",
         ]
-        for batch, rate in rates.items()
+        for batch, r in rates.items()
     ]
     if celery_rate:
-        rows.append(["celery no-op (as it comes)", f"{celery_rate:,.1f}", "-", "1.00x"])
+        rows.append(["celery no-op (as it comes)", f"{celery_rate:,.1f}", "-", "-", "1.00x"])
     print()
     print_table(
-        ["calls per transaction", "calls/s", f"vs batch {args.batches[0]}", "vs celery"],
+        [
+            "calls per transaction",
+            "calls/s",
+            "CPU ms per call",
+            f"vs batch {args.batches[0]}",
+            "vs celery",
+        ],
         rows,
-        align="<>>>",
+        align="<>>>>",
     )
     print()
     print(f"({machine()})")

@@ -141,6 +141,8 @@ class Results:
     floor: Floor | None = None
     floor_rate: float = 0.0
     """Round trips/s of the floor's lanes at once."""
+    floor_cpu: float = 0.0
+    """CPU seconds per round trip of the floor's lanes (both sides of a call)."""
     celery: CeleryResult | None = None
     dbos: DbosResult | None = None
 
@@ -201,7 +203,8 @@ async def bench_ours(
                 f"at once in {FLOOR_PROCESSES} processes",
                 flush=True,
             )
-            results.floor_rate = await floor_throughput(args, namespace, dsn, floor_schema(schema))
+            lanes = await floor_throughput(args, namespace, dsn, floor_schema(schema))
+            results.floor_rate, results.floor_cpu = lanes.rate, lanes.cpu
             start_brain_and_hands(workers)
             await workers.wait_consuming()
             print(f"2. throughput: {args.burst} sessions at once, 2 Brains + 2 Hands", flush=True)
@@ -552,6 +555,10 @@ def report_where(r: Results, ours: Sequence[float]) -> None:
             f"CPU per session ({label}): Brain {used.get('brain', 0) * ms:.1f} ms, Hands "
             f"{used.get('hands', 0) * ms:.1f} ms (a session: {session})"
         )
+    print(
+        f"CPU per round trip of the floor ({r.floor_rate:,.0f}/s in lanes at once; both sides "
+        f"of a call, bare drivers, no logic): {r.floor_cpu * ms:.1f} ms"
+    )
     for label, n, p in pass_rows:
         woken = ", ".join(f"{count} by {by}" for by, count in sorted(p.woken.items()))
         print(

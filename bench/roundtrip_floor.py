@@ -22,6 +22,7 @@ import json
 import sys
 import time
 import uuid
+from dataclasses import dataclass
 from typing import Any, Self
 
 import aio_pika
@@ -484,9 +485,20 @@ class BatchedFloor(Lane):
 # Throughput: many lanes at once ------------------------------------------------------------
 
 
+@dataclass
+class FloorRate:
+    """What the floor's lanes did at once."""
+
+    rate: float
+    """Round trips per second (the slowest process's clock)."""
+    cpu: float
+    """CPU seconds the lane processes spent per round trip: both sides of a call, on the
+    bare drivers, with no logic of ours -- the yardstick for our processes' CPU per call."""
+
+
 async def floor_throughput(
     args: argparse.Namespace, namespace: str, dsn: str, schema: str, batch: int = 1
-) -> float:
+) -> FloorRate:
     """Round trips per second of ``args.floor_lanes`` floors running back to back at once,
     spread over ``FLOOR_PROCESSES`` processes (``python -m bench.roundtrip_floor``), each lane
     on connections of its own and queues of its own; ``args.floor_burst`` round trips in all
@@ -524,7 +536,10 @@ async def floor_throughput(
             if proc.returncode is None:
                 proc.kill()
             await proc.wait()
-    return float(sum(d["count"] for d in done) / max(d["seconds"] for d in done))
+    count = sum(d["count"] for d in done)
+    return FloorRate(
+        rate=count / max(d["seconds"] for d in done), cpu=sum(d["cpu"] for d in done) / count
+    )
 
 
 async def _expect(proc: asyncio.subprocess.Process, within: float, line: str = "") -> str:
@@ -539,7 +554,7 @@ async def _expect(proc: asyncio.subprocess.Process, within: float, line: str = "
 async def run_lanes(args: argparse.Namespace) -> None:
     """One lane process: set up and warm its lanes, say ``ready``, wait for ``go`` on stdin,
     run ``--count`` round trips (of ``--batch`` calls) in each lane at once, print the count
-    of calls and the seconds."""
+    of calls, the seconds and the process's CPU seconds."""
     topology = Topology(args.namespace)
     floors: list[Floor | BatchedFloor] = [
         Floor(args, topology, args.dsn, args.schema, lane)
@@ -553,11 +568,11 @@ async def run_lanes(args: argparse.Namespace) -> None:
         await asyncio.gather(*(floor.run(0, warmup=LANE_WARMUP) for floor in floors))
         print("ready", flush=True)
         await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         await asyncio.gather(*(floor.run(args.count) for floor in floors))
-        seconds = time.perf_counter() - start
+        seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
         count = args.count * len(floors) * args.batch
-        print(json.dumps({"count": count, "seconds": seconds}), flush=True)
+        print(json.dumps({"count": count, "seconds": seconds, "cpu": cpu}), flush=True)
 
 
 if __name__ == "__main__":
