@@ -93,8 +93,8 @@ class SessionRunner:
         self._entered: set[str] = set()
         self._timed_out: list[TaskRecord] = []
         """Exclusive signal waits whose timeout must be sent before they can go on."""
-        self._signals_read = False
-        """The signals were read from the store in this pass."""
+        self._signals_read_at: float | None = None
+        """When (monotonic) the signals were last read from the store, if in this pass."""
         self._queued_read_at: float | None = None
         """When (monotonic) the waiting submissions were last read, if in this pass."""
 
@@ -194,7 +194,8 @@ class SessionRunner:
                 # A signal sent before the wait is received at once (the claim may not have
                 # read the inbox: a pass for a tool result does not).
                 edits.wait_entered = False
-                await self._read_signals(draft)
+                if not self._arrivals_fresh():
+                    await self._read_signals(draft)
             decided, idle_until = self._decide(draft, running, ready)
             progressed |= decided
             if self._timed_out:
@@ -288,7 +289,7 @@ class SessionRunner:
             operation=edits.operations.get(task.operation_id) if task.operation_id else None,
             entered_here=task.id in self._entered,
             signals=edits.signals if task.wait_signal is not None else [],
-            signals_read=self._signals_read,
+            signals_read=self._signals_read_at is not None,
             follow_ups=self._follow_ups(task) if task.wait_signal == FOLLOW_UP else [],
         )
 
@@ -339,13 +340,28 @@ class SessionRunner:
         """Read the session's signals not received yet (nor in ``draft``), and, when a task
         waits for a follow-up, the submissions waiting for their turn (one hop)."""
         edits = self.edits
-        self._signals_read = True
+        self._signals_read_at = time.monotonic()
         received = set(draft.applied_inbox)
         follow_up = any(t.wait_signal == FOLLOW_UP for t in edits.open_tasks())
         fresh, queued = await arrivals(self.store.engine, self.session_id, queued=follow_up)
         edits.signals = [r for r in fresh if r.kind == "signal" and r.id not in received]
         if follow_up:
             self._keep_queued(draft, queued)
+
+    def _arrivals_fresh(self) -> bool:
+        """Whether this pass read what a new wait looks at (the signals, and the waiting
+        submissions if a task waits for a follow-up) less than ``LEASE_WAIT_MARGIN`` ago.
+
+        Then a new wait takes what that read found (less what was received since): what
+        came after it has a wake-up of its own, which waits for this lease longer than
+        that, and the holder reads the signals again before it lets go -- the rule of
+        ``_next_turn``. One read serves every wait a pass enters, e.g. the follow-up
+        look between each model turn."""
+        now = time.monotonic()
+        reads = [self._signals_read_at]
+        if any(t.wait_signal == FOLLOW_UP for t in self.edits.open_tasks()):
+            reads.append(self._queued_read_at)
+        return all(r is not None and now - r < LEASE_WAIT_MARGIN for r in reads)
 
     def _keep_queued(self, draft: Draft, queued: list[SubmissionRecord]) -> None:
         taken = {u.submission_id for u in draft.submission_updates}

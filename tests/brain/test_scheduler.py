@@ -451,6 +451,39 @@ async def test_a_signal_sent_before_the_wait_is_kept_and_received_once(store: St
     assert request.applied_at is not None
 
 
+async def test_waits_entered_one_after_another_in_a_pass_share_one_read_of_the_signals(
+    store: Store,
+) -> None:
+    """Three waits in one pass: the first reads the inbox, the next two take what that read
+    found, less what was received -- each signal once, in order."""
+    from typing import Any
+
+    from sqlalchemy import event
+
+    await submit(store, "listener", {"names": ["go", "go", "done"], "timeout": 5})
+    for name, signal_id in (("go", "sig-1"), ("go", "sig-2"), ("done", "sig-3")):
+        assert await signal(store, name, signal_id, {"id": signal_id})
+    inbox_reads: list[str] = []
+
+    def count(_conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
+        if statement.lstrip().upper().startswith("SELECT") and "FROM inbox" in statement:
+            inbox_reads.append(statement)
+
+    event.listen(store.engine.sync_engine, "before_cursor_execute", count)
+    try:
+        await run(store)
+    finally:
+        event.remove(store.engine.sync_engine, "before_cursor_execute", count)
+
+    assert await answer(store) == [
+        {"name": name, "payload": {"id": sid}, "signal_id": sid, "timed_out": False}
+        for name, sid in (("go", "sig-1"), ("go", "sig-2"), ("done", "sig-3"))
+    ]
+    # Two loads (``run`` reads the fence, the pass its session), and the first wait's read.
+    assert len(inbox_reads) == 3
+    assert all(r.applied_at is not None for r in await session_inbox(store, "s1"))
+
+
 async def test_a_kept_signal_wakes_its_session_only_once_a_task_waits_for_it(
     store: Store,
 ) -> None:
