@@ -3,8 +3,8 @@
 It reads the session once, then loops: decide for every open task (``brain.decide``), run
 the phases that are ready concurrently (outside any transaction, ``brain.phase``), and
 commit each result as it comes -- commits are serialized, each guarded by the session
-version and the lease's fence. The loop ends when nothing is runnable and no new tool
-outcome has arrived.
+version and the lease's fence. The loop ends when nothing is runnable and nothing new has
+arrived (a tool outcome, a signal: ``brain.arrivals`` reads what came during the pass).
 
 Every commit carries the kernel's consequences of its own changes: before a draft is
 committed, the decisions it makes possible (settling a tool task whose outcome is in,
@@ -22,8 +22,8 @@ import logging
 import time
 from typing import Any
 
+from brainhands.brain.arrivals import Arrivals
 from brainhands.brain.decide import (
-    TOOL_KIND,
     Block,
     Expire,
     Facts,
@@ -42,17 +42,10 @@ from brainhands.brain.task import FOLLOW_UP, Next
 from brainhands.shared.live import LivePublisher
 from brainhands.shared.store import Draft, Store, SubmissionRecord, TaskRecord
 from brainhands.shared.store.declarations import ToolCatalog
-from brainhands.shared.store.inbox import send_signal
-from brainhands.shared.store.load import arrivals
-from brainhands.shared.store.queries import tasks_and_operations
 from brainhands.shared.store.records import ClaimedSession, CommitReceipt, SessionState
 from brainhands.shared.topology import Topology
 
 log = logging.getLogger("brainhands.brain")
-
-LEASE_WAIT_MARGIN = 1.0
-"""Seconds past the lease's time a pass waits for a busy session before it leaves the session
-to the holder (which looks again for what came meanwhile before it lets go)."""
 
 MAX_DECISION_ROUNDS = 100
 """Rounds of decisions one commit may take before the rules are deemed not to converge."""
@@ -90,13 +83,10 @@ class SessionRunner:
         self.summary = RunSummary()
         self._edits: SessionEdits | None = None
         """The pass's rows and changes, once the session is read."""
+        self._arrivals: Arrivals | None = None
         self._entered: set[str] = set()
         self._timed_out: list[TaskRecord] = []
-        """Exclusive signal waits whose timeout must be sent before they can go on."""
-        self._signals_read_at: float | None = None
-        """When (monotonic) the signals were last read from the store, if in this pass."""
-        self._queued_read_at: float | None = None
-        """When (monotonic) the waiting submissions were last read, if in this pass."""
+        """Signal waits whose timeout is due (exclusive ones must send it first)."""
 
     async def run(self, claimed: ClaimedSession | None = None) -> RunSummary:
         """Advance the session until nothing is runnable; return what was done.
@@ -126,8 +116,9 @@ class SessionRunner:
             start_submission=self.start_submission,
         )
         self.summary = edits.summary
+        self._arrivals = Arrivals(self.store, edits, queued_read=claimed.submissions_read)
         if reads:
-            await self._read_waits()
+            await self.arrivals.anything_new()
         running: dict[str, asyncio.Task[PhaseDone]] = {}
         try:
             draft = edits.draft()
@@ -138,7 +129,6 @@ class SessionRunner:
                 if s.status == "queued" and s.request_id not in cancels
             ]
             edits.queued = queued or None
-            self._queued_read_at = time.monotonic() if claimed.submissions_read else None
             edits.start_next_submission(draft)
             edits.upgrade_versions(draft)
             while True:
@@ -151,7 +141,7 @@ class SessionRunner:
                         task, result, docs, appended = finished.result()
                         running.pop(task.id)
                         await self._after_phase(task, result, docs, appended, running)
-                elif not progressed and not await self._read_waits():
+                elif not progressed and not await self.arrivals.anything_new():
                     if await self._next_turn(draft):
                         continue
                     # Nothing runnable, and no tool outcome arrived meanwhile (its wake-up
@@ -174,6 +164,12 @@ class SessionRunner:
         assert self._edits is not None, "the session is read first"
         return self._edits
 
+    @property
+    def arrivals(self) -> Arrivals:
+        """What reaches the session during the pass (once ``run`` has read the session)."""
+        assert self._arrivals is not None, "the session is read first"
+        return self._arrivals
+
     # Deciding ------------------------------------------------------------------------------
 
     async def _decide_and_commit(
@@ -194,12 +190,12 @@ class SessionRunner:
                 # A signal sent before the wait is received at once (the claim may not have
                 # read the inbox: a pass for a tool result does not).
                 edits.wait_entered = False
-                if not self._arrivals_fresh():
-                    await self._read_signals(draft)
+                await self.arrivals.for_new_wait(draft)
             decided, idle_until = self._decide(draft, running, ready)
             progressed |= decided
             if self._timed_out:
-                await self._send_timeouts(draft)
+                await self.arrivals.for_timeouts(draft, self._timed_out)
+                self._timed_out.clear()
                 continue
             light = [i for i in ready if self._is_light(edits.rows[i])]
             if not light:
@@ -289,7 +285,7 @@ class SessionRunner:
             operation=edits.operations.get(task.operation_id) if task.operation_id else None,
             entered_here=task.id in self._entered,
             signals=edits.signals if task.wait_signal is not None else [],
-            signals_read=self._signals_read_at is not None,
+            signals_read=self.arrivals.signals_read,
             follow_ups=self._follow_ups(task) if task.wait_signal == FOLLOW_UP else [],
         )
 
@@ -304,115 +300,13 @@ class SessionRunner:
                 out.append((submission, child.input))
         return out
 
-    # Reading what arrived ------------------------------------------------------------------
-
-    async def _read_waits(self) -> bool:
-        """Fetch the rows open tasks wait for; return whether anything new arrived."""
-        edits = self.edits
-        open_tasks = edits.open_tasks()
-        waited = {i for t in open_tasks for i in (t.wait_for or [])} - set(edits.rows)
-        op_ids = [
-            t.operation_id
-            for t in open_tasks
-            if t.kind == TOOL_KIND and t.operation_id and t.status == "waiting"
-        ]
-        fresh, ops = await tasks_and_operations(self.store.engine, sorted(waited), op_ids)
-        changed = bool(fresh) or any(
-            ops[i].status != (edits.operations[i].status if i in edits.operations else None)
-            for i in ops
-        )
-        edits.rows.update(fresh)
-        edits.operations.update(ops)
-        return changed or await self._signal_arrived()
-
-    async def _signal_arrived(self) -> bool:
-        """Whether a signal some open task waits for came in (its wake-up may be waiting
-        on our lease, or have been dropped): read when a task waits for one."""
-        edits = self.edits
-        waited = {t.wait_signal for t in edits.open_tasks() if t.wait_signal is not None}
-        if not waited:
-            return False
-        known = {r.id for r in edits.signals}
-        await self._read_signals(edits.draft())
-        return any(r.name in waited and r.id not in known for r in edits.signals)
-
-    async def _read_signals(self, draft: Draft) -> None:
-        """Read the session's signals not received yet (nor in ``draft``), and, when a task
-        waits for a follow-up, the submissions waiting for their turn (one hop)."""
-        edits = self.edits
-        self._signals_read_at = time.monotonic()
-        received = set(draft.applied_inbox)
-        follow_up = any(t.wait_signal == FOLLOW_UP for t in edits.open_tasks())
-        fresh, queued = await arrivals(self.store.engine, self.session_id, queued=follow_up)
-        edits.signals = [r for r in fresh if r.kind == "signal" and r.id not in received]
-        if follow_up:
-            self._keep_queued(draft, queued)
-
-    def _arrivals_fresh(self) -> bool:
-        """Whether this pass read what a new wait looks at (the signals, and the waiting
-        submissions if a task waits for a follow-up) less than ``LEASE_WAIT_MARGIN`` ago.
-
-        Then a new wait takes what that read found (less what was received since): what
-        came after it has a wake-up of its own, which waits for this lease longer than
-        that, and the holder reads the signals again before it lets go -- the rule of
-        ``_next_turn``. One read serves every wait a pass enters, e.g. the follow-up
-        look between each model turn."""
-        now = time.monotonic()
-        reads = [self._signals_read_at]
-        if any(t.wait_signal == FOLLOW_UP for t in self.edits.open_tasks()):
-            reads.append(self._queued_read_at)
-        return all(r is not None and now - r < LEASE_WAIT_MARGIN for r in reads)
-
-    def _keep_queued(self, draft: Draft, queued: list[SubmissionRecord]) -> None:
-        taken = {u.submission_id for u in draft.submission_updates}
-        self.edits.queued = [s for s in queued if s.id not in taken]
-        self._queued_read_at = time.monotonic()
-
-    async def _send_timeouts(self, draft: Draft) -> None:
-        """Read the session's signals again for the waits whose timeout is due, after
-        sending each exclusive one's timeout as its one signal (unless a sender was first:
-        then that is the one)."""
-        edits = self.edits
-        for task in self._timed_out:
-            assert task.wait_signal is not None
-            if not task.wait_exclusive:
-                continue
-            await send_signal(
-                self.store,
-                session_id=self.session_id,
-                name=task.wait_signal,
-                signal_id=task.wait_signal,
-                payload=None,
-                wake=None,
-                timed_out=True,
-            )
-        await self._read_signals(draft)
-        names = {r.name for r in edits.signals}
-        for task in self._timed_out:
-            if task.wait_exclusive and task.wait_signal not in names:
-                # Its one signal was received before (by an earlier wait of this name).
-                error = {
-                    "reason": "exclusive signal reused",
-                    "message": f"exclusive signal {task.wait_signal!r} was received before: "
-                    "an exclusive name can be waited for once",
-                }
-                edits.fail(draft, task, error)
-        self._timed_out.clear()
-
     async def _next_turn(self, draft: Draft) -> bool:
-        """At the end of a pass in which a root task ended: start the next submission.
-
-        The waiting ones are read again unless this pass read them less than
-        ``LEASE_WAIT_MARGIN`` ago: a submission that came after that read has a wake-up of
-        its own, which waits for this lease longer than that, and gets the next pass."""
+        """At the end of a pass in which a root task ended: start the next submission."""
         edits = self.edits
         if not edits.root_ended:
             return False
         edits.root_ended = False
-        read_at = self._queued_read_at
-        if read_at is None or time.monotonic() - read_at >= LEASE_WAIT_MARGIN:
-            _, queued = await arrivals(self.store.engine, self.session_id, queued=True)
-            self._keep_queued(draft, queued)
+        await self.arrivals.for_next_turn(draft)
         return edits.start_next_submission(draft)
 
     # Running phases and committing ---------------------------------------------------------

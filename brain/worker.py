@@ -31,10 +31,11 @@ import logging
 import time
 from collections import OrderedDict
 
+from brainhands.brain.arrivals import LEASE_WAIT_MARGIN
 from brainhands.brain.edits import StartSubmission, start_from_input
 from brainhands.brain.gate import PassGate
 from brainhands.brain.registry import TaskRegistry
-from brainhands.brain.scheduler import LEASE_WAIT_MARGIN, SessionRunner
+from brainhands.brain.scheduler import SessionRunner
 from brainhands.shared import metrics
 from brainhands.shared.broker import Broker, Delivery
 from brainhands.shared.errors import BrainhandsError, LeaseLost, NotFoundError, StaleLeaseError
