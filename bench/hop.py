@@ -1,0 +1,179 @@
+"""What one trip to a service costs this process in CPU: our store's hop against the bare
+drivers, and the round trip of the event loop itself.
+
+A Brain spends about half its CPU in the store and does some 25 store hops, 6 Redis and 6
+RabbitMQ round trips per one-call session: the price of one round trip bounds how low its
+CPU per session can go. The variants, on one PostgreSQL schema migrated to head:
+
+* ``store hop``: ``arrivals()`` -- a holder's mid-pass read of a session's inbox and queued
+  submissions, two statements -- as the runtime runs it: SQLAlchemy Core in one greenlet on
+  a pooled connection;
+* ``asyncpg pool``: the same two statements (compiled once from the same SQLAlchemy
+  constructs), on a connection acquired from an asyncpg pool;
+* the same on an asyncpg pool whose release runs no reset query (by default it runs one:
+  a round trip);
+* ``asyncpg connection``: the same two on one connection held throughout;
+* ``asyncpg SELECT 1`` and ``redis PING``: one round trip on a held connection, the least
+  an awaited answer from another process costs on this event loop.
+
+The variants take turns in rounds; CPU is this process's (``time.process_time``).
+
+    .venv/bin/python -m bench.hop [--calls N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import asyncpg
+from redis.asyncio import Redis
+
+from bench._rounds import run_rounds
+from bench._services import add_service_urls, asyncpg_dsn, drop_schemas, new_parser, open_store
+from bench._stats import machine, percentile, print_table
+from brainhands.shared.store.load import _OPEN_SUBMISSIONS, _UNAPPLIED_INBOX, arrivals
+from brainhands.shared.store.store import Store
+
+
+@dataclass
+class Variant:
+    """One way of making the trip; ``call`` is measured in wall and CPU time."""
+
+    label: str
+    call: Callable[[], Awaitable[object]]
+    samples: list[float] = field(default_factory=list)
+    elapsed: float = 0.0
+    cpu: float = 0.0
+    calls: int = 0
+
+    async def step(self) -> None:
+        started = time.process_time()
+        await self.call()
+        self.cpu += time.process_time() - started
+        self.calls += 1
+
+
+def compiled(store: Store, statement: Any, session_id: str) -> tuple[str, list[Any]]:
+    """``statement`` as the SQL text SQLAlchemy sends to asyncpg, and its arguments for
+    ``session_id`` (bound as ``sid``)."""
+    done = statement.compile(dialect=store.engine.dialect)
+    state = done.construct_expanded_state({"sid": session_id})
+    return state.statement, [state.parameters[name] for name in state.positiontup or ()]
+
+
+async def measure(args: argparse.Namespace) -> list[Variant]:
+    db_schema = f"bench_hop_{uuid.uuid4().hex[:12]}"
+    session_id = "hop-session"
+    try:
+        async with contextlib.AsyncExitStack() as stack:
+            store = await open_store(args.database_url, db_schema)
+            stack.push_async_callback(store.close)
+            await store.create_session(session_id, compat="v1")
+            settings = {"search_path": db_schema}
+            dsn = asyncpg_dsn(args.database_url)
+            pool = await asyncpg.create_pool(dsn, min_size=2, max_size=2, server_settings=settings)
+            stack.push_async_callback(pool.close)
+
+            async def keep(_conn: asyncpg.Connection) -> None:
+                """No reset query on release: our hops leave no session state behind."""
+
+            lean = await asyncpg.create_pool(
+                dsn, min_size=2, max_size=2, server_settings=settings, reset=keep
+            )
+            stack.push_async_callback(lean.close)
+            held = await asyncpg.connect(dsn, server_settings=settings)
+            stack.push_async_callback(held.close)
+            redis = Redis.from_url(args.redis_url)
+            stack.push_async_callback(redis.aclose)
+            inbox = compiled(store, _UNAPPLIED_INBOX, session_id)
+            queued = compiled(store, _OPEN_SUBMISSIONS, session_id)
+
+            async def store_hop() -> object:
+                return await arrivals(store.engine, session_id, queued=True)
+
+            async def pooled() -> object:
+                async with pool.acquire() as conn:
+                    await conn.fetch(inbox[0], *inbox[1])
+                    return await conn.fetch(queued[0], *queued[1])
+
+            async def pooled_lean() -> object:
+                async with lean.acquire() as conn:
+                    await conn.fetch(inbox[0], *inbox[1])
+                    return await conn.fetch(queued[0], *queued[1])
+
+            async def on_held() -> object:
+                await held.fetch(inbox[0], *inbox[1])
+                return await held.fetch(queued[0], *queued[1])
+
+            async def select_one() -> object:
+                return await held.fetchval("SELECT 1")
+
+            async def ping() -> object:
+                return await redis.ping()
+
+            variants = [
+                Variant("store hop: arrivals(), 2 statements (SQLAlchemy, greenlet)", store_hop),
+                Variant("the same 2 statements, asyncpg pool", pooled),
+                Variant("the same, asyncpg pool without its reset query", pooled_lean),
+                Variant("the same 2 statements, one asyncpg connection", on_held),
+                Variant("one round trip: asyncpg SELECT 1", select_one),
+                Variant("one round trip: redis PING", ping),
+            ]
+            await run_rounds(variants, args.calls, args.warmup, args.rounds)
+            for variant in variants:  # the warm-up is not counted
+                variant.cpu *= args.calls / variant.calls
+                variant.calls = args.calls
+    finally:
+        await drop_schemas(args.database_url, db_schema)
+    return variants
+
+
+def report(variants: Sequence[Variant]) -> None:
+    base = variants[0]
+    rows = [
+        [
+            v.label,
+            v.calls,
+            f"{v.cpu / v.calls * 1e6:.0f}",
+            f"{v.cpu / base.cpu:.2f}x",
+            f"{percentile(v.samples, 50) * 1e6:.0f}",
+        ]
+        for v in variants
+    ]
+    print()
+    print_table(
+        ["variant", "calls", "CPU us per call", "CPU vs store hop", "wall p50 us"],
+        rows,
+        align="<>>>>",
+    )
+    print()
+    print(f"({machine()})")
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    parser = new_parser(__doc__)
+    parser.add_argument("--calls", type=int, default=3000, help="measured calls per variant")
+    parser.add_argument("--warmup", type=int, default=200, help="unmeasured calls first")
+    parser.add_argument("--rounds", type=int, default=10, help="turns the variants take")
+    add_service_urls(parser, "postgres", "redis")
+    args = parser.parse_args(argv)
+    if args.calls < args.rounds or args.rounds < 1 or args.warmup < 0:
+        parser.error("--calls must be at least --rounds, which must be positive")
+    return args
+
+
+async def main(args: argparse.Namespace) -> None:
+    print(f"hop bench on {machine()}: {args.calls} calls per variant", flush=True)
+    report(await measure(args))
+
+
+if __name__ == "__main__":
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(main(parse_args()))
