@@ -6,8 +6,8 @@ RabbitMQ round trips per one-call session: the price of one round trip bounds ho
 CPU per session can go. The variants, on one PostgreSQL schema migrated to head:
 
 * ``store hop``: ``arrivals()`` -- a holder's mid-pass read of a session's inbox and queued
-  submissions, two statements -- as the runtime runs it: SQLAlchemy Core in one greenlet on
-  a pooled connection;
+  submissions, two statements -- as the runtime runs it: one greenlet on a connection of
+  SQLAlchemy's pool, its hot statements (``shared.store.hot``) sent to the driver;
 * ``asyncpg pool``: the same two statements (compiled once from the same SQLAlchemy
   constructs), on a connection acquired from an asyncpg pool;
 * the same on an asyncpg pool whose release runs no reset query (by default it runs one:
@@ -92,8 +92,8 @@ async def measure(args: argparse.Namespace) -> list[Variant]:
             stack.push_async_callback(held.close)
             redis = Redis.from_url(args.redis_url)
             stack.push_async_callback(redis.aclose)
-            inbox = compiled(store, _UNAPPLIED_INBOX, session_id)
-            queued = compiled(store, _OPEN_SUBMISSIONS, session_id)
+            inbox = compiled(store, _UNAPPLIED_INBOX.statement, session_id)
+            queued = compiled(store, _OPEN_SUBMISSIONS.statement, session_id)
 
             async def store_hop() -> object:
                 return await arrivals(store.engine, session_id, queued=True)
@@ -119,7 +119,7 @@ async def measure(args: argparse.Namespace) -> list[Variant]:
                 return await redis.ping()
 
             variants = [
-                Variant("store hop: arrivals(), 2 statements (SQLAlchemy, greenlet)", store_hop),
+                Variant("store hop: arrivals(), 2 statements, as the runtime runs it", store_hop),
                 Variant("the same 2 statements, asyncpg pool", pooled),
                 Variant("the same, asyncpg pool without its reset query", pooled_lean),
                 Variant("the same 2 statements, one asyncpg connection", on_held),

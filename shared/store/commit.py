@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from functools import cache
 from typing import Any
 
-from sqlalchemy import Update, bindparam, func, insert, select, update
+from sqlalchemy import bindparam, func, insert, select, update
 from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -28,6 +28,7 @@ from brainhands.shared.errors import (
 )
 from brainhands.shared.store import schema
 from brainhands.shared.store.draft import Draft, OutboxMessage
+from brainhands.shared.store.hot import HotStatement, hot, run
 from brainhands.shared.store.records import CommitReceipt, OutboxRow
 
 SESSION_CHANNEL = "brainhands_sessions"
@@ -56,38 +57,43 @@ _GUARD = (
 # On PostgreSQL the guard also notifies (delivered when the transaction commits, and only
 # then: a listener re-reads), in the same statement: no round trip of its own.
 _GUARD_NOTIFY = {
-    False: _GUARD.returning(func.pg_notify(SESSION_CHANNEL, _s.c.id)),
-    True: _GUARD.returning(
-        func.pg_notify(SESSION_CHANNEL, _s.c.id), func.pg_notify(ANSWER_CHANNEL, _s.c.id)
+    False: hot(_GUARD.returning(func.pg_notify(SESSION_CHANNEL, _s.c.id))),
+    True: hot(
+        _GUARD.returning(
+            func.pg_notify(SESSION_CHANNEL, _s.c.id), func.pg_notify(ANSWER_CHANNEL, _s.c.id)
+        )
     ),
 }
-_INSERT_ENTRIES = insert(schema.entry)
-_INSERT_TASKS = insert(schema.task)
-_INSERT_SUBMISSIONS = insert(schema.submission)
-_INSERT_BLOBS = insert(schema.blob)
+_HOT_GUARD = hot(_GUARD)
+_INSERT_ENTRIES = hot(insert(schema.entry))
+_INSERT_TASKS = hot(insert(schema.task))
+_INSERT_SUBMISSIONS = hot(insert(schema.submission))
+_INSERT_BLOBS = hot(insert(schema.blob))
 _i = schema.inbox
 _MARK_APPLIED = (
     update(_i)
     .where(_i.c.id.in_(bindparam("ids", expanding=True)), _i.c.session_id == bindparam("sid"))
     .values(applied_at=bindparam("now", type_=_i.c.applied_at.type))
 )
-_INSERT_OUTBOX = insert(schema.outbox).returning(schema.outbox.c.id, sort_by_parameter_order=True)
+_INSERT_OUTBOX = hot(
+    insert(schema.outbox).returning(schema.outbox.c.id, sort_by_parameter_order=True)
+)
 
 
 @cache
-def _update_task(columns: tuple[str, ...], guarded: bool) -> Update:
+def _update_task(columns: tuple[str, ...], guarded: bool) -> HotStatement:
     """``UPDATE task`` of ``columns`` (bound as ``v_<name>``), by id, session (and status)."""
     t = schema.task
     stmt = update(t).where(t.c.id == bindparam("w_id"), t.c.session_id == bindparam("w_session_id"))
     if guarded:
         stmt = stmt.where(t.c.status == bindparam("w_status"))
-    return stmt.values({t.c[c]: bindparam(f"v_{c}", type_=t.c[c].type) for c in columns})
+    return hot(stmt.values({t.c[c]: bindparam(f"v_{c}", type_=t.c[c].type) for c in columns}))
 
 
 @cache
-def _update_submission(columns: tuple[str, ...]) -> Update:
+def _update_submission(columns: tuple[str, ...]) -> HotStatement:
     sub = schema.submission
-    return (
+    return hot(
         update(sub)
         .where(sub.c.id == bindparam("w_id"), sub.c.session_id == bindparam("w_session_id"))
         .values({sub.c[c]: bindparam(f"v_{c}", type_=sub.c[c].type) for c in columns})
@@ -95,11 +101,11 @@ def _update_submission(columns: tuple[str, ...]) -> Update:
 
 
 @cache
-def _answer_joined(columns: tuple[str, ...]) -> Update:
+def _answer_joined(columns: tuple[str, ...]) -> HotStatement:
     """``UPDATE submission`` of ``columns`` for the submissions still running that joined
     root task ``w_task_id``."""
     sub = schema.submission
-    return (
+    return hot(
         update(sub)
         .where(
             sub.c.session_id == bindparam("w_session_id"),
@@ -159,8 +165,9 @@ def _guard(conn: Connection, draft: Draft, now: float) -> int | None:
         changes += [j.changes for j in draft.joined_answers]
         guard = _GUARD_NOTIFY[any(c.get("status") in FINAL_SUBMISSION_STATUSES for c in changes)]
     else:
-        guard = _GUARD
-    guarded = conn.execute(
+        guard = _HOT_GUARD
+    guarded = run(
+        conn,
         guard,
         {
             "g_id": draft.session_id,
@@ -181,7 +188,8 @@ def _apply_guarded(
     seqs = list(range(first_seq, entry_count + 1))
 
     if draft.entries:
-        conn.execute(
+        run(
+            conn,
             _INSERT_ENTRIES,
             [
                 {
@@ -195,7 +203,8 @@ def _apply_guarded(
             ],
         )
     if draft.blobs:
-        conn.execute(
+        run(
+            conn,
             _INSERT_BLOBS,
             [{"id": i, "data": data, "created_at": now} for i, data in draft.blobs.items()],
         )
@@ -207,7 +216,7 @@ def _apply_guarded(
         row = {**t, "session_id": draft.session_id, "created_at": now, "updated_at": now}
         by_columns.setdefault(frozenset(row), []).append(row)
     for rows in by_columns.values():
-        conn.execute(_INSERT_TASKS, rows)
+        run(conn, _INSERT_TASKS, rows)
     for change in draft.task_updates:
         columns, params = _bound(change.changes, now)
         params["w_id"] = change.task_id
@@ -215,14 +224,15 @@ def _apply_guarded(
         if change.expected_status is not None:
             params["w_status"] = change.expected_status
         stmt = _update_task(columns, change.expected_status is not None)
-        done = conn.execute(stmt, params)
+        done = run(conn, stmt, params)
         if done.rowcount != 1:
             raise ConflictError(
                 f"task {change.task_id} of session {draft.session_id} is missing or no longer "
                 f"{change.expected_status}"
             )
     if draft.new_submissions:
-        conn.execute(
+        run(
+            conn,
             _INSERT_SUBMISSIONS,
             [
                 {**sub, "session_id": draft.session_id, "created_at": now, "updated_at": now}
@@ -233,14 +243,14 @@ def _apply_guarded(
         columns, params = _bound(sub_change.changes, now)
         params["w_id"] = sub_change.submission_id
         params["w_session_id"] = draft.session_id
-        done = conn.execute(_update_submission(columns), params)
+        done = run(conn, _update_submission(columns), params)
         if done.rowcount != 1:
             raise NotFoundError(f"submission {sub_change.submission_id} not found")
     for joined in draft.joined_answers:
         columns, params = _bound(joined.changes, now)
         params["w_session_id"] = draft.session_id
         params["w_task_id"] = joined.task_id
-        conn.execute(_answer_joined(columns), params)
+        run(conn, _answer_joined(columns), params)
     if draft.applied_inbox:
         conn.execute(
             _MARK_APPLIED, {"ids": draft.applied_inbox, "sid": draft.session_id, "now": now}
@@ -282,7 +292,8 @@ def insert_outbox_sync(
         return ()
     publish_after = now + handoff if handoff is not None else None
     ids: Sequence[int] = (
-        conn.execute(
+        run(
+            conn,
             _INSERT_OUTBOX,
             [
                 {

@@ -15,6 +15,7 @@ import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any, TypeVar
 
+import asyncpg  # type: ignore[import-untyped]
 from sqlalchemy import Engine, event
 from sqlalchemy import create_engine as create_sync_engine
 from sqlalchemy.engine import Connection, make_url
@@ -30,6 +31,7 @@ from sqlalchemy.pool import ConnectionPoolEntry, PoolProxiedConnection
 from sqlalchemy.util import greenlet_spawn
 
 from brainhands.shared.errors import BrainhandsError, ConflictError, StoreError, StoreUnavailable
+from brainhands.shared.store import hot
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 WAL_SWITCH_WAIT_MS = 100
@@ -82,8 +84,6 @@ async def _connect_to_the_end(*args: Any, **kwargs: Any) -> Any:
     "protocol.data_received() call failed"). So the connect runs in a task of its own; the
     caller still stops at once, and a connection nobody waits for any more is closed.
     """
-    import asyncpg  # type: ignore[import-untyped]
-
     connecting = asyncio.ensure_future(asyncpg.connect(*args, **kwargs))
     try:
         return await asyncio.shield(connecting)
@@ -226,6 +226,28 @@ def wrap_driver_errors() -> Any:
         raise StoreUnavailable(f"store unreachable: {exc}") from exc
     except SQLAlchemyError as exc:
         raise StoreError(f"store error: {exc}") from exc
+    except Exception as exc:
+        # Hot statements (``hot``) raise the driver's own errors.
+        error = _from_asyncpg(exc)
+        if error is None:
+            raise
+        raise error from exc
+
+
+def _from_asyncpg(exc: Exception) -> BrainhandsError | None:
+    """The store error for an asyncpg error, or None for anything else."""
+
+    error: BrainhandsError
+    if isinstance(exc, asyncpg.IntegrityConstraintViolationError):
+        error = ConflictError(f"store rejected a write: {exc}")
+    elif isinstance(exc, hot.UNAVAILABLE):
+        # Also a server shutting down or starting up, and a statement cancelled by it.
+        error = StoreUnavailable(f"store connection lost: {exc}")
+    elif isinstance(exc, asyncpg.PostgresError):
+        error = StoreError(f"store error: {exc}")
+    else:
+        return None
+    return error
 
 
 async def in_one_hop(
@@ -242,7 +264,8 @@ async def in_one_hop(
     ``sqlite_writer`` (a sync engine on the same SQLite file), in one worker thread:
     aiosqlite would hop to its thread for every cursor, execute, fetch and close.
     ``single_statement`` work whose one write is atomic on its own runs without BEGIN and
-    COMMIT on PostgreSQL (two round trips fewer). Driver errors leave as store errors.
+    COMMIT on PostgreSQL (two round trips fewer). On PostgreSQL the work's hot statements
+    go straight to the driver connection (``hot``). Driver errors leave as store errors.
     """
     with wrap_driver_errors():
         if sqlite_writer is not None:
@@ -252,10 +275,9 @@ async def in_one_hop(
 
 
 def _run(engine: Engine, work: Callable[[Connection], _T], autocommit: bool) -> _T:
-    if autocommit:
+    if engine.dialect.name == "postgresql":
         with engine.connect() as conn:
-            conn.execution_options(isolation_level="AUTOCOMMIT")
-            return work(conn)
+            return hot.hop(conn, work, transaction=not autocommit)
     with engine.begin() as conn:
         return work(conn)
 
@@ -273,5 +295,4 @@ def _read(engine: Engine, work: Callable[[Connection], _T], sqlite: bool) -> _T:
             conn.execution_options(**{READ_ONLY: True})
             with conn.begin():
                 return work(conn)
-        conn.execution_options(isolation_level="AUTOCOMMIT")
-        return work(conn)
+        return hot.hop(conn, work, transaction=False)

@@ -14,37 +14,38 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from sqlalchemy import Insert, Row, Table, bindparam, select, update
+from sqlalchemy import Insert, Table, bindparam, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection
 
 from brainhands.shared.errors import NotFoundError, StaleLeaseError
 from brainhands.shared.store import schema
+from brainhands.shared.store.hot import HotStatement, hot, run
 
 _s = schema.session
-_CLAIM_SESSION = (
+_CLAIM_SESSION = hot(
     update(_s)
     .where(_s.c.id == bindparam("sid"), _s.c.fence < bindparam("below", type_=_s.c.fence.type))
     .values(fence=bindparam("token", type_=_s.c.fence.type))
     .returning(*_s.c)
 )
-_SESSION_FENCE = select(_s.c.fence).where(_s.c.id == bindparam("sid"))
+_SESSION_FENCE = hot(select(_s.c.fence).where(_s.c.id == bindparam("sid")))
 
 
-def claim_session_fence(conn: Connection, session_id: str, token: int) -> Row[Any]:
+def claim_session_fence(conn: Connection, session_id: str, token: int) -> Any:
     """Raise the session's fence to ``token`` if it is higher and return the session row;
     refuse otherwise. One statement, on the caller's (sync) connection."""
     params = {"sid": session_id, "below": token, "token": token}
-    claimed = conn.execute(_CLAIM_SESSION, params).one_or_none()
+    claimed = run(conn, _CLAIM_SESSION, params).one_or_none()
     if claimed is not None:
         return claimed
-    current = conn.execute(_SESSION_FENCE, {"sid": session_id}).scalar()
+    current = run(conn, _SESSION_FENCE, {"sid": session_id}).scalar()
     if current is None:
         raise NotFoundError(f"session {session_id} does not exist")
     raise StaleLeaseError(f"session:{session_id}", token, int(current))
 
 
-def _claim_operation(insert: Callable[[Table], Any]) -> Insert:
+def _claim_operation(insert: Callable[[Table], Any]) -> HotStatement:
     """``INSERT ... ON CONFLICT DO UPDATE ... WHERE fence < :fence RETURNING *``.
 
     The new row's columns are bound by name; the conflict branch takes the token and the
@@ -57,7 +58,7 @@ def _claim_operation(insert: Callable[[Table], Any]) -> Insert:
         set_={"fence": stmt.excluded.fence, "updated_at": stmt.excluded.updated_at},
         where=o.c.fence < stmt.excluded.fence,
     )
-    return upsert.returning(*o.c)
+    return hot(upsert.returning(*o.c))
 
 
 # ON CONFLICT is dialect syntax, so there is one statement per backend, built once.
@@ -65,14 +66,16 @@ _CLAIM_OPERATION = {
     "postgresql": _claim_operation(postgresql.insert),
     "sqlite": _claim_operation(sqlite.insert),
 }
-_OPERATION_FENCE = select(schema.operation.c.fence).where(
-    schema.operation.c.operation_id == bindparam("operation_id")
+_OPERATION_FENCE = hot(
+    select(schema.operation.c.fence).where(
+        schema.operation.c.operation_id == bindparam("operation_id")
+    )
 )
 
 
 def claim_operation_fence(
     conn: Connection, operation_id: str, token: int, *, intent: dict[str, Any]
-) -> Row[Any]:
+) -> Any:
     """Create the operation row (``intended``) or raise its fence to ``token``; refuse otherwise.
 
     One statement: the upsert returns the row as it stands after the claim, and returns
@@ -89,8 +92,8 @@ def claim_operation_fence(
         "created_at": now,
         "updated_at": now,
     }
-    claimed = conn.execute(_CLAIM_OPERATION[conn.dialect.name], values).one_or_none()
+    claimed = run(conn, _CLAIM_OPERATION[conn.dialect.name], values).one_or_none()
     if claimed is not None:
         return claimed
-    current: int = conn.execute(_OPERATION_FENCE, {"operation_id": operation_id}).scalar_one()
+    current: int = run(conn, _OPERATION_FENCE, {"operation_id": operation_id}).scalar_one()
     raise StaleLeaseError(f"operation:{operation_id}", token, current)

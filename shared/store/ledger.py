@@ -38,6 +38,7 @@ from brainhands.shared.store.commit import insert_outbox_sync
 from brainhands.shared.store.draft import OutboxMessage, new_id
 from brainhands.shared.store.engine import in_one_hop, read_transaction
 from brainhands.shared.store.group import GroupCommit
+from brainhands.shared.store.hot import hot, run
 from brainhands.shared.store.load import operation_record
 from brainhands.shared.store.records import (
     CommitReceipt,
@@ -70,11 +71,11 @@ def _bound(column: str) -> Any:
 
 
 _READ = select(_o).where(_o.c.operation_id == bindparam("operation_id"))
-_FENCE = select(_o.c.fence).where(_o.c.operation_id == bindparam("operation_id"))
+_FENCE = hot(select(_o.c.fence).where(_o.c.operation_id == bindparam("operation_id")))
 _t = schema.task
 # The Brain commits a cancel as its task's cancel_requested; a call checks it as it goes out.
 _CANCEL_REQUESTED = exists().where(_t.c.id == _o.c.task_id, _t.c.cancel_requested.is_(true()))
-_MARK_STARTED = (
+_MARK_STARTED = hot(
     _guarded_update(
         status="started",
         attempts=_o.c.attempts + 1,
@@ -89,18 +90,25 @@ _CANCELLED_TASKS = select(_t.c.id).where(
     _t.c.id.in_(bindparam("task_ids", expanding=True)), _t.c.cancel_requested.is_(true())
 )
 _INTERRUPTIONS = _o.c.interruptions + bindparam("v_interrupted", type_=_o.c.interruptions.type)
-_SCHEDULE_RETRY = _guarded_update(
-    status="intended",
-    error=_bound("error"),
-    next_attempt_at=_bound("next_attempt_at"),
-    interruptions=_INTERRUPTIONS,
-    updated_at=_bound("updated_at"),
+_SCHEDULE_RETRY = hot(
+    _guarded_update(
+        status="intended",
+        error=_bound("error"),
+        next_attempt_at=_bound("next_attempt_at"),
+        interruptions=_INTERRUPTIONS,
+        updated_at=_bound("updated_at"),
+    )
 )
-_RECORD_OUTCOME = _guarded_update(
-    **{c: _bound(c) for c in ("status", "result", "error", "blob_id", "finished_at", "updated_at")},
-    interruptions=_INTERRUPTIONS,
+_RECORD_OUTCOME = hot(
+    _guarded_update(
+        **{
+            c: _bound(c)
+            for c in ("status", "result", "error", "blob_id", "finished_at", "updated_at")
+        },
+        interruptions=_INTERRUPTIONS,
+    )
 )
-_INSERT_BLOB = insert(schema.blob)
+_INSERT_BLOB = hot(insert(schema.blob))
 _READ_BLOB = select(schema.blob.c.data).where(schema.blob.c.id == bindparam("id"))
 
 
@@ -235,9 +243,9 @@ def _claim(
 def _mark_started(conn: Connection, operation_id: str, token: int) -> OperationRecord:
     now = time.time()
     params = {"w_id": operation_id, "w_fence": token, "v_started_at": now, "v_updated_at": now}
-    row = conn.execute(_MARK_STARTED, params).one_or_none()
+    row = run(conn, _MARK_STARTED, params).one_or_none()
     if row is None:
-        current = conn.execute(_FENCE, {"operation_id": operation_id}).scalar()
+        current = run(conn, _FENCE, {"operation_id": operation_id}).scalar()
         if current == token:  # the guard held: the cancel check refused it
             raise CallCancelled(operation_id)
         _refuse(conn, operation_id, token)
@@ -260,7 +268,7 @@ def _schedule_retry(
         "v_interrupted": int(interrupted),
         "v_updated_at": time.time(),
     }
-    if conn.execute(_SCHEDULE_RETRY, params).rowcount != 1:
+    if run(conn, _SCHEDULE_RETRY, params).rowcount != 1:
         _refuse(conn, operation_id, token)
 
 
@@ -283,10 +291,10 @@ def _record_outcome(
     params = {**outcome.params, "v_blob_id": blob_id, "v_finished_at": now, "v_updated_at": now}
     # The guard goes first: a stale writer is refused before it sends a large blob, and a
     # refused outcome has written nothing (so a batch goes on without it).
-    if conn.execute(_RECORD_OUTCOME, params).rowcount != 1:
+    if run(conn, _RECORD_OUTCOME, params).rowcount != 1:
         _refuse(conn, params["w_id"], params["w_fence"])
     if outcome.blob is not None:
-        conn.execute(_INSERT_BLOB, {"id": blob_id, "data": outcome.blob, "created_at": now})
+        run(conn, _INSERT_BLOB, {"id": blob_id, "data": outcome.blob, "created_at": now})
     if outcome.notify is None:
         return ()
     return insert_outbox_sync(conn, outcome.session_id, [outcome.notify], now, handoff=handoff)
@@ -306,7 +314,7 @@ def _record_outcomes(
 
 def _refuse(conn: Connection, operation_id: str, token: int) -> NoReturn:
     """A guarded write matched no row: say whether the row is missing or the token stale."""
-    current = conn.execute(_FENCE, {"operation_id": operation_id}).scalar()
+    current = run(conn, _FENCE, {"operation_id": operation_id}).scalar()
     if current is None:
         raise NotFoundError(f"operation {operation_id} does not exist")
     raise StaleLeaseError(f"operation:{operation_id}", token, int(current))

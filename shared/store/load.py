@@ -31,6 +31,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from brainhands.shared.errors import NotFoundError
 from brainhands.shared.store import fence, schema
 from brainhands.shared.store.engine import read_in_one_hop
+from brainhands.shared.store.hot import hot, run
 from brainhands.shared.store.records import (
     OPEN_SUBMISSION_STATUSES,
     ClaimedSession,
@@ -56,26 +57,26 @@ _s, _e, _d, _t, _sub, _o, _b, _i = (
 )
 _SID: BindParameter[str] = bindparam("sid")
 _IDS: BindParameter[list[str]] = bindparam("ids", expanding=True)
-_SESSION = select(_s).where(_s.c.id == _SID)
-_ENTRIES = (
+_SESSION = hot(select(_s).where(_s.c.id == _SID))
+_ENTRIES = hot(
     select(_e.c.seq, _e.c.kind, _e.c.body, _e.c.created_at)
     .where(_e.c.session_id == _SID)
     .order_by(_e.c.seq)
 )
-_DOCUMENTS = select(_d.c.name, _d.c.version, _d.c.body).where(_d.c.session_id == _SID)
-_OPEN_TASKS = (
+_DOCUMENTS = hot(select(_d.c.name, _d.c.version, _d.c.body).where(_d.c.session_id == _SID))
+_OPEN_TASKS = hot(
     select(_t)
     .where(_t.c.session_id == _SID, _t.c.status != "terminal")
     .order_by(_t.c.created_at, _t.c.id)
 )
 # The statuses as ``=`` terms, not ``IN (...)``: SQLAlchemy renders an IN list anew at every
 # execution (about 40 us of CPU, measured by bench.hop); these are compiled once.
-_OPEN_SUBMISSIONS = (
+_OPEN_SUBMISSIONS = hot(
     select(_sub)
     .where(_sub.c.session_id == _SID, or_(*(_sub.c.status == s for s in OPEN_SUBMISSION_STATUSES)))
     .order_by(_sub.c.created_at, _sub.c.id)
 )
-_UNAPPLIED_INBOX = (
+_UNAPPLIED_INBOX = hot(
     select(_i).where(_i.c.session_id == _SID, _i.c.applied_at.is_(None)).order_by(_i.c.id)
 )
 _TASKS_BY_ID = select(_t).where(_t.c.id.in_(_IDS))
@@ -100,7 +101,7 @@ def operation_record(row: Row[Any]) -> OperationRecord:
 
 def load_session_sync(conn: Connection, session_id: str) -> SessionState:
     """Everything a Brain needs to continue ``session_id``, read in six or seven queries."""
-    row = conn.execute(_SESSION, {"sid": session_id}).one_or_none()
+    row = run(conn, _SESSION, {"sid": session_id}).one_or_none()
     if row is None:
         raise NotFoundError(f"session {session_id} does not exist")
     return _read_state(conn, SessionRecord(**_fields(row)))
@@ -177,9 +178,9 @@ def operations_by_ids_sync(conn: Connection, ids: list[str]) -> dict[str, Operat
 
 def _read_state(conn: Connection, session: SessionRecord) -> SessionState:
     params = {"sid": session.id}
-    entries = [EntryRecord(**_fields(r)) for r in conn.execute(_ENTRIES, params)]
-    documents = {r.name: DocumentRecord(**_fields(r)) for r in conn.execute(_DOCUMENTS, params)}
-    open_tasks = [task_record(r) for r in conn.execute(_OPEN_TASKS, params)]
+    entries = [EntryRecord(**_fields(r)) for r in run(conn, _ENTRIES, params)]
+    documents = {r.name: DocumentRecord(**_fields(r)) for r in run(conn, _DOCUMENTS, params)}
+    open_tasks = [task_record(r) for r in run(conn, _OPEN_TASKS, params)]
     open_ids = {t.id for t in open_tasks}
     settled_ids = sorted({i for t in open_tasks for i in (t.wait_for or [])} - open_ids)
     settled = tasks_by_ids_sync(conn, settled_ids)
@@ -195,10 +196,10 @@ def _read_state(conn: Connection, session: SessionRecord) -> SessionState:
 
 
 def _open_submissions(conn: Connection, session_id: str) -> list[SubmissionRecord]:
-    rows = conn.execute(_OPEN_SUBMISSIONS, {"sid": session_id})
+    rows = run(conn, _OPEN_SUBMISSIONS, {"sid": session_id})
     return [SubmissionRecord(**_fields(r)) for r in rows]
 
 
 def _unapplied_inbox(conn: Connection, session_id: str) -> list[InboxRecord]:
-    rows = conn.execute(_UNAPPLIED_INBOX, {"sid": session_id})
+    rows = run(conn, _UNAPPLIED_INBOX, {"sid": session_id})
     return [InboxRecord(**_fields(r)) for r in rows]
