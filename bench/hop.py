@@ -8,6 +8,9 @@ CPU per session can go. The variants, on one PostgreSQL schema migrated to head:
 * ``store hop``: ``arrivals()`` -- a holder's mid-pass read of a session's inbox and queued
   submissions, two statements -- as the runtime runs it: one greenlet on a connection of
   SQLAlchemy's pool, its hot statements (``shared.store.hot``) sent to the driver;
+* the same hop with SQLAlchemy executing the two statements (what the runtime did before
+  hot statements); and a hop that marks one outbox row sent (a statement with an ``IN``
+  list, rendered at each execution), hot and through SQLAlchemy;
 * ``asyncpg pool``: the same two statements (compiled once from the same SQLAlchemy
   constructs), on a connection acquired from an asyncpg pool;
 * the same on an asyncpg pool whose release runs no reset query (by default it runs one:
@@ -34,11 +37,14 @@ from typing import Any
 
 import asyncpg
 from redis.asyncio import Redis
+from sqlalchemy.engine import Connection
 
 from bench._rounds import run_rounds
 from bench._services import add_service_urls, asyncpg_dsn, drop_schemas, new_parser, open_store
 from bench._stats import machine, percentile, print_table
+from brainhands.shared.store.engine import in_one_hop, read_in_one_hop
 from brainhands.shared.store.load import _OPEN_SUBMISSIONS, _UNAPPLIED_INBOX, arrivals
+from brainhands.shared.store.outbox import _MARK_SENT, mark_sent_now
 from brainhands.shared.store.store import Store
 
 
@@ -98,6 +104,24 @@ async def measure(args: argparse.Namespace) -> list[Variant]:
             async def store_hop() -> object:
                 return await arrivals(store.engine, session_id, queued=True)
 
+            def through_sqlalchemy(conn: Connection) -> object:
+                conn.execute(_UNAPPLIED_INBOX.statement, {"sid": session_id}).all()
+                return conn.execute(_OPEN_SUBMISSIONS.statement, {"sid": session_id}).all()
+
+            async def sqlalchemy_hop() -> object:
+                return await read_in_one_hop(store.engine, through_sqlalchemy)
+
+            async def mark_hot() -> object:
+                return await mark_sent_now(store, [1])
+
+            async def mark_sqlalchemy() -> object:
+                return await in_one_hop(
+                    store.engine,
+                    None,
+                    lambda c: c.execute(_MARK_SENT.statement, {"ids": [1], "now": 1.0}),
+                    single_statement=True,
+                )
+
             async def pooled() -> object:
                 async with pool.acquire() as conn:
                     await conn.fetch(inbox[0], *inbox[1])
@@ -120,6 +144,9 @@ async def measure(args: argparse.Namespace) -> list[Variant]:
 
             variants = [
                 Variant("store hop: arrivals(), 2 statements, as the runtime runs it", store_hop),
+                Variant("the same hop, the statements executed by SQLAlchemy", sqlalchemy_hop),
+                Variant("store hop: mark one outbox row sent (an IN list)", mark_hot),
+                Variant("the same hop, executed by SQLAlchemy", mark_sqlalchemy),
                 Variant("the same 2 statements, asyncpg pool", pooled),
                 Variant("the same, asyncpg pool without its reset query", pooled_lean),
                 Variant("the same 2 statements, one asyncpg connection", on_held),

@@ -70,7 +70,7 @@ _INSERT_TASKS = hot(insert(schema.task))
 _INSERT_SUBMISSIONS = hot(insert(schema.submission))
 _INSERT_BLOBS = hot(insert(schema.blob))
 _i = schema.inbox
-_MARK_APPLIED = (
+_MARK_APPLIED = hot(
     update(_i)
     .where(_i.c.id.in_(bindparam("ids", expanding=True)), _i.c.session_id == bindparam("sid"))
     .values(applied_at=bindparam("now", type_=_i.c.applied_at.type))
@@ -252,8 +252,10 @@ def _apply_guarded(
         params["w_task_id"] = joined.task_id
         run(conn, _answer_joined(columns), params)
     if draft.applied_inbox:
-        conn.execute(
-            _MARK_APPLIED, {"ids": draft.applied_inbox, "sid": draft.session_id, "now": now}
+        run(
+            conn,
+            _MARK_APPLIED,
+            {"ids": draft.applied_inbox, "sid": draft.session_id, "now": now},
         )
     outbox = insert_outbox_sync(conn, draft.session_id, draft.outbox, now, handoff=handoff)
     return CommitReceipt(

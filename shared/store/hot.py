@@ -74,19 +74,17 @@ class _Compiled:
             dialect=dialect, column_keys=sorted(keys) if keys is not None else None
         )
         assert isinstance(compiled, SQLCompiler)
-        if (
-            compiled.has_out_parameters
-            or getattr(compiled, "_has_postcompile", False)
-            or compiled.insert_prefetch
-            or compiled.update_prefetch
-        ):
+        if compiled.has_out_parameters or compiled.insert_prefetch or compiled.update_prefetch:
             raise ValueError(
-                "a hot statement cannot have expanding or out parameters, nor column defaults "
-                "computed in Python"
+                "a hot statement cannot have out parameters, nor column defaults computed in Python"
             )
         self.sql = compiled.string
+        self.expanding: SQLCompiler | None = (
+            compiled if compiled.post_compile_params or compiled.literal_execute_params else None
+        )
+        """Set when an ``IN`` list is rendered at each execution, as SQLAlchemy does."""
         self.slots: list[tuple[str, bool, Any, Callable[[Any], Any] | None]] = []
-        for name in compiled.positiontup or ():
+        for name in () if self.expanding is not None else compiled.positiontup or ():
             bind = compiled.binds[name]
             if bind.callable is not None:
                 raise ValueError("a hot statement cannot have callable parameters")
@@ -97,7 +95,20 @@ class _Compiled:
         self.keys = tuple(c.keyname for c in columns)
         self.index = {key: i for i, key in enumerate(self.keys)}
 
+    def bound(self, params: Params) -> tuple[str, list[Any]]:
+        """The SQL and its arguments for ``params``."""
+        if self.expanding is None:
+            return self.sql, self.args(params)
+        state = self.expanding.construct_expanded_state(params, escape_names=False)
+        out = []
+        for name in state.positiontup or ():
+            value, processor = state.parameters[name], state.processors.get(name)
+            out.append(_processed(name, value, processor))
+        return state.statement, out
+
     def args(self, params: Params) -> list[Any]:
+        if self.expanding is not None:
+            raise ValueError("a hot statement with an IN list runs with one set of parameters")
         out = []
         for key, required, default, processor in self.slots:
             if key in params:
@@ -106,13 +117,17 @@ class _Compiled:
                 raise KeyError(f"a value is required for bind parameter {key!r}")
             else:
                 value = default
-            if processor is not None:
-                try:
-                    value = processor(value)
-                except (TypeError, ValueError) as exc:  # as SQLAlchemy's StatementError does
-                    raise StoreError(f"store error: parameter {key!r}: {exc}") from exc
-            out.append(value)
+            out.append(_processed(key, value, processor))
         return out
+
+
+def _processed(key: str, value: Any, processor: Callable[[Any], Any] | None) -> Any:
+    if processor is None:
+        return value
+    try:
+        return processor(value)
+    except (TypeError, ValueError) as exc:  # as SQLAlchemy's StatementError does
+        raise StoreError(f"store error: parameter {key!r}: {exc}") from exc
 
 
 class HotRow:
@@ -209,16 +224,16 @@ def run(conn: Connection, statement: HotStatement, params: Params | Sequence[Par
         return result
     keys = frozenset(params) if _bare_insert(statement) else None
     compiled = statement.compiled(conn.dialect, keys)
-    args = compiled.args(params)
-    _announce(conn, "before_cursor_execute", compiled.sql, args, executemany=False)
+    sql, args = compiled.bound(params)
+    _announce(conn, "before_cursor_execute", sql, args, executemany=False)
     if compiled.returns_rows:
-        records = await_only(driver.fetch(compiled.sql, *args))
+        records = await_only(driver.fetch(sql, *args))
         result = HotResult(_rows(compiled, records), len(records))
     else:
-        status: str = await_only(driver.execute(compiled.sql, *args))
+        status: str = await_only(driver.execute(sql, *args))
         count = status.rsplit(" ", 1)[-1]
         result = HotResult([], int(count) if count.isdigit() else -1)
-    _announce(conn, "after_cursor_execute", compiled.sql, args, executemany=False)
+    _announce(conn, "after_cursor_execute", sql, args, executemany=False)
     return result
 
 

@@ -79,8 +79,8 @@ _OPEN_SUBMISSIONS = hot(
 _UNAPPLIED_INBOX = hot(
     select(_i).where(_i.c.session_id == _SID, _i.c.applied_at.is_(None)).order_by(_i.c.id)
 )
-_TASKS_BY_ID = select(_t).where(_t.c.id.in_(_IDS))
-_OPERATIONS_BY_ID = (
+_TASKS_BY_ID = hot(select(_t).where(_t.c.id.in_(_IDS)))
+_OPERATIONS_BY_ID = hot(
     select(_o, _b.c.data.label("result_blob"))
     .select_from(_o.outerjoin(_b, _b.c.id == _o.c.blob_id))
     .where(_o.c.operation_id.in_(_IDS))
@@ -159,7 +159,7 @@ async def arrivals(
 def tasks_by_ids_sync(conn: Connection, ids: list[str]) -> dict[str, TaskRecord]:
     if not ids:
         return {}
-    return {r.id: task_record(r) for r in conn.execute(_TASKS_BY_ID, {"ids": ids})}
+    return {r.id: task_record(r) for r in run(conn, _TASKS_BY_ID, {"ids": ids})}
 
 
 def operations_by_ids_sync(conn: Connection, ids: list[str]) -> dict[str, OperationRecord]:
@@ -167,7 +167,7 @@ def operations_by_ids_sync(conn: Connection, ids: list[str]) -> dict[str, Operat
     if not ids:
         return {}
     found = {}
-    for row in conn.execute(_OPERATIONS_BY_ID, {"ids": ids}):
+    for row in run(conn, _OPERATIONS_BY_ID, {"ids": ids}):
         fields = _fields(row)
         blob = fields.pop("result_blob")
         if blob is not None:

@@ -14,6 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from brainhands.shared.store import schema
 from brainhands.shared.store.engine import in_one_hop, read_transaction, write_transaction
+from brainhands.shared.store.hot import hot, run
 from brainhands.shared.store.records import OutboxRow
 from brainhands.shared.store.store import Store
 
@@ -39,7 +40,7 @@ async def claim_unsent(conn: AsyncConnection, limit: int) -> list[OutboxRow]:
     return [OutboxRow(r.id, r.routing_key, bytes(r.body), r.headers) for r in rows]
 
 
-_MARK_SENT = (
+_MARK_SENT = hot(
     update(schema.outbox)
     .where(schema.outbox.c.id.in_(bindparam("ids", expanding=True)))
     .values(sent_at=bindparam("now", type_=schema.outbox.c.sent_at.type))
@@ -49,7 +50,7 @@ _MARK_SENT = (
 async def mark_sent(conn: AsyncConnection, ids: list[int]) -> None:
     """Record that the broker confirmed these rows (in the caller's transaction)."""
     if ids:
-        await conn.execute(_MARK_SENT, {"ids": ids, "now": time.time()})
+        await conn.execute(_MARK_SENT.statement, {"ids": ids, "now": time.time()})
 
 
 async def mark_sent_now(store: Store, ids: list[int]) -> None:
@@ -58,7 +59,7 @@ async def mark_sent_now(store: Store, ids: list[int]) -> None:
         await in_one_hop(
             store.engine,
             store.sqlite_writer,
-            lambda conn: conn.execute(_MARK_SENT, {"ids": ids, "now": time.time()}),
+            lambda conn: run(conn, _MARK_SENT, {"ids": ids, "now": time.time()}),
             single_statement=True,
         )
 

@@ -26,6 +26,11 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(90)]
 
 _e = schema.entry
 ENTRIES = hot(select(_e.c.seq, _e.c.body).where(_e.c.session_id == bindparam("sid")))
+SOME_ENTRIES = hot(
+    select(_e.c.seq, _e.c.body)
+    .where(_e.c.session_id == bindparam("sid"), _e.c.seq.in_(bindparam("seqs", expanding=True)))
+    .order_by(_e.c.seq)
+)
 INSERT_ENTRY = hot(insert(_e))
 SLEEP = hot(select(func.pg_sleep(bindparam("seconds"))))
 BACKEND_PID = hot(select(func.pg_backend_pid()))
@@ -69,6 +74,24 @@ async def test_rows_read_as_sqlalchemys_and_json_goes_both_ways(pg_store: Store)
     hot_rows, plain = await read_in_one_hop(pg_store.engine, both)
     assert hot_rows == plain
     assert [body for _, _, body in hot_rows] == bodies
+
+
+async def test_an_in_list_is_rendered_for_its_length_each_time(pg_store: Store) -> None:
+    await in_one_hop(
+        pg_store.engine,
+        None,
+        lambda c: run(c, INSERT_ENTRY, [entry(i, {"n": i}) for i in range(1, 6)]),
+    )
+    for seqs in ([3], [1, 5], [2, 3, 4], []):
+        params = {"sid": "s1", "seqs": seqs}
+
+        def both(conn: Connection, p: dict[str, object] = params) -> tuple[object, object]:
+            hot_rows = [(r.seq, r.body) for r in run(conn, SOME_ENTRIES, p)]
+            plain = [(r.seq, r.body) for r in conn.execute(SOME_ENTRIES.statement, p)]
+            return hot_rows, plain
+
+        hot_rows, plain = await read_in_one_hop(pg_store.engine, both)
+        assert hot_rows == plain == [(n, {"n": n}) for n in seqs]
 
 
 async def test_a_refused_hop_rolls_back_what_it_wrote_and_its_connection_goes_on(
