@@ -77,7 +77,6 @@ from brainhands.api.keys import create_key
 from brainhands.client import Client
 from brainhands.shared.config import normalize_database_url
 from brainhands.shared.store import Draft, Store, schema
-from brainhands.shared.store.engine import write_transaction
 from brainhands.shared.topology import Topology
 
 TARGET_API_ADDS_MS = 2.0
@@ -353,7 +352,7 @@ async def new_sessions(store: Store, prefix: str, n: int, tenant: str | None) ->
         await store.create_session(session_id, compat=COMPAT)
     if tenant is not None:  # as if the key's tenant had created them through the API
         s = schema.session
-        async with write_transaction(store.engine) as conn:
+        async with store.backend.transaction() as conn:
             await conn.execute(update(s).where(s.c.id.in_(ids)).values(tenant=tenant))
     return ids
 

@@ -271,7 +271,7 @@ async def prune(c: Open, fill: Prefill) -> tuple[int, int, float]:
     before = int(await c.db.fetchval("SELECT count(*) FROM outbox"))
     start = time.monotonic()
     middle = fill.start + HISTORY_SPAN / 2
-    pruned = await prune_sent(c.store.engine, older_than=time.time() - middle)
+    pruned = await prune_sent(c.store, older_than=time.time() - middle)
     return before, pruned, time.monotonic() - start
 
 

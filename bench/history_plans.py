@@ -21,7 +21,6 @@ from sqlalchemy import event
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from brainhands.shared.store import Store
-from brainhands.shared.store.engine import write_transaction
 from brainhands.shared.store.outbox import claim_unsent, outbox_backlog, sessions_with_unsent
 from brainhands.shared.store.queries import calls_without_outcome, sessions_needing_attention
 
@@ -77,31 +76,30 @@ async def hot_statements(
     """What the sweeper, a Brain and a relay run: the sweeper's queries (its unsent-rows
     check for ``unsent_ids``), a Brain's load and claim of session ``probe`` (whose fence
     is ``fence``), a relay's claim of unsent rows and its backlog reading."""
-    engine = store.engine
     now = time.time()
 
     async def claim_rows() -> None:
-        async with write_transaction(engine) as conn:
-            await claim_unsent(conn, 100)
+        async with store.backend.transaction() as conn:
+            await claim_unsent(store.backend, conn, 100)
 
     def attention() -> Awaitable[object]:
-        return sessions_needing_attention(engine, now=now, grace=1.0)
+        return sessions_needing_attention(store, now=now, grace=1.0)
 
     def without_outcome() -> Awaitable[object]:
-        return calls_without_outcome(engine, older_than=now - 15)
+        return calls_without_outcome(store, older_than=now - 15)
 
     calls: list[tuple[str, Callable[[], Awaitable[object]]]] = [
         ("sweeper: sessions_needing_attention", attention),
-        ("sweeper: sessions_with_unsent", lambda: sessions_with_unsent(engine, list(unsent_ids))),
+        ("sweeper: sessions_with_unsent", lambda: sessions_with_unsent(store, list(unsent_ids))),
         ("sweeper: calls_without_outcome", without_outcome),
         ("Brain load", lambda: store.load(probe)),
         ("Brain claim", lambda: store.claim_session(probe, fence + 1)),
         ("relay: claim_unsent", claim_rows),
-        ("relay: outbox_backlog", lambda: outbox_backlog(engine)),
+        ("relay: outbox_backlog", lambda: outbox_backlog(store)),
     ]
     found: list[Statement] = []
     for label, call in calls:
-        with recording(engine) as seen:
+        with recording(store.backend.engine) as seen:
             await call()
         statements = [(sql, params) for sql, params in seen if _TABLE.search(sql)]
         for sql, params in statements:

@@ -42,7 +42,6 @@ from sqlalchemy.engine import Connection
 from bench._rounds import run_rounds
 from bench._services import add_service_urls, asyncpg_dsn, drop_schemas, new_parser, open_store
 from bench._stats import machine, percentile, print_table
-from brainhands.shared.store.engine import in_one_hop, read_in_one_hop
 from brainhands.shared.store.load import _OPEN_SUBMISSIONS, _UNAPPLIED_INBOX, arrivals
 from brainhands.shared.store.outbox import _MARK_SENT, mark_sent_now
 from brainhands.shared.store.store import Store
@@ -69,7 +68,7 @@ class Variant:
 def compiled(store: Store, statement: Any, session_id: str) -> tuple[str, list[Any]]:
     """``statement`` as the SQL text SQLAlchemy sends to asyncpg, and its arguments for
     ``session_id`` (bound as ``sid``)."""
-    done = statement.compile(dialect=store.engine.dialect)
+    done = statement.compile(dialect=store.backend.engine.dialect)
     state = done.construct_expanded_state({"sid": session_id})
     return state.statement, [state.parameters[name] for name in state.positiontup or ()]
 
@@ -102,22 +101,20 @@ async def measure(args: argparse.Namespace) -> list[Variant]:
             queued = compiled(store, _OPEN_SUBMISSIONS.statement, session_id)
 
             async def store_hop() -> object:
-                return await arrivals(store.engine, session_id, queued=True)
+                return await arrivals(store, session_id, queued=True)
 
             def through_sqlalchemy(conn: Connection) -> object:
                 conn.execute(_UNAPPLIED_INBOX.statement, {"sid": session_id}).all()
                 return conn.execute(_OPEN_SUBMISSIONS.statement, {"sid": session_id}).all()
 
             async def sqlalchemy_hop() -> object:
-                return await read_in_one_hop(store.engine, through_sqlalchemy)
+                return await store.backend.read(through_sqlalchemy)
 
             async def mark_hot() -> object:
                 return await mark_sent_now(store, [1])
 
             async def mark_sqlalchemy() -> object:
-                return await in_one_hop(
-                    store.engine,
-                    None,
+                return await store.backend.write(
                     lambda c: c.execute(_MARK_SENT.statement, {"ids": [1], "now": 1.0}),
                     single_statement=True,
                 )

@@ -25,7 +25,6 @@ from brainhands.shared.broker import Broker
 from brainhands.shared.relay import OutboxRelay
 from brainhands.shared.store import Store
 from brainhands.shared.store import schema as tables
-from brainhands.shared.store.engine import read_transaction
 from brainhands.shared.topology import Topology
 
 PILOT_SESSIONS = 50
@@ -68,7 +67,7 @@ class TimerResult:
 
 async def count_naps(store: Store, prefix: str, status: str) -> int:
     t = tables.task
-    async with read_transaction(store.engine) as conn:
+    async with store.backend.snapshot() as conn:
         found = await conn.execute(
             select(func.count()).where(
                 t.c.kind == NAP_KIND, t.c.session_id.like(f"{prefix}-%"), t.c.status == status
@@ -227,7 +226,7 @@ async def measure_timers(
     if done < sessions:
         raise RuntimeError(f"{done} of {sessions} finished within {args.timeout} s of T")
     tk = tables.task
-    async with read_transaction(store.engine) as conn:
+    async with store.backend.snapshot() as conn:
         rows = (
             await conn.execute(
                 select(tk.c.updated_at, tk.c.result, tk.c.outcome).where(

@@ -52,7 +52,6 @@ from brainhands.shared.config import normalize_database_url
 from brainhands.shared.messages import encode
 from brainhands.shared.relay import OutboxRelay
 from brainhands.shared.store import Draft, Store
-from brainhands.shared.store.engine import write_transaction
 from brainhands.shared.store.outbox import claim_unsent, mark_sent
 from brainhands.shared.topology import Topology
 
@@ -153,8 +152,8 @@ async def child_relay(args: argparse.Namespace) -> None:
         try:
             # Open the pool's connection and warm the statement caches, as a relay that has
             # been running would have them, inside a transaction that changes nothing.
-            async with store.engine.connect() as conn:
-                await claim_unsent(conn, args.batch)
+            async with store.backend.engine.connect() as conn:
+                await claim_unsent(store.backend, conn, args.batch)
                 await mark_sent(conn, list(range(-args.batch, 0)))
                 await conn.rollback()
             relay = ReportingRelay(store, broker, batch_size=args.batch)
@@ -281,7 +280,7 @@ class Child:
 
 async def prefill(setup: Setup, rows: int) -> None:
     """Empty the outbox, then commit ``rows`` rows into it in batches (untimed)."""
-    async with write_transaction(setup.store.engine) as conn:
+    async with setup.store.backend.transaction() as conn:
         await conn.execute(text("TRUNCATE outbox"))
     for start in range(0, rows, PREFILL_BATCH):
         draft = Draft(setup.session_id, version=setup.version, fence=setup.fence)
@@ -289,7 +288,7 @@ async def prefill(setup: Setup, rows: int) -> None:
             draft.add_outbox(setup.queue, body(i))
         receipt = await setup.store.commit(draft)
         setup.version = receipt.version
-    async with write_transaction(setup.store.engine) as conn:
+    async with setup.store.backend.transaction() as conn:
         await conn.execute(text("ANALYZE outbox"))
 
 

@@ -60,7 +60,7 @@ class Arrivals:
             for t in open_tasks
             if t.kind == TOOL_KIND and t.operation_id and t.status == "waiting"
         ]
-        fresh, ops = await tasks_and_operations(self.store.engine, sorted(waited), op_ids)
+        fresh, ops = await tasks_and_operations(self.store, sorted(waited), op_ids)
         changed = bool(fresh) or any(
             ops[i].status != (edits.operations[i].status if i in edits.operations else None)
             for i in ops
@@ -97,7 +97,7 @@ class Arrivals:
         self.signals_read_at = time.monotonic()
         received = set(draft.applied_inbox)
         follow_up = self._follow_up_waited()
-        fresh, queued = await arrivals(self.store.engine, edits.session_id, queued=follow_up)
+        fresh, queued = await arrivals(self.store, edits.session_id, queued=follow_up)
         edits.signals = [r for r in fresh if r.kind == "signal" and r.id not in received]
         if follow_up:
             self._keep_queued(draft, queued)
@@ -137,7 +137,7 @@ class Arrivals:
         read them less than ``LEASE_WAIT_MARGIN`` ago."""
         read_at = self.queued_read_at
         if read_at is None or time.monotonic() - read_at >= LEASE_WAIT_MARGIN:
-            _, queued = await arrivals(self.store.engine, self.edits.session_id, queued=True)
+            _, queued = await arrivals(self.store, self.edits.session_id, queued=True)
             self._keep_queued(draft, queued)
 
     def _follow_up_waited(self) -> bool:

@@ -222,8 +222,8 @@ class Sweeper:
         sent: Counter[str] = Counter()
         now = time.time()
         # Work is only re-triggered once its own trigger had a period to land.
-        sessions = await sessions_needing_attention(self.store.engine, now=now, grace=self.period)
-        unsent = await sessions_with_unsent(self.store.engine, [s.session_id for s in sessions])
+        sessions = await sessions_needing_attention(self.store, now=now, grace=self.period)
+        unsent = await sessions_with_unsent(self.store, [s.session_id for s in sessions])
         self._watched = watch_sessions(self._watched, sessions, unsent, now)
         busy = await self.leases.held([f"session:{s.session_id}" for s in sessions])
         idle = [ref for ref in sessions if f"session:{ref.session_id}" not in busy]
@@ -266,9 +266,7 @@ class Sweeper:
                 watch, woken_at=now, woken=watch.woken + 1
             )
             sent["blocked_rechecked" if ref.blocked else "session_woken"] += 1
-        calls = await calls_without_outcome(
-            self.store.engine, older_than=now - self.redispatch_after
-        )
+        calls = await calls_without_outcome(self.store, older_than=now - self.redispatch_after)
         running = await self.leases.held([f"operation:{c.task.operation_id}" for c in calls])
         for call in calls:
             task = call.task

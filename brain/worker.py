@@ -323,7 +323,7 @@ class BrainWorker:
                 kept is None or any(t.id == result.task_id for t in kept.open_tasks)
             ):
                 return False  # unknown session, or waiting as far as this worker knows
-            found = await tasks_by_ids(self.store.engine, [result.task_id])
+            found = await tasks_by_ids(self.store, [result.task_id])
             task = found.get(result.task_id)
             if task is None or task.session_id != result.session_id or task.status != "terminal":
                 return False

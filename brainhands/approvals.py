@@ -21,7 +21,6 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from brainhands.brain.approval import APPROVAL_KIND, DECISION_PREFIX, Verdict, decision_signal
 from brainhands.shared.errors import DecisionRefused, NotFoundError
 from brainhands.shared.store import OutboxMessage, Store, schema
-from brainhands.shared.store.engine import read_transaction
 from brainhands.shared.store.inbox import send_signal, session_inbox
 from brainhands.shared.store.load import task_record
 from brainhands.shared.store.queries import tasks_by_ids
@@ -80,7 +79,7 @@ async def pending_approvals(
 ) -> list[PendingApproval]:
     """Calls waiting for a decision (of one session, or of all), oldest first. A call
     whose decision is recorded is no longer listed, even before a Brain carries it out."""
-    async with read_transaction(store.engine) as conn:
+    async with store.backend.snapshot() as conn:
         return await pending_approvals_in(conn, session_id, limit=limit)
 
 
@@ -114,7 +113,7 @@ async def decide(
     wake: Callable[[str], OutboxMessage],
 ) -> Decision:
     """Record ``verdict`` on approval ``approval_id`` (once), for a Brain to carry out."""
-    task = (await tasks_by_ids(store.engine, [approval_id])).get(approval_id)
+    task = (await tasks_by_ids(store, [approval_id])).get(approval_id)
     if task is None or task.kind != APPROVAL_KIND or task.session_id != session_id:
         raise NotFoundError(f"session {session_id} has no approval {approval_id!r}")
     name = decision_signal(approval_id)

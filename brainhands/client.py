@@ -43,7 +43,6 @@ from brainhands.shared.messages import SessionWake, encode
 from brainhands.shared.relay import OutboxRelay
 from brainhands.shared.store import OutboxMessage, Store, SubmissionRecord
 from brainhands.shared.store.commit import ANSWER_CHANNEL, FINAL_SUBMISSION_STATUSES
-from brainhands.shared.store.engine import read_transaction
 from brainhands.shared.store.inbox import InboxReceipt, inbox_in, send_request, send_signal
 from brainhands.shared.store.load import load_session_sync
 from brainhands.shared.store.notifications import NotificationFeed
@@ -167,7 +166,7 @@ class Client:
         # its commits (others' rows are the deployment's relays' business).
         store.handoff = self._relay.handoff
         store.add_commit_listener(self._relay.wake)
-        self._feed = NotificationFeed(store.engine, ANSWER_CHANNEL, self._heard)
+        self._feed = NotificationFeed(store.backend, ANSWER_CHANNEL, self._heard)
         self._waiters: dict[str, set[asyncio.Event]] = {}
 
     @classmethod
@@ -453,7 +452,7 @@ class Client:
 
     async def session(self, session_id: str) -> SessionView:
         """The session as it stands (``NotFoundError`` if there is none)."""
-        async with read_transaction(self.store.engine) as conn:  # one snapshot of it all
+        async with self.store.backend.snapshot() as conn:  # one snapshot of it all
             state = await conn.run_sync(load_session_sync, session_id)
             tasks, operations = await history_in(conn, session_id)
             submissions = await submissions_in(conn, session_id)

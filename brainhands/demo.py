@@ -339,7 +339,7 @@ class Demo:
             self.say(f"approved {call.approval_id} (new decision: {decision.new})")
 
     async def _progress(self, store: Store) -> str:
-        tasks, _ = await session_history(store.engine, SESSION)
+        tasks, _ = await session_history(store, SESSION)
         emails = [t for t in tasks if t.kind == "send-notice"]
         if not emails:
             return "emails: (the agent is planning)"
@@ -350,7 +350,7 @@ class Demo:
     # The verdict -----------------------------------------------------------------------
 
     async def _report(self, store: Store, email_url: str, answered: bool) -> int:
-        tasks, operations = await session_history(store.engine, SESSION)
+        tasks, operations = await session_history(store, SESSION)
         ledger = await EmailClient(email_url).ledger()
         sends = {s["key"]: s for s in ledger["sends"]}
         results = {t.input["key"]: t for t in tasks if t.kind == "send-notice"}

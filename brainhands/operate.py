@@ -42,9 +42,9 @@ async def migrate(args: argparse.Namespace) -> int:
         settings.database_url, upgrade=False, db_schema=settings.database_schema
     )
     try:
-        before = await schema_migrations.current_revision(store.engine)
-        await schema_migrations.upgrade(store.engine, args.revision)
-        after = await schema_migrations.current_revision(store.engine)
+        before = await schema_migrations.current_revision(store.backend)
+        await schema_migrations.upgrade(store.backend, args.revision)
+        after = await schema_migrations.current_revision(store.backend)
     finally:
         await store.close()
     print(f"store {_redacted(settings.database_url)}: {before or 'empty'} -> {after}")
@@ -112,7 +112,7 @@ async def show(args: argparse.Namespace) -> int:
     store = await Store.open(settings.database_url, db_schema=settings.database_schema)
     try:
         state = await store.load(args.session)
-        tasks, operations = await session_history(store.engine, args.session)
+        tasks, operations = await session_history(store, args.session)
         approvals = await pending_approvals(store, args.session)
     finally:
         await store.close()

@@ -173,12 +173,12 @@ async def judge_parked(store: Store, parked: Sequence[ParkedMessage]) -> list[Pa
     """What the store says about the work of each of ``parked``, in two reads."""
     messages = [p.message for p in parked]
     tasks, operations = await tasks_and_operations(
-        store.engine,
+        store,
         [m.task_id for m in messages if isinstance(m, ToolJob | ToolResult)],
         [m.operation_id for m in messages if isinstance(m, ToolJob | CancelNotice)],
     )
     sessions = await sessions_with_open_work(
-        store.engine, [m.session_id for m in messages if isinstance(m, SessionWake)]
+        store, [m.session_id for m in messages if isinstance(m, SessionWake)]
     )
     return [parked_work(m, tasks, operations, sessions) for m in messages]
 

@@ -26,7 +26,6 @@ from brainhands.shared import metrics
 from brainhands.shared.broker import Broker, Outgoing
 from brainhands.shared.errors import BrainhandsError, UnroutableMessage
 from brainhands.shared.store import CommitReceipt, Store
-from brainhands.shared.store.engine import write_transaction
 from brainhands.shared.store.outbox import (
     claim_unsent,
     mark_sent,
@@ -151,8 +150,8 @@ class OutboxRelay:
 
     async def drain_once(self) -> int:
         """Publish one batch of unsent rows; return how many were confirmed and marked."""
-        async with write_transaction(self.store.engine) as conn:
-            rows = await claim_unsent(conn, self.batch_size)
+        async with self.store.backend.transaction() as conn:
+            rows = await claim_unsent(self.store.backend, conn, self.batch_size)
             if not rows:
                 return 0
             confirmed = await self._publish(rows)
@@ -193,12 +192,12 @@ class OutboxRelay:
         now = time.monotonic()
         if now >= self._next_measure:
             self._next_measure = now + MEASURE_EVERY
-            backlog, oldest = await outbox_backlog(self.store.engine)
+            backlog, oldest = await outbox_backlog(self.store)
             metrics.OUTBOX_BACKLOG.set(backlog)
             metrics.RELAY_LAG.set(time.time() - oldest if oldest is not None else 0.0)
         if now < self._next_prune:
             return
         self._next_prune = now + self.prune_interval
-        pruned = await prune_sent(self.store.engine, older_than=self.retention)
+        pruned = await prune_sent(self.store, older_than=self.retention)
         if pruned:
             log.info("pruned %d sent outbox rows", pruned, extra={"event": "relay_pruned"})

@@ -69,7 +69,7 @@ async def wait_for_schema(store: Store, *, poll: float = SCHEMA_POLL) -> None:
     why) instead.
     """
     said = 0.0
-    while migrate.behind_head(revision := await migrate.current_revision(store.engine)):
+    while migrate.behind_head(revision := await migrate.current_revision(store.backend)):
         if time.monotonic() - said > SCHEMA_REMINDER:
             said = time.monotonic()
             log.warning(

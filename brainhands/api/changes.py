@@ -17,7 +17,6 @@ from sqlalchemy import func, select
 
 from brainhands.shared.store import Store, schema
 from brainhands.shared.store.commit import SESSION_CHANNEL
-from brainhands.shared.store.engine import read_transaction
 from brainhands.shared.store.notifications import NotificationFeed
 
 POLL = 0.25
@@ -35,7 +34,7 @@ class SessionChanges:
     def __init__(self, store: Store) -> None:
         self.store = store
         self._watchers: dict[str, set[Listener]] = {}
-        self._feed = NotificationFeed(store.engine, SESSION_CHANNEL, self._heard)
+        self._feed = NotificationFeed(store.backend, SESSION_CHANNEL, self._heard)
         self._poller: asyncio.Task[None] | None = None
         self._heard_count: dict[str, int] = {}
 
@@ -87,7 +86,7 @@ class SessionChanges:
         while True:
             await asyncio.sleep(POLL)
             ids = [i for i in self._watchers if i != ANY]
-            async with read_transaction(self.store.engine) as conn:
+            async with self.store.backend.snapshot() as conn:
                 if ids:
                     rows = await conn.execute(select(s.c.id, s.c.version).where(s.c.id.in_(ids)))
                     for row in rows:

@@ -18,7 +18,6 @@ from sqlalchemy import insert, select, update
 
 from brainhands.shared.errors import NotFoundError
 from brainhands.shared.store import Store, schema
-from brainhands.shared.store.engine import read_transaction, write_transaction
 
 Scope = Literal["read", "submit", "approve", "admin"]
 SCOPES: tuple[Scope, ...] = ("read", "submit", "approve", "admin")
@@ -61,7 +60,7 @@ async def create_key(
         raise ValueError(f"scopes must be some of {', '.join(SCOPES)}, not {sorted(unknown)}")
     key_id, secret = secrets.token_hex(8), secrets.token_urlsafe(32)
     record = KeyRecord(key_id, tenant, name, sorted(set(scopes)), time.time(), None)
-    async with write_transaction(store.engine) as conn:
+    async with store.backend.transaction() as conn:
         await conn.execute(
             insert(schema.api_key).values(
                 id=record.id,
@@ -83,7 +82,7 @@ async def verify_key(store: Store, key: str) -> Principal | None:
     if not key_id or not secret:
         return None
     k = schema.api_key
-    async with read_transaction(store.engine) as conn:
+    async with store.backend.snapshot() as conn:
         row = (await conn.execute(select(k).where(k.c.id == key_id))).one_or_none()
     if row is None or row.revoked_at is not None:
         return None
@@ -95,7 +94,7 @@ async def verify_key(store: Store, key: str) -> Principal | None:
 async def list_keys(store: Store) -> list[KeyRecord]:
     k = schema.api_key
     query = select(k.c.id, k.c.tenant, k.c.name, k.c.scopes, k.c.created_at, k.c.revoked_at)
-    async with read_transaction(store.engine) as conn:
+    async with store.backend.snapshot() as conn:
         rows = await conn.execute(query.order_by(k.c.tenant, k.c.created_at))
         return [
             KeyRecord(r.id, r.tenant, r.name, list(r.scopes), r.created_at, r.revoked_at)
@@ -105,7 +104,7 @@ async def list_keys(store: Store) -> list[KeyRecord]:
 
 async def revoke_key(store: Store, key_id: str) -> None:
     k = schema.api_key
-    async with write_transaction(store.engine) as conn:
+    async with store.backend.transaction() as conn:
         done = await conn.execute(
             update(k)
             .where(k.c.id == key_id, k.c.revoked_at.is_(None))

@@ -5,7 +5,6 @@ from __future__ import annotations
 from sqlalchemy import select
 
 from brainhands.shared.store import Store, schema
-from brainhands.shared.store.engine import read_transaction
 
 
 class SessionTenants:
@@ -24,7 +23,7 @@ class SessionTenants:
         if session_id in self._known:
             return True, self._known[session_id]
         s = schema.session
-        async with read_transaction(self.store.engine) as conn:
+        async with self.store.backend.snapshot() as conn:
             row = (await conn.execute(select(s.c.tenant).where(s.c.id == session_id))).one_or_none()
         if row is None:
             return False, None

@@ -11,7 +11,6 @@ from sqlalchemy import Select, and_, exists, literal, or_, select
 from brainhands.brain.approval import APPROVAL_KIND, DECISION_PREFIX
 from brainhands.client import SessionView
 from brainhands.shared.store import Store, schema
-from brainhands.shared.store.engine import read_transaction
 
 
 def session_document(view: SessionView) -> dict[str, Any]:
@@ -86,7 +85,7 @@ async def list_sessions(
             )
         )
     query = query.order_by(s.c.updated_at.desc(), s.c.id.desc()).limit(limit + 1)
-    async with read_transaction(store.engine) as conn:
+    async with store.backend.snapshot() as conn:
         rows = (await conn.execute(query)).all()
     page = [
         {

@@ -124,11 +124,12 @@ def _bound(changes: Mapping[str, Any], now: float) -> tuple[tuple[str, ...], dic
 
 
 def apply_draft_sync(
-    conn: Connection, draft: Draft, *, handoff: float | None = None
+    conn: Connection, draft: Draft, *, notify: bool, handoff: float | None = None
 ) -> CommitReceipt:
-    """Apply every change of ``draft`` on ``conn`` (inside the caller's transaction)."""
+    """Apply every change of ``draft`` on ``conn`` (inside the caller's transaction);
+    ``notify``: the backend's commits notify listeners (``notifications``)."""
     now = time.time()
-    entry_count = _guard(conn, draft, now)
+    entry_count = _guard(conn, draft, now, notify)
     if entry_count is None:
         _raise_guard_failure(conn, draft)
     assert entry_count is not None
@@ -136,7 +137,7 @@ def apply_draft_sync(
 
 
 def apply_drafts_sync(
-    conn: Connection, drafts: Sequence[Draft], *, handoff: float | None = None
+    conn: Connection, drafts: Sequence[Draft], *, notify: bool, handoff: float | None = None
 ) -> list[CommitReceipt | BrainhandsError]:
     """Apply each of ``drafts`` (of distinct sessions) on ``conn``, in the caller's one
     transaction: each session's guard is checked on its own, and a refused one drops only
@@ -146,7 +147,7 @@ def apply_drafts_sync(
     now = time.time()
     out: list[CommitReceipt | BrainhandsError] = []
     for draft in drafts:
-        entry_count = _guard(conn, draft, now)
+        entry_count = _guard(conn, draft, now, notify)
         if entry_count is None:
             try:
                 _raise_guard_failure(conn, draft)
@@ -157,10 +158,10 @@ def apply_drafts_sync(
     return out
 
 
-def _guard(conn: Connection, draft: Draft, now: float) -> int | None:
+def _guard(conn: Connection, draft: Draft, now: float, notify: bool) -> int | None:
     """Bump the session's version if it is still at ``draft``'s version and fence; return
     its new entry count, or None (refused: nothing written)."""
-    if conn.dialect.name == "postgresql":
+    if notify:
         changes = [u.changes for u in draft.submission_updates]
         changes += [j.changes for j in draft.joined_answers]
         guard = _GUARD_NOTIFY[any(c.get("status") in FINAL_SUBMISSION_STATUSES for c in changes)]

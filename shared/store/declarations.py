@@ -17,7 +17,6 @@ from sqlalchemy import select
 
 from brainhands.shared.errors import UnknownToolError
 from brainhands.shared.store import schema
-from brainhands.shared.store.engine import dialect_insert, read_transaction, write_transaction
 from brainhands.shared.store.store import Store
 from brainhands.shared.tools import ToolDeclaration
 
@@ -28,7 +27,7 @@ async def declare_tools(store: Store, declarations: Iterable[ToolDeclaration]) -
     """Record ``declarations``; returns the names whose stored declaration changed."""
     now = time.time()
     changed: list[str] = []
-    async with write_transaction(store.engine) as conn:
+    async with store.backend.transaction() as conn:
         rows = await conn.execute(select(_t.c.name, _t.c.digest))
         stored = {str(row.name): str(row.digest) for row in rows}
         for d in declarations:
@@ -46,7 +45,7 @@ async def declare_tools(store: Store, declarations: Iterable[ToolDeclaration]) -
                 "digest": d.digest,
                 "declared_at": now,
             }
-            upsert = dialect_insert(conn)(_t).values(**row)
+            upsert = store.backend.insert(_t).values(**row)
             await conn.execute(upsert.on_conflict_do_update(index_elements=[_t.c.name], set_=row))
     return changed
 
@@ -54,7 +53,7 @@ async def declare_tools(store: Store, declarations: Iterable[ToolDeclaration]) -
 async def declared_tools(store: Store) -> list[ToolDeclaration]:
     """Every declared tool, by pool then name."""
     query = select(_t).order_by(_t.c.pool, _t.c.name)
-    async with read_transaction(store.engine) as conn:
+    async with store.backend.snapshot() as conn:
         rows = (await conn.execute(query)).all()
     return [
         ToolDeclaration(r.name, r.pool, r.policy, r.description, r.args_schema, r.approval)

@@ -1,10 +1,5 @@
-"""Creating the async engine for either backend, running a transaction in one hop, and
-wrapping driver errors.
-
-SQLite runs in WAL mode with ``BEGIN IMMEDIATE`` for writing transactions, so two writers
-queue on the database lock at the start of a transaction instead of failing half way
-through it; reads use plain deferred transactions and never wait on a writer.
-"""
+"""Creating the engines of either backend with the settings the store relies on, and
+translating driver errors into the store's error tree (``backend`` uses both)."""
 
 from __future__ import annotations
 
@@ -12,7 +7,6 @@ import asyncio
 import contextlib
 import sqlite3
 import time
-from collections.abc import AsyncIterator, Callable
 from typing import Any, TypeVar
 
 import asyncpg  # type: ignore[import-untyped]
@@ -26,9 +20,8 @@ from sqlalchemy.exc import (
     OperationalError,
     SQLAlchemyError,
 )
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import ConnectionPoolEntry, PoolProxiedConnection
-from sqlalchemy.util import greenlet_spawn
 
 from brainhands.shared.errors import BrainhandsError, ConflictError, StoreError, StoreUnavailable
 from brainhands.shared.store import hot
@@ -41,10 +34,6 @@ PING_AFTER_IDLE_S = 5.0
 READ_ONLY = "brainhands_read_only"
 
 _T = TypeVar("_T")
-
-
-def is_sqlite(engine: AsyncEngine) -> bool:
-    return engine.dialect.name == "sqlite"
 
 
 def create_engine(
@@ -179,34 +168,6 @@ def _configure_sqlite(sync_engine: Engine) -> None:
         conn.exec_driver_sql("BEGIN" if read_only else "BEGIN IMMEDIATE")
 
 
-@contextlib.asynccontextmanager
-async def write_transaction(engine: AsyncEngine) -> AsyncIterator[AsyncConnection]:
-    """One writing transaction; driver errors leave as store errors."""
-    with wrap_driver_errors():
-        async with engine.begin() as conn:
-            yield conn
-
-
-@contextlib.asynccontextmanager
-async def read_transaction(engine: AsyncEngine) -> AsyncIterator[AsyncConnection]:
-    """One consistent snapshot for several reads."""
-    options: dict[str, Any] = {READ_ONLY: True}
-    if not is_sqlite(engine):
-        options["isolation_level"] = "REPEATABLE READ"
-    with wrap_driver_errors():
-        async with engine.connect() as raw:
-            conn = await raw.execution_options(**options)
-            async with conn.begin():
-                yield conn
-
-
-def dialect_insert(conn: AsyncConnection) -> Any:
-    """``INSERT`` with ``ON CONFLICT`` support for the connection's backend."""
-    from sqlalchemy.dialects import postgresql, sqlite
-
-    return (postgresql if conn.dialect.name == "postgresql" else sqlite).insert
-
-
 @contextlib.contextmanager
 def wrap_driver_errors() -> Any:
     """Translate SQLAlchemy/driver exceptions into the store's error tree."""
@@ -236,63 +197,11 @@ def wrap_driver_errors() -> Any:
 
 def _from_asyncpg(exc: Exception) -> BrainhandsError | None:
     """The store error for an asyncpg error, or None for anything else."""
-
-    error: BrainhandsError
     if isinstance(exc, asyncpg.IntegrityConstraintViolationError):
-        error = ConflictError(f"store rejected a write: {exc}")
-    elif isinstance(exc, hot.UNAVAILABLE):
+        return ConflictError(f"store rejected a write: {exc}")
+    if isinstance(exc, hot.UNAVAILABLE):
         # Also a server shutting down or starting up, and a statement cancelled by it.
-        error = StoreUnavailable(f"store connection lost: {exc}")
-    elif isinstance(exc, asyncpg.PostgresError):
-        error = StoreError(f"store error: {exc}")
-    else:
-        return None
-    return error
-
-
-async def in_one_hop(
-    engine: AsyncEngine,
-    sqlite_writer: Engine | None,
-    work: Callable[[Connection], _T],
-    *,
-    single_statement: bool = False,
-) -> _T:
-    """Run ``work(conn)`` in a writing transaction of its own, in one hop.
-
-    Checkout, BEGIN, the statements, COMMIT and checkin run in one greenlet -- the
-    ``AsyncConnection`` API would enter a new one for each of them -- or, with
-    ``sqlite_writer`` (a sync engine on the same SQLite file), in one worker thread:
-    aiosqlite would hop to its thread for every cursor, execute, fetch and close.
-    ``single_statement`` work whose one write is atomic on its own runs without BEGIN and
-    COMMIT on PostgreSQL (two round trips fewer). On PostgreSQL the work's hot statements
-    go straight to the driver connection (``hot``). Driver errors leave as store errors.
-    """
-    with wrap_driver_errors():
-        if sqlite_writer is not None:
-            return await asyncio.to_thread(_run, sqlite_writer, work, False)
-        autocommit = single_statement and not is_sqlite(engine)
-        return await greenlet_spawn(_run, engine.sync_engine, work, autocommit)
-
-
-def _run(engine: Engine, work: Callable[[Connection], _T], autocommit: bool) -> _T:
-    if engine.dialect.name == "postgresql":
-        with engine.connect() as conn:
-            return hot.hop(conn, work, transaction=not autocommit)
-    with engine.begin() as conn:
-        return work(conn)
-
-
-async def read_in_one_hop(engine: AsyncEngine, work: Callable[[Connection], _T]) -> _T:
-    """Run reading ``work(conn)`` in one greenlet: on PostgreSQL without a transaction
-    around it (each statement sees the latest commits), on SQLite in a deferred one."""
-    with wrap_driver_errors():
-        return await greenlet_spawn(_read, engine.sync_engine, work, is_sqlite(engine))
-
-
-def _read(engine: Engine, work: Callable[[Connection], _T], sqlite: bool) -> _T:
-    with engine.connect() as conn:
-        if sqlite:
-            conn.execution_options(**{READ_ONLY: True})
-            with conn.begin():
-                return work(conn)
-        return hot.hop(conn, work, transaction=False)
+        return StoreUnavailable(f"store connection lost: {exc}")
+    if isinstance(exc, asyncpg.PostgresError):
+        return StoreError(f"store error: {exc}")
+    return None

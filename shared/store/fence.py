@@ -10,17 +10,20 @@ increasing even when Redis counters start over.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Insert, Table, bindparam, select, update
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection
 
 from brainhands.shared.errors import NotFoundError, StaleLeaseError
 from brainhands.shared.store import schema
 from brainhands.shared.store.hot import HotStatement, hot, run
+
+if TYPE_CHECKING:
+    from brainhands.shared.store.backend import Backend
 
 _s = schema.session
 _CLAIM_SESSION = hot(
@@ -45,6 +48,7 @@ def claim_session_fence(conn: Connection, session_id: str, token: int) -> Any:
     raise StaleLeaseError(f"session:{session_id}", token, int(current))
 
 
+@functools.cache
 def _claim_operation(insert: Callable[[Table], Any]) -> HotStatement:
     """``INSERT ... ON CONFLICT DO UPDATE ... WHERE fence < :fence RETURNING *``.
 
@@ -61,11 +65,6 @@ def _claim_operation(insert: Callable[[Table], Any]) -> HotStatement:
     return hot(upsert.returning(*o.c))
 
 
-# ON CONFLICT is dialect syntax, so there is one statement per backend, built once.
-_CLAIM_OPERATION = {
-    "postgresql": _claim_operation(postgresql.insert),
-    "sqlite": _claim_operation(sqlite.insert),
-}
 _OPERATION_FENCE = hot(
     select(schema.operation.c.fence).where(
         schema.operation.c.operation_id == bindparam("operation_id")
@@ -74,7 +73,7 @@ _OPERATION_FENCE = hot(
 
 
 def claim_operation_fence(
-    conn: Connection, operation_id: str, token: int, *, intent: dict[str, Any]
+    conn: Connection, backend: Backend, operation_id: str, token: int, *, intent: dict[str, Any]
 ) -> Any:
     """Create the operation row (``intended``) or raise its fence to ``token``; refuse otherwise.
 
@@ -92,7 +91,7 @@ def claim_operation_fence(
         "created_at": now,
         "updated_at": now,
     }
-    claimed = run(conn, _CLAIM_OPERATION[conn.dialect.name], values).one_or_none()
+    claimed = run(conn, _claim_operation(backend.insert), values).one_or_none()
     if claimed is not None:
         return claimed
     current: int = run(conn, _OPERATION_FENCE, {"operation_id": operation_id}).scalar_one()

@@ -23,12 +23,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
-from sqlalchemy.engine import Connection, Engine
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.engine import Connection
 
 from brainhands.shared import metrics
 from brainhands.shared.errors import BrainhandsError
-from brainhands.shared.store.engine import in_one_hop
+from brainhands.shared.store.backend import Backend
 
 log = logging.getLogger("brainhands.store")
 
@@ -75,16 +74,14 @@ class GroupCommit(Generic[_W, _R]):
 
     def __init__(
         self,
-        engine: AsyncEngine,
-        sqlite_writer: Engine | None,
+        backend: Backend,
         *,
         apply_one: ApplyOne[_W, _R],
         apply_many: ApplyMany[_W, _R],
         order: Callable[[_W], str],
         what: str,
     ) -> None:
-        self.engine = engine
-        self.sqlite_writer = sqlite_writer
+        self.backend = backend
         self._apply_one = apply_one
         self._apply_many = apply_many
         self._order = order
@@ -143,16 +140,12 @@ class GroupCommit(Generic[_W, _R]):
     async def _apply(self, writes: Sequence[_W]) -> list[_R | BrainhandsError]:
         """One transaction for ``writes``: a result, or a refused guard's error, each."""
         self._size.observe(len(writes))
-        return await in_one_hop(
-            self.engine, self.sqlite_writer, lambda conn: self._apply_many(conn, writes)
-        )
+        return await self.backend.write(lambda conn: self._apply_many(conn, writes))
 
     async def _alone(self, pending: _Pending[_W, _R]) -> None:
         self._size.observe(1)
         try:
-            result = await in_one_hop(
-                self.engine, self.sqlite_writer, lambda conn: self._apply_one(conn, pending.write)
-            )
+            result = await self.backend.write(lambda conn: self._apply_one(conn, pending.write))
         except BaseException as exc:
             pending.settle(exc)
             if not isinstance(exc, Exception):

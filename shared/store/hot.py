@@ -4,7 +4,7 @@ the asyncpg connection under SQLAlchemy's.
 SQLAlchemy's execution of a Core statement -- parameters, cursor adaptation, result
 objects -- costs more CPU than the round trip it makes (``bench.hop``). A statement built
 once and wrapped by ``hot()`` is compiled once for the asyncpg dialect; in a store hop
-(``engine.in_one_hop``, ``engine.read_in_one_hop``) it is then sent on the driver
+(``Backend.write``, ``Backend.read`` on ``Postgres``) it is then sent on the driver
 connection, with SQLAlchemy's own bind processors and the same SQL text, and its rows come
 back as ``HotRow``s, which read like SQLAlchemy's ``Row`` (attributes, ``_mapping``, index).
 Everywhere else -- SQLite, the ``AsyncConnection`` paths -- ``run`` executes the wrapped

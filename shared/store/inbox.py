@@ -22,7 +22,6 @@ from brainhands.shared.errors import NotFoundError
 from brainhands.shared.store import schema
 from brainhands.shared.store.commit import insert_outbox
 from brainhands.shared.store.draft import OutboxMessage
-from brainhands.shared.store.engine import dialect_insert, read_transaction, write_transaction
 from brainhands.shared.store.records import JSON, CommitReceipt, InboxRecord, OutboxRow
 from brainhands.shared.store.store import Store
 
@@ -50,12 +49,12 @@ async def send_request(
     now = time.time()
     rows: tuple[OutboxRow, ...] = ()
     i, s = schema.inbox, schema.session
-    async with write_transaction(store.engine) as conn:
+    async with store.backend.transaction() as conn:
         compat = (await conn.execute(select(s.c.compat).where(s.c.id == session_id))).scalar()
         if compat is None:
             raise NotFoundError(f"session {session_id} does not exist")
         inserted = await conn.execute(
-            dialect_insert(conn)(i)
+            store.backend.insert(i)
             .values(session_id=session_id, kind=kind, key=key, body=body, name=name, created_at=now)
             .on_conflict_do_nothing(index_elements=["session_id", "kind", "key"])
         )
@@ -76,7 +75,7 @@ async def send_request(
 
 async def session_inbox(store: Store, session_id: str) -> list[InboxRecord]:
     """Every request made to ``session_id``, applied or not, oldest first."""
-    async with read_transaction(store.engine) as conn:
+    async with store.backend.snapshot() as conn:
         return await inbox_in(conn, session_id)
 
 

@@ -10,8 +10,8 @@ nothing. Status meanings:
 - ``succeeded | failed | uncertain | cancelled``: the outcome, final.
 
 These writes are a Hands job's hot path, so each runs the way a Brain's commit does
-(``shared.store.engine.in_one_hop``): the whole transaction in one greenlet (PostgreSQL) or
-one worker thread (SQLite, on the store's ``sqlite_writer``), with statements built once;
+(``Backend.write``): the whole transaction in one greenlet (PostgreSQL) or one worker
+thread (SQLite), with statements built once;
 each write is one statement whose ``RETURNING`` (or row count) answers what a read-back used
 to. Outcomes, the one write of a call that needs a transaction (the row and its result
 event), are group-committed as a Brain's drafts are (``shared.store.group``).
@@ -34,9 +34,9 @@ from brainhands.shared.errors import (
     StaleLeaseError,
 )
 from brainhands.shared.store import fence, schema
+from brainhands.shared.store.backend import Backend
 from brainhands.shared.store.commit import insert_outbox_sync
 from brainhands.shared.store.draft import OutboxMessage, new_id
-from brainhands.shared.store.engine import in_one_hop, read_transaction
 from brainhands.shared.store.group import GroupCommit
 from brainhands.shared.store.hot import hot, run
 from brainhands.shared.store.load import operation_record
@@ -127,8 +127,7 @@ class OperationLedger:
     def __init__(self, store: Store) -> None:
         self.store = store
         self._outcomes: GroupCommit[_Outcome, tuple[OutboxRow, ...]] = GroupCommit(
-            store.engine,
-            store.sqlite_writer,
+            store.backend,
             apply_one=lambda conn, outcome: _record_outcome(conn, outcome, store.handoff),
             apply_many=lambda conn, outcomes: _record_outcomes(conn, outcomes, store.handoff),
             order=lambda outcome: str(outcome.params["w_id"]),
@@ -142,11 +141,14 @@ class OperationLedger:
 
         Raises ``StaleLeaseError`` (with the stored fence) when ``token`` is not above it.
         """
-        row = await self._write(lambda conn: _claim(conn, operation_id, token, intent), single=True)
+        backend = self.store.backend
+        row = await self._write(
+            lambda conn: _claim(conn, backend, operation_id, token, intent), single=True
+        )
         return OperationClaim(token, row)
 
     async def get(self, operation_id: str) -> OperationRecord:
-        async with read_transaction(self.store.engine) as conn:
+        async with self.store.backend.snapshot() as conn:
             row = (await conn.execute(_READ, {"operation_id": operation_id})).one_or_none()
         if row is None:
             raise NotFoundError(f"operation {operation_id} does not exist")
@@ -164,7 +166,7 @@ class OperationLedger:
         """Which of ``task_ids`` have a committed cancel request (read of Brain rows)."""
         if not task_ids:
             return set()
-        async with read_transaction(self.store.engine) as conn:
+        async with self.store.backend.snapshot() as conn:
             rows = await conn.execute(_CANCELLED_TASKS, {"task_ids": task_ids})
         return {row.id for row in rows}
 
@@ -220,7 +222,7 @@ class OperationLedger:
             )
 
     async def read_blob(self, blob_id: str) -> bytes:
-        async with read_transaction(self.store.engine) as conn:
+        async with self.store.backend.snapshot() as conn:
             data = (await conn.execute(_READ_BLOB, {"id": blob_id})).scalar()
         if data is None:
             raise NotFoundError(f"blob {blob_id} does not exist")
@@ -229,15 +231,14 @@ class OperationLedger:
     async def _write(self, work: Callable[[Connection], _T], *, single: bool = False) -> _T:
         """Run ``work(conn)`` in a writing transaction of its own, in one hop
         (``single``: its one write needs no BEGIN/COMMIT around it)."""
-        return await in_one_hop(
-            self.store.engine, self.store.sqlite_writer, work, single_statement=single
-        )
+        return await self.store.backend.write(work, single_statement=single)
 
 
 def _claim(
-    conn: Connection, operation_id: str, token: int, intent: dict[str, Any]
+    conn: Connection, backend: Backend, operation_id: str, token: int, intent: dict[str, Any]
 ) -> OperationRecord:
-    return operation_record(fence.claim_operation_fence(conn, operation_id, token, intent=intent))
+    claimed = fence.claim_operation_fence(conn, backend, operation_id, token, intent=intent)
+    return operation_record(claimed)
 
 
 def _mark_started(conn: Connection, operation_id: str, token: int) -> OperationRecord:

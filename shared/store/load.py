@@ -22,15 +22,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import BindParameter, Row, bindparam, or_, select
 from sqlalchemy.engine import Connection
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from brainhands.shared.errors import NotFoundError
 from brainhands.shared.store import fence, schema
-from brainhands.shared.store.engine import read_in_one_hop
 from brainhands.shared.store.hot import hot, run
 from brainhands.shared.store.records import (
     OPEN_SUBMISSION_STATUSES,
@@ -44,6 +42,9 @@ from brainhands.shared.store.records import (
     SubmissionRecord,
     TaskRecord,
 )
+
+if TYPE_CHECKING:
+    from brainhands.shared.store.store import Store
 
 _s, _e, _d, _t, _sub, _o, _b, _i = (
     schema.session,
@@ -140,7 +141,7 @@ def claim_session_sync(
 
 
 async def arrivals(
-    engine: AsyncEngine, session_id: str, *, queued: bool
+    store: Store, session_id: str, *, queued: bool
 ) -> tuple[list[InboxRecord], list[SubmissionRecord]]:
     """What reached ``session_id`` without a commit: its inbox requests not applied yet, and
     (``queued``) its submissions waiting for their turn, oldest first. One hop, a statement
@@ -153,7 +154,7 @@ async def arrivals(
         waiting = [s for s in _open_submissions(conn, session_id) if s.status == "queued"]
         return inbox, waiting
 
-    return await read_in_one_hop(engine, read)
+    return await store.backend.read(read)
 
 
 def tasks_by_ids_sync(conn: Connection, ids: list[str]) -> dict[str, TaskRecord]:

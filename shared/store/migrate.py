@@ -1,7 +1,7 @@
 """Schema migrations (Alembic), run in-process against the store's own engine.
 
-Concurrent upgrades are safe: on PostgreSQL an advisory lock serializes them, on SQLite
-the writing transaction's ``BEGIN IMMEDIATE`` does; the second upgrader finds the schema at
+Concurrent upgrades are safe: the backend's lock serializes them (an advisory lock on
+PostgreSQL, the writing transaction itself on SQLite); the second upgrader finds the schema at
 head and does nothing.
 """
 
@@ -13,14 +13,12 @@ from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import text
 from sqlalchemy.engine import Connection
-from sqlalchemy.ext.asyncio import AsyncEngine
 
-from brainhands.shared.store.engine import is_sqlite, write_transaction
+from brainhands.shared.store.backend import Backend
 
 MIGRATIONS = Path(__file__).with_name("migrations")
-_PG_MIGRATION_LOCK = 0x6272_6169_6E68  # any constant shared by every brainhands process
+_MIGRATION_LOCK = 0x6272_6169_6E68  # any constant shared by every brainhands process
 
 
 def _config(connection: Connection) -> Config:
@@ -37,10 +35,9 @@ def head_revision() -> str:
     return head
 
 
-async def _run(engine: AsyncEngine, action: str, revision: str) -> None:
-    async with write_transaction(engine) as conn:
-        if not is_sqlite(engine):
-            await conn.execute(text(f"SELECT pg_advisory_xact_lock({_PG_MIGRATION_LOCK})"))
+async def _run(backend: Backend, action: str, revision: str) -> None:
+    async with backend.transaction() as conn:
+        await backend.lock(conn, _MIGRATION_LOCK)
 
         def run(sync_conn: Connection) -> None:
             getattr(command, action)(_config(sync_conn), revision)
@@ -48,19 +45,19 @@ async def _run(engine: AsyncEngine, action: str, revision: str) -> None:
         await conn.run_sync(run)
 
 
-async def upgrade(engine: AsyncEngine, revision: str = "head") -> None:
+async def upgrade(backend: Backend, revision: str = "head") -> None:
     """Upgrade the store's schema to ``revision``."""
-    await _run(engine, "upgrade", revision)
+    await _run(backend, "upgrade", revision)
 
 
-async def downgrade(engine: AsyncEngine, revision: str) -> None:
+async def downgrade(backend: Backend, revision: str) -> None:
     """Downgrade the store's schema to ``revision`` (``base`` removes every table)."""
-    await _run(engine, "downgrade", revision)
+    await _run(backend, "downgrade", revision)
 
 
-async def current_revision(engine: AsyncEngine) -> str | None:
+async def current_revision(backend: Backend) -> str | None:
     """The revision the database is at, or None for an empty database."""
-    async with engine.connect() as conn:
+    async with backend.engine.connect() as conn:
 
         def read(sync_conn: Connection) -> str | None:
             return MigrationContext.configure(sync_conn).get_current_revision()

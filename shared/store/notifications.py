@@ -15,10 +15,10 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.util import greenlet_spawn
 
-from brainhands.shared.store.engine import is_sqlite, wrap_driver_errors
+from brainhands.shared.store.backend import Backend
+from brainhands.shared.store.engine import wrap_driver_errors
 
 log = logging.getLogger("brainhands.store")
 
@@ -27,10 +27,8 @@ class NotificationFeed:
     """One ``LISTEN`` connection that calls ``on_session(session_id)`` for every
     notification on ``channel`` (``ANSWER_CHANNEL``, ``SESSION_CHANNEL``)."""
 
-    def __init__(
-        self, engine: AsyncEngine, channel: str, on_session: Callable[[str], None]
-    ) -> None:
-        self.engine = engine
+    def __init__(self, backend: Backend, channel: str, on_session: Callable[[str], None]) -> None:
+        self.backend = backend
         self.channel = channel
         self.on_session = on_session
         self._pooled: Any = None
@@ -39,10 +37,10 @@ class NotificationFeed:
 
     async def start(self) -> bool:
         """Start listening; False where the backend has no notifications."""
-        if is_sqlite(self.engine):
+        if not self.backend.notifies:
             return False
         with wrap_driver_errors():
-            self._pooled = await self.engine.raw_connection()
+            self._pooled = await self.backend.engine.raw_connection()
             driver = self._pooled.driver_connection
             await driver.add_listener(self.channel, self._heard)
             driver.add_termination_listener(self._lost)

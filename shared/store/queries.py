@@ -4,12 +4,12 @@ looks for across all sessions. Each is one query, served by an index."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from sqlalchemy import and_, case, exists, func, literal, or_, select, union_all
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from brainhands.shared.store import schema
-from brainhands.shared.store.engine import read_in_one_hop, read_transaction
 from brainhands.shared.store.load import (
     operation_record,
     operations_by_ids_sync,
@@ -18,29 +18,31 @@ from brainhands.shared.store.load import (
 )
 from brainhands.shared.store.records import OPEN_SUBMISSION_STATUSES, OperationRecord, TaskRecord
 
+if TYPE_CHECKING:
+    from brainhands.shared.store.store import Store
+
 FINAL = ("succeeded", "failed", "uncertain", "cancelled")
 
 
-async def tasks_by_ids(engine: AsyncEngine, ids: list[str]) -> dict[str, TaskRecord]:
+async def tasks_by_ids(store: Store, ids: list[str]) -> dict[str, TaskRecord]:
     if not ids:
         return {}
-    return await read_in_one_hop(engine, lambda conn: tasks_by_ids_sync(conn, ids))
+    return await store.backend.read(lambda conn: tasks_by_ids_sync(conn, ids))
 
 
-async def operations_by_ids(engine: AsyncEngine, ids: list[str]) -> dict[str, OperationRecord]:
+async def operations_by_ids(store: Store, ids: list[str]) -> dict[str, OperationRecord]:
     if not ids:
         return {}
-    return await read_in_one_hop(engine, lambda conn: operations_by_ids_sync(conn, ids))
+    return await store.backend.read(lambda conn: operations_by_ids_sync(conn, ids))
 
 
 async def tasks_and_operations(
-    engine: AsyncEngine, task_ids: list[str], operation_ids: list[str]
+    store: Store, task_ids: list[str], operation_ids: list[str]
 ) -> tuple[dict[str, TaskRecord], dict[str, OperationRecord]]:
     """``tasks_by_ids`` and ``operations_by_ids`` together, in one hop."""
     if not task_ids and not operation_ids:
         return {}, {}
-    return await read_in_one_hop(
-        engine,
+    return await store.backend.read(
         lambda conn: (
             tasks_by_ids_sync(conn, task_ids),
             operations_by_ids_sync(conn, operation_ids),
@@ -61,7 +63,7 @@ class SessionRef:
 
 
 async def sessions_needing_attention(
-    engine: AsyncEngine, *, now: float, grace: float = 0.0, limit: int = 1000
+    store: Store, *, now: float, grace: float = 0.0, limit: int = 1000
 ) -> list[SessionRef]:
     """Sessions with work a Brain could have done ``grace`` seconds ago and has not: due
     timers, runnable or interrupted tasks, winding-down parents, tool outcomes not yet
@@ -122,12 +124,12 @@ async def sessions_needing_attention(
         .order_by(only_blocked, since, s.c.id)
         .limit(limit)
     )
-    async with read_transaction(engine) as conn:
+    async with store.backend.snapshot() as conn:
         rows = await conn.execute(stmt)
         return [SessionRef(r.id, r.compat, r.since, blocked=r.blocked == 1) for r in rows]
 
 
-async def sessions_with_open_work(engine: AsyncEngine, session_ids: list[str]) -> dict[str, bool]:
+async def sessions_with_open_work(store: Store, session_ids: list[str]) -> dict[str, bool]:
     """For each of ``session_ids`` in the store, whether it has open work: a task not
     terminal or a submission not answered. Sessions not in the store are left out."""
     if not session_ids:
@@ -138,7 +140,7 @@ async def sessions_with_open_work(engine: AsyncEngine, session_ids: list[str]) -
         exists().where(sub.c.session_id == s.c.id, sub.c.status.in_(OPEN_SUBMISSION_STATUSES)),
     )
     stmt = select(s.c.id, open_work.label("open")).where(s.c.id.in_(session_ids))
-    async with read_transaction(engine) as conn:
+    async with store.backend.snapshot() as conn:
         return {r.id: bool(r.open) for r in await conn.execute(stmt)}
 
 
@@ -153,7 +155,7 @@ class PendingCall:
 
 
 async def calls_without_outcome(
-    engine: AsyncEngine, *, older_than: float, limit: int = 1000
+    store: Store, *, older_than: float, limit: int = 1000
 ) -> list[PendingCall]:
     """Tool tasks waiting since before ``older_than`` whose operation has no outcome: their
     job may be lost (never published, purged, dropped by a crash) and may need re-sending."""
@@ -170,7 +172,7 @@ async def calls_without_outcome(
         )
         .limit(limit)
     )
-    async with read_transaction(engine) as conn:
+    async with store.backend.snapshot() as conn:
         rows = list(await conn.execute(stmt))
     calls = []
     for r in rows:
@@ -189,10 +191,10 @@ async def calls_without_outcome(
 
 
 async def session_history(
-    engine: AsyncEngine, session_id: str
+    store: Store, session_id: str
 ) -> tuple[list[TaskRecord], list[OperationRecord]]:
     """Every task (open or not) and every operation of a session, oldest first."""
-    async with read_transaction(engine) as conn:
+    async with store.backend.snapshot() as conn:
         return await history_in(conn, session_id)
 
 

@@ -5,23 +5,14 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from sqlalchemy import exists, func, insert, or_, select, text
-from sqlalchemy.engine import Engine, make_url
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from brainhands.shared.store import fence, migrate, schema
+from brainhands.shared.store.backend import Backend
 from brainhands.shared.store.commit import apply_draft_sync, apply_drafts_sync
 from brainhands.shared.store.draft import Draft, new_id
-from brainhands.shared.store.engine import (
-    create_engine,
-    create_sqlite_writer,
-    in_one_hop,
-    read_transaction,
-    write_transaction,
-)
 from brainhands.shared.store.group import GroupCommit
 from brainhands.shared.store.load import claim_session_sync, load_session_sync
 from brainhands.shared.store.records import (
@@ -44,19 +35,21 @@ class Store:
     commit (the outbox relay uses one to publish without a polling delay).
     """
 
-    def __init__(self, engine: AsyncEngine, *, sqlite_writer: Engine | None = None) -> None:
-        self.engine = engine
-        self.sqlite_writer = sqlite_writer
-        """On SQLite, the sync engine commits run on (one thread hop per commit)."""
+    def __init__(self, backend: Backend) -> None:
+        self.backend = backend
+        """The one door to the database, PostgreSQL or SQLite."""
         self._listeners: list[CommitListener] = []
         self.handoff: float | None = None
         """While a relay runs in this process: seconds its outbox rows are left to it alone
         (it publishes them right after each commit; other relays take them after that)."""
         self._drafts: GroupCommit[Draft, CommitReceipt] = GroupCommit(
-            engine,
-            sqlite_writer,
-            apply_one=lambda conn, draft: apply_draft_sync(conn, draft, handoff=self.handoff),
-            apply_many=lambda conn, drafts: apply_drafts_sync(conn, drafts, handoff=self.handoff),
+            backend,
+            apply_one=lambda conn, draft: apply_draft_sync(
+                conn, draft, notify=backend.notifies, handoff=self.handoff
+            ),
+            apply_many=lambda conn, drafts: apply_drafts_sync(
+                conn, drafts, notify=backend.notifies, handoff=self.handoff
+            ),
             order=lambda draft: draft.session_id,
             what="drafts",
         )
@@ -75,25 +68,13 @@ class Store:
         ``upgrade`` migrates the schema to head first; by default only the embedded SQLite
         store does so on first use (a server database is migrated by ``brainhands migrate``).
         """
-        parsed = make_url(url)
-        is_sqlite = parsed.get_backend_name() == "sqlite"
-        if is_sqlite and parsed.database and parsed.database != ":memory:":
-            Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
-        store = cls(
-            create_engine(url, pool_size=pool_size, db_schema=db_schema),
-            sqlite_writer=create_sqlite_writer(url) if is_sqlite else None,
-        )
-        if db_schema and not is_sqlite:
-            async with write_transaction(store.engine) as conn:
-                await conn.execute(text(f'CREATE SCHEMA IF NOT EXISTS "{db_schema}"'))
-        if is_sqlite if upgrade is None else upgrade:
-            await migrate.upgrade(store.engine)
-        return store
+        backend = await Backend.open(url, pool_size=pool_size, db_schema=db_schema)
+        if backend.embedded if upgrade is None else upgrade:
+            await migrate.upgrade(backend)
+        return cls(backend)
 
     async def close(self) -> None:
-        await self.engine.dispose()
-        if self.sqlite_writer is not None:
-            self.sqlite_writer.dispose()
+        await self.backend.close()
 
     def add_commit_listener(self, listener: CommitListener) -> None:
         self._listeners.append(listener)
@@ -112,7 +93,7 @@ class Store:
             "created_at": now,
             "updated_at": now,
         }
-        async with write_transaction(self.engine) as conn:
+        async with self.backend.transaction() as conn:
             await conn.execute(insert(schema.session).values(**values))
         return SessionRecord(**values)
 
@@ -135,7 +116,7 @@ class Store:
 
     async def load(self, session_id: str) -> SessionState:
         """Read the session's state in one snapshot and a fixed number of queries."""
-        async with read_transaction(self.engine) as conn:
+        async with self.backend.snapshot() as conn:
             return await conn.run_sync(load_session_sync, session_id)
 
     async def claim_session(
@@ -154,18 +135,14 @@ class Store:
         """
         # Without BEGIN on PostgreSQL: once the claim is in, no older holder can commit,
         # and the reads see the session as the last commit before it left it.
-        return await in_one_hop(
-            self.engine,
-            self.sqlite_writer,
+        return await self.backend.write(
             lambda conn: claim_session_sync(conn, session_id, token, known, submissions),
             single_statement=True,
         )
 
     async def claim_session_fence(self, session_id: str, token: int) -> int:
         """Claim the session for lease ``token``; ``StaleLeaseError`` if not above the fence."""
-        await in_one_hop(
-            self.engine,
-            self.sqlite_writer,
+        await self.backend.write(
             lambda conn: fence.claim_session_fence(conn, session_id, token),
             single_statement=True,
         )
@@ -173,15 +150,15 @@ class Store:
 
     async def ping(self) -> bool:
         """Whether the store answers a trivial query."""
-        async with read_transaction(self.engine) as conn:
+        async with self.backend.snapshot() as conn:
             await conn.execute(text("SELECT 1"))
         return True
 
     async def status(self) -> dict[str, Any]:
         """Schema revision, row counts, and sessions with open work (tasks not terminal or
         submissions not answered) per compatibility key, for ``brainhands status``."""
-        counts: dict[str, Any] = {"revision": await migrate.current_revision(self.engine)}
-        async with read_transaction(self.engine) as conn:
+        counts: dict[str, Any] = {"revision": await migrate.current_revision(self.backend)}
+        async with self.backend.snapshot() as conn:
             tables = {
                 "sessions": schema.session,
                 "tasks": schema.task,

@@ -7,13 +7,13 @@ there. Re-submitting the same request id returns the original and wakes nobody.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import Insert, Table, bindparam, select
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -21,7 +21,6 @@ from brainhands.shared.errors import NotFoundError
 from brainhands.shared.store import schema
 from brainhands.shared.store.commit import insert_outbox_sync
 from brainhands.shared.store.draft import OutboxMessage, new_id
-from brainhands.shared.store.engine import in_one_hop, read_in_one_hop, read_transaction
 from brainhands.shared.store.records import CommitReceipt, OutboxRow, SubmissionRecord
 from brainhands.shared.store.store import Store
 
@@ -57,7 +56,7 @@ async def submit(
     handoff = store.handoff
 
     def work(conn: Connection) -> tuple[SubmissionRecord, tuple[OutboxRow, ...]]:
-        inserts = _INSERTS[conn.dialect.name]
+        inserts = _inserts(store.backend.insert)
         conn.execute(
             inserts.session,
             {"id": session_id, "uid": new_id(), "compat": compat, "tenant": tenant, "now": now},
@@ -72,7 +71,7 @@ async def submit(
         rows = insert_outbox_sync(conn, session_id, [wake(str(key))], now, handoff=handoff)
         return SubmissionRecord(**dict(row._mapping)), rows
 
-    record, rows = await in_one_hop(store.engine, store.sqlite_writer, work)
+    record, rows = await store.backend.write(work)
     if rows:
         store.notify(CommitReceipt(session_id, version=-1, entry_seqs=[], outbox=rows))
     return SubmitReceipt(record, created=bool(rows))
@@ -84,6 +83,7 @@ class _Inserts:
     submission: Insert
 
 
+@functools.cache
 def _inserts(insert: Callable[[Table], Any]) -> _Inserts:
     """A dialect's ``INSERT ... ON CONFLICT DO NOTHING`` of a session and a submission."""
     s, sub = schema.session, schema.submission
@@ -114,7 +114,6 @@ def _inserts(insert: Callable[[Table], Any]) -> _Inserts:
     )
 
 
-_INSERTS = {"postgresql": _inserts(postgresql.insert), "sqlite": _inserts(sqlite.insert)}
 _SESSION_KEY = select(schema.session.c.compat, schema.session.c.tenant).where(
     schema.session.c.id == bindparam("sid")
 )
@@ -129,10 +128,7 @@ _BY_REQUEST = select(schema.submission).where(
 async def get_submission(store: Store, session_id: str, request_id: str) -> SubmissionRecord:
     """The submission of ``request_id`` in ``session_id``, as it stands now: one statement,
     in one hop (what a waiting client reads again at every notification)."""
-
-    return await read_in_one_hop(
-        store.engine, lambda conn: _by_request_sync(conn, session_id, request_id)
-    )
+    return await store.backend.read(lambda conn: _by_request_sync(conn, session_id, request_id))
 
 
 def _by_request_sync(conn: Connection, session_id: str, request_id: str) -> SubmissionRecord:
@@ -144,7 +140,7 @@ def _by_request_sync(conn: Connection, session_id: str, request_id: str) -> Subm
 
 async def session_submissions(store: Store, session_id: str) -> list[SubmissionRecord]:
     """Every submission of ``session_id``, oldest first."""
-    async with read_transaction(store.engine) as conn:
+    async with store.backend.snapshot() as conn:
         return await submissions_in(conn, session_id)
 
 

@@ -42,7 +42,7 @@ async def ask(brains: BrainHarness, agent: str) -> None:
 
 
 async def generation(brains: BrainHarness) -> TaskRecord | None:
-    tasks, _ = await session_history(brains.store.engine, "s1")
+    tasks, _ = await session_history(brains.store, "s1")
     return next((t for t in tasks if t.kind == "agent.generate"), None)
 
 

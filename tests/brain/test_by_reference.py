@@ -61,7 +61,7 @@ def start(deployment: BrainHarness, **env: str) -> None:
 
 async def tool_jobs(store: Store) -> list[tuple[int, ToolJob]]:
     """Every tool job in the outbox, with the size of its body on the wire."""
-    async with store.engine.connect() as conn:
+    async with store.backend.engine.connect() as conn:
         bodies = [bytes(r.body) for r in await conn.execute(select(schema.outbox.c.body))]
     return [(len(b), m) for b in bodies if isinstance(m := decode(b), ToolJob)]
 
@@ -77,7 +77,7 @@ async def test_a_large_result_reaches_the_phase_that_reads_it(deployment: BrainH
         "error": None,
         "sha256": digest({"text": text_of(SIZE)}),
     }
-    _, [op] = await session_history(deployment.store.engine, "s1")
+    _, [op] = await session_history(deployment.store, "s1")
     assert op.result is None and op.blob_id is not None  # Hands stored it by reference
 
 
@@ -94,14 +94,14 @@ async def test_a_large_argument_reaches_the_tool_whole(deployment: BrainHarness)
         "error": None,
     }
     # Stored once, by the Brain: the task, the job and the operation refer to the same blob.
-    tasks, [op] = await session_history(deployment.store.engine, "s1")
+    tasks, [op] = await session_history(deployment.store, "s1")
     [call] = [t for t in tasks if t.kind == TOOL_KIND]
     [(size, job)] = await tool_jobs(deployment.store)
     blob_id = call.input["arguments_blob_id"]
     assert call.input["arguments"] == {} and job.arguments == {} and op.arguments == {}
     assert job.arguments_blob_id == op.arguments_blob_id == blob_id
     assert job.schema_version == 2 and size < MAX_INLINE_JSON
-    async with deployment.store.engine.connect() as conn:
+    async with deployment.store.backend.engine.connect() as conn:
         stored = await conn.execute(select(schema.blob.c.data).where(schema.blob.c.id == blob_id))
         assert json.loads(stored.scalar_one()) == {"text": text}
 

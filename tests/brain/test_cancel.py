@@ -27,7 +27,7 @@ async def test_cancelling_a_submission_stops_children_and_the_running_tool(
     async def tool_running() -> bool:
         state = await brains.store.load("s1")
         ops = [t.operation_id for t in state.open_tasks if t.operation_id]
-        found = await operations_by_ids(brains.store.engine, ops)
+        found = await operations_by_ids(brains.store, ops)
         return any(op.status == "started" for op in found.values())
 
     await eventually(tool_running, within=30, what="the tool call to start")
@@ -46,7 +46,7 @@ async def test_cancelling_a_submission_stops_children_and_the_running_tool(
 
         from brainhands.shared.store import schema
 
-        async with brains.store.engine.connect() as conn:
+        async with brains.store.backend.engine.connect() as conn:
             op_id = (await conn.execute(select(schema.operation.c.operation_id))).scalar_one()
         op = await OperationLedger(brains.store).get(op_id)
         return op.status == "succeeded" and op.result == {"stopped_by_cancel": True}

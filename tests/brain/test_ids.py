@@ -85,7 +85,7 @@ async def test_two_deployments_serving_one_session_id_send_distinct_keys(
     for deployment, answer in zip(deployments, answers, strict=True):
         assert answer.status == "answered"
         uid = (await deployment.store.load("cust-42")).session.uid
-        _, operations = await session_history(deployment.store.engine, "cust-42")
+        _, operations = await session_history(deployment.store, "cust-42")
         keys = {o.operation_id for o in operations}
         assert f"{uid}:pay-1" in keys and len(keys) == 2
         assert keys <= sends.keys()

@@ -203,7 +203,7 @@ async def test_follow_ups_sent_while_a_tool_runs_join_the_loop_in_order_and_are_
     first = await brains.answer(within=60)
     expected = {"text": "Sent, and read your three notes.", "turns": 2}
     assert first.answer == expected and answers == [expected] * 3
-    tasks, _ = await session_history(brains.store.engine, "s1")
+    tasks, _ = await session_history(brains.store, "s1")
     assert [t.kind for t in tasks if t.parent_id is None] == ["agent.session"]  # one loop
     second = json.loads(agent_run.requests()[1])["messages"]
     assert [m["role"] for m in second] == [

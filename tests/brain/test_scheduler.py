@@ -216,7 +216,7 @@ async def test_a_task_interrupted_too_often_in_one_phase_fails_without_running(
 
     summary = await run(store, max_restarts=3)
 
-    [row] = (await tasks_by_ids(store.engine, [task_id])).values()
+    [row] = (await tasks_by_ids(store, [task_id])).values()
     assert (row.status, row.outcome) == ("terminal", "failed")
     assert row.error["reason"] == "crash loop"
     assert summary.phases == 0
@@ -258,7 +258,7 @@ async def test_an_unknown_kind_is_blocked_untouched_then_migrated_by_a_newer_bui
         return {**input, "migrated": True}, state
 
     await run(store, registry=registry_v2)
-    [done] = (await tasks_by_ids(store.engine, [task_id])).values()
+    [done] = (await tasks_by_ids(store, [task_id])).values()
     assert (done.outcome, done.result) == (
         "succeeded",
         {"input": {"x": 2, "migrated": True}, "version": 2},
@@ -407,7 +407,7 @@ async def outbox_jobs(store: Store) -> list[ToolJob]:
 
     from brainhands.shared.store import schema
 
-    async with store.engine.connect() as conn:
+    async with store.backend.engine.connect() as conn:
         rows = await conn.execute(select(schema.outbox.c.body).order_by(schema.outbox.c.id))
         messages = [decode(bytes(r.body)) for r in rows]
     return [m for m in messages if isinstance(m, ToolJob)]
@@ -418,9 +418,9 @@ async def all_tasks(store: Store) -> list[TaskRecord]:
 
     from brainhands.shared.store import schema
 
-    async with store.engine.connect() as conn:
+    async with store.backend.engine.connect() as conn:
         ids = [r.id for r in await conn.execute(select(schema.task.c.id))]
-    return list((await tasks_by_ids(store.engine, ids)).values())
+    return list((await tasks_by_ids(store, ids)).values())
 
 
 async def signal(store: Store, name: str, signal_id: str, payload: object = None) -> bool:
@@ -469,11 +469,11 @@ async def test_waits_entered_one_after_another_in_a_pass_share_one_read_of_the_s
         if statement.lstrip().upper().startswith("SELECT") and "FROM inbox" in statement:
             inbox_reads.append(statement)
 
-    event.listen(store.engine.sync_engine, "before_cursor_execute", count)
+    event.listen(store.backend.engine.sync_engine, "before_cursor_execute", count)
     try:
         await run(store)
     finally:
-        event.remove(store.engine.sync_engine, "before_cursor_execute", count)
+        event.remove(store.backend.engine.sync_engine, "before_cursor_execute", count)
 
     assert await answer(store) == [
         {"name": name, "payload": {"id": sid}, "signal_id": sid, "timed_out": False}
@@ -492,10 +492,10 @@ async def test_a_kept_signal_wakes_its_session_only_once_a_task_waits_for_it(
     assert await signal(store, "other", "sig-1")
     now = time.time() + 100
 
-    assert [r.session_id for r in await sessions_needing_attention(store.engine, now=now)] == []
+    assert [r.session_id for r in await sessions_needing_attention(store, now=now)] == []
 
     assert await signal(store, "later", "sig-2")
-    assert [r.session_id for r in await sessions_needing_attention(store.engine, now=now)] == ["s1"]
+    assert [r.session_id for r in await sessions_needing_attention(store, now=now)] == ["s1"]
     await run(store)
     assert await answer(store) == [
         {"name": "later", "payload": None, "signal_id": "sig-2", "timed_out": False}

@@ -247,7 +247,7 @@ async def needs_attention(
         compat=compat,
     )
     sub = schema.submission
-    async with store.engine.begin() as conn:
+    async with store.backend.engine.begin() as conn:
         await conn.execute(
             update(sub)
             .where(sub.c.session_id == session_id)
@@ -287,7 +287,7 @@ async def test_sessions_needing_attention_say_since_when(store: Store, env: Brok
     await needs_attention(store, env, "old", "v2", 60)
     now = time.time()
 
-    found = await sessions_needing_attention(store.engine, now=now, grace=PERIOD)
+    found = await sessions_needing_attention(store, now=now, grace=PERIOD)
 
     assert [(r.session_id, r.compat) for r in found] == [("old", "v2"), ("recent", "v1")]
     assert now - 61 < found[0].since <= now - 60
@@ -415,7 +415,7 @@ async def test_reading_a_depth_declares_nothing(env: BrokerEnv) -> None:
 async def lost_call(store: Store, task_id: str, tool_input: object) -> None:
     """A tool task waiting for a minute on a call whose job never reached Hands."""
     now = time.time()
-    async with store.engine.begin() as conn:
+    async with store.backend.engine.begin() as conn:
         await conn.execute(
             insert(schema.task).values(
                 id=task_id,
@@ -529,7 +529,7 @@ async def test_a_parked_job_is_not_the_only_record_of_its_call_which_is_sent_aga
     )
     await env.park_after_the_delivery_limit(queue, [job])
     # What says the call is still to be made is the store, not the parked message.
-    [call] = await calls_without_outcome(store.engine, older_than=time.time())
+    [call] = await calls_without_outcome(store, older_than=time.time())
     assert call.task.id == "t-parked" and call.operation_status is None
     assert await env.message_count(queue) == 0
 

@@ -100,7 +100,7 @@ def tool_job(task_id: str, queue_pool: str = "email") -> ToolJob:
 
 async def add_tool_task(store: Store, task_id: str, **row: object) -> None:
     now = time.time()
-    async with store.engine.begin() as conn:
+    async with store.backend.engine.begin() as conn:
         await conn.execute(
             insert(schema.task).values(
                 **{
@@ -209,7 +209,7 @@ async def test_submit_waits_for_the_answer_and_show_prints_the_session(
     )
     assert as_json.returncode == 0, as_json.stderr
     document = json.loads(as_json.stdout)
-    tasks, _ = await session_history(brains.store.engine, "cli")
+    tasks, _ = await session_history(brains.store, "cli")
     [task] = document["tasks"]
     assert task["id"] == tasks[0].id and task["id"] in shown.stdout  # whole, not cut short
     assert (task["kind"], task["status"], task["outcome"]) == ("steps", "terminal", "succeeded")
@@ -238,7 +238,7 @@ async def test_show_prints_every_task_and_operation_in_full_and_as_json(
         store, child, parent_id=parent, status="terminal", outcome="failed", operation_id=operation
     )
     now = time.time()
-    async with store.engine.begin() as conn:
+    async with store.backend.engine.begin() as conn:
         await conn.execute(
             insert(schema.operation).values(
                 operation_id=operation,

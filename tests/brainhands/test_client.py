@@ -57,7 +57,7 @@ async def test_an_application_submits_awaits_cancels_and_reads_through_the_clien
     assert view["submissions"] == ["cancelled"]
     assert view["tasks"] == [{"kind": "napper", "status": "terminal", "outcome": "cancelled"}]
     assert view["inbox"] == [{"kind": "cancel", "key": seen["nap_request_id"], "applied": True}]
-    async with brains.store.engine.connect() as conn:
+    async with brains.store.backend.engine.connect() as conn:
         sub = schema.submission
         answered = await conn.execute(
             select(func.count()).where(sub.c.session_id.like("app-%"), sub.c.status == "answered")

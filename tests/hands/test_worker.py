@@ -203,7 +203,7 @@ async def test_a_running_call_hears_of_its_cancel_from_the_store_without_a_notic
         input={},
         status="waiting",
     )
-    async with hands.store.engine.begin() as conn:
+    async with hands.store.backend.engine.begin() as conn:
         await conn.execute(insert(schema.task).values(**dataclasses.asdict(task)))
     await hands.publish(job)
 
@@ -214,7 +214,7 @@ async def test_a_running_call_hears_of_its_cancel_from_the_store_without_a_notic
             return False
 
     await eventually(started, what="the call to start")
-    async with hands.store.engine.begin() as conn:
+    async with hands.store.backend.engine.begin() as conn:
         await conn.execute(
             update(schema.task).where(schema.task.c.id == job.task_id).values(cancel_requested=True)
         )

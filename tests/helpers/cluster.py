@@ -131,7 +131,7 @@ class Cluster:
 
     async def all_done(self) -> bool:
         sub = schema.submission
-        async with self.store.engine.connect() as conn:
+        async with self.store.backend.engine.connect() as conn:
             open_count = await conn.execute(
                 select(func.count()).select_from(sub).where(sub.c.status.in_(("queued", "running")))
             )
@@ -141,7 +141,7 @@ class Cluster:
         await eventually(self.all_done, within=within, what="every session to finish")
 
     async def outbox_drained(self) -> bool:
-        async with self.store.engine.connect() as conn:
+        async with self.store.backend.engine.connect() as conn:
             unsent = await conn.execute(
                 select(func.count())
                 .select_from(schema.outbox)
@@ -151,7 +151,7 @@ class Cluster:
 
     async def operations_started(self, count: int) -> bool:
         o = schema.operation
-        async with self.store.engine.connect() as conn:
+        async with self.store.backend.engine.connect() as conn:
             started = await conn.execute(
                 select(func.count()).select_from(o).where(o.c.status == "started")
             )
@@ -169,7 +169,7 @@ class Cluster:
         failed = applied_twice = 0
         emails = 0
         for session in self.sessions:
-            tasks, operations = await session_history(self.store.engine, session)
+            tasks, operations = await session_history(self.store, session)
             assert all(t.status == "terminal" for t in tasks), f"{session} has open tasks"
             ops_by_task = Counter(o.task_id for o in operations)
             applied_twice += sum(n > 1 for n in ops_by_task.values())
@@ -189,7 +189,7 @@ class Cluster:
             uncertain = [
                 o
                 for s in self.sessions
-                for o in (await session_history(self.store.engine, s))[1]
+                for o in (await session_history(self.store, s))[1]
                 if o.status != "succeeded"
             ]
             assert all(o.status in ("uncertain", "failed") for o in uncertain)

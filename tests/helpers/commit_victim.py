@@ -60,7 +60,7 @@ async def main(url: str, schema: str, sessions: list[str], pause_at: int, marker
                 marker.write_text("paused")
                 time.sleep(120)
 
-        writer = store.sqlite_writer or store.engine.sync_engine
+        writer = store.backend.writes_on
         event.listen(writer, "after_cursor_execute", freeze)
         await commit_all([0] * len(sessions))
         return

@@ -121,8 +121,8 @@ async def test_sent_rows_are_pruned_after_the_retention(store: Store, env: Broke
     await OutboxRelay(store, env.broker).drain_once()
     await commit_wakes_more(store, queue)
 
-    assert await prune_sent(store.engine, older_than=3600) == 0
-    assert await prune_sent(store.engine, older_than=0) == 5
+    assert await prune_sent(store, older_than=3600) == 0
+    assert await prune_sent(store, older_than=0) == 5
     status = await store.status()
     assert (status["outbox_rows"], status["outbox_unsent"]) == (1, 1)  # unsent rows stay
 

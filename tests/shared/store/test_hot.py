@@ -18,7 +18,6 @@ from sqlalchemy.engine import Connection
 from brainhands.shared.config import normalize_database_url
 from brainhands.shared.errors import ConflictError, StoreError, StoreUnavailable
 from brainhands.shared.store import Store, schema
-from brainhands.shared.store.engine import in_one_hop, read_in_one_hop
 from brainhands.shared.store.hot import hot, run
 from tests.helpers.stores import drop_schema
 
@@ -52,15 +51,13 @@ def entry(seq: int, body: object) -> dict[str, object]:
 
 
 async def entries(store: Store) -> list[tuple[int, object]]:
-    rows = await read_in_one_hop(store.engine, lambda c: run(c, ENTRIES, {"sid": "s1"}).all())
+    rows = await store.backend.read(lambda c: run(c, ENTRIES, {"sid": "s1"}).all())
     return [(r.seq, r.body) for r in rows]
 
 
 async def test_rows_read_as_sqlalchemys_and_json_goes_both_ways(pg_store: Store) -> None:
     bodies = [{"text": "héllo", "n": [1, 2.5, None]}, None, "plain"]
-    await in_one_hop(
-        pg_store.engine,
-        None,
+    await pg_store.backend.write(
         lambda c: run(c, INSERT_ENTRY, [entry(i, b) for i, b in enumerate(bodies, 1)]),
     )
 
@@ -71,15 +68,13 @@ async def test_rows_read_as_sqlalchemys_and_json_goes_both_ways(pg_store: Store)
             (r.seq, dict(r._mapping), r[1]) for r in plain
         ]
 
-    hot_rows, plain = await read_in_one_hop(pg_store.engine, both)
+    hot_rows, plain = await pg_store.backend.read(both)
     assert hot_rows == plain
     assert [body for _, _, body in hot_rows] == bodies
 
 
 async def test_an_in_list_is_rendered_for_its_length_each_time(pg_store: Store) -> None:
-    await in_one_hop(
-        pg_store.engine,
-        None,
+    await pg_store.backend.write(
         lambda c: run(c, INSERT_ENTRY, [entry(i, {"n": i}) for i in range(1, 6)]),
     )
     for seqs in ([3], [1, 5], [2, 3, 4], []):
@@ -90,7 +85,7 @@ async def test_an_in_list_is_rendered_for_its_length_each_time(pg_store: Store) 
             plain = [(r.seq, r.body) for r in conn.execute(SOME_ENTRIES.statement, p)]
             return hot_rows, plain
 
-        hot_rows, plain = await read_in_one_hop(pg_store.engine, both)
+        hot_rows, plain = await pg_store.backend.read(both)
         assert hot_rows == plain == [(n, {"n": n}) for n in seqs]
 
 
@@ -102,11 +97,11 @@ async def test_a_refused_hop_rolls_back_what_it_wrote_and_its_connection_goes_on
         raise ConflictError("refused after the first write")
 
     with pytest.raises(ConflictError):
-        await in_one_hop(pg_store.engine, None, write_then_refuse)
+        await pg_store.backend.write(write_then_refuse)
 
     pids = set()
     for _ in range(3):  # the one pooled connection, kept: no transaction left open on it
-        pids.add(await read_in_one_hop(pg_store.engine, lambda c: run(c, BACKEND_PID, {}).scalar()))
+        pids.add(await pg_store.backend.read(lambda c: run(c, BACKEND_PID, {}).scalar()))
         assert await entries(pg_store) == []
     assert len(pids) == 1
 
@@ -116,14 +111,14 @@ async def test_a_value_that_cannot_be_bound_is_a_store_error_and_writes_nothing(
 ) -> None:
     rows = [entry(1, "fine"), entry(2, {"a set": {1, 2}})]
     with pytest.raises(StoreError, match="body"):
-        await in_one_hop(pg_store.engine, None, lambda c: run(c, INSERT_ENTRY, rows))
+        await pg_store.backend.write(lambda c: run(c, INSERT_ENTRY, rows))
     assert await entries(pg_store) == []
 
 
 async def test_a_hop_whose_connection_the_server_cut_is_retryable_and_the_next_reconnects(
     pg_store: Store, postgres_url: str
 ) -> None:
-    pid = await read_in_one_hop(pg_store.engine, lambda c: run(c, BACKEND_PID, {}).scalar())
+    pid = await pg_store.backend.read(lambda c: run(c, BACKEND_PID, {}).scalar())
     admin = await asyncpg.connect(postgres_url)
     try:
         assert await admin.fetchval("SELECT pg_terminate_backend($1)", pid)
@@ -131,8 +126,8 @@ async def test_a_hop_whose_connection_the_server_cut_is_retryable_and_the_next_r
         await admin.close()
 
     with pytest.raises(StoreUnavailable):
-        await in_one_hop(pg_store.engine, None, lambda c: run(c, INSERT_ENTRY, entry(1, "x")))
-    await in_one_hop(pg_store.engine, None, lambda c: run(c, INSERT_ENTRY, entry(1, "y")))
+        await pg_store.backend.write(lambda c: run(c, INSERT_ENTRY, entry(1, "x")))
+    await pg_store.backend.write(lambda c: run(c, INSERT_ENTRY, entry(1, "y")))
     assert await entries(pg_store) == [(1, "y")]
 
 
@@ -152,7 +147,7 @@ async def test_hops_cancelled_at_any_point_leave_nothing_half_done_and_log_no_er
         nonlocal written
         while True:
             seq = written + 1
-            await in_one_hop(pg_store.engine, None, lambda c, n=seq: write_and_wait(c, n))
+            await pg_store.backend.write(lambda c, n=seq: write_and_wait(c, n))
             written = seq
 
     with caplog.at_level(logging.WARNING):

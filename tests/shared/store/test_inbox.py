@@ -30,7 +30,7 @@ async def test_a_request_is_kept_once_until_a_commit_applies_it(store: Store) ->
     assert (await store.status())["outbox_rows"] == 1  # one wake-up, for the one request
     state = await store.load("s1")
     assert [(r.kind, r.key) for r in state.inbox] == [("cancel", "r1")]
-    found = await sessions_needing_attention(store.engine, now=time.time() + 10, grace=1.0)
+    found = await sessions_needing_attention(store, now=time.time() + 10, grace=1.0)
     assert [ref.session_id for ref in found] == ["s1"]  # a lost wake-up is found again
 
     draft = Draft("s1", version=state.session.version, fence=1)
@@ -40,7 +40,7 @@ async def test_a_request_is_kept_once_until_a_commit_applies_it(store: Store) ->
     assert (await store.load("s1")).inbox == []
     [request] = await session_inbox(store, "s1")
     assert request.applied_at is not None
-    assert await sessions_needing_attention(store.engine, now=time.time() + 10) == []
+    assert await sessions_needing_attention(store, now=time.time() + 10) == []
 
 
 async def test_a_request_to_an_unknown_session_is_refused(store: Store) -> None:

@@ -16,6 +16,7 @@ from brainhands.shared.store import (
     Store,
     schema,
 )
+from brainhands.shared.store.backend import Sqlite
 
 pytestmark = pytest.mark.integration
 
@@ -181,7 +182,7 @@ async def test_a_stale_retry_or_outcome_writes_nothing(store: Store) -> None:
             "op1", 1, status="succeeded", blob=b"x" * 1000, notify=OutboxMessage("brain.v1", b"r")
         )
     assert await ledger.get("op1") == current.operation
-    async with store.engine.connect() as conn:
+    async with store.backend.engine.connect() as conn:
         blobs = (await conn.execute(select(func.count()).select_from(schema.blob))).scalar_one()
     assert blobs == 0
     assert (await store.status())["outbox_rows"] == 0
@@ -208,7 +209,7 @@ async def test_an_outcome_hands_its_outbox_row_to_the_commit_listeners(store: St
         {"h": "1"},
     )
     o = schema.outbox
-    async with store.engine.connect() as conn:
+    async with store.backend.engine.connect() as conn:
         stored = (await conn.execute(select(o).where(o.c.id == row.id))).one()
     assert stored.session_id == "s1" and stored.sent_at is None
     assert stored.publish_after == pytest.approx(stored.created_at + 30.0)
@@ -226,7 +227,7 @@ async def test_the_ledger_works_on_an_in_memory_sqlite_store() -> None:
     """No second engine can share an in-memory database: the writes run on the async one."""
     store = await Store.open("sqlite+aiosqlite:///:memory:", upgrade=True)
     try:
-        assert store.sqlite_writer is None
+        assert isinstance(store.backend, Sqlite) and store.backend.writer is None
         ledger = OperationLedger(store)
         await ledger.claim("op1", 1, intent=INTENT)
         with pytest.raises(StaleLeaseError):

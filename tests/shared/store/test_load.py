@@ -21,11 +21,11 @@ async def count_load_queries(store: Store, session_id: str) -> int:
         if statement.lstrip().upper().startswith("SELECT"):
             statements.append(statement)
 
-    event.listen(store.engine.sync_engine, "before_cursor_execute", count)
+    event.listen(store.backend.engine.sync_engine, "before_cursor_execute", count)
     try:
         await store.load(session_id)
     finally:
-        event.remove(store.engine.sync_engine, "before_cursor_execute", count)
+        event.remove(store.backend.engine.sync_engine, "before_cursor_execute", count)
     return len(statements)
 
 
@@ -152,7 +152,7 @@ async def count_claim_queries(store: Store, session_id: str, token: int, known: 
         if statement.lstrip().upper().startswith("SELECT"):
             statements.append(statement)
 
-    engine = store.sqlite_writer or store.engine.sync_engine
+    engine = store.backend.writes_on
     event.listen(engine, "before_cursor_execute", count)
     try:
         await store.claim_session(session_id, token, known)

@@ -15,23 +15,23 @@ TABLES = {
 
 
 async def table_names(store: Store) -> set[str]:
-    async with store.engine.connect() as conn:
+    async with store.backend.engine.connect() as conn:
         return set(await conn.run_sync(lambda c: inspect(c).get_table_names()))
 
 
 async def test_upgrade_from_empty_then_downgrade_then_upgrade(store_target: StoreTarget) -> None:
     store = await Store.open(store_target.url, upgrade=False, db_schema=store_target.schema)
     try:
-        assert await migrate.current_revision(store.engine) is None
-        await migrate.upgrade(store.engine)
-        assert await migrate.current_revision(store.engine) == migrate.head_revision()
+        assert await migrate.current_revision(store.backend) is None
+        await migrate.upgrade(store.backend)
+        assert await migrate.current_revision(store.backend) == migrate.head_revision()
         assert await table_names(store) >= TABLES
 
-        await migrate.downgrade(store.engine, "base")
-        assert await migrate.current_revision(store.engine) is None
+        await migrate.downgrade(store.backend, "base")
+        assert await migrate.current_revision(store.backend) is None
         assert not TABLES & await table_names(store)
 
-        await migrate.upgrade(store.engine)
+        await migrate.upgrade(store.backend)
         assert await table_names(store) >= TABLES
         await store.create_session("s1", compat="v1")
         assert (await store.status())["sessions"] == 1
@@ -47,8 +47,8 @@ async def test_concurrent_upgrades_are_harmless(store_target: StoreTarget) -> No
         for _ in range(3)
     ]
     try:
-        await asyncio.gather(*(migrate.upgrade(s.engine) for s in stores))
-        assert await migrate.current_revision(stores[0].engine) == migrate.head_revision()
+        await asyncio.gather(*(migrate.upgrade(s.backend) for s in stores))
+        assert await migrate.current_revision(stores[0].backend) == migrate.head_revision()
     finally:
         for s in stores:
             await s.close()

@@ -8,7 +8,6 @@ from sqlalchemy import func, select
 from brainhands.shared.errors import NotFoundError
 from brainhands.shared.store import Store, schema
 from brainhands.shared.store.draft import OutboxMessage
-from brainhands.shared.store.engine import read_transaction
 from brainhands.shared.store.submissions import get_submission, submit
 
 
@@ -18,7 +17,7 @@ def wake(key: str) -> OutboxMessage:
 
 async def outbox_rows(store: Store) -> list[tuple[str, bytes]]:
     o = schema.outbox
-    async with read_transaction(store.engine) as conn:
+    async with store.backend.snapshot() as conn:
         rows = await conn.execute(select(o.c.routing_key, o.c.body).order_by(o.c.id))
         return [(r.routing_key, bytes(r.body)) for r in rows]
 
@@ -59,7 +58,7 @@ async def test_another_tenants_session_does_not_exist_and_gets_nothing(store: St
                 tenant=tenant,
             )  # fmt: skip
     sub = schema.submission
-    async with read_transaction(store.engine) as conn:
+    async with store.backend.snapshot() as conn:
         count = await conn.execute(select(func.count()).select_from(sub))
         assert count.scalar_one() == 2
     assert len(await outbox_rows(store)) == 2
