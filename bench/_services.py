@@ -191,11 +191,19 @@ def terminate(procs: Iterable[subprocess.Popen[bytes]], grace: float = 15) -> No
 
 def process_cpu(pid: int) -> float | None:
     """CPU seconds (user + system) process ``pid`` has used so far; None off Linux."""
+    times = process_times(pid)
+    return None if times is None else sum(times)
+
+
+def process_times(pid: int) -> tuple[float, float] | None:
+    """CPU seconds process ``pid`` has used so far in user mode and in the kernel (system
+    calls: on loopback, a send also runs the receiver's TCP processing); None off Linux."""
     try:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     except (OSError, IndexError):
         return None
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    tick = os.sysconf("SC_CLK_TCK")
+    return int(fields[11]) / tick, int(fields[12]) / tick
 
 
 def log_events(path: Path) -> list[dict[str, Any]]:
@@ -291,10 +299,14 @@ class Workers:
         return [w.log for w in self.procs if w.role == role]
 
     def cpu(self) -> dict[str, float]:
-        """CPU seconds (user + system) each role's processes have used so far (Linux)."""
+        """CPU seconds (user + system) each role's processes have used so far (Linux), and
+        under ``"<role> kernel"`` the system part of it."""
         used: dict[str, float] = {}
         for w in self.procs:
-            used[w.role] = used.get(w.role, 0.0) + (process_cpu(w.proc.pid) or 0.0)
+            user, system = process_times(w.proc.pid) or (0.0, 0.0)
+            used[w.role] = used.get(w.role, 0.0) + user + system
+            kernel = f"{w.role} kernel"
+            used[kernel] = used.get(kernel, 0.0) + system
         return used
 
     def stop(self) -> None:

@@ -552,8 +552,9 @@ def report_where(r: Results, ours: Sequence[float]) -> None:
         pass_rows.append(("2B+2H fan-out", r.fanout_sessions, r.fanout_passes))
     for label, used, session in cpu_rows:
         print(
-            f"CPU per session ({label}): Brain {used.get('brain', 0) * ms:.1f} ms, Hands "
-            f"{used.get('hands', 0) * ms:.1f} ms (a session: {session})"
+            f"CPU per session ({label}): Brain {used.get('brain', 0) * ms:.1f} ms (kernel "
+            f"{used.get('brain kernel', 0) * ms:.1f}), Hands {used.get('hands', 0) * ms:.1f} ms "
+            f"(kernel {used.get('hands kernel', 0) * ms:.1f}) (a session: {session})"
         )
     print(
         f"CPU per round trip of the floor ({r.floor_rate:,.0f}/s in lanes at once; both sides "
