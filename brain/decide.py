@@ -25,6 +25,7 @@ from brainhands.brain.task import (
 )
 from brainhands.shared.store.draft import TaskChange
 from brainhands.shared.store.records import (
+    FINAL_OPERATION_STATUSES,
     InboxRecord,
     OperationRecord,
     SubmissionRecord,
@@ -33,9 +34,6 @@ from brainhands.shared.store.records import (
 
 TOOL_KIND = "brainhands.tool"
 """The built-in kind of a task that waits for one tool call's outcome."""
-
-FINAL_OPERATION = frozenset({"succeeded", "failed", "uncertain", "cancelled"})
-
 
 # Actions ---------------------------------------------------------------------------------
 
@@ -153,7 +151,7 @@ def next_action(facts: Facts) -> Action:
             return _signal_wait(facts)
         if task.kind == TOOL_KIND:
             op = facts.operation
-            if op is not None and op.status in FINAL_OPERATION:
+            if op is not None and op.status in FINAL_OPERATION_STATUSES:
                 return tool_outcome(op)
             return Idle()
         return _join(facts)

@@ -10,8 +10,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from brainhands.shared.errors import ToolError, ToolUncertain
-from brainhands.shared.store.ledger import FINAL_STATUSES
-from brainhands.shared.store.records import OperationStatus
+from brainhands.shared.store.records import FINAL_OPERATION_STATUSES, OperationStatus
 from brainhands.shared.tools import ReplayPolicy, RetryPolicy
 
 Action = Literal["republish", "run", "query", "rerun", "record_uncertain", "record_interrupted"]
@@ -42,7 +41,7 @@ def next_step(
       happened: ``unsafe`` is recorded ``uncertain``, ``query`` asks first, ``safe`` runs
       again as an interruption (``after_interruption``).
     """
-    if status in FINAL_STATUSES:
+    if status in FINAL_OPERATION_STATUSES:
         return Step("republish")
     if status == "intended":
         return Step("run", max(0.0, (next_attempt_at or now) - now))

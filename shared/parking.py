@@ -38,7 +38,8 @@ from brainhands.shared.messages import (
     decode,
 )
 from brainhands.shared.store import OperationRecord, Store, TaskRecord
-from brainhands.shared.store.queries import FINAL, sessions_with_open_work, tasks_and_operations
+from brainhands.shared.store.queries import sessions_with_open_work, tasks_and_operations
+from brainhands.shared.store.records import FINAL_OPERATION_STATUSES
 
 if TYPE_CHECKING:
     # The broker calls ``park``; this module only needs the broker's type.
@@ -202,7 +203,7 @@ def parked_work(
             return ParkedWork("pending", "the session has open work")
         return ParkedWork("settled", "the session has no open work")
     op = operations.get(message.operation_id) if not isinstance(message, ToolResult) else None
-    if op is not None and op.status in FINAL:
+    if op is not None and op.status in FINAL_OPERATION_STATUSES:
         return ParkedWork("settled", f"operation {op.status}")
     op_state = f"operation {op.status}" if op is not None else "no operation yet"
     if isinstance(message, CancelNotice):

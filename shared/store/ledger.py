@@ -41,16 +41,13 @@ from brainhands.shared.store.group import GroupCommit
 from brainhands.shared.store.hot import hot, run
 from brainhands.shared.store.load import operation_record
 from brainhands.shared.store.records import (
+    FINAL_OPERATION_STATUSES,
     CommitReceipt,
     OperationRecord,
     OperationStatus,
     OutboxRow,
 )
 from brainhands.shared.store.store import Store
-
-FINAL_STATUSES: frozenset[OperationStatus] = frozenset(
-    {"succeeded", "failed", "uncertain", "cancelled"}
-)
 
 _T = TypeVar("_T")
 _o = schema.operation
@@ -205,7 +202,7 @@ class OperationLedger:
         row and referenced, instead of ``result``. ``interrupted``: the outcome follows an
         attempt cut short, which is counted.
         """
-        if status not in FINAL_STATUSES:
+        if status not in FINAL_OPERATION_STATUSES:
             raise ValueError(f"{status!r} is not an outcome")
         params = {
             "w_id": operation_id,

@@ -16,12 +16,15 @@ from brainhands.shared.store.load import (
     task_record,
     tasks_by_ids_sync,
 )
-from brainhands.shared.store.records import OPEN_SUBMISSION_STATUSES, OperationRecord, TaskRecord
+from brainhands.shared.store.records import (
+    FINAL_OPERATION_STATUSES,
+    OPEN_SUBMISSION_STATUSES,
+    OperationRecord,
+    TaskRecord,
+)
 
 if TYPE_CHECKING:
     from brainhands.shared.store.store import Store
-
-FINAL = ("succeeded", "failed", "uncertain", "cancelled")
 
 
 async def tasks_by_ids(store: Store, ids: list[str]) -> dict[str, TaskRecord]:
@@ -95,7 +98,11 @@ async def sessions_needing_attention(
     unapplied = (
         select(t.c.session_id, o.c.updated_at.label("since"), no)
         .join(o, o.c.operation_id == t.c.operation_id)
-        .where(t.c.status == "waiting", o.c.status.in_(FINAL), o.c.updated_at <= before)
+        .where(
+            t.c.status == "waiting",
+            o.c.status.in_(FINAL_OPERATION_STATUSES),
+            o.c.updated_at <= before,
+        )
     )
     # A submission waiting its turn behind an open root task is no need of its own.
     root_open = exists().where(
@@ -168,7 +175,8 @@ async def calls_without_outcome(
             t.c.status == "waiting",
             t.c.operation_id.is_not(None),
             t.c.updated_at < older_than,
-            (o.c.status.is_(None)) | and_(o.c.status.not_in(FINAL), o.c.updated_at < older_than),
+            (o.c.status.is_(None))
+            | and_(o.c.status.not_in(FINAL_OPERATION_STATUSES), o.c.updated_at < older_than),
         )
         .limit(limit)
     )

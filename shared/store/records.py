@@ -14,6 +14,10 @@ SubmissionStatus = Literal["queued", "running", "answered", "failed", "cancelled
 OperationStatus = Literal["intended", "started", "succeeded", "failed", "uncertain", "cancelled"]
 
 OPEN_SUBMISSION_STATUSES: tuple[SubmissionStatus, ...] = ("queued", "running")
+FINAL_OPERATION_STATUSES: frozenset[OperationStatus] = frozenset(
+    {"succeeded", "failed", "uncertain", "cancelled"}
+)
+"""An operation in one of these has its outcome, which never changes again."""
 
 
 @dataclass(frozen=True)
