@@ -45,6 +45,10 @@ class Backend(ABC):
 
     notifies: ClassVar[bool]
     """Whether commits notify listeners (``notifications``); where not, they poll."""
+    chains_writes: ClassVar[bool]
+    """Whether one statement can write from the rows another write returns (PostgreSQL's
+    data-modifying ``WITH``): writes that depend on a guard are then one statement, atomic
+    without a transaction around it."""
     embedded: ClassVar[bool]
     """Whether the database lives in this process's files, so the store migrates its own
     schema on first use (a server database is migrated by ``brainhands migrate``)."""
@@ -140,6 +144,7 @@ class Postgres(Backend):
         return postgresql.insert(table)
 
     notifies = True
+    chains_writes = True
     embedded = False
     snapshot_isolation = "REPEATABLE READ"
 
@@ -175,6 +180,7 @@ class Sqlite(Backend):
         return sqlite.insert(table)
 
     notifies = False
+    chains_writes = False
     embedded = True
     snapshot_isolation = None
 

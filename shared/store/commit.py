@@ -283,6 +283,11 @@ async def insert_outbox(
     return await conn.run_sync(insert_outbox_sync, session_id, messages, now, handoff=handoff)
 
 
+def publish_after(now: float, handoff: float | None) -> float | None:
+    """When relays other than the writer's may publish a row written at ``now``."""
+    return now + handoff if handoff is not None else None
+
+
 def insert_outbox_sync(
     conn: Connection,
     session_id: str | None,
@@ -293,7 +298,7 @@ def insert_outbox_sync(
 ) -> tuple[OutboxRow, ...]:
     if not messages:
         return ()
-    publish_after = now + handoff if handoff is not None else None
+    after = publish_after(now, handoff)
     ids: Sequence[int] = (
         run(
             conn,
@@ -305,7 +310,7 @@ def insert_outbox_sync(
                     "body": m.body,
                     "headers": m.headers,
                     "created_at": now,
-                    "publish_after": publish_after,
+                    "publish_after": after,
                 }
                 for m in messages
             ],

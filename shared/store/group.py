@@ -70,6 +70,8 @@ class GroupCommit(Generic[_W, _R]):
     ``order`` sorts a batch (by session or operation id), so that two batches lock the rows
     they share in one order (a superseded holder's write and its successor's, say).
     ``what`` names the writes in the ``brainhands_group_commit_writes`` metric.
+    ``single_statement`` says of a write that ``apply_one`` writes it in one statement,
+    atomic on its own: alone, it is then sent without BEGIN and COMMIT.
     """
 
     def __init__(
@@ -80,11 +82,13 @@ class GroupCommit(Generic[_W, _R]):
         apply_many: ApplyMany[_W, _R],
         order: Callable[[_W], str],
         what: str,
+        single_statement: Callable[[_W], bool] = lambda _write: False,
     ) -> None:
         self.backend = backend
         self._apply_one = apply_one
         self._apply_many = apply_many
         self._order = order
+        self._single_statement = single_statement
         self.what = what
         self._size = metrics.GROUP_COMMIT.labels(what)
         self._waiting: list[_Pending[_W, _R]] = []
@@ -145,7 +149,10 @@ class GroupCommit(Generic[_W, _R]):
     async def _alone(self, pending: _Pending[_W, _R]) -> None:
         self._size.observe(1)
         try:
-            result = await self.backend.write(lambda conn: self._apply_one(conn, pending.write))
+            result = await self.backend.write(
+                lambda conn: self._apply_one(conn, pending.write),
+                single_statement=self._single_statement(pending.write),
+            )
         except BaseException as exc:
             pending.settle(exc)
             if not isinstance(exc, Exception):

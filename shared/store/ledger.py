@@ -13,8 +13,10 @@ These writes are a Hands job's hot path, so each runs the way a Brain's commit d
 (``Backend.write``): the whole transaction in one greenlet (PostgreSQL) or one worker
 thread (SQLite), with statements built once;
 each write is one statement whose ``RETURNING`` (or row count) answers what a read-back used
-to. Outcomes, the one write of a call that needs a transaction (the row and its result
-event), are group-committed as a Brain's drafts are (``shared.store.group``).
+to. An outcome and its result event are one statement too where the backend chains writes
+(PostgreSQL): the event is inserted from the guarded update's row, so a lone outcome is one
+round trip without BEGIN and COMMIT. Outcomes ready together are group-committed as a
+Brain's drafts are (``shared.store.group``).
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from brainhands.shared.errors import (
 )
 from brainhands.shared.store import fence, schema
 from brainhands.shared.store.backend import Backend
-from brainhands.shared.store.commit import insert_outbox_sync
+from brainhands.shared.store.commit import insert_outbox_sync, publish_after
 from brainhands.shared.store.draft import OutboxMessage, new_id
 from brainhands.shared.store.group import GroupCommit
 from brainhands.shared.store.hot import hot, run
@@ -96,14 +98,27 @@ _SCHEDULE_RETRY = hot(
         updated_at=_bound("updated_at"),
     )
 )
-_RECORD_OUTCOME = hot(
-    _guarded_update(
-        **{
-            c: _bound(c)
-            for c in ("status", "result", "error", "blob_id", "finished_at", "updated_at")
-        },
-        interruptions=_INTERRUPTIONS,
+_OUTCOME = _guarded_update(
+    **{c: _bound(c) for c in ("status", "result", "error", "blob_id", "finished_at", "updated_at")},
+    interruptions=_INTERRUPTIONS,
+)
+_RECORD_OUTCOME = hot(_OUTCOME)
+_ob = schema.outbox
+_RECORDED = _OUTCOME.returning(_o.c.operation_id).cte("recorded")
+# The outcome and its result event in one statement: the event row is inserted from the
+# guarded update's row, so a refused guard writes neither (backends that chain writes).
+_EVENT_COLUMNS = ("session_id", "routing_key", "body", "headers")
+_RECORD_OUTCOME_AND_EVENT = hot(
+    insert(_ob)
+    .from_select(
+        [*_EVENT_COLUMNS, "created_at", "publish_after"],
+        select(
+            *(bindparam(f"e_{c}", type_=_ob.c[c].type) for c in _EVENT_COLUMNS),
+            bindparam("v_updated_at", type_=_ob.c.created_at.type),
+            bindparam("e_publish_after", type_=_ob.c.publish_after.type),
+        ).select_from(_RECORDED),
     )
+    .returning(_ob.c.id)
 )
 _INSERT_BLOB = hot(insert(schema.blob))
 _READ_BLOB = select(schema.blob.c.data).where(schema.blob.c.id == bindparam("id"))
@@ -123,12 +138,16 @@ class OperationLedger:
 
     def __init__(self, store: Store) -> None:
         self.store = store
+        chained = store.backend.chains_writes
         self._outcomes: GroupCommit[_Outcome, tuple[OutboxRow, ...]] = GroupCommit(
             store.backend,
-            apply_one=lambda conn, outcome: _record_outcome(conn, outcome, store.handoff),
-            apply_many=lambda conn, outcomes: _record_outcomes(conn, outcomes, store.handoff),
+            apply_one=lambda conn, outcome: _record_outcome(conn, outcome, store.handoff, chained),
+            apply_many=lambda conn, outcomes: _record_outcomes(
+                conn, outcomes, store.handoff, chained
+            ),
             order=lambda outcome: str(outcome.params["w_id"]),
             what="outcomes",
+            single_statement=lambda outcome: outcome.statements(chained) == 1,
         )
 
     async def claim(
@@ -280,31 +299,48 @@ class _Outcome:
     notify: OutboxMessage | None
     session_id: str | None
 
+    def statements(self, chained: bool) -> int:
+        """How many statements write it (``chained``: on a backend that chains writes)."""
+        return 1 + (self.blob is not None) + (self.notify is not None and not chained)
+
 
 def _record_outcome(
-    conn: Connection, outcome: _Outcome, handoff: float | None
+    conn: Connection, outcome: _Outcome, handoff: float | None, chained: bool
 ) -> tuple[OutboxRow, ...]:
     now = time.time()
     blob_id = None if outcome.blob is None else new_id()
     params = {**outcome.params, "v_blob_id": blob_id, "v_finished_at": now, "v_updated_at": now}
+    event = outcome.notify
+    if chained and event is not None and outcome.blob is None:
+        event_params = {
+            "e_session_id": outcome.session_id,
+            "e_routing_key": event.routing_key,
+            "e_body": event.body,
+            "e_headers": event.headers,
+            "e_publish_after": publish_after(now, handoff),
+        }
+        row_id = run(conn, _RECORD_OUTCOME_AND_EVENT, {**params, **event_params}).scalar()
+        if row_id is None:
+            _refuse(conn, params["w_id"], params["w_fence"])
+        return (OutboxRow(row_id, event.routing_key, event.body, event.headers),)
     # The guard goes first: a stale writer is refused before it sends a large blob, and a
     # refused outcome has written nothing (so a batch goes on without it).
     if run(conn, _RECORD_OUTCOME, params).rowcount != 1:
         _refuse(conn, params["w_id"], params["w_fence"])
     if outcome.blob is not None:
         run(conn, _INSERT_BLOB, {"id": blob_id, "data": outcome.blob, "created_at": now})
-    if outcome.notify is None:
+    if event is None:
         return ()
-    return insert_outbox_sync(conn, outcome.session_id, [outcome.notify], now, handoff=handoff)
+    return insert_outbox_sync(conn, outcome.session_id, [event], now, handoff=handoff)
 
 
 def _record_outcomes(
-    conn: Connection, outcomes: Sequence[_Outcome], handoff: float | None
+    conn: Connection, outcomes: Sequence[_Outcome], handoff: float | None, chained: bool
 ) -> list[tuple[OutboxRow, ...] | BrainhandsError]:
     recorded: list[tuple[OutboxRow, ...] | BrainhandsError] = []
     for outcome in outcomes:
         try:
-            recorded.append(_record_outcome(conn, outcome, handoff))
+            recorded.append(_record_outcome(conn, outcome, handoff, chained))
         except (StaleLeaseError, NotFoundError) as refused:  # raised by the guard alone
             recorded.append(refused)
     return recorded

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
-from sqlalchemy import func, select
+from sqlalchemy import event, func, select
 
 from brainhands.shared.errors import ConflictError, NotFoundError, StaleLeaseError
 from brainhands.shared.store import (
@@ -213,6 +214,39 @@ async def test_an_outcome_hands_its_outbox_row_to_the_commit_listeners(store: St
         stored = (await conn.execute(select(o).where(o.c.id == row.id))).one()
     assert stored.session_id == "s1" and stored.sent_at is None
     assert stored.publish_after == pytest.approx(stored.created_at + 30.0)
+
+
+async def test_an_outcome_and_its_result_event_are_one_statement_on_postgresql(
+    store: Store,
+) -> None:
+    """PostgreSQL inserts the event from the guarded update's row; SQLite runs the two
+    statements in one transaction. Either way a stale outcome writes neither."""
+    ledger = OperationLedger(store)
+    await ledger.claim("op1", 1, intent=INTENT)
+    await ledger.claim("op2", 1, intent=INTENT)
+    await ledger.claim("op2", 2, intent=INTENT)
+    sent: list[str] = []
+
+    def note(_conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
+        if not statement.startswith("BEGIN"):  # SQLite's BEGIN IMMEDIATE
+            sent.append(statement)
+
+    message = OutboxMessage("brain.v1", b"result", {"h": "1"})
+    event.listen(store.backend.writes_on, "before_cursor_execute", note)
+    try:
+        await ledger.record_outcome("op1", 1, status="succeeded", notify=message, session_id="s1")
+    finally:
+        event.remove(store.backend.writes_on, "before_cursor_execute", note)
+    expected = {"Postgres": 1, "Sqlite": 2}[type(store.backend).__name__]
+    assert len(sent) == expected, sent
+
+    with pytest.raises(StaleLeaseError):
+        await ledger.record_outcome("op2", 1, status="succeeded", notify=message, session_id="s1")
+    o = schema.outbox
+    async with store.backend.engine.connect() as conn:
+        rows = (await conn.execute(select(o.c.session_id, o.c.body, o.c.headers))).all()
+    assert [tuple(r) for r in rows] == [("s1", b"result", {"h": "1"})]
+    assert (await ledger.get("op2")).status == "intended"
 
 
 async def test_a_driver_error_leaves_as_a_store_error(store: Store) -> None:
