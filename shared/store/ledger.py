@@ -147,7 +147,7 @@ class OperationLedger:
             ),
             order=lambda outcome: str(outcome.params["w_id"]),
             what="outcomes",
-            single_statement=lambda outcome: outcome.statements(chained) == 1,
+            single_statement=lambda outcome: outcome.one_statement(chained),
         )
 
     async def claim(
@@ -299,9 +299,10 @@ class _Outcome:
     notify: OutboxMessage | None
     session_id: str | None
 
-    def statements(self, chained: bool) -> int:
-        """How many statements write it (``chained``: on a backend that chains writes)."""
-        return 1 + (self.blob is not None) + (self.notify is not None and not chained)
+    def one_statement(self, chained: bool) -> bool:
+        """Whether one statement writes it (``chained``: on a backend that chains writes):
+        no blob, and no event or one inserted from the guarded update's row."""
+        return self.blob is None and (self.notify is None or chained)
 
 
 def _record_outcome(
@@ -311,7 +312,7 @@ def _record_outcome(
     blob_id = None if outcome.blob is None else new_id()
     params = {**outcome.params, "v_blob_id": blob_id, "v_finished_at": now, "v_updated_at": now}
     event = outcome.notify
-    if chained and event is not None and outcome.blob is None:
+    if event is not None and outcome.one_statement(chained):
         event_params = {
             "e_session_id": outcome.session_id,
             "e_routing_key": event.routing_key,
