@@ -42,7 +42,7 @@ from brainhands.shared.errors import AnswerTimeout, SubmissionFailed
 from brainhands.shared.messages import SessionWake, encode
 from brainhands.shared.relay import OutboxRelay
 from brainhands.shared.store import OutboxMessage, Store, SubmissionRecord
-from brainhands.shared.store.commit import ANSWER_CHANNEL, FINAL_SUBMISSION_STATUSES
+from brainhands.shared.store.guard import ANSWER_CHANNEL, FINAL_SUBMISSION_STATUSES
 from brainhands.shared.store.inbox import InboxReceipt, inbox_in, send_request, send_signal
 from brainhands.shared.store.load import load_session_sync
 from brainhands.shared.store.notifications import NotificationFeed

@@ -16,7 +16,7 @@ from typing import Protocol
 from sqlalchemy import func, select
 
 from brainhands.shared.store import Store, schema
-from brainhands.shared.store.commit import SESSION_CHANNEL
+from brainhands.shared.store.guard import SESSION_CHANNEL
 from brainhands.shared.store.notifications import NotificationFeed
 
 POLL = 0.25

@@ -1,9 +1,10 @@
 """Applying a draft: one transaction, guarded by the session's version and fence.
 
-The guard is the first statement: it bumps the session's version and reserves the entry
-sequence numbers in one ``UPDATE ... WHERE version = :v AND fence = :t``. Every later
-statement of the commit runs only after that row is locked by this transaction, so commits
-of one session are serialized and entry ``seq`` stays gap-free.
+The guard (``guard``) is the first statement: it bumps the session's version and reserves
+the entry sequence numbers. Every later statement of the commit runs only after that row is
+locked by this transaction, so commits of one session are serialized and entry ``seq``
+stays gap-free. Where the backend chains writes, a draft is one statement instead
+(``chained``): the guard and every write it allows, atomic on its own.
 
 The statements are built once (with bind parameters) rather than per commit: building a
 Core statement and computing its cache key costs more CPU than executing it.
@@ -16,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from functools import cache
 from typing import Any
 
-from sqlalchemy import bindparam, func, insert, select, update
+from sqlalchemy import bindparam, insert, update
 from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -24,46 +25,22 @@ from brainhands.shared.errors import (
     BrainhandsError,
     ConflictError,
     NotFoundError,
-    StaleLeaseError,
 )
 from brainhands.shared.store import schema
+from brainhands.shared.store.chained import chainable, write_chained
 from brainhands.shared.store.draft import Draft, OutboxMessage
+from brainhands.shared.store.guard import (
+    GUARD,
+    ends_submission,
+    guard_params,
+    notifications,
+    raise_guard_failure,
+)
 from brainhands.shared.store.hot import HotStatement, hot, run
 from brainhands.shared.store.records import CommitReceipt, OutboxRow
 
-SESSION_CHANNEL = "brainhands_sessions"
-"""The PostgreSQL channel every commit notifies (payload: the session id): what the API's
-event streams hear."""
-ANSWER_CHANNEL = "brainhands_answers"
-"""The PostgreSQL channel a commit that ends a submission notifies (payload: the session id),
-so that a waiting client re-reads it at once instead of polling."""
-FINAL_SUBMISSION_STATUSES = frozenset({"answered", "failed", "cancelled"})
-
-_s = schema.session
-_GUARD = (
-    update(_s)
-    .where(
-        _s.c.id == bindparam("g_id"),
-        _s.c.version == bindparam("g_version"),
-        _s.c.fence == bindparam("g_fence"),
-    )
-    .values(
-        version=_s.c.version + 1,
-        entry_count=_s.c.entry_count + bindparam("g_entries", type_=_s.c.entry_count.type),
-        updated_at=bindparam("g_now", type_=_s.c.updated_at.type),
-    )
-    .returning(_s.c.entry_count)
-)
-# On PostgreSQL the guard also notifies (delivered when the transaction commits, and only
-# then: a listener re-reads), in the same statement: no round trip of its own.
-_GUARD_NOTIFY = {
-    False: hot(_GUARD.returning(func.pg_notify(SESSION_CHANNEL, _s.c.id))),
-    True: hot(
-        _GUARD.returning(
-            func.pg_notify(SESSION_CHANNEL, _s.c.id), func.pg_notify(ANSWER_CHANNEL, _s.c.id)
-        )
-    ),
-}
+_GUARD = GUARD.returning(schema.session.c.entry_count)
+_GUARD_NOTIFY = {a: hot(_GUARD.returning(*notifications(a))) for a in (False, True)}
 _HOT_GUARD = hot(_GUARD)
 _INSERT_ENTRIES = hot(insert(schema.entry))
 _INSERT_TASKS = hot(insert(schema.task))
@@ -124,62 +101,74 @@ def _bound(changes: Mapping[str, Any], now: float) -> tuple[tuple[str, ...], dic
 
 
 def apply_draft_sync(
-    conn: Connection, draft: Draft, *, notify: bool, handoff: float | None = None
+    conn: Connection,
+    draft: Draft,
+    *,
+    notify: bool,
+    chained: bool = False,
+    handoff: float | None = None,
 ) -> CommitReceipt:
-    """Apply every change of ``draft`` on ``conn`` (inside the caller's transaction);
-    ``notify``: the backend's commits notify listeners (``notifications``)."""
-    now = time.time()
-    entry_count = _guard(conn, draft, now, notify)
-    if entry_count is None:
-        _raise_guard_failure(conn, draft)
-    assert entry_count is not None
-    return _apply_guarded(conn, draft, entry_count, now, handoff)
+    """Apply every change of ``draft`` on ``conn`` (inside the caller's transaction, if
+    any: see ``one_statement``); ``notify``: the backend's commits notify listeners
+    (``notifications``); ``chained``: the backend chains writes (``chained``)."""
+    receipt = _write(conn, draft, time.time(), notify, chained, handoff)
+    if receipt is None:
+        raise_guard_failure(conn, draft)
+    assert receipt is not None
+    return receipt
 
 
 def apply_drafts_sync(
-    conn: Connection, drafts: Sequence[Draft], *, notify: bool, handoff: float | None = None
+    conn: Connection,
+    drafts: Sequence[Draft],
+    *,
+    notify: bool,
+    chained: bool = False,
+    handoff: float | None = None,
 ) -> list[CommitReceipt | BrainhandsError]:
     """Apply each of ``drafts`` (of distinct sessions) on ``conn``, in the caller's one
     transaction: each session's guard is checked on its own, and a refused one drops only
     its draft, whose place in the result holds the error a lone commit would have raised
-    (nothing of it was written: the guard is its first statement). Any other failure
-    raises, and the caller's transaction must be rolled back."""
+    (nothing of it was written: the guard is its first write). Any other failure raises,
+    and the caller's transaction must be rolled back."""
     now = time.time()
     out: list[CommitReceipt | BrainhandsError] = []
     for draft in drafts:
-        entry_count = _guard(conn, draft, now, notify)
-        if entry_count is None:
+        receipt = _write(conn, draft, now, notify, chained, handoff)
+        if receipt is None:
             try:
-                _raise_guard_failure(conn, draft)
+                raise_guard_failure(conn, draft)
             except BrainhandsError as refused:
                 out.append(refused)
             continue
-        out.append(_apply_guarded(conn, draft, entry_count, now, handoff))
+        out.append(receipt)
     return out
 
 
-def _guard(conn: Connection, draft: Draft, now: float, notify: bool) -> int | None:
-    """Bump the session's version if it is still at ``draft``'s version and fence; return
-    its new entry count, or None (refused: nothing written)."""
-    if notify:
-        changes = [u.changes for u in draft.submission_updates]
-        changes += [j.changes for j in draft.joined_answers]
-        guard = _GUARD_NOTIFY[any(c.get("status") in FINAL_SUBMISSION_STATUSES for c in changes)]
-    else:
-        guard = _HOT_GUARD
-    guarded = run(
-        conn,
-        guard,
-        {
-            "g_id": draft.session_id,
-            "g_version": draft.version,
-            "g_fence": draft.fence,
-            "g_entries": len(draft.entries),
-            "g_now": now,
-        },
-    )
-    entry_count: int | None = guarded.scalar_one_or_none()
-    return entry_count
+def one_statement(draft: Draft, *, chained: bool) -> bool:
+    """Whether ``draft`` is written as one statement, atomic without a transaction around
+    it (``chained``: on a backend that chains writes)."""
+    return chained and chainable(draft)
+
+
+def _write(
+    conn: Connection,
+    draft: Draft,
+    now: float,
+    notify: bool,
+    chained: bool,
+    handoff: float | None,
+) -> CommitReceipt | None:
+    """Write ``draft``; None if its guard was refused (nothing of it written)."""
+    if one_statement(draft, chained=chained):
+        return write_chained(
+            conn, draft, now, notify=notify, publish_after=publish_after(now, handoff)
+        )
+    guard = _GUARD_NOTIFY[ends_submission(draft)] if notify else _HOT_GUARD
+    entry_count: int | None = run(conn, guard, guard_params(draft, now)).scalar_one_or_none()
+    if entry_count is None:
+        return None
+    return _apply_guarded(conn, draft, entry_count, now, handoff)
 
 
 def _apply_guarded(
@@ -321,21 +310,6 @@ def insert_outbox_sync(
     return tuple(
         OutboxRow(row_id, m.routing_key, m.body, m.headers)
         for row_id, m in zip(ids, messages, strict=True)
-    )
-
-
-def _raise_guard_failure(conn: Connection, draft: Draft) -> None:
-    s = schema.session
-    row = (
-        conn.execute(select(s.c.version, s.c.fence).where(s.c.id == draft.session_id))
-    ).one_or_none()
-    if row is None:
-        raise NotFoundError(f"session {draft.session_id} does not exist")
-    if row.fence != draft.fence:
-        raise StaleLeaseError(f"session:{draft.session_id}", draft.fence, row.fence)
-    raise ConflictError(
-        f"session {draft.session_id} is at version {row.version}, the draft was read at "
-        f"{draft.version}"
     )
 
 

@@ -25,6 +25,7 @@ from sqlalchemy.pool import ConnectionPoolEntry, PoolProxiedConnection
 
 from brainhands.shared.errors import BrainhandsError, ConflictError, StoreError, StoreUnavailable
 from brainhands.shared.store import hot
+from brainhands.shared.store.chained import REFUSALS
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 WAL_SWITCH_WAIT_MS = 100
@@ -197,6 +198,9 @@ def wrap_driver_errors() -> Any:
 
 def _from_asyncpg(exc: Exception) -> BrainhandsError | None:
     """The store error for an asyncpg error, or None for anything else."""
+    refused = REFUSALS.get(getattr(exc, "sqlstate", None) or "")
+    if refused is not None and isinstance(exc, asyncpg.PostgresError):
+        return refused(f"store refused a commit: {exc.message}")
     if isinstance(exc, asyncpg.IntegrityConstraintViolationError):
         return ConflictError(f"store rejected a write: {exc}")
     if isinstance(exc, hot.UNAVAILABLE):

@@ -11,7 +11,7 @@ from sqlalchemy import exists, func, insert, or_, select, text
 
 from brainhands.shared.store import fence, migrate, schema
 from brainhands.shared.store.backend import Backend
-from brainhands.shared.store.commit import apply_draft_sync, apply_drafts_sync
+from brainhands.shared.store.commit import apply_draft_sync, apply_drafts_sync, one_statement
 from brainhands.shared.store.draft import Draft, new_id
 from brainhands.shared.store.group import GroupCommit
 from brainhands.shared.store.load import claim_session_sync, load_session_sync
@@ -42,16 +42,18 @@ class Store:
         self.handoff: float | None = None
         """While a relay runs in this process: seconds its outbox rows are left to it alone
         (it publishes them right after each commit; other relays take them after that)."""
+        notify, chained = backend.notifies, backend.chains_writes
         self._drafts: GroupCommit[Draft, CommitReceipt] = GroupCommit(
             backend,
             apply_one=lambda conn, draft: apply_draft_sync(
-                conn, draft, notify=backend.notifies, handoff=self.handoff
+                conn, draft, notify=notify, chained=chained, handoff=self.handoff
             ),
             apply_many=lambda conn, drafts: apply_drafts_sync(
-                conn, drafts, notify=backend.notifies, handoff=self.handoff
+                conn, drafts, notify=notify, chained=chained, handoff=self.handoff
             ),
             order=lambda draft: draft.session_id,
             what="drafts",
+            single_statement=lambda draft: one_statement(draft, chained=chained),
         )
 
     @classmethod
