@@ -1,10 +1,11 @@
 """A draft written as one statement, on a backend that chains writes (PostgreSQL).
 
 The guard (``guard.GUARD``) is a data-modifying ``WITH`` query, and every other write of the
-draft -- entries, new tasks and submissions, task and submission updates, joined answers,
-inbox marks, outbox rows -- is one more, each selecting ``FROM`` the guard's row. A refused
-guard returns no row, so nothing else is written. A check that must fail the whole commit
-(a task no longer in the status the draft expects; an update that finds no row) calls
+draft -- entries, blobs, documents, new tasks and submissions, task and submission updates,
+joined answers, inbox marks, outbox rows -- is one more, each selecting ``FROM`` the
+guard's row. A refused guard returns no row, so nothing else is written. A check that must
+fail the whole commit (a task no longer in the status the draft expects, a document no
+longer at the version the draft read, an update that finds no row) calls
 ``brainhands_refuse`` (migration 0010), which raises: the statement, and the commit with it,
 is undone, and the error is the one the transaction of several statements would raise
 (``REFUSALS``).
@@ -57,6 +58,9 @@ _s, _t, _sub = schema.session, schema.task, schema.submission
 
 class _Shape(NamedTuple):
     entries: int
+    blobs: int
+    documents: tuple[bool, ...]
+    """Each document write: whether it replaces a version (else it creates the document)."""
     new_tasks: tuple[tuple[str, ...], ...]
     task_updates: tuple[tuple[tuple[str, ...], bool], ...]
     """Each update's columns, and whether it expects a status."""
@@ -70,10 +74,11 @@ class _Shape(NamedTuple):
 
 
 def chainable(draft: Draft) -> bool:
-    """Whether ``draft`` can be one statement: no documents or blobs, and no two writes of
-    it that the one snapshot would see wrongly (a row written twice, or a joined answer that
-    would, in order, also end a submission the draft keeps running)."""
-    if draft.documents or draft.blobs:
+    """Whether ``draft`` can be one statement: no two writes of it that the one snapshot
+    would see wrongly (a row written twice, or a joined answer that would, in order, also
+    end a submission the draft keeps running)."""
+    documents = [d.name for d in draft.documents]
+    if len(set(documents)) != len(documents):
         return False
     tasks = [u.task_id for u in draft.task_updates]
     if len(set(tasks)) != len(tasks) or not set(tasks).isdisjoint(t["id"] for t in draft.new_tasks):
@@ -96,6 +101,8 @@ def write_chained(
     (nothing written)."""
     shape = _Shape(
         entries=len(draft.entries),
+        blobs=len(draft.blobs),
+        documents=tuple(d.expected_version is not None for d in draft.documents),
         new_tasks=tuple(tuple(sorted(t)) for t in draft.new_tasks),
         task_updates=tuple(
             (tuple(sorted(u.changes)), u.expected_status is not None) for u in draft.task_updates
@@ -130,6 +137,20 @@ def _params(draft: Draft, now: float, publish_after: float | None) -> dict[str, 
     for i, e in enumerate(draft.entries):
         params[f"e{i}_kind"] = e.kind
         params[f"e{i}_body"] = e.body
+    for i, (blob_id, data) in enumerate(draft.blobs.items()):
+        params[f"b{i}_id"] = blob_id
+        params[f"b{i}_data"] = data
+    for i, doc in enumerate(draft.documents):
+        params[f"d{i}_name"] = doc.name
+        params[f"d{i}_body"] = doc.body
+        if doc.expected_version is not None:
+            params[f"d{i}_expected"] = doc.expected_version
+            params[f"d{i}_version"] = doc.expected_version + 1
+            params[f"d{i}_refusal"] = (
+                f"document {doc.name!r} of session {sid} is not at version {doc.expected_version}"
+            )
+        else:
+            params[f"d{i}_version"] = 1
     for i, task in enumerate(draft.new_tasks):
         params.update({f"t{i}_{c}": v for c, v in task.items()})
     for i, change in enumerate(draft.task_updates):
@@ -202,6 +223,42 @@ def _statement(shape: _Shape) -> HotStatement:
             )
             .cte(f"e{i}")
         )
+    b = schema.blob
+    for i in range(shape.blobs):
+        writes.append(
+            insert(b)
+            .from_select(
+                ["id", "data", "created_at"],
+                select(_bound(b, f"b{i}_", "id"), _bound(b, f"b{i}_", "data"), now).select_from(g),
+            )
+            .cte(f"b{i}")
+        )
+    d = schema.document
+    for i, replaces in enumerate(shape.documents):
+        body, version = _bound(d, f"d{i}_", "body"), _bound(d, f"d{i}_", "version")
+        if not replaces:
+            writes.append(
+                insert(d)
+                .from_select(
+                    ["session_id", "name", "version", "body", "updated_at"],
+                    select(g.c.id, _bound(d, f"d{i}_", "name"), version, body, now).select_from(g),
+                )
+                .cte(f"d{i}")
+            )
+            continue
+        cte = (
+            update(d)
+            .where(
+                d.c.session_id == g.c.id,
+                d.c.name == _bound(d, f"d{i}_", "name"),
+                d.c.version == bindparam(f"d{i}_expected", type_=d.c.version.type),
+            )
+            .values(version=version, body=body, updated_at=now)
+            .returning(d.c.name)
+            .cte(f"d{i}")
+        )
+        writes.append(cte)
+        columns.append(_refused_unless_one(cte, CONFLICT, f"d{i}_refusal").label(f"c_d{i}"))
     for i, names in enumerate(shape.new_tasks):
         writes.append(
             inserted(_t, f"t{i}_", (*names, "session_id"), ("created_at", "updated_at")).cte(

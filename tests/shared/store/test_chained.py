@@ -15,6 +15,7 @@ from brainhands.shared.errors import ConflictError, NotFoundError
 from brainhands.shared.store import Draft, Store, schema
 from brainhands.shared.store.chained import chainable
 from brainhands.shared.store.commit import apply_draft_sync
+from brainhands.shared.store.draft import DocumentWrite
 from brainhands.shared.store.inbox import send_request
 from brainhands.shared.store.submissions import session_submissions
 
@@ -43,6 +44,7 @@ async def session_with_work(store: Store, session_id: str) -> tuple[str, str, in
     await store.create_session(session_id, compat="v1")
     await store.claim_session_fence(session_id, 1)
     first = Draft(session_id, version=0, fence=1)
+    first.put_document("plan", {"v": 1}, expected_version=None)
     task_id = first.add_task(kind="k", kind_version=1, input={"n": 1}, status="waiting")
     submission_id = first.add_submission(request_id="r1", input={"text": "hi"})
     await store.commit(first)
@@ -62,6 +64,9 @@ def second_draft(session_id: str, task_id: str, submission_id: str, inbox_id: in
     draft.update_task(task_id, expected_status="waiting", status="running", state={"s": [1]})
     draft.update_submission(submission_id, status="running", task_id=task_id)
     draft.mark_applied(inbox_id)
+    draft.put_document("plan", {"v": 2}, expected_version=1)
+    draft.put_document("receipts", {"sent": []}, expected_version=None)
+    draft.add_task(kind="tool", kind_version=1, input={"blob": draft.add_blob(b"large")})
     draft.add_outbox("hands.a", b"job-1", {"h": "1"})
     draft.add_outbox("hands.b", b"job-2")
     return draft
@@ -70,8 +75,10 @@ def second_draft(session_id: str, task_id: str, submission_id: str, inbox_id: in
 async def picture(store: Store, session_id: str) -> dict[str, Any]:
     """What the store holds of ``session_id``, ids and timestamps left out."""
     state = await store.load(session_id)
-    o, i = schema.outbox, schema.inbox
+    o, i, b = schema.outbox, schema.inbox, schema.blob
+    blob_ids = [t.input["blob"] for t in state.open_tasks if "blob" in t.input]
     async with store.backend.engine.connect() as conn:
+        blobs = (await conn.execute(select(b.c.data).where(b.c.id.in_(blob_ids)))).scalars().all()
         outbox = (
             await conn.execute(
                 select(o.c.routing_key, o.c.body, o.c.headers, o.c.publish_after)
@@ -89,7 +96,16 @@ async def picture(store: Store, session_id: str) -> dict[str, Any]:
             .all()
         )
     tasks = sorted(
-        (t.kind, t.status, t.phase, t.input, t.state, t.wake_at, t.attempt, t.cancel_requested)
+        (
+            t.kind,
+            t.status,
+            t.phase,
+            "blob" if "blob" in t.input else t.input,
+            t.state,
+            t.wake_at,
+            t.attempt,
+            t.cancel_requested,
+        )
         for t in state.open_tasks
     )
     return {
@@ -97,6 +113,8 @@ async def picture(store: Store, session_id: str) -> dict[str, Any]:
         "entries": [(e.seq, e.kind, e.body) for e in state.entries],
         "tasks": tasks,
         "submissions": [(s.status, s.task_id is not None) for s in state.open_submissions],
+        "documents": {n: (d.version, d.body) for n, d in state.documents.items()},
+        "blobs": blobs,
         "outbox": [tuple(r) for r in outbox],
         "applied": applied,
     }
@@ -115,7 +133,7 @@ async def test_a_draft_is_one_statement_on_postgresql_and_writes_what_the_statem
     old_way = second_draft("b", *ids_b)
     await store.backend.write(lambda conn: apply_draft_sync(conn, old_way, notify=False))
 
-    expected = {"Postgres": 1, "Sqlite": 9}[type(store.backend).__name__]
+    expected = {"Postgres": 1, "Sqlite": 12}[type(store.backend).__name__]
     assert len(sent) == expected, sent
     assert receipt.version == 2 and receipt.entry_seqs == [1, 2]
     assert [(r.routing_key, r.body, r.headers) for r in receipt.outbox] == [
@@ -126,7 +144,8 @@ async def test_a_draft_is_one_statement_on_postgresql_and_writes_what_the_statem
     a, b = await picture(store, "a"), await picture(store, "b")
     assert a == b
     assert a["applied"] == [True] and a["submissions"] == [("running", True)]
-    assert len(a["tasks"]) == 3
+    assert a["documents"] == {"plan": (2, {"v": 2}), "receipts": (1, {"sent": []})}
+    assert a["blobs"] == [b"large"] and len(a["tasks"]) == 4
 
 
 async def test_a_task_no_longer_in_the_expected_status_undoes_the_whole_statement(
@@ -140,6 +159,20 @@ async def test_a_task_no_longer_in_the_expected_status_undoes_the_whole_statemen
     assert chainable(draft)
 
     with pytest.raises(ConflictError, match=f"task {task_id} of session s1"):
+        await store.commit(draft)
+
+    assert await picture(store, "s1") == before
+
+
+async def test_a_document_no_longer_at_the_version_read_undoes_the_whole_statement(
+    store: Store,
+) -> None:
+    task_id, submission_id, inbox_id = await session_with_work(store, "s1")
+    before = await picture(store, "s1")
+    draft = second_draft("s1", task_id, submission_id, inbox_id)
+    draft.documents[0] = DocumentWrite("plan", {"v": 3}, expected_version=7)
+
+    with pytest.raises(ConflictError, match="document 'plan' of session s1 is not at version 7"):
         await store.commit(draft)
 
     assert await picture(store, "s1") == before
@@ -191,12 +224,14 @@ def test_drafts_whose_writes_depend_on_each_other_are_not_chained() -> None:
     plain = draft()
     plain.append_entry("user", {})
     plain.update_task("t1", status="running")
+
+    plain.put_document("plan", {}, expected_version=3)
+    plain.add_blob(b"large")
     assert chainable(plain)
 
-    with_document = draft()
-    with_document.put_document("plan", {}, expected_version=None)
-    with_blob = draft()
-    with_blob.add_blob(b"large")
+    document_twice = draft()
+    document_twice.put_document("plan", {}, expected_version=None)
+    document_twice.put_document("plan", {"more": 1}, expected_version=1)
     twice = draft()
     twice.update_task("t1", expected_status="waiting", status="running")
     twice.update_task("t1", expected_status="waiting", phase="again")  # kept apart
@@ -210,8 +245,7 @@ def test_drafts_whose_writes_depend_on_each_other_are_not_chained() -> None:
     joined_and_kept_running.update_submission("sub1", status="running", task_id="root")
     joined_and_kept_running.answer_joined("root", status="answered")
     for unchainable in (
-        with_document,
-        with_blob,
+        document_twice,
         twice,
         new_and_updated,
         new_submission_updated,
