@@ -267,7 +267,8 @@ def hop(conn: Connection, work: Callable[[Connection], _T], *, transaction: bool
     lost, a cancellation in the middle of a statement -- invalidates it, so that no
     half-done state reaches the next user.
     """
-    conn.execution_options(isolation_level="AUTOCOMMIT", **{HOT: True})
+    if not conn.get_execution_options().get(HOT):  # else kept from an earlier hop, set already
+        conn.execution_options(isolation_level="AUTOCOMMIT", **{HOT: True})
     driver = conn.connection.driver_connection
     assert driver is not None
     try:

@@ -18,6 +18,7 @@ from sqlalchemy.engine import Connection
 from brainhands.shared.config import normalize_database_url
 from brainhands.shared.errors import ConflictError, StoreError, StoreUnavailable
 from brainhands.shared.store import Store, schema
+from brainhands.shared.store import backend as backend_module
 from brainhands.shared.store.hot import hot, run
 from tests.helpers.stores import drop_schema
 
@@ -166,3 +167,42 @@ async def test_hops_cancelled_at_any_point_leave_nothing_half_done_and_log_no_er
 
     assert written > 0
     assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
+
+
+async def test_a_kept_connection_idle_too_long_is_pinged_and_replaced_if_the_server_cut_it(
+    pg_store: Store, postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(backend_module, "PING_AFTER_IDLE_S", 0.2)
+    pid = await pg_store.backend.read(lambda c: run(c, BACKEND_PID, {}).scalar())
+    admin = await asyncpg.connect(postgres_url)
+    try:
+        assert await admin.fetchval("SELECT pg_terminate_backend($1)", pid)
+    finally:
+        await admin.close()
+    await asyncio.sleep(0.3)
+
+    # Unlike a hop straight after the cut (above), this one finds out before it sends.
+    await pg_store.backend.write(lambda c: run(c, INSERT_ENTRY, entry(1, "after the cut")))
+    assert await entries(pg_store) == [(1, "after the cut")]
+    assert await pg_store.backend.read(lambda c: run(c, BACKEND_PID, {}).scalar()) != pid
+
+
+async def test_hops_keep_at_most_their_share_of_the_pool_and_close_gives_it_back(
+    postgres_url: str,
+) -> None:
+    url, db_schema = normalize_database_url(postgres_url), f"t{uuid.uuid4().hex[:12]}"
+    store = await Store.open(url, upgrade=True, db_schema=db_schema, pool_size=4)
+    pool = store.backend.engine.sync_engine.pool
+    try:
+        await asyncio.gather(
+            *(store.backend.read(lambda c: run(c, SLEEP, {"seconds": 0.05})) for _ in range(8))
+        )
+        assert pool.checkedout() == 2  # half the pool kept; the rest went back
+        async with store.backend.snapshot() as conn:  # the pool still serves everyone else
+            assert (
+                await conn.execute(select(func.count()).select_from(schema.entry))
+            ).scalar() == 0
+    finally:
+        await store.close()
+        await drop_schema(url, db_schema)
+    assert pool.checkedout() == 0
