@@ -54,6 +54,7 @@ STATEMENTS_KEPT = 256
 """Shapes whose statement is kept (building one costs a few milliseconds)."""
 
 _s, _t, _sub = schema.session, schema.task, schema.submission
+_STAMPS = ("created_at", "updated_at")
 
 
 class _Shape(NamedTuple):
@@ -205,6 +206,8 @@ def _statement(shape: _Shape) -> HotStatement:
         columns += [c for c in g.c if c.name.startswith("n_")]
 
     def inserted(table: Table, prefix: str, names: tuple[str, ...], stamps: tuple[str, ...]) -> Any:
+        """``INSERT`` of one row of ``names`` (bound as ``<prefix><name>``) from the guard's
+        row, with ``stamps`` set to now."""
         values = [g.c.id if c == "session_id" else _bound(table, prefix, c) for c in names]
         return insert(table).from_select(
             [*names, *stamps], select(*values, *(now for _ in stamps)).select_from(g)
@@ -259,12 +262,10 @@ def _statement(shape: _Shape) -> HotStatement:
         )
         writes.append(cte)
         columns.append(_refused_unless_one(cte, CONFLICT, f"d{i}_refusal").label(f"c_d{i}"))
-    for i, names in enumerate(shape.new_tasks):
-        writes.append(
-            inserted(_t, f"t{i}_", (*names, "session_id"), ("created_at", "updated_at")).cte(
-                f"t{i}"
-            )
-        )
+    for table, prefix, rows in ((_t, "t", shape.new_tasks), (_sub, "n", shape.new_submissions)):
+        for i, names in enumerate(rows):
+            stamped = inserted(table, f"{prefix}{i}_", (*names, "session_id"), _STAMPS)
+            writes.append(stamped.cte(f"{prefix}{i}"))
     for i, (names, expects) in enumerate(shape.task_updates):
         stmt = update(_t).where(_t.c.id == bindparam(f"u{i}_id"), _t.c.session_id == g.c.id)
         if expects:
@@ -273,12 +274,6 @@ def _statement(shape: _Shape) -> HotStatement:
         cte = stmt.values({**values, _t.c.updated_at: now}).returning(_t.c.id).cte(f"u{i}")
         writes.append(cte)
         columns.append(_refused_unless_one(cte, CONFLICT, f"u{i}_refusal").label(f"c_u{i}"))
-    for i, names in enumerate(shape.new_submissions):
-        writes.append(
-            inserted(_sub, f"n{i}_", (*names, "session_id"), ("created_at", "updated_at")).cte(
-                f"n{i}"
-            )
-        )
     for i, names in enumerate(shape.submission_updates):
         values = {_sub.c[c]: _bound(_sub, f"s{i}_v_", c) for c in names}
         cte = (

@@ -4,7 +4,7 @@ would see the draft's writes wrongly."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -15,7 +15,7 @@ from brainhands.shared.errors import ConflictError, NotFoundError
 from brainhands.shared.store import Draft, Store, schema
 from brainhands.shared.store.chained import chainable
 from brainhands.shared.store.commit import apply_draft_sync
-from brainhands.shared.store.draft import DocumentWrite
+from brainhands.shared.store.draft import DocumentWrite, SubmissionUpdate
 from brainhands.shared.store.inbox import send_request
 from brainhands.shared.store.submissions import session_submissions
 
@@ -148,42 +148,40 @@ async def test_a_draft_is_one_statement_on_postgresql_and_writes_what_the_statem
     assert a["blobs"] == [b"large"] and len(a["tasks"]) == 4
 
 
-async def test_a_task_no_longer_in_the_expected_status_undoes_the_whole_statement(
-    store: Store,
-) -> None:
-    task_id, submission_id, inbox_id = await session_with_work(store, "s1")
-    before = await picture(store, "s1")
-    draft = second_draft("s1", task_id, submission_id, inbox_id)
+def expecting_another_status(draft: Draft, task_id: str) -> None:
     draft.update_task(task_id, expected_status="sleeping", status="terminal")  # kept apart
     draft.task_updates = [u for u in draft.task_updates if u.expected_status == "sleeping"]
-    assert chainable(draft)
-
-    with pytest.raises(ConflictError, match=f"task {task_id} of session s1"):
-        await store.commit(draft)
-
-    assert await picture(store, "s1") == before
 
 
-async def test_a_document_no_longer_at_the_version_read_undoes_the_whole_statement(
+def expecting_another_version(draft: Draft, _task_id: str) -> None:
+    draft.documents[0] = DocumentWrite("plan", {"v": 3}, expected_version=7)
+
+
+def updating_a_missing_submission(draft: Draft, _task_id: str) -> None:
+    draft.submission_updates[0] = SubmissionUpdate("no-such-submission", {"status": "running"})
+
+
+@pytest.mark.parametrize(
+    ("spoil", "error", "says"),
+    [
+        (expecting_another_status, ConflictError, "task {task_id} of session s1 is missing or"),
+        (expecting_another_version, ConflictError, "document 'plan' of session s1 is not at"),
+        (updating_a_missing_submission, NotFoundError, "submission no-such-submission not found"),
+    ],
+)
+async def test_a_check_that_fails_undoes_the_whole_statement(
     store: Store,
+    spoil: Callable[[Draft, str], None],
+    error: type[Exception],
+    says: str,
 ) -> None:
     task_id, submission_id, inbox_id = await session_with_work(store, "s1")
     before = await picture(store, "s1")
     draft = second_draft("s1", task_id, submission_id, inbox_id)
-    draft.documents[0] = DocumentWrite("plan", {"v": 3}, expected_version=7)
+    spoil(draft, task_id)
+    assert chainable(draft)
 
-    with pytest.raises(ConflictError, match="document 'plan' of session s1 is not at version 7"):
-        await store.commit(draft)
-
-    assert await picture(store, "s1") == before
-
-
-async def test_a_missing_submission_undoes_the_whole_statement(store: Store) -> None:
-    task_id, _submission_id, inbox_id = await session_with_work(store, "s1")
-    before = await picture(store, "s1")
-    draft = second_draft("s1", task_id, "no-such-submission", inbox_id)
-
-    with pytest.raises(NotFoundError, match="submission no-such-submission not found"):
+    with pytest.raises(error, match=says.format(task_id=task_id)):
         await store.commit(draft)
 
     assert await picture(store, "s1") == before

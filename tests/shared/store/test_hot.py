@@ -51,6 +51,15 @@ def entry(seq: int, body: object) -> dict[str, object]:
     return {"session_id": "s1", "seq": seq, "kind": "note", "body": body, "created_at": 1.0}
 
 
+async def terminate(postgres_url: str, pid: int) -> None:
+    """End the server side of connection ``pid``, as a server restart would."""
+    admin = await asyncpg.connect(postgres_url)
+    try:
+        assert await admin.fetchval("SELECT pg_terminate_backend($1)", pid)
+    finally:
+        await admin.close()
+
+
 async def entries(store: Store) -> list[tuple[int, object]]:
     rows = await store.backend.read(lambda c: run(c, ENTRIES, {"sid": "s1"}).all())
     return [(r.seq, r.body) for r in rows]
@@ -120,11 +129,7 @@ async def test_a_hop_whose_connection_the_server_cut_is_retryable_and_the_next_r
     pg_store: Store, postgres_url: str
 ) -> None:
     pid = await pg_store.backend.read(lambda c: run(c, BACKEND_PID, {}).scalar())
-    admin = await asyncpg.connect(postgres_url)
-    try:
-        assert await admin.fetchval("SELECT pg_terminate_backend($1)", pid)
-    finally:
-        await admin.close()
+    await terminate(postgres_url, pid)
 
     with pytest.raises(StoreUnavailable):
         await pg_store.backend.write(lambda c: run(c, INSERT_ENTRY, entry(1, "x")))
@@ -174,11 +179,7 @@ async def test_a_kept_connection_idle_too_long_is_pinged_and_replaced_if_the_ser
 ) -> None:
     monkeypatch.setattr(backend_module, "PING_AFTER_IDLE_S", 0.2)
     pid = await pg_store.backend.read(lambda c: run(c, BACKEND_PID, {}).scalar())
-    admin = await asyncpg.connect(postgres_url)
-    try:
-        assert await admin.fetchval("SELECT pg_terminate_backend($1)", pid)
-    finally:
-        await admin.close()
+    await terminate(postgres_url, pid)
     await asyncio.sleep(0.3)
 
     # Unlike a hop straight after the cut (above), this one finds out before it sends.
