@@ -55,6 +55,7 @@ STATEMENTS_KEPT = 256
 
 _s, _t, _sub = schema.session, schema.task, schema.submission
 _STAMPS = ("created_at", "updated_at")
+"""Set to the commit's time on every row it inserts (whatever a new row's fields said)."""
 
 
 class _Shape(NamedTuple):
@@ -104,11 +105,11 @@ def write_chained(
         entries=len(draft.entries),
         blobs=len(draft.blobs),
         documents=tuple(d.expected_version is not None for d in draft.documents),
-        new_tasks=tuple(tuple(sorted(t)) for t in draft.new_tasks),
+        new_tasks=tuple(tuple(sorted(t.keys() - _STAMPS)) for t in draft.new_tasks),
         task_updates=tuple(
             (tuple(sorted(u.changes)), u.expected_status is not None) for u in draft.task_updates
         ),
-        new_submissions=tuple(tuple(sorted(s)) for s in draft.new_submissions),
+        new_submissions=tuple(tuple(sorted(s.keys() - _STAMPS)) for s in draft.new_submissions),
         submission_updates=tuple(tuple(sorted(u.changes)) for u in draft.submission_updates),
         joined_answers=tuple(tuple(sorted(j.changes)) for j in draft.joined_answers),
         inbox=len(draft.applied_inbox),
