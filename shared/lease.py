@@ -14,7 +14,9 @@ one refusal by the store.
 Held leases are renewed by one task per ``LeaseManager``, in one script call for all of them,
 on a Redis connection of its own: with dozens of leases held in a busy process, one renewal
 per lease, each waiting for the event loop and for a pooled connection, came late enough to
-lose leases nobody else wanted (issue 14).
+lose leases nobody else wanted (issue 14). Acquisitions and releases are batched the same
+way (``shared.batch``): those asked for while one is on its way to Redis share the next
+script call, each answered on its own.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from redis.commands.core import AsyncScript
 from redis.exceptions import RedisError
 
 from brainhands.shared import metrics
+from brainhands.shared.batch import Batcher
 from brainhands.shared.errors import LeaseBackendError, LeaseLost, StaleLeaseError
 from brainhands.shared.keys import Keys
 
@@ -58,6 +61,15 @@ class Lease:
     token: int
     ttl_ms: int
     acquired_at: float
+
+
+@dataclass(frozen=True)
+class _Asked:
+    """One acquisition asked for: a resource, the owner to hold it, the token's floor."""
+
+    resource: str
+    owner: str
+    floor: int
 
 
 class LeaseManager:
@@ -93,6 +105,9 @@ class LeaseManager:
         self._release = _register(redis, "release.lua")
         self._raise_floor = _register(redis, "raise_floor.lua")
         self._renewer = _Renewer(self)
+        # Acquisitions and releases asked for while one is on its way share the next trip.
+        self._acquiring: Batcher[_Asked, int] = Batcher(self._acquire_batch)
+        self._releasing: Batcher[Lease, bool] = Batcher(self._release_batch)
 
     async def acquire(
         self, resource: str, *, floor: int = 0, owner: str | None = None
@@ -104,15 +119,19 @@ class LeaseManager:
         """
         owner = owner or uuid.uuid4().hex
         sent = time.monotonic()
-        token = await self._run(
-            self._acquire,
-            [self._keys.lease(resource), self._keys.fence(resource)],
-            [owner, self.ttl_ms, floor, self.counter_ttl_ms],
-        )
+        token = await self._acquiring(_Asked(resource, owner, floor))
         if token == 0:
             return None
         metrics.LEASE_ACQUIRED.labels(resource.split(":", 1)[0]).inc()
-        return Lease(resource, owner, int(token), self.ttl_ms, sent)
+        return Lease(resource, owner, token, self.ttl_ms, sent)
+
+    async def _acquire_batch(self, batch: list[_Asked]) -> list[int]:
+        keys: list[str] = []
+        args: list[str | int] = [self.ttl_ms, self.counter_ttl_ms]
+        for asked in batch:
+            keys += [self._keys.lease(asked.resource), self._keys.fence(asked.resource)]
+            args += [asked.owner, asked.floor]
+        return [int(token) for token in await self._run(self._acquire, keys, args)]
 
     async def renew(self, lease: Lease) -> bool:
         """Extend ``lease`` by its TTL; False when it expired or another holder has it."""
@@ -132,10 +151,12 @@ class LeaseManager:
 
     async def release(self, lease: Lease) -> bool:
         """Let go of ``lease``; False when it had already expired or another holder has it."""
-        released = await self._run(
-            self._release, [self._keys.lease(lease.resource)], [_holder(lease)]
-        )
-        return bool(released == 1)
+        return await self._releasing(lease)
+
+    async def _release_batch(self, leases: list[Lease]) -> list[bool]:
+        keys = [self._keys.lease(lease.resource) for lease in leases]
+        released = await self._run(self._release, keys, [_holder(lease) for lease in leases])
+        return [n == 1 for n in released]
 
     async def held(self, resources: list[str]) -> set[str]:
         """Which of ``resources`` some holder has a lease on right now (one round trip)."""

@@ -1,11 +1,17 @@
--- Delete a lease, only if the caller still holds it (compare-and-delete).
+-- Delete leases, each only if the caller still holds it (compare-and-delete): one round trip
+-- releases every lease a batch of callers lets go of.
 --
--- KEYS[1]  lease key
--- ARGV[1]  holder: "<owner>:<token>", as acquire.lua stored it
+-- KEYS[i]  lease key of the i-th lease
+-- ARGV[i]  its holder: "<owner>:<token>", as acquire.lua stored it
 --
--- Returns 1 when deleted, 0 when the lease expired or another holder has it.
+-- Returns one number per lease: 1 when deleted, 0 when it expired or another holder has it.
 
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  return redis.call('DEL', KEYS[1])
+local released = {}
+for i, key in ipairs(KEYS) do
+  if redis.call('GET', key) == ARGV[i] then
+    released[i] = redis.call('DEL', key)
+  else
+    released[i] = 0
+  end
 end
-return 0
+return released

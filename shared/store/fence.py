@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Insert, Table, bindparam, select, update
@@ -65,34 +66,78 @@ def _claim_operation(insert: Callable[[Table], Any]) -> HotStatement:
     return hot(upsert.returning(*o.c))
 
 
-_OPERATION_FENCE = hot(
-    select(schema.operation.c.fence).where(
-        schema.operation.c.operation_id == bindparam("operation_id")
+_OPERATION_FENCES = hot(
+    select(schema.operation.c.operation_id, schema.operation.c.fence).where(
+        schema.operation.c.operation_id.in_(bindparam("ids", expanding=True))
     )
 )
 
 
-def claim_operation_fence(
-    conn: Connection, backend: Backend, operation_id: str, token: int, *, intent: dict[str, Any]
-) -> Any:
-    """Create the operation row (``intended``) or raise its fence to ``token``; refuse otherwise.
+def operation_fences(conn: Connection, operation_ids: list[str]) -> dict[str, int]:
+    """The stored fence of each of ``operation_ids`` that has a row."""
+    if not operation_ids:
+        return {}
+    found = run(conn, _OPERATION_FENCES, {"ids": operation_ids})
+    return {row.operation_id: int(row.fence) for row in found}
 
-    One statement: the upsert returns the row as it stands after the claim, and returns
-    nothing when the stored fence is at or above ``token``. ``intent`` holds the columns a
-    new row needs (session_id, task_id, tool, pool, arguments); it is ignored when the row
-    exists. Runs on the caller's (sync) connection, inside its transaction.
+
+@dataclass(frozen=True)
+class OperationFenceClaim:
+    """A claim of an operation for a lease token; ``intent`` holds the columns a new row
+    needs (session_id, task_id, tool, pool, arguments), ignored when the row exists."""
+
+    operation_id: str
+    token: int
+    intent: dict[str, Any]
+
+
+def claim_operation_fences(
+    conn: Connection, backend: Backend, claims: Sequence[OperationFenceClaim]
+) -> list[Any]:
+    """Create each claim's operation row (``intended``) or raise its fence to the claim's
+    token; refuse a claim whose token is not above the stored fence.
+
+    One statement per claim, all sent in one round trip where the backend pipelines them:
+    the upsert returns the row as it stands after the claim, and nothing when it refused.
+    Returns, for each claim in order, the row or the ``StaleLeaseError`` (with the stored
+    fence) refusing it. Runs on the caller's (sync) connection, inside its transaction.
     """
     now = time.time()
-    values = {
-        **intent,
-        "operation_id": operation_id,
-        "status": "intended",
-        "fence": token,
-        "created_at": now,
-        "updated_at": now,
-    }
-    claimed = run(conn, _claim_operation(backend.insert), values).one_or_none()
-    if claimed is not None:
-        return claimed
-    current: int = run(conn, _OPERATION_FENCE, {"operation_id": operation_id}).scalar_one()
-    raise StaleLeaseError(f"operation:{operation_id}", token, current)
+    values = [
+        {
+            **claim.intent,
+            "operation_id": claim.operation_id,
+            "status": "intended",
+            "fence": claim.token,
+            "created_at": now,
+            "updated_at": now,
+        }
+        for claim in claims
+    ]
+    statement = _claim_operation(backend.insert)
+    by_columns: dict[frozenset[str], list[dict[str, Any]]] = {}
+    for row_values in values:  # one statement per set of columns
+        by_columns.setdefault(frozenset(row_values), []).append(row_values)
+    found = [
+        row
+        for group in by_columns.values()
+        for row in run(conn, statement, group[0] if len(group) == 1 else group)
+    ]
+    claimed = operation_rows(found, [(c.operation_id, c.token) for c in claims])
+    current = operation_fences(
+        conn, [c.operation_id for c, row in zip(claims, claimed, strict=True) if row is None]
+    )
+    return [
+        row or StaleLeaseError(f"operation:{c.operation_id}", c.token, current.get(c.operation_id))
+        for c, row in zip(claims, claimed, strict=True)
+    ]
+
+
+def operation_rows(rows: Sequence[Any], writes: Sequence[tuple[str, int]]) -> list[Any]:
+    """The operation row each of ``writes`` (an operation id and its token) returned, or
+    None for one refused: the rows of a batch of guarded writes, at most one for each. Two
+    writes of one id and token (duplicate deliveries) get one row between them."""
+    by_write: dict[tuple[str, int], list[Any]] = {}
+    for row in rows:
+        by_write.setdefault((row.operation_id, row.fence), []).append(row)
+    return [by_write[w].pop(0) if by_write.get(w) else None for w in writes]

@@ -17,15 +17,14 @@ committed or not, as a crash of a lone commit would.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
 from sqlalchemy.engine import Connection
 
 from brainhands.shared import metrics
+from brainhands.shared.batch import Batcher
 from brainhands.shared.errors import BrainhandsError
 from brainhands.shared.store.backend import Backend
 
@@ -46,26 +45,8 @@ of its refused guard (which wrote nothing of it); any other failure raises, and 
 transaction is rolled back."""
 
 
-@dataclass
-class _Pending(Generic[_W, _R]):
-    write: _W
-    done: asyncio.Future[_R] = field(
-        default_factory=lambda: asyncio.get_running_loop().create_future()
-    )
-
-    def settle(self, outcome: _R | BaseException) -> None:
-        if self.done.done():  # its caller stopped waiting; the outcome stands regardless
-            return
-        if isinstance(outcome, asyncio.CancelledError):
-            self.done.cancel()
-        elif isinstance(outcome, BaseException):
-            self.done.set_exception(outcome)
-        else:
-            self.done.set_result(outcome)
-
-
 class GroupCommit(Generic[_W, _R]):
-    """Commits writes, batching those that wait while a flush runs.
+    """Commits writes, batching those that wait while a flush runs (``shared.batch``).
 
     ``order`` sorts a batch (by session or operation id), so that two batches lock the rows
     they share in one order (a superseded holder's write and its successor's, say).
@@ -87,75 +68,43 @@ class GroupCommit(Generic[_W, _R]):
         self.backend = backend
         self._apply_one = apply_one
         self._apply_many = apply_many
-        self._order = order
         self._single_statement = single_statement
         self.what = what
         self._size = metrics.GROUP_COMMIT.labels(what)
-        self._waiting: list[_Pending[_W, _R]] = []
-        self._flusher: asyncio.Task[None] | None = None
+        self._batcher: Batcher[_W, _R] = Batcher(self._flush, max_batch=MAX_BATCH, order=order)
 
     async def commit(self, write: _W) -> _R:
         """Apply ``write`` atomically, alone or with others; raise what a lone commit of it
-        would raise."""
-        pending: _Pending[_W, _R] = _Pending(write)
-        self._waiting.append(pending)
-        if self._flusher is None:
-            self._flusher = asyncio.create_task(self._flush_all())
-        # The flush goes on if this caller is cancelled: the other writes are its too.
-        return await pending.done
+        would raise. The flush goes on if this caller is cancelled: the other writes are its
+        too."""
+        return await self._batcher(write)
 
-    async def _flush_all(self) -> None:
+    async def _flush(self, writes: list[_W]) -> Sequence[_R | BaseException]:
+        if len(writes) == 1:
+            return [await self._alone(writes[0])]
         try:
-            while self._waiting:
-                batch = sorted(self._waiting[:MAX_BATCH], key=lambda p: self._order(p.write))
-                del self._waiting[:MAX_BATCH]
-                await self._flush(batch)
-        except BaseException as exc:
-            for pending in self._waiting:  # the loop is going down: nobody waits forever
-                pending.settle(exc)
-            self._waiting.clear()
-            raise
-        finally:
-            self._flusher = None
-
-    async def _flush(self, batch: list[_Pending[_W, _R]]) -> None:
-        if len(batch) == 1:
-            await self._alone(batch[0])
-            return
-        try:
-            outcomes = await self._apply([p.write for p in batch])
+            return await self._apply(writes)
         except BrainhandsError as exc:
             log.warning(
                 "a batch of %d writes failed (%s); committing them one by one",
-                len(batch),
+                len(writes),
                 exc,
-                extra={"event": "batch_failed", "writes": len(batch)},
+                extra={"event": "batch_failed", "writes": len(writes)},
             )
-            for pending in batch:
-                await self._alone(pending)
-            return
-        except BaseException as exc:
-            for pending in batch:
-                pending.settle(exc)
-            raise
-        for pending, outcome in zip(batch, outcomes, strict=True):
-            pending.settle(outcome)
+            return [await self._alone(write) for write in writes]
 
     async def _apply(self, writes: Sequence[_W]) -> list[_R | BrainhandsError]:
         """One transaction for ``writes``: a result, or a refused guard's error, each."""
         self._size.observe(len(writes))
         return await self.backend.write(lambda conn: self._apply_many(conn, writes))
 
-    async def _alone(self, pending: _Pending[_W, _R]) -> None:
+    async def _alone(self, write: _W) -> _R | BaseException:
+        """``write`` in a transaction of its own: its result, or the error it raised."""
         self._size.observe(1)
         try:
-            result = await self.backend.write(
-                lambda conn: self._apply_one(conn, pending.write),
-                single_statement=self._single_statement(pending.write),
+            return await self.backend.write(
+                lambda conn: self._apply_one(conn, write),
+                single_statement=self._single_statement(write),
             )
-        except BaseException as exc:
-            pending.settle(exc)
-            if not isinstance(exc, Exception):
-                raise
-            return
-        pending.settle(result)
+        except Exception as exc:
+            return exc

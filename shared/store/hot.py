@@ -157,24 +157,25 @@ class HotRow:
 
 
 class HotResult:
-    """The rows (or the row count) of a hot statement, read as a SQLAlchemy ``Result``."""
+    """The rows (or the row count) of a hot statement, read as a SQLAlchemy ``Result``
+    (``HotRow``s, or SQLAlchemy's rows where they came through it one by one)."""
 
-    def __init__(self, rows: list[HotRow], rowcount: int) -> None:
+    def __init__(self, rows: list[Any], rowcount: int) -> None:
         self._rows = rows
         self.rowcount = rowcount
 
-    def __iter__(self) -> Iterator[HotRow]:
+    def __iter__(self) -> Iterator[Any]:
         return iter(self._rows)
 
-    def all(self) -> list[HotRow]:
+    def all(self) -> list[Any]:
         return self._rows
 
-    def one_or_none(self) -> HotRow | None:
+    def one_or_none(self) -> Any:
         if len(self._rows) > 1:
             raise ValueError(f"expected at most one row, got {len(self._rows)}")
         return self._rows[0] if self._rows else None
 
-    def one(self) -> HotRow:
+    def one(self) -> Any:
         row = self.one_or_none()
         if row is None:
             raise ValueError("expected one row, got none")
@@ -203,14 +204,19 @@ class HotScalars(list[Any]):
 
 def run(conn: Connection, statement: HotStatement, params: Params | Sequence[Params]) -> Any:
     """Execute ``statement`` on ``conn``: on the driver connection in a PostgreSQL hop, else
-    through SQLAlchemy. A list of parameter sets runs it once for each (rows in order)."""
+    through SQLAlchemy. A list of parameter sets runs it once for each (rows in order): in
+    one round trip on PostgreSQL (pipelined, atomic together), one by one elsewhere."""
+    if not isinstance(params, Mapping) and not params:
+        return HotResult([], 0)
     if not conn.get_execution_options().get(HOT):
-        return conn.execute(statement.statement, params)
+        if isinstance(params, Mapping) or not _returning(statement):
+            return conn.execute(statement.statement, params)
+        # Not every dialect returns rows from an executemany: run them one by one.
+        rows = [row for p in params for row in conn.execute(statement.statement, p)]
+        return HotResult(rows, len(rows))
     driver = conn.connection.driver_connection
     assert driver is not None
     if not isinstance(params, Mapping):
-        if not params:
-            return HotResult([], 0)
         compiled = statement.compiled(conn.dialect, frozenset(params[0]))
         many = [compiled.args(p) for p in params]
         _announce(conn, "before_cursor_execute", compiled.sql, many, executemany=True)
@@ -244,6 +250,11 @@ def _announce(conn: Connection, event: str, sql: str, args: Any, *, executemany:
     listeners = getattr(conn.dispatch, event)
     if listeners:
         listeners(conn, None, sql, args, None, executemany)
+
+
+def _returning(statement: HotStatement) -> bool:
+    """Whether ``statement`` is a write that returns rows."""
+    return bool(getattr(statement.statement, "_returning", ()))
 
 
 def _bare_insert(statement: HotStatement) -> bool:

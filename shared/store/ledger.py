@@ -29,14 +29,15 @@ from typing import Any, NoReturn, TypeVar
 from sqlalchemy import Update, bindparam, exists, insert, null, select, true, update
 from sqlalchemy.engine import Connection
 
+from brainhands.shared.batch import Batcher
 from brainhands.shared.errors import (
     BrainhandsError,
     CallCancelled,
     NotFoundError,
     StaleLeaseError,
+    StoreError,
 )
 from brainhands.shared.store import fence, schema
-from brainhands.shared.store.backend import Backend
 from brainhands.shared.store.commit import insert_outbox_sync, publish_after
 from brainhands.shared.store.draft import OutboxMessage, new_id
 from brainhands.shared.store.group import GroupCommit
@@ -104,11 +105,13 @@ _OUTCOME = _guarded_update(
 )
 _RECORD_OUTCOME = hot(_OUTCOME)
 _ob = schema.outbox
-_RECORDED = _OUTCOME.returning(_o.c.operation_id).cte("recorded")
+_RECORDED = _OUTCOME.returning(_o.c.operation_id, _o.c.fence).cte("recorded")
 # The outcome and its result event in one statement: the event row is inserted from the
-# guarded update's row, so a refused guard writes neither (backends that chain writes).
+# guarded update's row, so a refused guard writes neither (backends that chain writes). It
+# answers the event's id with the operation it is for, so that the outcomes of a batch,
+# sent in one round trip, are told apart.
 _EVENT_COLUMNS = ("session_id", "routing_key", "body", "headers")
-_RECORD_OUTCOME_AND_EVENT = hot(
+_EVENT = (
     insert(_ob)
     .from_select(
         [*_EVENT_COLUMNS, "created_at", "publish_after"],
@@ -119,6 +122,12 @@ _RECORD_OUTCOME_AND_EVENT = hot(
         ).select_from(_RECORDED),
     )
     .returning(_ob.c.id)
+    .cte("event")
+)
+_RECORD_OUTCOME_AND_EVENT = hot(
+    select(_EVENT.c.id, _RECORDED.c.operation_id, _RECORDED.c.fence).select_from(
+        _EVENT.join(_RECORDED, true())
+    )
 )
 _INSERT_BLOB = hot(insert(schema.blob))
 _READ_BLOB = select(schema.blob.c.data).where(schema.blob.c.id == bindparam("id"))
@@ -149,6 +158,13 @@ class OperationLedger:
             what="outcomes",
             single_statement=lambda outcome: outcome.one_statement(chained),
         )
+        # Claims and starts asked for while one is on its way share the next round trip.
+        self._claims: Batcher[fence.OperationFenceClaim, OperationRecord] = Batcher(
+            self._claim_batch, order=lambda claim: claim.operation_id
+        )
+        self._starts: Batcher[tuple[str, int], OperationRecord] = Batcher(
+            self._start_batch, order=lambda start: start[0]
+        )
 
     async def claim(
         self, operation_id: str, token: int, *, intent: dict[str, Any]
@@ -157,11 +173,8 @@ class OperationLedger:
 
         Raises ``StaleLeaseError`` (with the stored fence) when ``token`` is not above it.
         """
-        backend = self.store.backend
-        row = await self._write(
-            lambda conn: _claim(conn, backend, operation_id, token, intent), single=True
-        )
-        return OperationClaim(token, row)
+        claimed = await self._claims(fence.OperationFenceClaim(operation_id, token, intent))
+        return OperationClaim(token, claimed)
 
     async def get(self, operation_id: str) -> OperationRecord:
         async with self.store.backend.snapshot() as conn:
@@ -176,7 +189,7 @@ class OperationLedger:
         Raises ``CallCancelled`` when the task that made the call has a committed cancel
         request: checked in the same statement, so no call starts after its cancel.
         """
-        return await self._write(lambda conn: _mark_started(conn, operation_id, token), single=True)
+        return await self._starts((operation_id, token))
 
     async def cancelled_tasks(self, task_ids: list[str]) -> set[str]:
         """Which of ``task_ids`` have a committed cancel request (read of Brain rows)."""
@@ -244,29 +257,50 @@ class OperationLedger:
             raise NotFoundError(f"blob {blob_id} does not exist")
         return bytes(data)
 
+    async def _claim_batch(
+        self, claims: list[fence.OperationFenceClaim]
+    ) -> list[OperationRecord | BaseException]:
+        backend = self.store.backend
+        claimed = await self._write(
+            lambda conn: fence.claim_operation_fences(conn, backend, claims), single=True
+        )
+        return [c if isinstance(c, BaseException) else operation_record(c) for c in claimed]
+
+    async def _start_batch(
+        self, starts: list[tuple[str, int]]
+    ) -> list[OperationRecord | BaseException]:
+        return await self._write(lambda conn: _mark_started(conn, starts), single=True)
+
     async def _write(self, work: Callable[[Connection], _T], *, single: bool = False) -> _T:
         """Run ``work(conn)`` in a writing transaction of its own, in one hop
         (``single``: its one write needs no BEGIN/COMMIT around it)."""
         return await self.store.backend.write(work, single_statement=single)
 
 
-def _claim(
-    conn: Connection, backend: Backend, operation_id: str, token: int, intent: dict[str, Any]
-) -> OperationRecord:
-    claimed = fence.claim_operation_fence(conn, backend, operation_id, token, intent=intent)
-    return operation_record(claimed)
-
-
-def _mark_started(conn: Connection, operation_id: str, token: int) -> OperationRecord:
+def _mark_started(
+    conn: Connection, starts: list[tuple[str, int]]
+) -> list[OperationRecord | BaseException]:
+    """Mark each ``(operation_id, token)`` started, all in one round trip where the backend
+    pipelines: the row, or why it was refused."""
     now = time.time()
-    params = {"w_id": operation_id, "w_fence": token, "v_started_at": now, "v_updated_at": now}
-    row = run(conn, _MARK_STARTED, params).one_or_none()
-    if row is None:
-        current = run(conn, _FENCE, {"operation_id": operation_id}).scalar()
-        if current == token:  # the guard held: the cancel check refused it
-            raise CallCancelled(operation_id)
-        _refuse(conn, operation_id, token)
-    return operation_record(row)
+    params = [
+        {"w_id": operation_id, "w_fence": token, "v_started_at": now, "v_updated_at": now}
+        for operation_id, token in starts
+    ]
+    found = run(conn, _MARK_STARTED, params[0] if len(params) == 1 else params).all()
+    started = fence.operation_rows(found, starts)
+    current = fence.operation_fences(
+        conn, [op for (op, _), row in zip(starts, started, strict=True) if row is None]
+    )
+    out: list[OperationRecord | BaseException] = []
+    for (operation_id, token), row in zip(starts, started, strict=True):
+        if row is not None:
+            out.append(operation_record(row))
+        elif current.get(operation_id) == token:  # the guard held: the cancel check refused
+            out.append(CallCancelled(operation_id))
+        else:
+            out.append(_refusal(operation_id, token, current.get(operation_id)))
+    return out
 
 
 def _schedule_retry(
@@ -304,52 +338,100 @@ class _Outcome:
         no blob, and no event or one inserted from the guarded update's row."""
         return self.blob is None and (self.notify is None or chained)
 
+    def with_event(self, chained: bool) -> bool:
+        """Whether it is written with its result event in one statement (``chained``: on a
+        backend that chains writes)."""
+        return chained and self.blob is None and self.notify is not None
+
 
 def _record_outcome(
     conn: Connection, outcome: _Outcome, handoff: float | None, chained: bool
 ) -> tuple[OutboxRow, ...]:
+    if outcome.with_event(chained):
+        [recorded] = _record_chained(conn, [outcome], handoff)
+        if isinstance(recorded, BaseException):
+            raise recorded
+        return recorded
     now = time.time()
     blob_id = None if outcome.blob is None else new_id()
     params = {**outcome.params, "v_blob_id": blob_id, "v_finished_at": now, "v_updated_at": now}
-    event = outcome.notify
-    if event is not None and outcome.one_statement(chained):
-        event_params = {
-            "e_session_id": outcome.session_id,
-            "e_routing_key": event.routing_key,
-            "e_body": event.body,
-            "e_headers": event.headers,
-            "e_publish_after": publish_after(now, handoff),
-        }
-        row_id = run(conn, _RECORD_OUTCOME_AND_EVENT, {**params, **event_params}).scalar()
-        if row_id is None:
-            _refuse(conn, params["w_id"], params["w_fence"])
-        return (OutboxRow(row_id, event.routing_key, event.body, event.headers),)
     # The guard goes first: a stale writer is refused before it sends a large blob, and a
     # refused outcome has written nothing (so a batch goes on without it).
     if run(conn, _RECORD_OUTCOME, params).rowcount != 1:
         _refuse(conn, params["w_id"], params["w_fence"])
     if outcome.blob is not None:
         run(conn, _INSERT_BLOB, {"id": blob_id, "data": outcome.blob, "created_at": now})
-    if event is None:
+    if outcome.notify is None:
         return ()
-    return insert_outbox_sync(conn, outcome.session_id, [event], now, handoff=handoff)
+    return insert_outbox_sync(conn, outcome.session_id, [outcome.notify], now, handoff=handoff)
+
+
+def _record_chained(
+    conn: Connection, outcomes: Sequence[_Outcome], handoff: float | None
+) -> list[tuple[OutboxRow, ...] | BrainhandsError]:
+    """Outcomes written with their result events in one statement each
+    (``_Outcome.with_event``), all sent in one round trip: each one's result event row, or
+    the error of its refused guard."""
+    now = time.time()
+    params = []
+    for outcome in outcomes:
+        event = outcome.notify
+        assert event is not None
+        params.append(
+            {
+                **outcome.params,
+                "v_blob_id": None,
+                "v_finished_at": now,
+                "v_updated_at": now,
+                "e_session_id": outcome.session_id,
+                "e_routing_key": event.routing_key,
+                "e_body": event.body,
+                "e_headers": event.headers,
+                "e_publish_after": publish_after(now, handoff),
+            }
+        )
+    found = run(conn, _RECORD_OUTCOME_AND_EVENT, params[0] if len(params) == 1 else params)
+    writes = [(p["w_id"], p["w_fence"]) for p in params]
+    rows = fence.operation_rows(found.all(), writes)
+    current = fence.operation_fences(
+        conn, [op for (op, _), row in zip(writes, rows, strict=True) if row is None]
+    )
+    out: list[tuple[OutboxRow, ...] | BrainhandsError] = []
+    for outcome, (operation_id, token), row in zip(outcomes, writes, rows, strict=True):
+        event = outcome.notify
+        assert event is not None
+        if row is None:
+            out.append(_refusal(operation_id, token, current.get(operation_id)))
+        else:
+            out.append((OutboxRow(row.id, event.routing_key, event.body, event.headers),))
+    return out
 
 
 def _record_outcomes(
     conn: Connection, outcomes: Sequence[_Outcome], handoff: float | None, chained: bool
 ) -> list[tuple[OutboxRow, ...] | BrainhandsError]:
-    recorded: list[tuple[OutboxRow, ...] | BrainhandsError] = []
-    for outcome in outcomes:
+    one = [i for i, outcome in enumerate(outcomes) if outcome.with_event(chained)]
+    recorded: dict[int, tuple[OutboxRow, ...] | BrainhandsError] = dict(
+        zip(one, _record_chained(conn, [outcomes[i] for i in one], handoff), strict=True)
+    )
+    for i, outcome in enumerate(outcomes):
+        if i in recorded:
+            continue
         try:
-            recorded.append(_record_outcome(conn, outcome, handoff, chained))
+            recorded[i] = _record_outcome(conn, outcome, handoff, chained)
         except (StaleLeaseError, NotFoundError) as refused:  # raised by the guard alone
-            recorded.append(refused)
-    return recorded
+            recorded[i] = refused
+    return [recorded[i] for i in range(len(outcomes))]
 
 
 def _refuse(conn: Connection, operation_id: str, token: int) -> NoReturn:
     """A guarded write matched no row: say whether the row is missing or the token stale."""
-    current = run(conn, _FENCE, {"operation_id": operation_id}).scalar()
+    raise _refusal(operation_id, token, run(conn, _FENCE, {"operation_id": operation_id}).scalar())
+
+
+def _refusal(operation_id: str, token: int, current: int | None) -> StoreError:
+    """Why a write guarded by ``token`` matched no row: the row is missing (``current`` is
+    None) or the token was superseded."""
     if current is None:
-        raise NotFoundError(f"operation {operation_id} does not exist")
-    raise StaleLeaseError(f"operation:{operation_id}", token, int(current))
+        return NotFoundError(f"operation {operation_id} does not exist")
+    return StaleLeaseError(f"operation:{operation_id}", token, int(current))

@@ -23,10 +23,10 @@ def arm_batch(what: str, n: int) -> None:
     original, alone = GroupCommit._apply, GroupCommit._alone
     count = 0
 
-    async def slow_alone(self: GroupCommit[Any, Any], pending: Any) -> None:
+    async def slow_alone(self: GroupCommit[Any, Any], write: Any) -> Any:
         if self.what == what:
             await asyncio.sleep(LONE_DELAY)
-        await alone(self, pending)
+        return await alone(self, write)
 
     async def apply(self: GroupCommit[Any, Any], writes: Any) -> Any:
         nonlocal count

@@ -6,7 +6,8 @@ import asyncio
 import dataclasses
 import socket
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, TypeVar
 
 import pytest
 from redis.asyncio import Redis
@@ -21,6 +22,7 @@ from brainhands.shared.lease import Lease, LeaseManager, connect_redis
 pytestmark = pytest.mark.timeout(10)
 
 TTL_MS = 400
+_T = TypeVar("_T")
 RESOURCE = "session:s1"
 
 
@@ -161,6 +163,72 @@ async def test_release_by_another_owner_does_nothing(
     assert not await manager.release(dataclasses.replace(lease, owner="intruder"))
     assert await redis.exists(keys.lease(RESOURCE))
     assert await manager.renew(lease)
+
+
+async def scripts_run(
+    redis: Redis, lease_keys: set[str], work: Callable[[], Awaitable[_T]]
+) -> tuple[int, _T]:
+    """``work()``'s result, and how many script calls naming any of ``lease_keys`` Redis ran
+    for it."""
+    async with redis.monitor() as monitor:  # every command Redis runs, ours picked out
+        await redis.ping()  # Redis has answered: the monitor listens from here on
+        counting = asyncio.ensure_future(_count_scripts(monitor, lease_keys))
+        result = await work()
+        await redis.ping()  # a marker: every command of the work came before it
+        return await counting, result
+
+
+async def _count_scripts(monitor: Any, lease_keys: set[str]) -> int:
+    calls = 0
+    async for command in monitor.listen():
+        words = command["command"].split()
+        if words[0] == "EVALSHA" and lease_keys & set(words):
+            calls += 1
+        elif words[0] == "PING" and calls:
+            return calls
+    return calls
+
+
+async def test_acquisitions_asked_together_share_one_script_call_each_answered_alone(
+    manager: LeaseManager, redis: Redis, keys: Keys
+) -> None:
+    held = await acquired(manager)  # RESOURCE is taken: its acquisition below is refused alone
+    resources = [RESOURCE] + [f"session:batch-{i}" for i in range(9)]
+    lease_keys = {keys.lease(r) for r in resources}
+
+    async def lone_then_together() -> list[Lease | None]:
+        # The first goes out at once, alone; the nine asked meanwhile share the next call.
+        first = asyncio.ensure_future(manager.acquire(resources[0]))
+        await asyncio.sleep(0)
+        rest = await asyncio.gather(*(manager.acquire(r) for r in resources[1:]))
+        return [await first, *rest]
+
+    calls, leases = await scripts_run(redis, lease_keys, lone_then_together)
+
+    assert calls == 2
+    assert leases[0] is None
+    assert all(lease is not None and lease.token == 1 for lease in leases[1:])
+    assert await redis.exists(*lease_keys) == 10
+    assert int(await redis.get(keys.fence(RESOURCE)) or 0) == held.token  # no token burnt
+
+
+async def test_releases_asked_together_share_one_script_call_each_answered_alone(
+    manager: LeaseManager, redis: Redis, keys: Keys
+) -> None:
+    leases = [await manager.acquire(f"session:free-{i}") for i in range(8)]
+    assert all(leases)
+    mine = [lease for lease in leases if lease is not None]
+    intruder = dataclasses.replace(mine[0], owner="intruder")
+    lease_keys = {keys.lease(lease.resource) for lease in mine}
+
+    async def together() -> list[bool]:
+        return await asyncio.gather(*(manager.release(lease) for lease in [intruder, *mine[1:]]))
+
+    calls, released = await scripts_run(redis, lease_keys, together)
+
+    assert calls == 1
+    assert released == [False] + [True] * 7
+    assert await redis.exists(*lease_keys) == 1  # the intruder released nothing
 
 
 async def test_a_stale_lease_cannot_touch_a_newer_acquisition_by_the_same_owner(

@@ -1,0 +1,104 @@
+"""Batches of calls to one service: what is ready when the previous round trip ends goes
+together in the next (DESIGN §3, "Group commit").
+
+A worker runs many passes or tool calls at once, each a sequence of awaited round trips
+(a lease, a fence claim, a commit, a release). Each round trip costs this process far more
+CPU than the work it carries, so a ``Batcher`` lets the calls of one kind share them: a call
+that finds no flush running is flushed at once, alone, so a lone call is never slowed; calls
+made while a flush runs wait and go together in the next one. No timer waits for company.
+
+The flush function answers each item on its own -- a value, or the exception that item's
+caller gets -- so a refused item (a stale fence, a lease held by another) fails alone. If the
+flush raises, every caller of that batch gets the error. A caller that is cancelled stops
+waiting, but its item stays in the batch: the others' round trip is the same one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Generic, TypeVar
+
+_I = TypeVar("_I")
+_O = TypeVar("_O")
+
+MAX_BATCH = 64
+"""Items in one flush at most, unless the batcher is given another bound."""
+
+Flush = Callable[[list[_I]], Awaitable[Sequence[_O | BaseException]]]
+"""Carries a batch of items in one round trip; returns one outcome per item, in order."""
+
+
+class Batcher(Generic[_I, _O]):
+    """Runs ``flush`` over the items of the calls that are ready together.
+
+    ``order`` sorts a batch (so that batches touching the same rows take their locks in one
+    order); ``max_batch`` bounds it.
+    """
+
+    def __init__(
+        self,
+        flush: Flush[_I, _O],
+        *,
+        max_batch: int = MAX_BATCH,
+        order: Callable[[_I], str] | None = None,
+    ) -> None:
+        if max_batch < 1:
+            raise ValueError(f"max_batch must be at least 1, got {max_batch}")
+        self._flush = flush
+        self._max = max_batch
+        self._order = order
+        self._waiting: list[tuple[_I, asyncio.Future[_O]]] = []
+        self._flusher: asyncio.Task[None] | None = None
+
+    async def __call__(self, item: _I) -> _O:
+        """``item``'s outcome: its value, or its error raised."""
+        done: asyncio.Future[_O] = asyncio.get_running_loop().create_future()
+        self._waiting.append((item, done))
+        if self._flusher is None:
+            self._flusher = asyncio.create_task(self._flush_all())
+        return await done
+
+    async def _flush_all(self) -> None:
+        try:
+            while self._waiting:
+                batch, self._waiting = self._waiting[: self._max], self._waiting[self._max :]
+                if self._order is not None:
+                    order = self._order
+                    batch.sort(key=lambda pending: order(pending[0]))
+                await self._run(batch)
+        except BaseException as exc:
+            for _, done in self._waiting:  # the loop is going down: nobody waits forever
+                _settle(done, exc)
+            self._waiting.clear()
+            raise
+        finally:
+            self._flusher = None
+
+    async def _run(self, batch: list[tuple[_I, asyncio.Future[_O]]]) -> None:
+        try:
+            outcomes = await self._flush([item for item, _ in batch])
+        except BaseException as exc:
+            for _, done in batch:
+                _settle(done, exc)
+            if not isinstance(exc, Exception):
+                raise
+            return
+        if len(outcomes) != len(batch):
+            error = RuntimeError(f"a flush of {len(batch)} items answered {len(outcomes)}")
+            for _, done in batch:
+                _settle(done, error)
+            return
+        for (_, done), outcome in zip(batch, outcomes, strict=True):
+            _settle(done, outcome)
+
+
+def _settle(done: asyncio.Future[_O], outcome: _O | BaseException) -> None:
+    if done.done():  # its caller stopped waiting; the outcome stands regardless
+        return
+    if isinstance(outcome, asyncio.CancelledError):
+        done.cancel()
+    elif isinstance(outcome, BaseException):
+        done.set_exception(outcome)
+    else:
+        done.set_result(outcome)
