@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import Insert, Table, bindparam, select, update
 from sqlalchemy.engine import Connection
 
-from brainhands.shared.errors import NotFoundError, StaleLeaseError
+from brainhands.shared.errors import NotFoundError, StaleLeaseError, StoreError
 from brainhands.shared.store import schema
 from brainhands.shared.store.hot import HotStatement, hot, run
 
@@ -33,20 +33,59 @@ _CLAIM_SESSION = hot(
     .values(fence=bindparam("token", type_=_s.c.fence.type))
     .returning(*_s.c)
 )
-_SESSION_FENCE = hot(select(_s.c.fence).where(_s.c.id == bindparam("sid")))
+_SESSION_FENCES = hot(
+    select(_s.c.id, _s.c.fence).where(_s.c.id.in_(bindparam("ids", expanding=True)))
+)
 
 
 def claim_session_fence(conn: Connection, session_id: str, token: int) -> Any:
     """Raise the session's fence to ``token`` if it is higher and return the session row;
     refuse otherwise. One statement, on the caller's (sync) connection."""
-    params = {"sid": session_id, "below": token, "token": token}
-    claimed = run(conn, _CLAIM_SESSION, params).one_or_none()
-    if claimed is not None:
-        return claimed
-    current = run(conn, _SESSION_FENCE, {"sid": session_id}).scalar()
+    [claimed] = claim_session_fences(conn, [(session_id, token)])
+    if isinstance(claimed, BaseException):
+        raise claimed
+    return claimed
+
+
+def claim_session_fences(conn: Connection, claims: Sequence[tuple[str, int]]) -> list[Any]:
+    """``claim_session_fence`` for each ``(session_id, token)``, all in one round trip where
+    the backend pipelines: each session's row, or the error refusing its claim."""
+    params = [{"sid": sid, "below": token, "token": token} for sid, token in claims]
+    found = run(conn, _CLAIM_SESSION, params[0] if len(params) == 1 else params).all()
+    claimed = rows_for(found, claims, key=lambda row: (row.id, row.fence))
+    refused = [sid for (sid, _), row in zip(claims, claimed, strict=True) if row is None]
+    current = _fences(conn, _SESSION_FENCES, refused)
+    return [
+        row if row is not None else refusal("session", sid, token, current.get(sid))
+        for (sid, token), row in zip(claims, claimed, strict=True)
+    ]
+
+
+def rows_for(
+    rows: Sequence[Any], writes: Sequence[tuple[str, int]], key: Callable[[Any], tuple[str, int]]
+) -> list[Any]:
+    """The row each of ``writes`` (a resource's id and the token it was written with)
+    returned, or None for one refused: the rows of a batch of guarded writes, at most one
+    for each, told apart by ``key`` (the id and fence a row holds). Two writes of one id
+    and token (duplicate deliveries) get one row between them."""
+    by_write: dict[tuple[str, int], list[Any]] = {}
+    for row in rows:
+        by_write.setdefault(key(row), []).append(row)
+    return [by_write[w].pop(0) if by_write.get(w) else None for w in writes]
+
+
+def refusal(kind: str, resource_id: str, token: int, current: int | None) -> StoreError:
+    """Why a write guarded by ``token`` matched no row of ``kind`` (session, operation): the
+    row is missing (``current`` is None), or the token was superseded."""
     if current is None:
-        raise NotFoundError(f"session {session_id} does not exist")
-    raise StaleLeaseError(f"session:{session_id}", token, int(current))
+        return NotFoundError(f"{kind} {resource_id} does not exist")
+    return StaleLeaseError(f"{kind}:{resource_id}", token, int(current))
+
+
+def _fences(conn: Connection, statement: HotStatement, ids: list[str]) -> dict[str, int]:
+    if not ids:
+        return {}
+    return {row[0]: int(row[1]) for row in run(conn, statement, {"ids": ids})}
 
 
 @functools.cache
@@ -75,10 +114,7 @@ _OPERATION_FENCES = hot(
 
 def operation_fences(conn: Connection, operation_ids: list[str]) -> dict[str, int]:
     """The stored fence of each of ``operation_ids`` that has a row."""
-    if not operation_ids:
-        return {}
-    found = run(conn, _OPERATION_FENCES, {"ids": operation_ids})
-    return {row.operation_id: int(row.fence) for row in found}
+    return _fences(conn, _OPERATION_FENCES, operation_ids)
 
 
 @dataclass(frozen=True)
@@ -123,7 +159,7 @@ def claim_operation_fences(
         for group in by_columns.values()
         for row in run(conn, statement, group[0] if len(group) == 1 else group)
     ]
-    claimed = operation_rows(found, [(c.operation_id, c.token) for c in claims])
+    claimed = rows_for(found, [(c.operation_id, c.token) for c in claims], key=operation_write)
     current = operation_fences(
         conn, [c.operation_id for c, row in zip(claims, claimed, strict=True) if row is None]
     )
@@ -133,11 +169,6 @@ def claim_operation_fences(
     ]
 
 
-def operation_rows(rows: Sequence[Any], writes: Sequence[tuple[str, int]]) -> list[Any]:
-    """The operation row each of ``writes`` (an operation id and its token) returned, or
-    None for one refused: the rows of a batch of guarded writes, at most one for each. Two
-    writes of one id and token (duplicate deliveries) get one row between them."""
-    by_write: dict[tuple[str, int], list[Any]] = {}
-    for row in rows:
-        by_write.setdefault((row.operation_id, row.fence), []).append(row)
-    return [by_write[w].pop(0) if by_write.get(w) else None for w in writes]
+def operation_write(row: Any) -> tuple[str, int]:
+    """The operation id and fence of an operation row, as ``rows_for`` tells writes apart."""
+    return row.operation_id, row.fence

@@ -209,7 +209,7 @@ def run(conn: Connection, statement: HotStatement, params: Params | Sequence[Par
     if not isinstance(params, Mapping) and not params:
         return HotResult([], 0)
     if not conn.get_execution_options().get(HOT):
-        if isinstance(params, Mapping) or not _returning(statement):
+        if isinstance(params, Mapping) or not _returns_rows(statement):
             return conn.execute(statement.statement, params)
         # Not every dialect returns rows from an executemany: run them one by one.
         rows = [row for p in params for row in conn.execute(statement.statement, p)]
@@ -252,9 +252,10 @@ def _announce(conn: Connection, event: str, sql: str, args: Any, *, executemany:
         listeners(conn, None, sql, args, None, executemany)
 
 
-def _returning(statement: HotStatement) -> bool:
-    """Whether ``statement`` is a write that returns rows."""
-    return bool(getattr(statement.statement, "_returning", ()))
+def _returns_rows(statement: HotStatement) -> bool:
+    """Whether ``statement`` is a query, or a write that returns rows."""
+    stmt = statement.statement
+    return bool(getattr(stmt, "is_select", False) or getattr(stmt, "_returning", ()))
 
 
 def _bare_insert(statement: HotStatement) -> bool:

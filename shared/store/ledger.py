@@ -288,7 +288,7 @@ def _mark_started(
         for operation_id, token in starts
     ]
     found = run(conn, _MARK_STARTED, params[0] if len(params) == 1 else params).all()
-    started = fence.operation_rows(found, starts)
+    started = fence.rows_for(found, starts, key=fence.operation_write)
     current = fence.operation_fences(
         conn, [op for (op, _), row in zip(starts, started, strict=True) if row is None]
     )
@@ -392,7 +392,7 @@ def _record_chained(
         )
     found = run(conn, _RECORD_OUTCOME_AND_EVENT, params[0] if len(params) == 1 else params)
     writes = [(p["w_id"], p["w_fence"]) for p in params]
-    rows = fence.operation_rows(found.all(), writes)
+    rows = fence.rows_for(found.all(), writes, key=fence.operation_write)
     current = fence.operation_fences(
         conn, [op for (op, _), row in zip(writes, rows, strict=True) if row is None]
     )
@@ -430,8 +430,4 @@ def _refuse(conn: Connection, operation_id: str, token: int) -> NoReturn:
 
 
 def _refusal(operation_id: str, token: int, current: int | None) -> StoreError:
-    """Why a write guarded by ``token`` matched no row: the row is missing (``current`` is
-    None) or the token was superseded."""
-    if current is None:
-        return NotFoundError(f"operation {operation_id} does not exist")
-    return StaleLeaseError(f"operation:{operation_id}", token, int(current))
+    return fence.refusal("operation", operation_id, token, current)

@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import BindParameter, Row, bindparam, or_, select
@@ -29,7 +31,7 @@ from sqlalchemy.engine import Connection
 
 from brainhands.shared.errors import NotFoundError
 from brainhands.shared.store import fence, schema
-from brainhands.shared.store.hot import hot, run
+from brainhands.shared.store.hot import HotStatement, hot, run
 from brainhands.shared.store.records import (
     OPEN_SUBMISSION_STATUSES,
     ClaimedSession,
@@ -60,11 +62,13 @@ _SID: BindParameter[str] = bindparam("sid")
 _IDS: BindParameter[list[str]] = bindparam("ids", expanding=True)
 _SESSION = hot(select(_s).where(_s.c.id == _SID))
 _ENTRIES = hot(
-    select(_e.c.seq, _e.c.kind, _e.c.body, _e.c.created_at)
+    select(_e.c.session_id, _e.c.seq, _e.c.kind, _e.c.body, _e.c.created_at)
     .where(_e.c.session_id == _SID)
     .order_by(_e.c.seq)
 )
-_DOCUMENTS = hot(select(_d.c.name, _d.c.version, _d.c.body).where(_d.c.session_id == _SID))
+_DOCUMENTS = hot(
+    select(_d.c.session_id, _d.c.name, _d.c.version, _d.c.body).where(_d.c.session_id == _SID)
+)
 _OPEN_TASKS = hot(
     select(_t)
     .where(_t.c.session_id == _SID, _t.c.status != "terminal")
@@ -105,39 +109,76 @@ def load_session_sync(conn: Connection, session_id: str) -> SessionState:
     row = run(conn, _SESSION, {"sid": session_id}).one_or_none()
     if row is None:
         raise NotFoundError(f"session {session_id} does not exist")
-    return _read_state(conn, SessionRecord(**_fields(row)))
+    session = SessionRecord(**_fields(row))
+    return _read_states(conn, [session])[session.id]
 
 
-def claim_session_sync(
-    conn: Connection,
-    session_id: str,
-    token: int,
-    known: SessionState | None = None,
-    submissions: bool = True,
-) -> ClaimedSession:
-    """Raise the session's fence to ``token`` and read what the holder needs.
+@dataclass(frozen=True)
+class SessionClaim:
+    """A Brain's claim of a session for a lease token (``claim_sessions_sync``)."""
 
-    ``known`` is the state the caller kept from an earlier pass; it is reused when the
-    session is still at its version, with its open submissions read again (unless
-    ``submissions`` is false: then none are returned). Raises ``StaleLeaseError`` (with
-    the stored fence) when ``token`` is not above the fence, ``NotFoundError`` for an
-    unknown session.
+    session_id: str
+    token: int
+    known: SessionState | None = None
+    """The state the Brain kept from an earlier pass, reused if still at its version."""
+    submissions: bool = True
+    """Whether to read the open submissions (and the inbox) again when ``known`` is reused."""
+
+
+def claim_sessions_sync(
+    conn: Connection, claims: Sequence[SessionClaim]
+) -> list[ClaimedSession | BaseException]:
+    """Raise each claimed session's fence to its token and read what the holder needs.
+
+    A claim's ``known`` state is reused when the session is still at its version, with its
+    open submissions and inbox read again (unless ``submissions`` is false: then none are
+    returned); other sessions are read whole. Each read is one statement for every session
+    of the batch (pipelined on PostgreSQL), so a batch costs what one claim costs: seven
+    round trips at most. Returns, per claim, what was read or why the claim was refused:
+    ``StaleLeaseError`` (with the stored fence) when the token is not above the fence,
+    ``NotFoundError`` for an unknown session.
     """
-    session = SessionRecord(**_fields(fence.claim_session_fence(conn, session_id, token)))
-    reuse = known is not None and known.session.version == session.version
-    if known is not None and reuse:
-        # Requests reach the inbox without a commit (no new version): read them again too.
-        open_submissions = _open_submissions(conn, session_id) if submissions else []
-        inbox = _unapplied_inbox(conn, session_id) if submissions else []
-        state = dataclasses.replace(
-            known, session=session, open_submissions=open_submissions, inbox=inbox
-        )
-    else:
-        state = _read_state(conn, session)
-    waiting = [t.operation_id for t in state.open_tasks if t.status == "waiting" and t.operation_id]
-    return ClaimedSession(
-        state, operations_by_ids_sync(conn, waiting), submissions_read=submissions or not reuse
-    )
+    rows = fence.claim_session_fences(conn, [(c.session_id, c.token) for c in claims])
+    claimed = {
+        i: SessionRecord(**_fields(row))
+        for i, row in enumerate(rows)
+        if not isinstance(row, BaseException)
+    }
+
+    def reusable(i: int) -> SessionState | None:
+        known = claims[i].known
+        return known if known is not None and known.session.version == claimed[i].version else None
+
+    whole = [claimed[i] for i in claimed if reusable(i) is None]
+    # Requests reach the inbox without a commit (no new version): read them again too.
+    again = [claimed[i].id for i in claimed if reusable(i) is not None and claims[i].submissions]
+    states = _read_states(conn, whole, arrivals_too=again)
+    for i, session in claimed.items():
+        known = reusable(i)
+        if known is not None:
+            submissions, inbox = states.arrivals(session.id)
+            states[session.id] = dataclasses.replace(
+                known, session=session, open_submissions=submissions, inbox=inbox
+            )
+    waiting = {
+        session.id: [
+            t.operation_id
+            for t in states[session.id].open_tasks
+            if t.status == "waiting" and t.operation_id
+        ]
+        for session in claimed.values()
+    }
+    operations = operations_by_ids_sync(conn, sorted({o for ids in waiting.values() for o in ids}))
+    out: list[ClaimedSession | BaseException] = []
+    for i, row in enumerate(rows):
+        if isinstance(row, BaseException):
+            out.append(row)
+            continue
+        sid = claimed[i].id
+        ops = {o: operations[o] for o in waiting[sid] if o in operations}
+        read = claims[i].submissions or reusable(i) is None
+        out.append(ClaimedSession(states[sid], ops, submissions_read=read))
+    return out
 
 
 async def arrivals(
@@ -177,23 +218,77 @@ def operations_by_ids_sync(conn: Connection, ids: list[str]) -> dict[str, Operat
     return found
 
 
-def _read_state(conn: Connection, session: SessionRecord) -> SessionState:
-    params = {"sid": session.id}
-    entries = [EntryRecord(**_fields(r)) for r in run(conn, _ENTRIES, params)]
-    documents = {r.name: DocumentRecord(**_fields(r)) for r in run(conn, _DOCUMENTS, params)}
-    open_tasks = [task_record(r) for r in run(conn, _OPEN_TASKS, params)]
-    open_ids = {t.id for t in open_tasks}
-    settled_ids = sorted({i for t in open_tasks for i in (t.wait_for or [])} - open_ids)
-    settled = tasks_by_ids_sync(conn, settled_ids)
-    return SessionState(
-        session=session,
-        entries=entries,
-        documents=documents,
-        open_tasks=open_tasks,
-        open_submissions=_open_submissions(conn, session.id),
-        settled=settled,
-        inbox=_unapplied_inbox(conn, session.id),
-    )
+class _States(dict[str, SessionState]):
+    """Sessions' states by id, and the arrivals (open submissions, inbox) read for each."""
+
+    def __init__(
+        self,
+        submissions: dict[str, list[SubmissionRecord]],
+        inbox: dict[str, list[InboxRecord]],
+    ) -> None:
+        super().__init__()
+        self._submissions = submissions
+        self._inbox = inbox
+
+    def arrivals(self, session_id: str) -> tuple[list[SubmissionRecord], list[InboxRecord]]:
+        return self._submissions.get(session_id, []), self._inbox.get(session_id, [])
+
+
+def _read_states(
+    conn: Connection, sessions: list[SessionRecord], *, arrivals_too: Sequence[str] = ()
+) -> _States:
+    """The whole state of each of ``sessions``, and the arrivals of ``arrivals_too`` as
+    well: one statement per row kind for all of them."""
+    sids = [s.id for s in sessions]
+    entries = _per_session(conn, _ENTRIES, sids)
+    documents = _per_session(conn, _DOCUMENTS, sids)
+    tasks = {
+        sid: [task_record(r) for r in rows]
+        for sid, rows in _per_session(conn, _OPEN_TASKS, sids).items()
+    }
+    waited = {
+        sid: sorted(
+            {i for t in open_tasks for i in (t.wait_for or [])} - {t.id for t in open_tasks}
+        )
+        for sid, open_tasks in tasks.items()
+    }
+    settled = tasks_by_ids_sync(conn, sorted({i for ids in waited.values() for i in ids}))
+    arrived = [*sids, *arrivals_too]
+    submissions = {
+        sid: [SubmissionRecord(**_fields(r)) for r in rows]
+        for sid, rows in _per_session(conn, _OPEN_SUBMISSIONS, arrived).items()
+    }
+    inbox = {
+        sid: [InboxRecord(**_fields(r)) for r in rows]
+        for sid, rows in _per_session(conn, _UNAPPLIED_INBOX, arrived).items()
+    }
+    states = _States(submissions, inbox)
+    for session in sessions:
+        sid = session.id
+        states[sid] = SessionState(
+            session=session,
+            entries=[EntryRecord(r.seq, r.kind, r.body, r.created_at) for r in entries[sid]],
+            documents={r.name: DocumentRecord(r.name, r.version, r.body) for r in documents[sid]},
+            open_tasks=tasks[sid],
+            open_submissions=submissions[sid],
+            settled={i: settled[i] for i in waited[sid] if i in settled},
+            inbox=inbox[sid],
+        )
+    return states
+
+
+def _per_session(
+    conn: Connection, statement: HotStatement, session_ids: Sequence[str]
+) -> dict[str, list[Any]]:
+    """The rows ``statement`` (bound by ``sid``) reads for each of ``session_ids``, all in one
+    round trip where the backend pipelines, by session (in the statement's order)."""
+    found: dict[str, list[Any]] = {sid: [] for sid in session_ids}
+    if not session_ids:
+        return found
+    params = [{"sid": sid} for sid in session_ids]
+    for row in run(conn, statement, params[0] if len(params) == 1 else params):
+        found[row.session_id].append(row)
+    return found
 
 
 def _open_submissions(conn: Connection, session_id: str) -> list[SubmissionRecord]:

@@ -9,12 +9,13 @@ from typing import Any
 
 from sqlalchemy import exists, func, insert, or_, select, text
 
+from brainhands.shared.batch import Batcher
 from brainhands.shared.store import fence, migrate, schema
 from brainhands.shared.store.backend import Backend
 from brainhands.shared.store.commit import apply_draft_sync, apply_drafts_sync, one_statement
 from brainhands.shared.store.draft import Draft, new_id
 from brainhands.shared.store.group import GroupCommit
-from brainhands.shared.store.load import claim_session_sync, load_session_sync
+from brainhands.shared.store.load import SessionClaim, claim_sessions_sync, load_session_sync
 from brainhands.shared.store.records import (
     OPEN_SUBMISSION_STATUSES,
     ClaimedSession,
@@ -54,6 +55,9 @@ class Store:
             order=lambda draft: draft.session_id,
             what="drafts",
             single_statement=lambda draft: one_statement(draft, chained=chained),
+        )
+        self._claims: Batcher[SessionClaim, ClaimedSession] = Batcher(
+            self._claim_batch, order=lambda claim: claim.session_id
         )
 
     @classmethod
@@ -129,17 +133,22 @@ class Store:
         *,
         submissions: bool = True,
     ) -> ClaimedSession:
-        """Claim the session for lease ``token`` and read its state, in one transaction.
+        """Claim the session for lease ``token`` and read its state, in one hop shared with
+        the claims asked for meanwhile (``shared.batch``).
 
         ``known`` (the state kept from an earlier pass) is reused if the session is still at
         its version; then its open submissions are read again unless ``submissions`` is
         false. Raises ``StaleLeaseError`` if ``token`` is not above the fence.
         """
-        # Without BEGIN on PostgreSQL: once the claim is in, no older holder can commit,
-        # and the reads see the session as the last commit before it left it.
+        return await self._claims(SessionClaim(session_id, token, known, submissions))
+
+    async def _claim_batch(
+        self, claims: list[SessionClaim]
+    ) -> list[ClaimedSession | BaseException]:
+        # Without BEGIN on PostgreSQL: once the claims are in, no older holder can commit,
+        # and the reads see each session as the last commit before it left it.
         return await self.backend.write(
-            lambda conn: claim_session_sync(conn, session_id, token, known, submissions),
-            single_statement=True,
+            lambda conn: claim_sessions_sync(conn, claims), single_statement=True
         )
 
     async def claim_session_fence(self, session_id: str, token: int) -> int:

@@ -3,12 +3,14 @@ session claims its fence and reads it in one transaction, reusing a state still 
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
 from sqlalchemy import event
 
-from brainhands.shared.errors import StaleLeaseError
+from brainhands.shared.errors import NotFoundError, StaleLeaseError
 from brainhands.shared.store import Draft, Store
 
 pytestmark = pytest.mark.integration
@@ -156,6 +158,59 @@ async def count_claim_queries(store: Store, session_id: str, token: int, known: 
     event.listen(engine, "before_cursor_execute", count)
     try:
         await store.claim_session(session_id, token, known)
+    finally:
+        event.remove(engine, "before_cursor_execute", count)
+    return len(statements)
+
+
+async def test_claims_asked_together_share_one_hop_each_answered_alone(store: Store) -> None:
+    for sid in ("a", "b", "c", "stale"):
+        await store.create_session(sid, compat="v1")
+        await grow_at(store, sid, fence=1, entries=3)
+    known = (await store.claim_session("c", 2)).state
+    await store.claim_session_fence("stale", 9)
+    lone = await count_statements(store, lambda: store.claim_session("a", 2))
+
+    claims = [
+        ("a", 3, None),
+        ("b", 2, None),
+        ("c", 3, known),
+        ("stale", 2, None),
+        ("gone", 1, None),
+    ]
+    together: list[Any] = []
+
+    async def claim_all() -> None:
+        together.extend(
+            await asyncio.gather(
+                *(store.claim_session(sid, token, kept) for sid, token, kept in claims),
+                return_exceptions=True,
+            )
+        )
+
+    shared = await count_statements(store, claim_all)
+
+    a, b, c, stale, gone = together
+    assert [len(x.state.entries) for x in (a, b, c)] == [3, 3, 3]
+    assert (a.state.session.fence, b.state.session.fence, c.state.session.fence) == (3, 2, 3)
+    assert c.state.entries is known.entries  # still at its version: reused, not read
+    assert isinstance(stale, StaleLeaseError) and stale.current == 9
+    assert isinstance(gone, NotFoundError)
+    if store.backend.chains_writes:  # PostgreSQL pipelines each read for the whole batch
+        assert shared <= lone + 1  # + the fences of the refused claims
+
+
+async def count_statements(store: Store, work: Callable[[], Awaitable[object]]) -> int:
+    """How many statements (pipelined ones once) ``work`` sent to the store's writer."""
+    statements: list[str] = []
+
+    def count(_conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
+        statements.append(statement)
+
+    engine = store.backend.writes_on
+    event.listen(engine, "before_cursor_execute", count)
+    try:
+        await work()
     finally:
         event.remove(engine, "before_cursor_execute", count)
     return len(statements)
