@@ -4,13 +4,16 @@ together in the next (DESIGN §3, "Group commit").
 A worker runs many passes or tool calls at once, each a sequence of awaited round trips
 (a lease, a fence claim, a commit, a release). Each round trip costs this process far more
 CPU than the work it carries, so a ``Batcher`` lets the calls of one kind share them: a call
-that finds no flush running is flushed at once, alone, so a lone call is never slowed; calls
-made while a flush runs wait and go together in the next one. No timer waits for company.
+that finds no flush running is flushed at once, with the calls that are ready at the same
+moment; calls made while a flush runs wait and go together in the next one. No timer waits
+for company, so a lone call is never slowed. A call flushed alone runs in its own task
+(starting a task costs more CPU than batching saves a lone call); a batch, in a task of the
+batcher's.
 
 The flush function answers each item on its own -- a value, or the exception that item's
 caller gets -- so a refused item (a stale fence, a lease held by another) fails alone. If the
-flush raises, every caller of that batch gets the error. A caller that is cancelled stops
-waiting, but its item stays in the batch: the others' round trip is the same one.
+flush raises, every caller of that batch gets the error. A waiting caller that is cancelled
+stops waiting, but its item stays in the batch: the others' round trip is the same one.
 """
 
 from __future__ import annotations
@@ -49,15 +52,39 @@ class Batcher(Generic[_I, _O]):
         self._max = max_batch
         self._order = order
         self._waiting: list[tuple[_I, asyncio.Future[_O]]] = []
+        self._flushing = False
+        """A flush is on its way: calls made now wait for the next one."""
         self._flusher: asyncio.Task[None] | None = None
+        """The task flushing the calls that waited, while it runs."""
 
     async def __call__(self, item: _I) -> _O:
         """``item``'s outcome: its value, or its error raised."""
         done: asyncio.Future[_O] = asyncio.get_running_loop().create_future()
         self._waiting.append((item, done))
-        if self._flusher is None:
+        if self._flushing:
+            return await done
+        self._flushing = True
+        try:
+            await asyncio.sleep(0)  # the calls that are ready too join this one
+        except BaseException:
+            done.cancel()
+            self._flusher = asyncio.create_task(self._flush_all())  # the others still go
+            raise
+        if len(self._waiting) > 1:
             self._flusher = asyncio.create_task(self._flush_all())
-        return await done
+            return await done
+        # Alone: flushed in the caller's own task, with no task started for it.
+        self._waiting.clear()
+        try:
+            [outcome] = await self._flush([item])
+        finally:
+            if self._waiting:  # the calls made meanwhile go next, together
+                self._flusher = asyncio.create_task(self._flush_all())
+            else:
+                self._flushing = False
+        if isinstance(outcome, BaseException):
+            raise outcome
+        return outcome
 
     async def _flush_all(self) -> None:
         try:
@@ -74,6 +101,7 @@ class Batcher(Generic[_I, _O]):
             raise
         finally:
             self._flusher = None
+            self._flushing = False
 
     async def _run(self, batch: list[tuple[_I, asyncio.Future[_O]]]) -> None:
         try:
