@@ -11,9 +11,10 @@ the pass's picture (``SessionEdits``) when a decision depends on them:
   received at once, and a follow-up wait takes the submissions waiting their turn;
 - when a root task ended (``for_next_turn``): the next submission may start.
 
-A read made less than ``LEASE_WAIT_MARGIN`` ago serves the next wait and the next turn:
-what came after it has a wake-up of its own, which waits for this lease longer than that,
-and the holder reads the signals again before it lets go.
+A read made less than ``LEASE_WAIT_MARGIN`` ago -- the claim's own read of the inbox and the
+waiting submissions included -- serves the next wait and the next turn: what came after it
+has a wake-up of its own, which waits for this lease longer than that, and the holder reads
+the signals again before it lets go.
 """
 
 from __future__ import annotations
@@ -37,12 +38,16 @@ class Arrivals:
     """Reads what reached the session of ``edits`` during one pass."""
 
     def __init__(self, store: Store, edits: SessionEdits, *, queued_read: bool) -> None:
-        """``queued_read``: the claim that began the pass read the waiting submissions."""
+        """``queued_read``: the claim that began the pass read the waiting submissions and
+        the inbox (the signals among them)."""
         self.store = store
         self.edits = edits
+        claimed_at = time.monotonic() if queued_read else None
         self.signals_read_at: float | None = None
         """When (monotonic) the signals were last read from the store, if in this pass."""
-        self.queued_read_at: float | None = time.monotonic() if queued_read else None
+        self.claim_read_at = claimed_at
+        """When (monotonic) the claim read the inbox, if it did: fresh enough for a wait."""
+        self.queued_read_at: float | None = claimed_at
         """When (monotonic) the waiting submissions were last read, if in this pass."""
 
     @property
@@ -84,7 +89,7 @@ class Arrivals:
         """A task began a signal wait: read the signals (and the waiting submissions, for a
         follow-up wait) unless this pass read them less than ``LEASE_WAIT_MARGIN`` ago."""
         now = time.monotonic()
-        reads = [self.signals_read_at]
+        reads = [self.signals_read_at or self.claim_read_at]
         if self._follow_up_waited():
             reads.append(self.queued_read_at)
         if not all(r is not None and now - r < LEASE_WAIT_MARGIN for r in reads):
