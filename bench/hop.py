@@ -5,7 +5,7 @@ A Brain spends about half its CPU in the store and does some 25 store hops, 6 Re
 RabbitMQ round trips per one-call session: the price of one round trip bounds how low its
 CPU per session can go. The variants, on one PostgreSQL schema migrated to head:
 
-* ``store hop``: ``arrivals()`` -- a holder's mid-pass read of a session's inbox and queued
+* ``store hop``: ``Store.arrivals()`` -- a holder's mid-pass read of a session's inbox and queued
   submissions, two statements -- as the runtime runs it: one greenlet on a connection of
   SQLAlchemy's pool, its hot statements (``shared.store.hot``) sent to the driver;
 * the same hop with SQLAlchemy executing the two statements (what the runtime did before
@@ -42,7 +42,7 @@ from sqlalchemy.engine import Connection
 from bench._rounds import run_rounds
 from bench._services import add_service_urls, asyncpg_dsn, drop_schemas, new_parser, open_store
 from bench._stats import machine, percentile, print_table
-from brainhands.shared.store.load import _OPEN_SUBMISSIONS, _UNAPPLIED_INBOX, arrivals
+from brainhands.shared.store.load import _OPEN_SUBMISSIONS, _UNAPPLIED_INBOX
 from brainhands.shared.store.outbox import _MARK_SENT, mark_sent_now
 from brainhands.shared.store.store import Store
 
@@ -101,7 +101,7 @@ async def measure(args: argparse.Namespace) -> list[Variant]:
             queued = compiled(store, _OPEN_SUBMISSIONS.statement, session_id)
 
             async def store_hop() -> object:
-                return await arrivals(store, session_id, queued=True)
+                return await store.arrivals(session_id, queued=True)
 
             def through_sqlalchemy(conn: Connection) -> object:
                 conn.execute(_UNAPPLIED_INBOX.statement, {"sid": session_id}).all()

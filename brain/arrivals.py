@@ -26,8 +26,6 @@ from brainhands.brain.edits import SessionEdits
 from brainhands.brain.task import FOLLOW_UP
 from brainhands.shared.store import Draft, Store, SubmissionRecord, TaskRecord
 from brainhands.shared.store.inbox import send_signal
-from brainhands.shared.store.load import arrivals
-from brainhands.shared.store.queries import tasks_and_operations
 
 LEASE_WAIT_MARGIN = 1.0
 """Seconds past the lease's time a pass waits for a busy session before it leaves the session
@@ -65,7 +63,7 @@ class Arrivals:
             for t in open_tasks
             if t.kind == TOOL_KIND and t.operation_id and t.status == "waiting"
         ]
-        fresh, ops = await tasks_and_operations(self.store, sorted(waited), op_ids)
+        fresh, ops = await self.store.rows(sorted(waited), op_ids)
         changed = bool(fresh) or any(
             ops[i].status != (edits.operations[i].status if i in edits.operations else None)
             for i in ops
@@ -102,7 +100,7 @@ class Arrivals:
         self.signals_read_at = time.monotonic()
         received = set(draft.applied_inbox)
         follow_up = self._follow_up_waited()
-        fresh, queued = await arrivals(self.store, edits.session_id, queued=follow_up)
+        fresh, queued = await self.store.arrivals(edits.session_id, queued=follow_up)
         edits.signals = [r for r in fresh if r.kind == "signal" and r.id not in received]
         if follow_up:
             self._keep_queued(draft, queued)
@@ -142,7 +140,7 @@ class Arrivals:
         read them less than ``LEASE_WAIT_MARGIN`` ago."""
         read_at = self.queued_read_at
         if read_at is None or time.monotonic() - read_at >= LEASE_WAIT_MARGIN:
-            _, queued = await arrivals(self.store, self.edits.session_id, queued=True)
+            _, queued = await self.store.arrivals(self.edits.session_id, queued=True)
             self._keep_queued(draft, queued)
 
     def _follow_up_waited(self) -> bool:

@@ -38,7 +38,7 @@ from brainhands.shared.messages import (
     decode,
 )
 from brainhands.shared.store import OperationRecord, Store, TaskRecord
-from brainhands.shared.store.queries import sessions_with_open_work, tasks_and_operations
+from brainhands.shared.store.queries import sessions_with_open_work
 from brainhands.shared.store.records import FINAL_OPERATION_STATUSES
 
 if TYPE_CHECKING:
@@ -173,8 +173,7 @@ async def list_parked(broker: Broker, limit: int = 20) -> list[ParkedMessage]:
 async def judge_parked(store: Store, parked: Sequence[ParkedMessage]) -> list[ParkedWork]:
     """What the store says about the work of each of ``parked``, in two reads."""
     messages = [p.message for p in parked]
-    tasks, operations = await tasks_and_operations(
-        store,
+    tasks, operations = await store.rows(
         [m.task_id for m in messages if isinstance(m, ToolJob | ToolResult)],
         [m.operation_id for m in messages if isinstance(m, ToolJob | CancelNotice)],
     )

@@ -24,7 +24,7 @@ import dataclasses
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sqlalchemy import BindParameter, Row, bindparam, or_, select
 from sqlalchemy.engine import Connection
@@ -44,9 +44,6 @@ from brainhands.shared.store.records import (
     SubmissionRecord,
     TaskRecord,
 )
-
-if TYPE_CHECKING:
-    from brainhands.shared.store.store import Store
 
 _s, _e, _d, _t, _sub, _o, _b, _i = (
     schema.session,
@@ -181,21 +178,25 @@ def claim_sessions_sync(
     return out
 
 
-async def arrivals(
-    store: Store, session_id: str, *, queued: bool
-) -> tuple[list[InboxRecord], list[SubmissionRecord]]:
-    """What reached ``session_id`` without a commit: its inbox requests not applied yet, and
-    (``queued``) its submissions waiting for their turn, oldest first. One hop, a statement
-    each: what a holder looks at again in the middle of a pass."""
-
-    def read(conn: Connection) -> tuple[list[InboxRecord], list[SubmissionRecord]]:
-        inbox = _unapplied_inbox(conn, session_id)
-        if not queued:
-            return inbox, []
-        waiting = [s for s in _open_submissions(conn, session_id) if s.status == "queued"]
-        return inbox, waiting
-
-    return await store.backend.read(read)
+def arrivals_sync(
+    conn: Connection, asks: Sequence[tuple[str, bool]]
+) -> list[tuple[list[InboxRecord], list[SubmissionRecord]]]:
+    """What reached each session of ``asks`` (a session id, and whether its waiting
+    submissions are wanted too) without a commit: its inbox requests not applied yet, and
+    its submissions waiting for their turn, oldest first. A statement each, for every session
+    asked about: what holders look at again in the middle of their passes."""
+    sids = list(dict.fromkeys(sid for sid, _ in asks))
+    inbox = _per_session(conn, _UNAPPLIED_INBOX, sids)
+    queued = _per_session(conn, _OPEN_SUBMISSIONS, list(dict.fromkeys(s for s, q in asks if q)))
+    return [
+        (
+            [InboxRecord(**_fields(r)) for r in inbox[sid]],
+            [SubmissionRecord(**_fields(r)) for r in queued[sid] if r.status == "queued"]
+            if wanted
+            else [],
+        )
+        for sid, wanted in asks
+    ]
 
 
 def tasks_by_ids_sync(conn: Connection, ids: list[str]) -> dict[str, TaskRecord]:
@@ -289,13 +290,3 @@ def _per_session(
     for row in run(conn, statement, params[0] if len(params) == 1 else params):
         found[row.session_id].append(row)
     return found
-
-
-def _open_submissions(conn: Connection, session_id: str) -> list[SubmissionRecord]:
-    rows = run(conn, _OPEN_SUBMISSIONS, {"sid": session_id})
-    return [SubmissionRecord(**_fields(r)) for r in rows]
-
-
-def _unapplied_inbox(conn: Connection, session_id: str) -> list[InboxRecord]:
-    rows = run(conn, _UNAPPLIED_INBOX, {"sid": session_id})
-    return [InboxRecord(**_fields(r)) for r in rows]

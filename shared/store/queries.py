@@ -39,20 +39,6 @@ async def operations_by_ids(store: Store, ids: list[str]) -> dict[str, Operation
     return await store.backend.read(lambda conn: operations_by_ids_sync(conn, ids))
 
 
-async def tasks_and_operations(
-    store: Store, task_ids: list[str], operation_ids: list[str]
-) -> tuple[dict[str, TaskRecord], dict[str, OperationRecord]]:
-    """``tasks_by_ids`` and ``operations_by_ids`` together, in one hop."""
-    if not task_ids and not operation_ids:
-        return {}, {}
-    return await store.backend.read(
-        lambda conn: (
-            tasks_by_ids_sync(conn, task_ids),
-            operations_by_ids_sync(conn, operation_ids),
-        ),
-    )
-
-
 @dataclass(frozen=True)
 class SessionRef:
     """A session with something to do, and since when (its oldest unmet need)."""

@@ -15,13 +15,24 @@ from brainhands.shared.store.backend import Backend
 from brainhands.shared.store.commit import apply_draft_sync, apply_drafts_sync, one_statement
 from brainhands.shared.store.draft import Draft, new_id
 from brainhands.shared.store.group import GroupCommit
-from brainhands.shared.store.load import SessionClaim, claim_sessions_sync, load_session_sync
+from brainhands.shared.store.load import (
+    SessionClaim,
+    arrivals_sync,
+    claim_sessions_sync,
+    load_session_sync,
+    operations_by_ids_sync,
+    tasks_by_ids_sync,
+)
 from brainhands.shared.store.records import (
     OPEN_SUBMISSION_STATUSES,
     ClaimedSession,
     CommitReceipt,
+    InboxRecord,
+    OperationRecord,
     SessionRecord,
     SessionState,
+    SubmissionRecord,
+    TaskRecord,
 )
 
 log = logging.getLogger("brainhands.store")
@@ -59,6 +70,13 @@ class Store:
         self._claims: Batcher[SessionClaim, ClaimedSession] = Batcher(
             self._claim_batch, order=lambda claim: claim.session_id
         )
+        self._arrivals: Batcher[
+            tuple[str, bool], tuple[list[InboxRecord], list[SubmissionRecord]]
+        ] = Batcher(lambda asks: backend.read(lambda conn: arrivals_sync(conn, asks)))
+        self._rows: Batcher[
+            tuple[list[str], list[str]],
+            tuple[dict[str, TaskRecord], dict[str, OperationRecord]],
+        ] = Batcher(self._rows_batch)
 
     @classmethod
     async def open(
@@ -150,6 +168,36 @@ class Store:
         return await self.backend.write(
             lambda conn: claim_sessions_sync(conn, claims), single_statement=True
         )
+
+    async def arrivals(
+        self, session_id: str, *, queued: bool
+    ) -> tuple[list[InboxRecord], list[SubmissionRecord]]:
+        """What reached ``session_id`` without a commit: its inbox requests not applied yet,
+        and (``queued``) its submissions waiting for their turn, oldest first; read in one hop
+        shared with the reads of other sessions asked for meanwhile."""
+        return await self._arrivals((session_id, queued))
+
+    async def rows(
+        self, task_ids: list[str], operation_ids: list[str]
+    ) -> tuple[dict[str, TaskRecord], dict[str, OperationRecord]]:
+        """The tasks and operations of these ids that exist, read in one hop shared with the
+        reads asked for meanwhile."""
+        if not task_ids and not operation_ids:
+            return {}, {}
+        return await self._rows((task_ids, operation_ids))
+
+    async def _rows_batch(
+        self, asks: list[tuple[list[str], list[str]]]
+    ) -> list[tuple[dict[str, TaskRecord], dict[str, OperationRecord]]]:
+        task_ids = sorted({i for ids, _ in asks for i in ids})
+        op_ids = sorted({i for _, ids in asks for i in ids})
+        tasks, ops = await self.backend.read(
+            lambda conn: (tasks_by_ids_sync(conn, task_ids), operations_by_ids_sync(conn, op_ids))
+        )
+        return [
+            ({i: tasks[i] for i in t if i in tasks}, {i: ops[i] for i in o if i in ops})
+            for t, o in asks
+        ]
 
     async def claim_session_fence(self, session_id: str, token: int) -> int:
         """Claim the session for lease ``token``; ``StaleLeaseError`` if not above the fence."""

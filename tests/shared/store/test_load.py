@@ -12,6 +12,7 @@ from sqlalchemy import event
 
 from brainhands.shared.errors import NotFoundError, StaleLeaseError
 from brainhands.shared.store import Draft, Store
+from brainhands.shared.store.inbox import send_signal
 
 pytestmark = pytest.mark.integration
 
@@ -201,16 +202,69 @@ async def test_claims_asked_together_share_one_hop_each_answered_alone(store: St
 
 
 async def count_statements(store: Store, work: Callable[[], Awaitable[object]]) -> int:
-    """How many statements (pipelined ones once) ``work`` sent to the store's writer."""
+    """How many statements (pipelined ones once) ``work`` sent to the store."""
     statements: list[str] = []
 
     def count(_conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
         statements.append(statement)
 
-    engine = store.backend.writes_on
-    event.listen(engine, "before_cursor_execute", count)
+    engines = {store.backend.writes_on, store.backend.engine.sync_engine}
+    for engine in engines:
+        event.listen(engine, "before_cursor_execute", count)
     try:
         await work()
     finally:
-        event.remove(engine, "before_cursor_execute", count)
+        for engine in engines:
+            event.remove(engine, "before_cursor_execute", count)
     return len(statements)
+
+
+async def test_arrivals_asked_together_share_one_hop_each_answered_alone(store: Store) -> None:
+    for sid in ("a", "b", "c"):
+        await store.create_session(sid, compat="v1")
+        await store.claim_session_fence(sid, 1)
+    for sid, n in (("a", 2), ("b", 1)):
+        for i in range(n):
+            await send_signal(
+                store, session_id=sid, name="go", signal_id=f"{sid}{i}", payload=i, wake=None
+            )
+    draft = Draft("c", version=0, fence=1)
+    draft.add_submission(request_id="r1", input={}, status="queued")
+    await store.commit(draft)
+    lone = await count_statements(store, lambda: store.arrivals("c", queued=True))
+
+    asks = [("a", False), ("b", True), ("c", True)]
+    found: list[Any] = []
+
+    async def ask_all() -> None:
+        found.extend(await asyncio.gather(*(store.arrivals(s, queued=q) for s, q in asks)))
+
+    shared = await count_statements(store, ask_all)
+
+    (a_inbox, a_queued), (b_inbox, b_queued), (c_inbox, c_queued) = found
+    assert [r.key for r in a_inbox] == ["a0", "a1"] and a_queued == []
+    assert [r.key for r in b_inbox] == ["b0"] and b_queued == []
+    assert c_inbox == [] and [s.request_id for s in c_queued] == ["r1"]
+    if store.backend.chains_writes:  # PostgreSQL pipelines each read for all sessions
+        assert shared == lone == 2
+
+
+async def test_rows_asked_together_share_one_hop_each_gets_its_own(store: Store) -> None:
+    await store.create_session("s1", compat="v1")
+    await store.claim_session_fence("s1", 1)
+    draft = Draft("s1", version=0, fence=1)
+    first = draft.add_task(kind="k", kind_version=1, input={})
+    second = draft.add_task(kind="k", kind_version=1, input={})
+    await store.commit(draft)
+
+    async def ask_both() -> None:
+        found.extend(
+            await asyncio.gather(store.rows([first], []), store.rows([second, "gone"], []))
+        )
+
+    found: list[Any] = []
+    lone = await count_statements(store, lambda: store.rows([first], []))
+    shared = await count_statements(store, ask_both)
+
+    assert [list(tasks) for tasks, _ops in found] == [[first], [second]]
+    assert shared == lone
