@@ -11,7 +11,8 @@ is undone, and the error is the one the transaction of several statements would 
 (``REFUSALS``).
 
 Sent alone, without BEGIN and COMMIT, the commit is one round trip instead of one per
-statement plus two; in a group commit, one statement per draft. The sub-statements see one
+statement plus two; in a group commit, the drafts of one shape share one round trip (their
+statements pipelined). The sub-statements see one
 snapshot and their order is the planner's, so a draft whose writes would depend on each
 other's is written the old way (``chainable``). Statements are built per shape (how many rows
 of each kind, which columns) and kept.
@@ -19,6 +20,7 @@ of each kind, which columns) and kept.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any, NamedTuple
 
@@ -41,6 +43,7 @@ from sqlalchemy.sql import ColumnElement
 from brainhands.shared.errors import BrainhandsError, ConflictError, NotFoundError
 from brainhands.shared.store import schema
 from brainhands.shared.store.draft import Draft
+from brainhands.shared.store.fence import rows_for
 from brainhands.shared.store.guard import GUARD, ends_submission, guard_params, notifications
 from brainhands.shared.store.hot import HotStatement, hot, run
 from brainhands.shared.store.records import CommitReceipt, OutboxRow
@@ -97,11 +100,35 @@ def chainable(draft: Draft) -> bool:
 
 
 def write_chained(
-    conn: Connection, draft: Draft, now: float, *, notify: bool, publish_after: float | None
-) -> CommitReceipt | None:
-    """Write ``draft`` (``chainable``) as one statement; None if its guard was refused
-    (nothing written)."""
-    shape = _Shape(
+    conn: Connection,
+    drafts: Sequence[Draft],
+    now: float,
+    *,
+    notify: bool,
+    publish_after: float | None,
+) -> list[CommitReceipt | None]:
+    """Write each of ``drafts`` (``chainable``) as one statement; None for one whose guard
+    was refused (nothing of it written). Drafts of one shape share one round trip (pipelined,
+    in the caller's transaction if any); the rows they return say which draft each is for.
+    """
+    by_statement: dict[HotStatement, list[int]] = {}
+    params = []
+    for i, draft in enumerate(drafts):
+        by_statement.setdefault(_statement(_shape(draft, notify)), []).append(i)
+        params.append(_params(draft, now, publish_after))
+    out: list[CommitReceipt | None] = [None] * len(drafts)
+    for statement, group in by_statement.items():
+        sent = [params[i] for i in group]
+        found = run(conn, statement, sent[0] if len(sent) == 1 else sent).all()
+        writes = [(drafts[i].session_id, drafts[i].version + 1) for i in group]
+        rows = rows_for(found, writes, key=lambda row: (row[1], row[2]))
+        for i, row in zip(group, rows, strict=True):
+            out[i] = None if row is None else _receipt(drafts[i], row)
+    return out
+
+
+def _shape(draft: Draft, notify: bool) -> _Shape:
+    return _Shape(
         entries=len(draft.entries),
         blobs=len(draft.blobs),
         documents=tuple(d.expected_version is not None for d in draft.documents),
@@ -116,11 +143,13 @@ def write_chained(
         outbox=len(draft.outbox),
         notify=(True, ends_submission(draft)) if notify else None,
     )
-    row = run(conn, _statement(shape), _params(draft, now, publish_after)).one_or_none()
-    if row is None:
-        return None
+
+
+def _receipt(draft: Draft, row: Any) -> CommitReceipt:
+    """What ``row`` (the guard's entry count, session and version first, the outbox ids
+    last) says ``draft``'s statement made durable."""
     entry_count = row[0]
-    first_outbox = len(row) - len(draft.outbox)  # the outbox ids come last
+    first_outbox = len(row) - len(draft.outbox)
     first_seq = entry_count - len(draft.entries) + 1
     return CommitReceipt(
         session_id=draft.session_id,
@@ -196,13 +225,13 @@ def _refused_unless_one(cte: Any, code: str, message: str) -> ColumnElement[Any]
 
 @lru_cache(maxsize=STATEMENTS_KEPT)
 def _statement(shape: _Shape) -> HotStatement:
-    returning = [_s.c.id, _s.c.entry_count]
+    returning = [_s.c.id, _s.c.entry_count, _s.c.version]
     if shape.notify is not None:
         returning += notifications(shape.notify[1])
     g = GUARD.returning(*returning).cte("g")
     now = bindparam("g_now", type_=_s.c.updated_at.type)
     writes: list[Any] = []
-    columns: list[Any] = [g.c.entry_count]
+    columns: list[Any] = [g.c.entry_count, g.c.id, g.c.version]
     if shape.notify is not None:
         columns += [c for c in g.c if c.name.startswith("n_")]
 

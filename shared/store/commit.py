@@ -111,7 +111,7 @@ def apply_draft_sync(
     """Apply every change of ``draft`` on ``conn`` (inside the caller's transaction, if
     any: see ``one_statement``); ``notify``: the backend's commits notify listeners
     (``notifications``); ``chained``: the backend chains writes (``chained``)."""
-    receipt = _write(conn, draft, time.time(), notify, chained, handoff)
+    [receipt] = _write(conn, [draft], time.time(), notify, chained, handoff)
     if receipt is None:
         raise_guard_failure(conn, draft)
     assert receipt is not None
@@ -131,10 +131,10 @@ def apply_drafts_sync(
     its draft, whose place in the result holds the error a lone commit would have raised
     (nothing of it was written: the guard is its first write). Any other failure raises,
     and the caller's transaction must be rolled back."""
-    now = time.time()
     out: list[CommitReceipt | BrainhandsError] = []
-    for draft in drafts:
-        receipt = _write(conn, draft, now, notify, chained, handoff)
+    for draft, receipt in zip(
+        drafts, _write(conn, drafts, time.time(), notify, chained, handoff), strict=True
+    ):
         if receipt is None:
             try:
                 raise_guard_failure(conn, draft)
@@ -153,22 +153,36 @@ def one_statement(draft: Draft, *, chained: bool) -> bool:
 
 def _write(
     conn: Connection,
-    draft: Draft,
+    drafts: Sequence[Draft],
     now: float,
     notify: bool,
     chained: bool,
     handoff: float | None,
-) -> CommitReceipt | None:
-    """Write ``draft``; None if its guard was refused (nothing of it written)."""
-    if one_statement(draft, chained=chained):
-        return write_chained(
-            conn, draft, now, notify=notify, publish_after=publish_after(now, handoff)
+) -> list[CommitReceipt | None]:
+    """Write ``drafts``; None for each whose guard was refused (nothing of it written)."""
+    one = [i for i, draft in enumerate(drafts) if one_statement(draft, chained=chained)]
+    written: dict[int, CommitReceipt | None] = dict(
+        zip(
+            one,
+            write_chained(
+                conn,
+                [drafts[i] for i in one],
+                now,
+                notify=notify,
+                publish_after=publish_after(now, handoff),
+            ),
+            strict=True,
         )
-    guard = _GUARD_NOTIFY[ends_submission(draft)] if notify else _HOT_GUARD
-    entry_count: int | None = run(conn, guard, guard_params(draft, now)).scalar_one_or_none()
-    if entry_count is None:
-        return None
-    return _apply_guarded(conn, draft, entry_count, now, handoff)
+    )
+    for i, draft in enumerate(drafts):
+        if i in written:
+            continue
+        guard = _GUARD_NOTIFY[ends_submission(draft)] if notify else _HOT_GUARD
+        entry_count: int | None = run(conn, guard, guard_params(draft, now)).scalar_one_or_none()
+        written[i] = (
+            None if entry_count is None else _apply_guarded(conn, draft, entry_count, now, handoff)
+        )
+    return [written[i] for i in range(len(drafts))]
 
 
 def _apply_guarded(

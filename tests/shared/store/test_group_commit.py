@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable
+from typing import Any
 
 import pytest
 from prometheus_client import REGISTRY
+from sqlalchemy import event, text
 
 from brainhands.shared.errors import ConflictError, StaleLeaseError, StoreError
 from brainhands.shared.store import (
@@ -68,6 +70,38 @@ async def test_drafts_ready_together_commit_in_one_transaction_and_a_refused_gua
             assert outcome.version == 1 and outcome.entry_seqs == [1]
             assert [e.body for e in state.entries] == [{"text": f"hello {session_id}"}]
     assert (await store.status())["outbox_rows"] == 3
+
+
+async def test_drafts_of_one_shape_in_a_batch_share_one_round_trip(store: Store) -> None:
+    ids = await sessions(store, 5)
+    assert await store.claim_session_fence("s3", 2) == 2  # its draft is refused, alone
+    statements: list[str] = []
+
+    def count(_conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
+        statements.append(statement)
+
+    event.listen(store.backend.writes_on, "before_cursor_execute", count)
+    try:
+        outcomes = await asyncio.gather(
+            *(store.commit(note(s, s)) for s in ids), return_exceptions=True
+        )
+    finally:
+        event.remove(store.backend.writes_on, "before_cursor_execute", count)
+
+    assert isinstance(outcomes[3], StaleLeaseError)
+    receipts = [o for o in outcomes if isinstance(o, CommitReceipt)]
+    assert [r.session_id for r in receipts] == ["s0", "s1", "s2", "s4"]
+    assert all(r.version == 1 and len(r.outbox) == 1 for r in receipts)
+    async with store.backend.snapshot() as conn:
+        stored = dict((await conn.execute(text("SELECT id, session_id FROM outbox"))).all())
+    # Each receipt names its own draft's outbox row (the relay marks it sent by that id).
+    assert {r.outbox[0].id: r.session_id for r in receipts} == stored
+    for receipt in receipts:
+        [entry] = (await store.load(receipt.session_id)).entries
+        assert entry.body == {"text": receipt.session_id}
+    if store.backend.chains_writes:  # the four drafts' statements, pipelined: one round trip
+        writes = [s for s in statements if s.lstrip().startswith("WITH")]
+        assert len(writes) == 1
 
 
 async def test_a_draft_failing_late_in_a_batch_fails_alone_and_the_others_commit(
