@@ -22,6 +22,8 @@ import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Generic, TypeVar
 
+from brainhands.shared import metrics
+
 _I = TypeVar("_I")
 _O = TypeVar("_O")
 
@@ -36,7 +38,8 @@ class Batcher(Generic[_I, _O]):
     """Runs ``flush`` over the items of the calls that are ready together.
 
     ``order`` sorts a batch (so that batches touching the same rows take their locks in one
-    order); ``max_batch`` bounds it.
+    order); ``max_batch`` bounds it. ``what`` names the calls in the
+    ``brainhands_batch_calls`` metric (none: not measured).
     """
 
     def __init__(
@@ -45,9 +48,11 @@ class Batcher(Generic[_I, _O]):
         *,
         max_batch: int = MAX_BATCH,
         order: Callable[[_I], str] | None = None,
+        what: str | None = None,
     ) -> None:
         if max_batch < 1:
             raise ValueError(f"max_batch must be at least 1, got {max_batch}")
+        self._size = metrics.BATCH_CALLS.labels(what) if what is not None else None
         self._flush = flush
         self._max = max_batch
         self._order = order
@@ -75,6 +80,8 @@ class Batcher(Generic[_I, _O]):
             return await done
         # Alone: flushed in the caller's own task, with no task started for it.
         self._waiting.clear()
+        if self._size is not None:
+            self._size.observe(1)
         try:
             [outcome] = await self._flush([item])
         finally:
@@ -104,6 +111,8 @@ class Batcher(Generic[_I, _O]):
             self._flushing = False
 
     async def _run(self, batch: list[tuple[_I, asyncio.Future[_O]]]) -> None:
+        if self._size is not None:
+            self._size.observe(len(batch))
         try:
             outcomes = await self._flush([item for item, _ in batch])
         except BaseException as exc:

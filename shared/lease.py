@@ -106,8 +106,10 @@ class LeaseManager:
         self._raise_floor = _register(redis, "raise_floor.lua")
         self._renewer = _Renewer(self)
         # Acquisitions and releases asked for while one is on its way share the next trip.
-        self._acquiring: Batcher[_Asked, int] = Batcher(self._acquire_batch)
-        self._releasing: Batcher[Lease, bool] = Batcher(self._release_batch)
+        self._acquiring: Batcher[_Asked, int] = Batcher(
+            self._acquire_batch, what="lease_acquisitions"
+        )
+        self._releasing: Batcher[Lease, bool] = Batcher(self._release_batch, what="lease_releases")
 
     async def acquire(
         self, resource: str, *, floor: int = 0, owner: str | None = None

@@ -35,6 +35,13 @@ GROUP_COMMIT = Histogram(
     ["what"],
     buckets=(1, 2, 4, 8, 16, 32, 64),
 )
+BATCH_CALLS = Histogram(
+    "brainhands_batch_calls",
+    "Calls carried by one round trip of a batcher (shared.batch): lease acquisitions and "
+    "releases, fence claims, starts, mid-pass reads",
+    ["what"],
+    buckets=(1, 2, 4, 8, 16, 32, 64),
+)
 LEASE_RENEWAL_LAG = Histogram(
     "brainhands_lease_renewal_lag_seconds",
     "How late a lease renewal was sent against its schedule",

@@ -160,10 +160,10 @@ class OperationLedger:
         )
         # Claims and starts asked for while one is on its way share the next round trip.
         self._claims: Batcher[fence.OperationFenceClaim, OperationRecord] = Batcher(
-            self._claim_batch, order=lambda claim: claim.operation_id
+            self._claim_batch, order=lambda claim: claim.operation_id, what="operation_claims"
         )
         self._starts: Batcher[tuple[str, int], OperationRecord] = Batcher(
-            self._start_batch, order=lambda start: start[0]
+            self._start_batch, order=lambda start: start[0], what="operation_starts"
         )
 
     async def claim(

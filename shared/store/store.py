@@ -68,15 +68,17 @@ class Store:
             single_statement=lambda draft: one_statement(draft, chained=chained),
         )
         self._claims: Batcher[SessionClaim, ClaimedSession] = Batcher(
-            self._claim_batch, order=lambda claim: claim.session_id
+            self._claim_batch, order=lambda claim: claim.session_id, what="session_claims"
         )
         self._arrivals: Batcher[
             tuple[str, bool], tuple[list[InboxRecord], list[SubmissionRecord]]
-        ] = Batcher(lambda asks: backend.read(lambda conn: arrivals_sync(conn, asks)))
+        ] = Batcher(
+            lambda asks: backend.read(lambda conn: arrivals_sync(conn, asks)), what="arrivals"
+        )
         self._rows: Batcher[
             tuple[list[str], list[str]],
             tuple[dict[str, TaskRecord], dict[str, OperationRecord]],
-        ] = Batcher(self._rows_batch)
+        ] = Batcher(self._rows_batch, what="rows")
 
     @classmethod
     async def open(
