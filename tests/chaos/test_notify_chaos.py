@@ -73,6 +73,20 @@ async def test_1b_brain_killed_after_a_batch_commit_before_any_publish(
     await cluster.check_invariants("1b brain killed after a batch commit")
 
 
+async def test_1c_brain_killed_after_a_batch_of_session_claims(cluster: Cluster) -> None:
+    # Three sessions woken at once: their leases and fence claims go together. The victim
+    # dies right after the claims' round trip: every fence is raised, no pass has run.
+    victim = cluster.start("brain-victim", victim="after-claims:1")
+    cluster.start("hands-0")
+    await cluster.submit_batches(3)
+    await eventually(lambda: victim.poll() is not None, within=60, what="death after claims")
+    assert victim.returncode == 9  # its own exit, at the kill point
+    cluster.kills["SIGKILL brain (after a batch of claims)"] += 1
+    cluster.start("brain-0")  # its tokens outrank the dead claims' once their leases lapse
+    await cluster.wait_done()
+    await cluster.check_invariants("1c brain killed after a batch of session claims")
+
+
 async def test_2_relay_killed_between_confirm_and_mark(cluster: Cluster) -> None:
     await cluster.submit_batches(2)  # their wake-ups wait in the outbox
     marker = cluster.tmp_path / "confirmed"
@@ -174,6 +188,22 @@ async def test_5b_hands_killed_after_a_batch_of_outcomes_before_any_publish_or_a
     cluster.start("hands-0")  # gets the unacked jobs again: republishes, sends nothing
     await cluster.wait_done()
     await cluster.check_invariants("5b hands killed after a batch of outcomes")
+
+
+async def test_5c_hands_killed_after_a_batch_of_claims_before_any_start(
+    cluster: Cluster,
+) -> None:
+    # Fifteen emails at once: their operations are claimed together. The victim dies right
+    # after the claims' round trip: rows exist, fences are raised, no call went out.
+    cluster.start("brain-0")
+    victim = cluster.start("hands-victim", victim="after-claims:1")
+    await cluster.submit_batches(3)
+    await eventually(lambda: victim.poll() is not None, within=60, what="death after claims")
+    assert victim.returncode == 9  # its own exit, at the kill point
+    cluster.kills["SIGKILL hands (after a batch of claims)"] += 1
+    cluster.start("hands-0")  # gets the unacked jobs again: claims above, sends each once
+    await cluster.wait_done()
+    await cluster.check_invariants("5c hands killed after a batch of claims")
 
 
 async def test_6_hands_frozen_past_its_lease_then_resumed(cluster: Cluster) -> None:

@@ -6,9 +6,10 @@ RULE is one of ``after:N`` / ``before:N`` (the N-th commit of the process), or
 ``after-entry:KIND`` / ``before-entry:KIND`` (right after / right before the first commit
 that appends an entry of KIND; ``before-entry:model``: the model answered, the answer is not
 yet durable), or ``after-inbox:`` / ``before-inbox:`` (the first commit that applies an inbox
-request: a signal, an approval's decision, a cancel), or ``after-batch:N`` (right after
-the N-th transaction that committed the drafts of several sessions together, before any of
-their callers learns of it: ``tests.helpers.group_victim``).
+request: a signal, an approval's decision, a cancel), ``after-batch:N`` (right after the
+N-th transaction that committed the drafts of several sessions together, before any of their
+callers learns of it), or ``after-claims:N`` (right after the N-th round trip that claimed
+several sessions together, before any pass ran: ``tests.helpers.group_victim``).
 The exit (``os._exit``) lands exactly between two facts recovery must tell apart.
 """
 
@@ -20,7 +21,7 @@ from typing import Any
 
 from brainhands.cli import main
 from brainhands.shared.store import CommitReceipt, Draft, Store
-from tests.helpers.group_victim import arm_batch
+from tests.helpers.group_victim import arm_batch, arm_claims
 
 
 def matches(rule: str, draft: Draft, count: int) -> tuple[bool, bool]:
@@ -42,6 +43,9 @@ def arm(rule: str) -> None:
     kind, _, arg = rule.partition(":")
     if kind == "after-batch":
         arm_batch("drafts", int(arg))
+        return
+    if kind == "after-claims":
+        arm_claims(Store, "_claim_batch", int(arg))
         return
     original = Store.commit
     count = 0

@@ -1,8 +1,12 @@
-"""Kill the process right after the N-th transaction that committed several writes of one
-group commit (``shared.store.group``) together, before any of their callers learns of it:
-nothing of the batch is published, acked or kept in memory.
+"""Kill the process right after the N-th round trip that carried several calls of one kind
+together, before any of their callers learns of it:
 
-Each lone write of that group waits ``LONE_DELAY`` s before its commit, so that writes coming
+- ``arm_batch``: a transaction that committed several writes of one group commit
+  (``shared.store.group``): nothing of the batch is published, acked or kept in memory;
+- ``arm_claims``: a batch of fence claims (``shared.batch``): the store raised every fence
+  of the batch, and no holder did anything under its token yet.
+
+Each lone write or claim of that kind waits ``LONE_DELAY`` s first, so that those coming
 meanwhile form the batch the rule waits for, however the machine's load spaces them out.
 """
 
@@ -10,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from brainhands.shared.store.group import GroupCommit
@@ -39,3 +44,23 @@ def arm_batch(what: str, n: int) -> None:
 
     GroupCommit._apply = apply  # type: ignore[method-assign]
     GroupCommit._alone = slow_alone  # type: ignore[method-assign]
+
+
+def arm_claims(owner: type, flush: str, n: int) -> None:
+    """Die after the ``n``-th round trip of ``owner.flush`` (a claims batcher's flush) that
+    carried several claims."""
+    original: Callable[[Any, list[Any]], Awaitable[list[Any]]] = getattr(owner, flush)
+    count = 0
+
+    async def claims(self: Any, batch: list[Any]) -> list[Any]:
+        nonlocal count
+        if len(batch) == 1:
+            await asyncio.sleep(LONE_DELAY)
+            return await original(self, batch)
+        outcomes = await original(self, batch)
+        count += 1
+        if count == n:
+            os._exit(9)
+        return outcomes
+
+    setattr(owner, flush, claims)

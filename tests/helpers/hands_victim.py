@@ -2,9 +2,10 @@
 
     python -m tests.helpers.hands_victim RULE hands --pool email --tools ...
 
-RULE is ``after-outcome`` (its first outcome) or ``after-batch:N`` (the N-th transaction that
+RULE is ``after-outcome`` (its first outcome), ``after-batch:N`` (the N-th transaction that
 committed several outcomes together, before any of their result events is published or
-their jobs acked: ``tests.helpers.group_victim``).
+their jobs acked) or ``after-claims:N`` (the N-th round trip that claimed several operations
+together, before any of them is started: ``tests.helpers.group_victim``).
 """
 
 from __future__ import annotations
@@ -15,13 +16,16 @@ from typing import Any
 
 from brainhands.cli import main
 from brainhands.shared.store import OperationLedger
-from tests.helpers.group_victim import arm_batch
+from tests.helpers.group_victim import arm_batch, arm_claims
 
 
 def arm(rule: str) -> None:
     kind, _, arg = rule.partition(":")
     if kind == "after-batch":
         arm_batch("outcomes", int(arg))
+        return
+    if kind == "after-claims":
+        arm_claims(OperationLedger, "_claim_batch", int(arg))
         return
     if kind != "after-outcome":
         raise ValueError(f"unknown rule {rule!r}")
