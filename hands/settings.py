@@ -11,8 +11,9 @@ from brainhands.shared.messages import MAX_INLINE_JSON
 class HandsSettings(CommonSettings):
     """A Hands worker: which pool it serves and how it treats each tool call."""
 
-    concurrency: int = Field(default=8, ge=1)
-    """Tool calls run at once (the consumer's prefetch)."""
+    concurrency: int = Field(default=32, ge=1)
+    """Tool calls run at once (the consumer's prefetch); calls in flight together share
+    their claims, starts, outcomes and lease round trips (``shared.batch``)."""
     lease_ttl_ms: int = Field(default=10_000, ge=200)
     """How long an operation lease lives without renewal; renewed every third of it."""
     shutdown_grace: float = Field(default=20.0, ge=0)
