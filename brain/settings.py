@@ -10,10 +10,11 @@ from brainhands.shared.config import CommonSettings
 class BrainSettings(CommonSettings):
     """A Brain worker: how it holds sessions and how its embedded sweeper runs."""
 
-    concurrency: int = Field(default=32, ge=1)
-    """Sessions advanced at once (the consumer's prefetch). A pass holds its slot through
-    its model call, and passes in flight together share their store, Redis and broker
-    round trips (``shared.batch``): a Brain needs many."""
+    concurrency: int = Field(default=16, ge=1)
+    """Sessions advanced at once (the consumer's prefetch). Passes in flight together share
+    their store, Redis and broker round trips (``shared.batch``), but when the Brain's CPU
+    is the limit each waits longer for it: more trades latency for throughput. A pass holds
+    its slot through its model call, so slow models want more."""
     lease_ttl_ms: int = Field(default=10_000, ge=200)
     """How long a session lease lives without renewal; renewed every third of it."""
     max_restarts: int = Field(default=5, ge=1)

@@ -75,7 +75,7 @@ class BrainWorker:
         tasks: TaskRegistry,
         tools: ToolCatalog,
         compats: list[str],
-        concurrency: int = 32,
+        concurrency: int = 16,
         max_restarts: int = 5,
         declaration_grace: float = 30.0,
         shutdown_grace: float = 20.0,

@@ -11,7 +11,7 @@ from brainhands.shared.messages import MAX_INLINE_JSON
 class HandsSettings(CommonSettings):
     """A Hands worker: which pool it serves and how it treats each tool call."""
 
-    concurrency: int = Field(default=32, ge=1)
+    concurrency: int = Field(default=16, ge=1)
     """Tool calls run at once (the consumer's prefetch); calls in flight together share
     their claims, starts, outcomes and lease round trips (``shared.batch``)."""
     lease_ttl_ms: int = Field(default=10_000, ge=200)

@@ -62,7 +62,7 @@ class HandsWorker:
         leases: LeaseManager,
         registry: ToolRegistry,
         pool: str,
-        concurrency: int = 32,
+        concurrency: int = 16,
         shutdown_grace: float = 20.0,
         max_inline_result: int = MAX_INLINE_JSON,
         cancel_check_period: float = 1.0,
