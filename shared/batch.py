@@ -103,7 +103,7 @@ class Batcher(Generic[_I, _O]):
                 await self._run(batch)
         except BaseException as exc:
             for _, done in self._waiting:  # the loop is going down: nobody waits forever
-                _settle(done, exc)
+                settle(done, exc)
             self._waiting.clear()
             raise
         finally:
@@ -117,21 +117,23 @@ class Batcher(Generic[_I, _O]):
             outcomes = await self._flush([item for item, _ in batch])
         except BaseException as exc:
             for _, done in batch:
-                _settle(done, exc)
+                settle(done, exc)
             if not isinstance(exc, Exception):
                 raise
             return
         if len(outcomes) != len(batch):
             error = RuntimeError(f"a flush of {len(batch)} items answered {len(outcomes)}")
             for _, done in batch:
-                _settle(done, error)
+                settle(done, error)
             return
         for (_, done), outcome in zip(batch, outcomes, strict=True):
-            _settle(done, outcome)
+            settle(done, outcome)
 
 
-def _settle(done: asyncio.Future[_O], outcome: _O | BaseException) -> None:
-    if done.done():  # its caller stopped waiting; the outcome stands regardless
+def settle(done: asyncio.Future[_O], outcome: _O | BaseException) -> None:
+    """Hand ``outcome`` to the caller waiting on ``done``: its value, its error, or its
+    cancellation; nothing if the caller stopped waiting (the outcome stands regardless)."""
+    if done.done():
         return
     if isinstance(outcome, asyncio.CancelledError):
         done.cancel()

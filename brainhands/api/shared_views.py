@@ -20,6 +20,7 @@ from brainhands.api.sse import frame
 from brainhands.api.views import session_document
 from brainhands.api.watcher import Watcher
 from brainhands.client import Client
+from brainhands.shared.batch import settle
 
 
 @dataclass(frozen=True)
@@ -116,14 +117,7 @@ class SharedViews:
             if self._reads.get(session_id) is read:
                 del self._reads[session_id]
         for waiter in read.waiters:
-            if waiter.done():
-                continue
-            if isinstance(outcome, asyncio.CancelledError):
-                waiter.cancel()
-            elif isinstance(outcome, BaseException):
-                waiter.set_exception(outcome)
-            else:
-                waiter.set_result(outcome)
+            settle(waiter, outcome)
         watched = self._watched.get(session_id)
         if watched is None:
             return
