@@ -61,7 +61,6 @@ from bench._stats import machine, percentile, print_table
 from bench.history_fill import (
     HISTORY_PREFIX,
     HISTORY_SPAN,
-    TABLES,
     Prefill,
     TableSize,
     prefill,
@@ -71,7 +70,13 @@ from bench.history_plans import EXPLAIN_RUNS, Plan, explain, explain_without, ho
 from bench.lease_renewal import extracted
 from bench.roundtrip import start_brain_and_hands
 from bench.roundtrip_agents import COMPAT
-from bench.roundtrip_sessions import burst_sessions, serial_sessions, session_ids, timelines
+from bench.roundtrip_sessions import (
+    analyze,
+    burst_sessions,
+    serial_sessions,
+    session_ids,
+    timelines,
+)
 from bench.roundtrip_tools import POOL
 from brainhands.brain.sweeper import Sweeper
 from brainhands.shared.broker import Broker
@@ -246,7 +251,7 @@ async def analyze_young(sides: Sequence[tuple[Side, Open]]) -> None:
     not of history; the filled store has had its statistics since the prefill."""
     for side, c in sides:
         if side.young:
-            await c.db.execute("ANALYZE " + ", ".join(f'"{t}"' for t in (*TABLES, "inbox")))
+            await analyze(c.db)
 
 
 def _env(args: argparse.Namespace, side: Side) -> dict[str, str]:

@@ -100,6 +100,7 @@ from bench.roundtrip_sessions import (
     STEPS,
     Passes,
     Timeline,
+    analyze,
     brain_passes,
     burst_sessions,
     cpu_per_session,
@@ -207,6 +208,7 @@ async def bench_ours(
             results.floor_rate, results.floor_cpu = lanes.rate, lanes.cpu
             start_brain_and_hands(workers)
             await workers.wait_consuming()
+            await analyze(db)
             print(f"2. throughput: {args.burst} sessions at once, 2 Brains + 2 Hands", flush=True)
             burst = session_ids("tp", args.burst)
             cpu = workers.cpu()
