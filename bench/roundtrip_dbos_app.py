@@ -93,8 +93,9 @@ async def burst(db: psycopg.AsyncConnection[Any], start: Start, n: int, within: 
     while True:
         # Only the workflows not yet seen final, as brainhands' burst polls its sessions.
         cursor = await db.execute(
-            "SELECT workflow_uuid, updated_at FROM dbos.workflow_status "
-            "WHERE workflow_uuid = ANY(%s) AND status <> ALL(%s)",
+            "SELECT w.workflow_uuid, w.updated_at FROM dbos.workflow_status w "
+            "JOIN unnest(%s::text[]) AS p(id) ON w.workflow_uuid = p.id "
+            "WHERE w.status <> ALL(%s)",
             (list(pending), list(ACTIVE)),
         )
         for workflow_id, updated_at in await cursor.fetchall():
