@@ -1,9 +1,10 @@
 """Reading a session back: a fixed number of queries, whatever its size.
 
 One query per row kind (session, entries, documents, open tasks, open submissions, inbox
-requests not yet applied), all in one snapshot, so a Brain rebuilds a consistent context
-after a restart without N+1 reads;
-plus, only when open tasks wait for tasks already settled, one query for those rows.
+requests not yet applied), so a Brain rebuilds a consistent context after a restart without
+N+1 reads; on PostgreSQL the row kinds after the session's are one statement (each kind
+aggregated as JSON), in one snapshot and one round trip. Plus, only when open tasks wait for
+tasks already settled, one query for those rows.
 
 The operations a Brain reads come with their results: a result stored as a blob is joined
 in by the same query (an outer join on the blob's key, so operations without one cost
@@ -22,11 +23,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
-from sqlalchemy import BindParameter, Row, bindparam, or_, select
+from sqlalchemy import JSON, BindParameter, Boolean, Row, String, bindparam, or_, select, text
 from sqlalchemy.engine import Connection
 
 from brainhands.shared.errors import NotFoundError
@@ -55,6 +56,7 @@ _s, _e, _d, _t, _sub, _o, _b, _i = (
     schema.blob,
     schema.inbox,
 )
+_R = TypeVar("_R")
 _SID: BindParameter[str] = bindparam("sid")
 _IDS: BindParameter[list[str]] = bindparam("ids", expanding=True)
 _SESSION = hot(select(_s).where(_s.c.id == _SID))
@@ -81,6 +83,31 @@ _OPEN_SUBMISSIONS = hot(
 _UNAPPLIED_INBOX = hot(
     select(_i).where(_i.c.session_id == _SID, _i.c.applied_at.is_(None)).order_by(_i.c.id)
 )
+# PostgreSQL: what _ENTRIES, _DOCUMENTS, _OPEN_TASKS, _OPEN_SUBMISSIONS and _UNAPPLIED_INBOX
+# read, in their orders, as one JSON object (a table's row aggregates to the object of its
+# columns), decoded by the driver: one statement instead of five. Without ``whole``, only the
+# arrivals (submissions, inbox): the other kinds' subqueries are not run.
+_WHOLE = hot(
+    text(
+        f"""SELECT CAST(:sid AS VARCHAR) AS session_id, json_build_object(
+  'entries', CASE WHEN :whole THEN (SELECT coalesce(json_agg(
+      json_build_array(e.seq, e.kind, e.body, e.created_at) ORDER BY e.seq), '[]')
+      FROM {_e.name} e WHERE e.session_id = :sid) END,
+  'documents', CASE WHEN :whole THEN (SELECT coalesce(json_agg(
+      json_build_array(d.name, d.version, d.body)), '[]')
+      FROM {_d.name} d WHERE d.session_id = :sid) END,
+  'tasks', CASE WHEN :whole THEN (SELECT coalesce(json_agg(t ORDER BY t.created_at, t.id), '[]')
+      FROM {_t.name} t WHERE t.session_id = :sid AND t.status != 'terminal') END,
+  'submissions', (SELECT coalesce(json_agg(s ORDER BY s.created_at, s.id), '[]')
+      FROM {_sub.name} s WHERE s.session_id = :sid
+      AND s.status IN ({", ".join(f"'{status}'" for status in OPEN_SUBMISSION_STATUSES)})),
+  'inbox', (SELECT coalesce(json_agg(i ORDER BY i.id), '[]')
+      FROM {_i.name} i WHERE i.session_id = :sid AND i.applied_at IS NULL)
+) AS rows"""
+    )
+    .bindparams(bindparam("whole", type_=Boolean))
+    .columns(session_id=String, rows=JSON)
+)
 _TASKS_BY_ID = hot(select(_t).where(_t.c.id.in_(_IDS)))
 _OPERATIONS_BY_ID = hot(
     select(_o, _b.c.data.label("result_blob"))
@@ -95,6 +122,14 @@ def _fields(row: Row[Any]) -> dict[str, Any]:
 
 def task_record(row: Row[Any]) -> TaskRecord:
     return TaskRecord(**_fields(row))
+
+
+def submission_record(row: Row[Any]) -> SubmissionRecord:
+    return SubmissionRecord(**_fields(row))
+
+
+def inbox_record(row: Row[Any]) -> InboxRecord:
+    return InboxRecord(**_fields(row))
 
 
 def operation_record(row: Row[Any]) -> OperationRecord:
@@ -186,15 +221,15 @@ def arrivals_sync(
     its submissions waiting for their turn, oldest first. A statement each, for every session
     asked about: what holders look at again in the middle of their passes."""
     sids = list(dict.fromkeys(sid for sid, _ in asks))
-    inbox = _per_session(conn, _UNAPPLIED_INBOX, sids)
-    queued = _per_session(conn, _OPEN_SUBMISSIONS, list(dict.fromkeys(s for s, q in asks if q)))
+    inbox = _per_session(conn, _UNAPPLIED_INBOX, sids, inbox_record)
+    queued = _per_session(
+        conn,
+        _OPEN_SUBMISSIONS,
+        list(dict.fromkeys(s for s, q in asks if q)),
+        submission_record,
+    )
     return [
-        (
-            [InboxRecord(**_fields(r)) for r in inbox[sid]],
-            [SubmissionRecord(**_fields(r)) for r in queued[sid] if r.status == "queued"]
-            if wanted
-            else [],
-        )
+        (inbox[sid], [r for r in queued[sid] if r.status == "queued"] if wanted else [])
         for sid, wanted in asks
     ]
 
@@ -235,58 +270,107 @@ class _States(dict[str, SessionState]):
         return self._submissions.get(session_id, []), self._inbox.get(session_id, [])
 
 
+@dataclass
+class _Rows:
+    """The rows of one session read besides its session row: all its kinds for a whole
+    read; only submissions and inbox for a read of its arrivals."""
+
+    submissions: list[SubmissionRecord]
+    inbox: list[InboxRecord]
+    entries: list[EntryRecord] = dataclasses.field(default_factory=list)
+    documents: dict[str, DocumentRecord] = dataclasses.field(default_factory=dict)
+    tasks: list[TaskRecord] = dataclasses.field(default_factory=list)
+
+
 def _read_states(
     conn: Connection, sessions: list[SessionRecord], *, arrivals_too: Sequence[str] = ()
 ) -> _States:
     """The whole state of each of ``sessions``, and the arrivals of ``arrivals_too`` as
-    well: one statement per row kind for all of them."""
+    well: one statement per row kind for all of them (on PostgreSQL, one statement)."""
     sids = [s.id for s in sessions]
-    entries = _per_session(conn, _ENTRIES, sids)
-    documents = _per_session(conn, _DOCUMENTS, sids)
-    tasks = {
-        sid: [task_record(r) for r in rows]
-        for sid, rows in _per_session(conn, _OPEN_TASKS, sids).items()
-    }
+    read = _rows_as_json if conn.dialect.name == "postgresql" else _rows_by_kind
+    rows = read(conn, sids, arrivals_too)
     waited = {
         sid: sorted(
-            {i for t in open_tasks for i in (t.wait_for or [])} - {t.id for t in open_tasks}
+            {i for t in rows[sid].tasks for i in (t.wait_for or [])}
+            - {t.id for t in rows[sid].tasks}
         )
-        for sid, open_tasks in tasks.items()
+        for sid in sids
     }
     settled = tasks_by_ids_sync(conn, sorted({i for ids in waited.values() for i in ids}))
-    arrived = [*sids, *arrivals_too]
-    submissions = {
-        sid: [SubmissionRecord(**_fields(r)) for r in rows]
-        for sid, rows in _per_session(conn, _OPEN_SUBMISSIONS, arrived).items()
-    }
-    inbox = {
-        sid: [InboxRecord(**_fields(r)) for r in rows]
-        for sid, rows in _per_session(conn, _UNAPPLIED_INBOX, arrived).items()
-    }
-    states = _States(submissions, inbox)
+    states = _States(
+        {sid: r.submissions for sid, r in rows.items()}, {sid: r.inbox for sid, r in rows.items()}
+    )
     for session in sessions:
-        sid = session.id
-        states[sid] = SessionState(
+        found = rows[session.id]
+        states[session.id] = SessionState(
             session=session,
-            entries=[EntryRecord(r.seq, r.kind, r.body, r.created_at) for r in entries[sid]],
-            documents={r.name: DocumentRecord(r.name, r.version, r.body) for r in documents[sid]},
-            open_tasks=tasks[sid],
-            open_submissions=submissions[sid],
-            settled={i: settled[i] for i in waited[sid] if i in settled},
-            inbox=inbox[sid],
+            entries=found.entries,
+            documents=found.documents,
+            open_tasks=found.tasks,
+            open_submissions=found.submissions,
+            settled={i: settled[i] for i in waited[session.id] if i in settled},
+            inbox=found.inbox,
         )
     return states
 
 
+def _rows_by_kind(
+    conn: Connection, sids: list[str], arrivals_too: Sequence[str]
+) -> dict[str, _Rows]:
+    """The rows of ``sids`` and the arrivals of ``arrivals_too``: a statement per kind."""
+    arrived = [*sids, *arrivals_too]
+    submissions = _per_session(conn, _OPEN_SUBMISSIONS, arrived, submission_record)
+    inbox = _per_session(conn, _UNAPPLIED_INBOX, arrived, inbox_record)
+    entries = _per_session(
+        conn, _ENTRIES, sids, lambda r: EntryRecord(r.seq, r.kind, r.body, r.created_at)
+    )
+    documents = _per_session(
+        conn, _DOCUMENTS, sids, lambda r: DocumentRecord(r.name, r.version, r.body)
+    )
+    tasks = _per_session(conn, _OPEN_TASKS, sids, task_record)
+    found = {sid: _Rows(submissions[sid], inbox[sid]) for sid in arrived}
+    for sid in sids:
+        found[sid].entries = entries[sid]
+        found[sid].documents = {d.name: d for d in documents[sid]}
+        found[sid].tasks = tasks[sid]
+    return found
+
+
+def _rows_as_json(
+    conn: Connection, sids: list[str], arrivals_too: Sequence[str]
+) -> dict[str, _Rows]:
+    """The rows of ``sids`` and the arrivals of ``arrivals_too``: one statement for all."""
+    params = [{"sid": s, "whole": True} for s in sids]
+    params += [{"sid": s, "whole": False} for s in arrivals_too]
+    if not params:
+        return {}
+    found = {}
+    for row in run(conn, _WHOLE, params[0] if len(params) == 1 else params):
+        rows = row.rows
+        found[row.session_id] = _Rows(
+            [SubmissionRecord(**r) for r in rows["submissions"]],
+            [InboxRecord(**r) for r in rows["inbox"]],
+            [EntryRecord(*e) for e in rows["entries"] or ()],
+            {d[0]: DocumentRecord(*d) for d in rows["documents"] or ()},
+            [TaskRecord(**t) for t in rows["tasks"] or ()],
+        )
+    return found
+
+
 def _per_session(
-    conn: Connection, statement: HotStatement, session_ids: Sequence[str]
-) -> dict[str, list[Any]]:
-    """The rows ``statement`` (bound by ``sid``) reads for each of ``session_ids``, all in one
-    round trip where the backend pipelines, by session (in the statement's order)."""
-    found: dict[str, list[Any]] = {sid: [] for sid in session_ids}
+    conn: Connection,
+    statement: HotStatement,
+    session_ids: Sequence[str],
+    record: Callable[[Any], _R],
+) -> dict[str, list[_R]]:
+    """``record`` of each row ``statement`` (bound by ``sid``) reads for each of
+    ``session_ids``, all in one round trip where the backend pipelines, by session (in the
+    statement's order)."""
+    found: dict[str, list[_R]] = {sid: [] for sid in session_ids}
     if not session_ids:
         return found
     params = [{"sid": sid} for sid in session_ids]
     for row in run(conn, statement, params[0] if len(params) == 1 else params):
-        found[row.session_id].append(row)
+        found[row.session_id].append(record(row))
     return found
