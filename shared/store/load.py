@@ -137,7 +137,8 @@ def operation_record(row: Row[Any]) -> OperationRecord:
 
 
 def load_session_sync(conn: Connection, session_id: str) -> SessionState:
-    """Everything a Brain needs to continue ``session_id``, read in six or seven queries."""
+    """Everything a Brain needs to continue ``session_id``: the session, its rows (one
+    statement on PostgreSQL, five on SQLite), and the settled tasks its waits refer to."""
     row = run(conn, _SESSION, {"sid": session_id}).one_or_none()
     if row is None:
         raise NotFoundError(f"session {session_id} does not exist")
@@ -165,10 +166,12 @@ def claim_sessions_sync(
     A claim's ``known`` state is reused when the session is still at its version, with its
     open submissions and inbox read again (unless ``submissions`` is false: then none are
     returned); other sessions are read whole. Each read is one statement for every session
-    of the batch (pipelined on PostgreSQL), so a batch costs what one claim costs: seven
-    round trips at most. Returns, per claim, what was read or why the claim was refused:
-    ``StaleLeaseError`` (with the stored fence) when the token is not above the fence,
-    ``NotFoundError`` for an unknown session.
+    of the batch (pipelined on PostgreSQL), so a batch costs what one claim costs: on
+    PostgreSQL the fence claims, the rows (one statement), and the settled tasks and
+    operations waits refer to, if any: four round trips at most (eight on SQLite).
+    Returns, per claim, what was read or why the claim was refused: ``StaleLeaseError``
+    (with the stored fence) when the token is not above the fence, ``NotFoundError`` for an
+    unknown session.
     """
     rows = fence.claim_session_fences(conn, [(c.session_id, c.token) for c in claims])
     claimed = {
