@@ -221,18 +221,15 @@ def arrivals_sync(
 ) -> list[tuple[list[InboxRecord], list[SubmissionRecord]]]:
     """What reached each session of ``asks`` (a session id, and whether its waiting
     submissions are wanted too) without a commit: its inbox requests not applied yet, and
-    its submissions waiting for their turn, oldest first. A statement each, for every session
-    asked about: what holders look at again in the middle of their passes."""
-    sids = list(dict.fromkeys(sid for sid, _ in asks))
-    inbox = _per_session(conn, _UNAPPLIED_INBOX, sids, inbox_record)
-    queued = _per_session(
-        conn,
-        _OPEN_SUBMISSIONS,
-        list(dict.fromkeys(s for s, q in asks if q)),
-        submission_record,
-    )
+    its submissions waiting for their turn, oldest first. Read for every session asked
+    about at once (one statement on PostgreSQL, one per kind on SQLite): what holders look at
+    again in the middle of their passes."""
+    rows = _read_rows(conn)(conn, [], list(dict.fromkeys(sid for sid, _ in asks)))
     return [
-        (inbox[sid], [r for r in queued[sid] if r.status == "queued"] if wanted else [])
+        (
+            rows[sid].inbox,
+            [r for r in rows[sid].submissions if r.status == "queued"] if wanted else [],
+        )
         for sid, wanted in asks
     ]
 
@@ -291,8 +288,7 @@ def _read_states(
     """The whole state of each of ``sessions``, and the arrivals of ``arrivals_too`` as
     well: one statement per row kind for all of them (on PostgreSQL, one statement)."""
     sids = [s.id for s in sessions]
-    read = _rows_as_json if conn.dialect.name == "postgresql" else _rows_by_kind
-    rows = read(conn, sids, arrivals_too)
+    rows = _read_rows(conn)(conn, sids, arrivals_too)
     waited = {
         sid: sorted(
             {i for t in rows[sid].tasks for i in (t.wait_for or [])}
@@ -316,6 +312,13 @@ def _read_states(
             inbox=found.inbox,
         )
     return states
+
+
+def _read_rows(
+    conn: Connection,
+) -> Callable[[Connection, list[str], Sequence[str]], dict[str, _Rows]]:
+    """How ``conn``'s backend reads sessions' rows: one statement, or one per row kind."""
+    return _rows_as_json if conn.dialect.name == "postgresql" else _rows_by_kind
 
 
 def _rows_by_kind(

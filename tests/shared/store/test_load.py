@@ -283,8 +283,8 @@ async def test_arrivals_asked_together_share_one_hop_each_answered_alone(store: 
     assert [r.key for r in a_inbox] == ["a0", "a1"] and a_queued == []
     assert [r.key for r in b_inbox] == ["b0"] and b_queued == []
     assert c_inbox == [] and [s.request_id for s in c_queued] == ["r1"]
-    if store.backend.chains_writes:  # PostgreSQL pipelines each read for all sessions
-        assert shared == lone == 2
+    if store.backend.chains_writes:  # PostgreSQL reads both kinds in one statement, pipelined
+        assert shared == lone == 1
 
 
 async def test_rows_asked_together_share_one_hop_each_gets_its_own(store: Store) -> None:
