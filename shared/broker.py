@@ -23,11 +23,12 @@ import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from datetime import UTC, datetime
+from typing import Any, cast
 
 import aio_pika
+import aiormq
 from aio_pika.abc import (
-    AbstractExchange,
     AbstractIncomingMessage,
     AbstractQueue,
     AbstractRobustChannel,
@@ -40,6 +41,7 @@ from aio_pika.exceptions import (
     DeliveryError,
     PublishError,
 )
+from aiormq import spec
 
 from brainhands.shared import parking
 from brainhands.shared.errors import (
@@ -52,6 +54,9 @@ from brainhands.shared.messages import Message, decode, encode
 from brainhands.shared.topology import Topology
 
 logger = logging.getLogger("brainhands.broker")
+
+PERSISTENT = int(aio_pika.DeliveryMode.PERSISTENT)
+"""A message the broker keeps on disk (quorum queues keep every message anyway)."""
 
 # What aio-pika raises when the connection or channel is gone (or does not answer).
 _TRANSPORT_ERRORS = (AMQPError, ChannelInvalidStateError, ConnectionError, OSError, TimeoutError)
@@ -140,7 +145,6 @@ class Broker:
         self._publish_timeout = publish_timeout
         self._prefetch = prefetch
         self._consumers: set[Consumer] = set()
-        self._exchanges: dict[str, AbstractExchange] = {}
 
     @classmethod
     async def connect(
@@ -383,18 +387,25 @@ class Broker:
             # The robust channel is being restored after a reconnect: wait for it (within the
             # caller's bound) rather than fail a publish that would succeed a moment later.
             await self._channel.ready()
-        message = aio_pika.Message(
-            body,
-            headers=dict(headers) if headers else None,
+        properties = spec.Basic.Properties(
             content_type="application/json",
-            delivery_mode=aio_pika.DeliveryMode.PERSISTENT,
-            timestamp=time.time(),
+            delivery_mode=PERSISTENT,
+            headers=dict(headers) if headers else None,
+            timestamp=datetime.fromtimestamp(time.time(), tz=UTC),
         )
-        if exchange not in self._exchanges:
-            # Declared on connect (so restored by the robust channel); this is only a handle.
-            self._exchanges[exchange] = aio_pika.Exchange(self._channel, exchange)
         try:
-            await self._exchanges[exchange].publish(message, routing_key, mandatory=mandatory)
+            channel = cast(aiormq.Channel, await self._channel.get_underlay_channel())
+            # Straight to aiormq, not waiting for the frames to be written (wait=False), then
+            # for the confirm. aio-pika's publish waits for the write while holding the
+            # channel's lock, so the messages of a wave went out one event-loop turn apiece.
+            await channel.basic_publish(
+                body,
+                exchange=exchange,
+                routing_key=routing_key,
+                properties=properties,
+                mandatory=mandatory,
+                wait=False,
+            )
         except PublishError as exc:
             raise UnroutableMessage(
                 f"no queue is bound to {routing_key!r} on exchange {exchange!r}"
