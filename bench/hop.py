@@ -6,11 +6,15 @@ RabbitMQ round trips per one-call session: the price of one round trip bounds ho
 CPU per session can go. The variants, on one PostgreSQL schema migrated to head:
 
 * ``store hop``: ``Store.arrivals()`` -- a holder's mid-pass read of a session's inbox and queued
-  submissions, two statements -- as the runtime runs it: one greenlet on a connection of
-  SQLAlchemy's pool, its hot statements (``shared.store.hot``) sent to the driver;
-* the same hop with SQLAlchemy executing the two statements (what the runtime did before
-  hot statements); and a hop that marks one outbox row sent (a statement with an ``IN``
-  list, rendered at each execution), hot and through SQLAlchemy;
+  submissions, one statement on PostgreSQL -- as the runtime runs it: one greenlet on a
+  connection of SQLAlchemy's pool, its hot statements (``shared.store.hot``) sent to the
+  driver;
+* the inbox and queued submissions as two statements executed by SQLAlchemy (what the
+  runtime did before hot statements); a hop that marks one outbox row sent (a statement with
+  an ``IN`` list, rendered at each execution), hot and through SQLAlchemy;
+* a whole session's rows (4 entries, a document, 3 waiting tasks, a running submission) as a
+  claim reads them: one statement of JSON aggregates, as the runtime does on PostgreSQL, and
+  a hot statement per row kind (as on SQLite, and on PostgreSQL before);
 * ``asyncpg pool``: the same two statements (compiled once from the same SQLAlchemy
   constructs), on a connection acquired from an asyncpg pool;
 * the same on an asyncpg pool whose release runs no reset query (by default it runs one:
@@ -42,7 +46,13 @@ from sqlalchemy.engine import Connection
 from bench._rounds import run_rounds
 from bench._services import add_service_urls, asyncpg_dsn, drop_schemas, new_parser, open_store
 from bench._stats import machine, percentile, print_table
-from brainhands.shared.store.load import _OPEN_SUBMISSIONS, _UNAPPLIED_INBOX
+from brainhands.shared.store import Draft
+from brainhands.shared.store.load import (
+    _OPEN_SUBMISSIONS,
+    _UNAPPLIED_INBOX,
+    _rows_as_json,
+    _rows_by_kind,
+)
 from brainhands.shared.store.outbox import _MARK_SENT, mark_sent_now
 from brainhands.shared.store.store import Store
 
@@ -81,6 +91,15 @@ async def measure(args: argparse.Namespace) -> list[Variant]:
             store = await open_store(args.database_url, db_schema)
             stack.push_async_callback(store.close)
             await store.create_session(session_id, compat="v1")
+            await store.claim_session_fence(session_id, 1)
+            draft = Draft(session_id, version=0, fence=1)
+            for i in range(4):
+                draft.append_entry("note", {"text": "a model turn " * 8, "i": i})
+            draft.put_document("notes", {"seen": [1, 2, 3]}, expected_version=None)
+            for i in range(3):
+                draft.add_task(kind="k", kind_version=1, input={"i": i}, status="waiting")
+            draft.add_submission(request_id="r1", input={"text": "ping"}, status="running")
+            await store.commit(draft)
             settings = {"search_path": db_schema}
             dsn = asyncpg_dsn(args.database_url)
             pool = await asyncpg.create_pool(dsn, min_size=2, max_size=2, server_settings=settings)
@@ -119,6 +138,12 @@ async def measure(args: argparse.Namespace) -> list[Variant]:
                     single_statement=True,
                 )
 
+            async def rows_as_json() -> object:
+                return await store.backend.read(lambda c: _rows_as_json(c, [session_id], []))
+
+            async def rows_by_kind() -> object:
+                return await store.backend.read(lambda c: _rows_by_kind(c, [session_id], []))
+
             async def pooled() -> object:
                 async with pool.acquire() as conn:
                     await conn.fetch(inbox[0], *inbox[1])
@@ -140,10 +165,12 @@ async def measure(args: argparse.Namespace) -> list[Variant]:
                 return await redis.ping()
 
             variants = [
-                Variant("store hop: arrivals(), 2 statements, as the runtime runs it", store_hop),
-                Variant("the same hop, the statements executed by SQLAlchemy", sqlalchemy_hop),
+                Variant("store hop: arrivals(), 1 statement, as the runtime runs it", store_hop),
+                Variant("inbox and queued submissions, 2 statements by SQLAlchemy", sqlalchemy_hop),
                 Variant("store hop: mark one outbox row sent (an IN list)", mark_hot),
                 Variant("the same hop, executed by SQLAlchemy", mark_sqlalchemy),
+                Variant("store hop: a session's rows, 1 statement (JSON)", rows_as_json),
+                Variant("the same rows, a hot statement per row kind", rows_by_kind),
                 Variant("the same 2 statements, asyncpg pool", pooled),
                 Variant("the same, asyncpg pool without its reset query", pooled_lean),
                 Variant("the same 2 statements, one asyncpg connection", on_held),
