@@ -35,18 +35,18 @@ to the holder (which looks again for what came meanwhile before it lets go)."""
 class Arrivals:
     """Reads what reached the session of ``edits`` during one pass."""
 
-    def __init__(self, store: Store, edits: SessionEdits, *, queued_read: bool) -> None:
-        """``queued_read``: the claim that began the pass read the waiting submissions and
-        the inbox (the signals among them)."""
+    def __init__(self, store: Store, edits: SessionEdits) -> None:
+        """Made as the pass begins, right after the claim (or load) that read the waiting
+        submissions and the inbox (the signals among them)."""
         self.store = store
         self.edits = edits
-        claimed_at = time.monotonic() if queued_read else None
+        claimed_at = time.monotonic()
         self.signals_read_at: float | None = None
         """When (monotonic) the signals were last read from the store, if in this pass."""
         self.claim_read_at = claimed_at
-        """When (monotonic) the claim read the inbox, if it did: fresh enough for a wait."""
-        self.queued_read_at: float | None = claimed_at
-        """When (monotonic) the waiting submissions were last read, if in this pass."""
+        """When (monotonic) the claim read the inbox: fresh enough for a wait for a while."""
+        self.queued_read_at = claimed_at
+        """When (monotonic) the waiting submissions were last read."""
 
     @property
     def signals_read(self) -> bool:
@@ -90,7 +90,7 @@ class Arrivals:
         reads = [self.signals_read_at or self.claim_read_at]
         if self._follow_up_waited():
             reads.append(self.queued_read_at)
-        if not all(r is not None and now - r < LEASE_WAIT_MARGIN for r in reads):
+        if not all(now - r < LEASE_WAIT_MARGIN for r in reads):
             await self.read_signals(draft)
 
     async def read_signals(self, draft: Draft) -> None:
@@ -138,8 +138,7 @@ class Arrivals:
     async def for_next_turn(self, draft: Draft) -> None:
         """A root task ended: read the submissions waiting for their turn, unless this pass
         read them less than ``LEASE_WAIT_MARGIN`` ago."""
-        read_at = self.queued_read_at
-        if read_at is None or time.monotonic() - read_at >= LEASE_WAIT_MARGIN:
+        if time.monotonic() - self.queued_read_at >= LEASE_WAIT_MARGIN:
             _, queued = await self.store.arrivals(self.edits.session_id, queued=True)
             self._keep_queued(draft, queued)
 

@@ -116,7 +116,7 @@ class SessionRunner:
             start_submission=self.start_submission,
         )
         self.summary = edits.summary
-        self._arrivals = Arrivals(self.store, edits, queued_read=claimed.submissions_read)
+        self._arrivals = Arrivals(self.store, edits)
         if reads:
             await self.arrivals.anything_new()
         running: dict[str, asyncio.Task[PhaseDone]] = {}

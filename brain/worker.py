@@ -11,7 +11,8 @@ the sweeper.
 
 The worker keeps the state of the sessions it advanced last (``KEPT_SESSIONS`` of them). When
 it takes such a session again and the fence claim finds it at the same version, nothing of
-it changed but its submissions and tool outcomes, so only those are read again.
+it changed but its submissions, its inbox and its tool outcomes, so only those are read again
+(in one statement on PostgreSQL, whatever woke the pass).
 
 A pass applies every tool outcome it finds, not only the one that woke it, so after a fan-out
 most result messages arrive for calls already applied. Such a message is acknowledged without
@@ -161,13 +162,7 @@ class BrainWorker:
                     context=context_from(message.trace),
                     attributes={"session_id": message.session_id, "trigger": message.type},
                 ):
-                    # A tool result's pass need not look for new submissions: each has a
-                    # wake-up of its own.
-                    await self.advance(
-                        message.session_id,
-                        submissions=not isinstance(message, ToolResult),
-                        result=result,
-                    )
+                    await self.advance(message.session_id, result=result)
         except LeaseLost as exc:
             metrics.LEASE_LOST.inc()
             log.warning(
@@ -182,14 +177,11 @@ class BrainWorker:
             return
         await delivery.ack()
 
-    async def advance(
-        self, session_id: str, *, submissions: bool = True, result: ToolResult | None = None
-    ) -> None:
-        """Take the session, run it until nothing is runnable, let go (``submissions``:
-        whether to accept submissions queued meanwhile when the kept state is reused;
-        ``result``: the tool result this pass is for, if it may be skipped once applied)."""
+    async def advance(self, session_id: str, *, result: ToolResult | None = None) -> None:
+        """Take the session, run it until nothing is runnable, let go (``result``: the tool
+        result this pass is for, if it may be skipped once applied)."""
         claimed: list[ClaimedSession] = []
-        lease = await self._acquire(session_id, claimed, submissions, result)
+        lease = await self._acquire(session_id, claimed, result)
         if lease is None:
             return
         try:
@@ -273,7 +265,6 @@ class BrainWorker:
         self,
         session_id: str,
         claimed: list[ClaimedSession],
-        submissions: bool,
         result: ToolResult | None,
     ) -> Lease | None:
         """The session's lease; what its fence claim read is appended to ``claimed``.
@@ -286,9 +277,7 @@ class BrainWorker:
 
         async def claim(token: int) -> None:
             known = self._kept.get(session_id)
-            claimed.append(
-                await self.store.claim_session(session_id, token, known, submissions=submissions)
-            )
+            claimed.append(await self.store.claim_session(session_id, token, known))
 
         waits = 0
         while True:

@@ -1,19 +1,20 @@
 """Reading a session back: a fixed number of queries, whatever its size.
 
 One query per row kind (session, entries, documents, open tasks, open submissions, inbox
-requests not yet applied), so a Brain rebuilds a consistent context after a restart without
-N+1 reads; on PostgreSQL the row kinds after the session's are one statement (each kind
-aggregated as JSON), in one snapshot and one round trip. Plus, only when open tasks wait for
-tasks already settled, one query for those rows.
+requests not yet applied; for a claim, the operations its waiting tool calls refer to), so a
+Brain rebuilds a consistent context after a restart without N+1 reads; on PostgreSQL the row
+kinds after the session's are one statement (each kind aggregated as JSON), in one snapshot
+and one round trip. Plus, only when open tasks wait for tasks already settled, one query for
+those rows.
 
 The operations a Brain reads come with their results: a result stored as a blob is joined
 in by the same query (an outer join on the blob's key, so operations without one cost
 nothing more) and decoded into ``result``.
 
-``claim_session_sync`` is what a Brain runs when it takes a session: the fence claim and the
-reads in one transaction. A Brain that still holds the session's state from its last pass,
-at the version the claim returns, re-reads only what can change without a new version: the
-open submissions, the inbox and the operations its waiting tool calls refer to.
+``claim_sessions_sync`` is what a Brain runs when it takes sessions: the fence claims, then
+the reads. A Brain that still holds a session's state from its last pass, at the version
+the claim returns, re-reads only what can change without a new version: the open
+submissions, the inbox and the operations its waiting tool calls refer to.
 
 The statements are built once, with bind parameters, and run on a sync connection: the
 caller runs the whole transaction in one greenlet (or one worker thread on SQLite).
@@ -83,10 +84,20 @@ _OPEN_SUBMISSIONS = hot(
 _UNAPPLIED_INBOX = hot(
     select(_i).where(_i.c.session_id == _SID, _i.c.applied_at.is_(None)).order_by(_i.c.id)
 )
-# PostgreSQL: what _ENTRIES, _DOCUMENTS, _OPEN_TASKS, _OPEN_SUBMISSIONS and _UNAPPLIED_INBOX
-# read, in their orders, as one JSON object (a table's row aggregates to the object of its
-# columns), decoded by the driver: one statement instead of five. Without ``whole``, only the
-# arrivals (submissions, inbox): the other kinds' subqueries are not run.
+# The operations the session's waiting tool calls refer to, each with its result blob (an
+# outer join on the blob's key, so operations without one cost nothing more).
+_WAITED_OPERATIONS = hot(
+    select(_t.c.session_id.label("claimed_for"), _o, _b.c.data.label("result_blob"))
+    .select_from(
+        _t.join(_o, _o.c.operation_id == _t.c.operation_id).outerjoin(_b, _b.c.id == _o.c.blob_id)
+    )
+    .where(_t.c.session_id == _SID, _t.c.status == "waiting")
+)
+# PostgreSQL: what _ENTRIES, _DOCUMENTS, _OPEN_TASKS, _OPEN_SUBMISSIONS, _UNAPPLIED_INBOX and
+# _WAITED_OPERATIONS read, in their orders, as one JSON object (a table's row aggregates to the
+# object of its columns), decoded by the driver: one statement instead of six. Without
+# ``whole``, only the arrivals (submissions, inbox); without ``ops``, no operations: the
+# other kinds' subqueries are not run.
 _WHOLE = hot(
     text(
         f"""SELECT CAST(:sid AS VARCHAR) AS session_id, json_build_object(
@@ -102,10 +113,15 @@ _WHOLE = hot(
       FROM {_sub.name} s WHERE s.session_id = :sid
       AND s.status IN ({", ".join(f"'{status}'" for status in OPEN_SUBMISSION_STATUSES)})),
   'inbox', (SELECT coalesce(json_agg(i ORDER BY i.id), '[]')
-      FROM {_i.name} i WHERE i.session_id = :sid AND i.applied_at IS NULL)
+      FROM {_i.name} i WHERE i.session_id = :sid AND i.applied_at IS NULL),
+  'operations', CASE WHEN :ops THEN (SELECT coalesce(json_agg(
+      json_build_array(o, convert_from(b.data, 'UTF8')::json)), '[]')
+      FROM {_t.name} w JOIN {_o.name} o ON o.operation_id = w.operation_id
+      LEFT JOIN {_b.name} b ON b.id = o.blob_id
+      WHERE w.session_id = :sid AND w.status = 'waiting') END
 ) AS rows"""
     )
-    .bindparams(bindparam("whole", type_=Boolean))
+    .bindparams(bindparam("whole", type_=Boolean), bindparam("ops", type_=Boolean))
     .columns(session_id=String, rows=JSON)
 )
 _TASKS_BY_ID = hot(select(_t).where(_t.c.id.in_(_IDS)))
@@ -136,6 +152,20 @@ def operation_record(row: Row[Any]) -> OperationRecord:
     return OperationRecord(**_fields(row))
 
 
+def _with_result(fields: dict[str, Any], blob: Any) -> OperationRecord:
+    """An operation's record from its columns and its result blob's JSON, if it has one."""
+    if blob is not None:
+        fields["result"] = blob
+    return OperationRecord(**fields)
+
+
+def _waited_operation(row: Row[Any]) -> OperationRecord:
+    fields = _fields(row)
+    del fields["claimed_for"]
+    blob = fields.pop("result_blob")
+    return _with_result(fields, None if blob is None else json.loads(blob))
+
+
 def load_session_sync(conn: Connection, session_id: str) -> SessionState:
     """Everything a Brain needs to continue ``session_id``: the session, its rows (one
     statement on PostgreSQL, five on SQLite), and the settled tasks its waits refer to."""
@@ -154,8 +184,6 @@ class SessionClaim:
     token: int
     known: SessionState | None = None
     """The state the Brain kept from an earlier pass, reused if still at its version."""
-    submissions: bool = True
-    """Whether to read the open submissions (and the inbox) again when ``known`` is reused."""
 
 
 def claim_sessions_sync(
@@ -164,11 +192,11 @@ def claim_sessions_sync(
     """Raise each claimed session's fence to its token and read what the holder needs.
 
     A claim's ``known`` state is reused when the session is still at its version, with its
-    open submissions and inbox read again (unless ``submissions`` is false: then none are
-    returned); other sessions are read whole. Each read is one statement for every session
-    of the batch (pipelined on PostgreSQL), so a batch costs what one claim costs: on
-    PostgreSQL the fence claims, the rows (one statement), and the settled tasks and
-    operations waits refer to, if any: four round trips at most (eight on SQLite).
+    open submissions, inbox and waited-for operations read again; other sessions are read
+    whole. Each read is one statement for every session of the batch (pipelined on
+    PostgreSQL), so a batch costs what one claim costs: on PostgreSQL the fence claims, the
+    rows with the operations (one statement), and the settled tasks waits refer to, if any:
+    three round trips at most (nine on SQLite).
     Returns, per claim, what was read or why the claim was refused: ``StaleLeaseError``
     (with the stored fence) when the token is not above the fence, ``NotFoundError`` for an
     unknown session.
@@ -185,9 +213,9 @@ def claim_sessions_sync(
         return known if known is not None and known.session.version == claimed[i].version else None
 
     whole = [claimed[i] for i in claimed if reusable(i) is None]
-    # Requests reach the inbox without a commit (no new version): read them again too.
-    again = [claimed[i].id for i in claimed if reusable(i) is not None and claims[i].submissions]
-    states = _read_states(conn, whole, arrivals_too=again)
+    # Requests and outcomes arrive without a commit (no new version): read them again too.
+    again = [claimed[i].id for i in claimed if reusable(i) is not None]
+    states = _read_states(conn, whole, arrivals_too=again, operations=True)
     for i, session in claimed.items():
         known = reusable(i)
         if known is not None:
@@ -195,25 +223,12 @@ def claim_sessions_sync(
             states[session.id] = dataclasses.replace(
                 known, session=session, open_submissions=submissions, inbox=inbox
             )
-    waiting = {
-        session.id: [
-            t.operation_id
-            for t in states[session.id].open_tasks
-            if t.status == "waiting" and t.operation_id
-        ]
-        for session in claimed.values()
-    }
-    operations = operations_by_ids_sync(conn, sorted({o for ids in waiting.values() for o in ids}))
-    out: list[ClaimedSession | BaseException] = []
-    for i, row in enumerate(rows):
-        if isinstance(row, BaseException):
-            out.append(row)
-            continue
-        sid = claimed[i].id
-        ops = {o: operations[o] for o in waiting[sid] if o in operations}
-        read = claims[i].submissions or reusable(i) is None
-        out.append(ClaimedSession(states[sid], ops, submissions_read=read))
-    return out
+    return [
+        row
+        if isinstance(row, BaseException)
+        else ClaimedSession(states[claimed[i].id], states.operations(claimed[i].id))
+        for i, row in enumerate(rows)
+    ]
 
 
 def arrivals_sync(
@@ -224,7 +239,7 @@ def arrivals_sync(
     its submissions waiting for their turn, oldest first. Read for every session asked
     about at once (one statement on PostgreSQL, one per kind on SQLite): what holders look at
     again in the middle of their passes."""
-    rows = _read_rows(conn)(conn, [], list(dict.fromkeys(sid for sid, _ in asks)))
+    rows = _read_rows(conn)(conn, [], list(dict.fromkeys(sid for sid, _ in asks)), False)
     return [
         (
             rows[sid].inbox,
@@ -248,26 +263,25 @@ def operations_by_ids_sync(conn: Connection, ids: list[str]) -> dict[str, Operat
     for row in run(conn, _OPERATIONS_BY_ID, {"ids": ids}):
         fields = _fields(row)
         blob = fields.pop("result_blob")
-        if blob is not None:
-            fields["result"] = json.loads(blob)
-        found[row.operation_id] = OperationRecord(**fields)
+        found[row.operation_id] = _with_result(fields, None if blob is None else json.loads(blob))
     return found
 
 
 class _States(dict[str, SessionState]):
-    """Sessions' states by id, and the arrivals (open submissions, inbox) read for each."""
+    """Sessions' states by id, and the rows read for each (``_Rows``)."""
 
-    def __init__(
-        self,
-        submissions: dict[str, list[SubmissionRecord]],
-        inbox: dict[str, list[InboxRecord]],
-    ) -> None:
+    def __init__(self, rows: dict[str, _Rows]) -> None:
         super().__init__()
-        self._submissions = submissions
-        self._inbox = inbox
+        self._rows = rows
 
     def arrivals(self, session_id: str) -> tuple[list[SubmissionRecord], list[InboxRecord]]:
-        return self._submissions.get(session_id, []), self._inbox.get(session_id, [])
+        """The open submissions and the unapplied inbox read for ``session_id``."""
+        found = self._rows[session_id]
+        return found.submissions, found.inbox
+
+    def operations(self, session_id: str) -> dict[str, OperationRecord]:
+        """The operations ``session_id``'s waiting tool calls refer to, by id."""
+        return self._rows[session_id].operations
 
 
 @dataclass
@@ -280,15 +294,22 @@ class _Rows:
     entries: list[EntryRecord] = dataclasses.field(default_factory=list)
     documents: dict[str, DocumentRecord] = dataclasses.field(default_factory=dict)
     tasks: list[TaskRecord] = dataclasses.field(default_factory=list)
+    operations: dict[str, OperationRecord] = dataclasses.field(default_factory=dict)
+    """The operations its waiting tool calls refer to, by id (when asked for)."""
 
 
 def _read_states(
-    conn: Connection, sessions: list[SessionRecord], *, arrivals_too: Sequence[str] = ()
+    conn: Connection,
+    sessions: list[SessionRecord],
+    *,
+    arrivals_too: Sequence[str] = (),
+    operations: bool = False,
 ) -> _States:
     """The whole state of each of ``sessions``, and the arrivals of ``arrivals_too`` as
-    well: one statement per row kind for all of them (on PostgreSQL, one statement)."""
+    well (with the operations their waiting calls refer to, if ``operations``): one
+    statement per row kind for all of them (on PostgreSQL, one statement)."""
     sids = [s.id for s in sessions]
-    rows = _read_rows(conn)(conn, sids, arrivals_too)
+    rows = _read_rows(conn)(conn, sids, arrivals_too, operations)
     waited = {
         sid: sorted(
             {i for t in rows[sid].tasks for i in (t.wait_for or [])}
@@ -297,9 +318,7 @@ def _read_states(
         for sid in sids
     }
     settled = tasks_by_ids_sync(conn, sorted({i for ids in waited.values() for i in ids}))
-    states = _States(
-        {sid: r.submissions for sid, r in rows.items()}, {sid: r.inbox for sid, r in rows.items()}
-    )
+    states = _States(rows)
     for session in sessions:
         found = rows[session.id]
         states[session.id] = SessionState(
@@ -316,15 +335,16 @@ def _read_states(
 
 def _read_rows(
     conn: Connection,
-) -> Callable[[Connection, list[str], Sequence[str]], dict[str, _Rows]]:
+) -> Callable[[Connection, list[str], Sequence[str], bool], dict[str, _Rows]]:
     """How ``conn``'s backend reads sessions' rows: one statement, or one per row kind."""
     return _rows_as_json if conn.dialect.name == "postgresql" else _rows_by_kind
 
 
 def _rows_by_kind(
-    conn: Connection, sids: list[str], arrivals_too: Sequence[str]
+    conn: Connection, sids: list[str], arrivals_too: Sequence[str], operations: bool
 ) -> dict[str, _Rows]:
-    """The rows of ``sids`` and the arrivals of ``arrivals_too``: a statement per kind."""
+    """The rows of ``sids`` and the arrivals of ``arrivals_too`` (and of both, the waited-for
+    operations if ``operations``): a statement per kind."""
     arrived = [*sids, *arrivals_too]
     submissions = _per_session(conn, _OPEN_SUBMISSIONS, arrived, submission_record)
     inbox = _per_session(conn, _UNAPPLIED_INBOX, arrived, inbox_record)
@@ -336,6 +356,10 @@ def _rows_by_kind(
     )
     tasks = _per_session(conn, _OPEN_TASKS, sids, task_record)
     found = {sid: _Rows(submissions[sid], inbox[sid]) for sid in arrived}
+    if operations:
+        waited = _per_session(conn, _WAITED_OPERATIONS, arrived, _waited_operation, "claimed_for")
+        for sid in arrived:
+            found[sid].operations = {o.operation_id: o for o in waited[sid]}
     for sid in sids:
         found[sid].entries = entries[sid]
         found[sid].documents = {d.name: d for d in documents[sid]}
@@ -344,11 +368,12 @@ def _rows_by_kind(
 
 
 def _rows_as_json(
-    conn: Connection, sids: list[str], arrivals_too: Sequence[str]
+    conn: Connection, sids: list[str], arrivals_too: Sequence[str], operations: bool
 ) -> dict[str, _Rows]:
-    """The rows of ``sids`` and the arrivals of ``arrivals_too``: one statement for all."""
-    params = [{"sid": s, "whole": True} for s in sids]
-    params += [{"sid": s, "whole": False} for s in arrivals_too]
+    """The rows of ``sids`` and the arrivals of ``arrivals_too`` (and of both, the waited-for
+    operations if ``operations``): one statement for all."""
+    params = [{"sid": s, "whole": True, "ops": operations} for s in sids]
+    params += [{"sid": s, "whole": False, "ops": operations} for s in arrivals_too]
     if not params:
         return {}
     found = {}
@@ -360,6 +385,7 @@ def _rows_as_json(
             [EntryRecord(*e) for e in rows["entries"] or ()],
             {d[0]: DocumentRecord(*d) for d in rows["documents"] or ()},
             [TaskRecord(**t) for t in rows["tasks"] or ()],
+            {o["operation_id"]: _with_result(o, blob) for o, blob in rows["operations"] or ()},
         )
     return found
 
@@ -369,14 +395,15 @@ def _per_session(
     statement: HotStatement,
     session_ids: Sequence[str],
     record: Callable[[Any], _R],
+    by: str = "session_id",
 ) -> dict[str, list[_R]]:
     """``record`` of each row ``statement`` (bound by ``sid``) reads for each of
-    ``session_ids``, all in one round trip where the backend pipelines, by session (in the
-    statement's order)."""
+    ``session_ids``, all in one round trip where the backend pipelines, by session (its
+    column ``by``; in the statement's order)."""
     found: dict[str, list[_R]] = {sid: [] for sid in session_ids}
     if not session_ids:
         return found
     params = [{"sid": sid} for sid in session_ids]
     for row in run(conn, statement, params[0] if len(params) == 1 else params):
-        found[row.session_id].append(record(row))
+        found[getattr(row, by)].append(record(row))
     return found

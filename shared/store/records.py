@@ -179,9 +179,6 @@ class ClaimedSession:
 
     state: SessionState
     operations: dict[str, OperationRecord] = field(default_factory=dict)
-    submissions_read: bool = True
-    """Whether ``state.open_submissions`` and ``state.inbox`` were read with the claim (a
-    pass for a tool result that reuses the kept state leaves them out, and empty)."""
 
 
 @dataclass(frozen=True)

@@ -146,21 +146,17 @@ class Store:
             return await conn.run_sync(load_session_sync, session_id)
 
     async def claim_session(
-        self,
-        session_id: str,
-        token: int,
-        known: SessionState | None = None,
-        *,
-        submissions: bool = True,
+        self, session_id: str, token: int, known: SessionState | None = None
     ) -> ClaimedSession:
         """Claim the session for lease ``token`` and read its state, in one hop shared with
         the claims asked for meanwhile (``shared.batch``).
 
         ``known`` (the state kept from an earlier pass) is reused if the session is still at
-        its version; then its open submissions are read again unless ``submissions`` is
-        false. Raises ``StaleLeaseError`` if ``token`` is not above the fence.
+        its version; then only what arrives without a commit is read again: its open
+        submissions, its inbox and the operations its waiting calls refer to. Raises
+        ``StaleLeaseError`` if ``token`` is not above the fence.
         """
-        return await self._claims(SessionClaim(session_id, token, known, submissions))
+        return await self._claims(SessionClaim(session_id, token, known))
 
     async def _claim_batch(
         self, claims: list[SessionClaim]

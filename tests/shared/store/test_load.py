@@ -13,6 +13,7 @@ from sqlalchemy import event
 from brainhands.shared.errors import NotFoundError, StaleLeaseError
 from brainhands.shared.store import Draft, Store, load
 from brainhands.shared.store.inbox import send_signal
+from brainhands.shared.store.ledger import OperationLedger
 
 pytestmark = pytest.mark.integration
 
@@ -79,23 +80,39 @@ async def test_the_one_statement_read_gives_the_records_the_reads_by_kind_give(
     draft.add_task(kind="k", kind_version=1, input=None, status="waiting", wait_for=[first])
     draft.add_submission(request_id="r1", input={"agent": "a"}, status="queued")
     draft.add_submission(request_id="r2", input=[], status="running")
+    for op in ("inline", "blob"):
+        draft.add_task(
+            kind="brainhands.tool", kind_version=1, input={}, status="waiting", operation_id=op
+        )
     await store.commit(draft)
     for sid in ("s1", "s2"):
         await send_signal(store, session_id=sid, name="go", signal_id="g", payload=[1], wake=None)
+    ledger = OperationLedger(store)
+    intent = {"session_id": "s1", "task_id": "t", "tool": "echo", "pool": "p", "arguments": {}}
+    for op in ("inline", "blob"):
+        await ledger.claim(op, 1, intent=intent)
+    await ledger.record_outcome("inline", 1, status="failed", error={"reason": "x", "n": 0.5})
+    await ledger.record_outcome("blob", 1, status="succeeded", blob=b'{"r": [1, "\\u00e9"]}')
 
     def both(conn: Any) -> tuple[dict[str, Any], dict[str, Any]]:
         # s1 whole, s2 only its arrivals, as a claim that reuses a kept state reads them.
-        return load._rows_as_json(conn, ["s1"], ["s2"]), load._rows_by_kind(conn, ["s1"], ["s2"])
+        return (
+            load._rows_as_json(conn, ["s1"], ["s2"], True),
+            load._rows_by_kind(conn, ["s1"], ["s2"], True),
+        )
 
     by_json, by_kind = await store.backend.read(both)
 
     assert by_json == by_kind
     s1, s2 = by_json["s1"], by_json["s2"]
-    assert [len(s1.entries), len(s1.tasks), len(s1.submissions), len(s1.inbox)] == [2, 2, 2, 1]
-    assert (s2.entries, s2.tasks, len(s2.inbox)) == ([], [], 1)
-    for json_task, kind_task in zip(s1.tasks, by_kind["s1"].tasks, strict=True):
-        assert {k: type(v) for k, v in vars(json_task).items()} == {
-            k: type(v) for k, v in vars(kind_task).items()
+    assert [len(s1.entries), len(s1.tasks), len(s1.submissions), len(s1.inbox)] == [2, 4, 2, 1]
+    assert (s2.entries, s2.tasks, len(s2.inbox), s2.operations) == ([], [], 1, {})
+    assert s1.operations["blob"].result == {"r": [1, "\u00e9"]}
+    pairs = [*zip(s1.tasks, by_kind["s1"].tasks, strict=True)]
+    pairs += [(s1.operations[op], by_kind["s1"].operations[op]) for op in ("inline", "blob")]
+    for from_json, by_its_kind in pairs:
+        assert {k: type(v) for k, v in vars(from_json).items()} == {
+            k: type(v) for k, v in vars(by_its_kind).items()
         }
 
 
@@ -136,7 +153,7 @@ async def test_a_claim_at_or_below_the_fence_is_refused_and_changes_nothing(
     assert (await store.load("s1")).session.fence == 5
 
 
-async def test_a_state_still_at_its_version_is_reused_and_only_submissions_are_read(
+async def test_a_state_still_at_its_version_is_reused_and_only_arrivals_are_read(
     store: Store,
 ) -> None:
     await store.create_session("s1", compat="v1")
@@ -147,14 +164,46 @@ async def test_a_state_still_at_its_version_is_reused_and_only_submissions_are_r
 
     reads = await count_claim_queries(store, "s1", 4, known)
 
-    # Open submissions and inbox (in one statement on PostgreSQL); the rest is reused.
-    assert reads == (1 if store.backend.chains_writes else 2)
-    without = await store.claim_session("s1", 6, known, submissions=False)
-    assert without.state.open_submissions == [] and without.state.entries == known.entries
-    assert without.state.inbox == []
+    # Open submissions, inbox and waited-for operations (one statement on PostgreSQL); the
+    # rest is reused.
+    assert reads == (1 if store.backend.chains_writes else 3)
+    await send_signal(store, session_id="s1", name="go", signal_id="g", payload=None, wake=None)
     claimed = await store.claim_session("s1", 7, known)
     assert claimed.state.entries == known.entries
     assert [s.request_id for s in claimed.state.open_submissions] == ["r-new"]
+    assert [r.name for r in claimed.state.inbox] == ["go"]
+
+
+async def test_a_claim_reads_the_outcomes_its_waiting_calls_refer_to(store: Store) -> None:
+    await store.create_session("s1", compat="v1")
+    await store.claim_session_fence("s1", 1)
+    draft = Draft("s1", version=0, fence=1)
+    for op in ("small", "large", "pending"):
+        draft.add_task(
+            kind="brainhands.tool", kind_version=1, input={}, status="waiting", operation_id=op
+        )
+    draft.add_task(
+        kind="brainhands.tool", kind_version=1, input={}, status="terminal", operation_id="done"
+    )
+    await store.commit(draft)
+    ledger = OperationLedger(store)
+    intent = {"session_id": "s1", "task_id": "t", "tool": "echo", "pool": "p", "arguments": {}}
+    for op in ("small", "large", "pending", "done"):
+        await ledger.claim(op, 1, intent=intent)
+    await ledger.record_outcome("small", 1, status="succeeded", result={"n": 1.5})
+    await ledger.record_outcome("large", 1, status="succeeded", blob=b'{"big": ["x", 2]}')
+    await ledger.record_outcome("done", 1, status="succeeded", result=1)
+    known = (await store.claim_session("s1", 2)).state
+
+    whole = await store.claim_session("s1", 3)  # read whole
+    reused = await store.claim_session("s1", 4, known)  # only the arrivals read again
+
+    for claimed in (whole, reused):
+        ops = claimed.operations
+        assert sorted(ops) == ["large", "pending", "small"]  # not the settled call's
+        assert ops["small"].result == {"n": 1.5}
+        assert ops["large"].result == {"big": ["x", 2]} and ops["large"].blob_id is not None
+        assert (ops["pending"].status, ops["pending"].result) == ("intended", None)
 
 
 async def test_a_state_behind_the_stored_version_is_not_reused(store: Store) -> None:
