@@ -3,9 +3,11 @@
 One submission starts an ``agent.session`` task: it appends the user's entry, then runs
 one ``agent.generate`` task per model turn until the model answers without tool calls.
 Between turns it takes in the messages submitted to the session meanwhile (a ``FOLLOW_UP``
-wait that does not wait): each becomes a user entry, in order, and the loop goes on with
-another turn, so one session never runs two agent loops; they are answered with the
-answer that ends the loop. A generation task's phases:
+wait that does not wait; meanwhile means up to the pass's last read of its queued
+submissions, under a second old, and a message queued after that starts the next loop):
+each becomes a user entry, in order, and the loop goes on with another turn, so one session
+never runs two agent loops; they are answered with the answer that ends the loop. A
+generation task's phases:
 
 - ``prepare``: fix the context position (the entries the request may see) and the model;
 - ``request``: call the model with the schemas of the granted tools, as their Hands pools

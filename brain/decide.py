@@ -119,7 +119,10 @@ class Facts:
     signals: list[InboxRecord] = field(default_factory=list)
     """For a signal wait: the session's signals not received yet, oldest first."""
     signals_read: bool = False
-    """``signals`` were read from the store in this pass (a timeout may then be final)."""
+    """``signals`` were read from the store in this pass (a timeout may then be final). A
+    follow-up look (``FOLLOW_UP``, which does not wait) needs no read of its own: it takes
+    what the read that served its entry found (``brain.arrivals``, at most
+    ``LEASE_WAIT_MARGIN`` old), and a message queued after that starts the next turn."""
     follow_ups: list[tuple[SubmissionRecord, Any]] = field(default_factory=list)
     """For a ``FOLLOW_UP`` wait: the submissions waiting their turn that would start a task
     of its kind, oldest first, each with the input it would start it with."""
@@ -194,7 +197,7 @@ def _signal_wait(facts: Facts) -> Action:
             return Receive(request.id, received_signal(request, facts.now))
     if task.wake_at is None or task.wake_at > facts.now:
         return Idle(until=task.wake_at)
-    if task.wait_exclusive or not facts.signals_read:
+    if task.wait_exclusive or not (facts.signals_read or task.wait_signal == FOLLOW_UP):
         return Expire(send=task.wait_exclusive)
     timed_out = {
         "name": task.wait_signal,

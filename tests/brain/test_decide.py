@@ -315,6 +315,12 @@ def test_a_signal_wait_idles_until_its_timeout_then_times_out_once_signals_were_
     assert timed_out.signal["timed_out"] and timed_out.signal["payload"] is None
 
 
+def test_a_follow_up_look_ends_without_a_read_of_its_own() -> None:
+    # The read that served its entry is its read: what is queued later starts the next turn.
+    look = decide(waiting_for(FOLLOW_UP, wake_at=NOW))
+    assert isinstance(look, Receive) and look.signal["timed_out"]
+
+
 def test_an_exclusive_wait_sends_its_timeout_as_its_one_signal_unless_one_is_there() -> None:
     exclusive = waiting_for("decision:t", wake_at=NOW, exclusive=True)
     assert decide(exclusive, signals_read=True) == Expire(send=True)
