@@ -30,7 +30,16 @@ from brainhands.brain.decide import (
 from brainhands.brain.ids import derive_operation_id, derive_task_id
 from brainhands.brain.phase import RunAgain
 from brainhands.brain.registry import TaskKind, TaskRegistry
-from brainhands.brain.task import Call, Child, ChildOutcome, Dispatch, Next, Spawn, WaitSignal
+from brainhands.brain.task import (
+    FOLLOW_UP,
+    Call,
+    Child,
+    ChildOutcome,
+    Dispatch,
+    Next,
+    Spawn,
+    WaitSignal,
+)
 from brainhands.shared import metrics
 from brainhands.shared.errors import UnknownToolError
 from brainhands.shared.messages import MAX_INLINE_JSON, ToolJob, encode
@@ -261,6 +270,8 @@ class SessionEdits:
             wait_exclusive=False,
             wake_at=None,
         )
+        if action.signal["name"] == FOLLOW_UP and action.signal["timed_out"]:
+            return  # the agent loop's look for follow-ups found none: every turn ends so
         log.info(
             "signal received",
             extra={

@@ -32,6 +32,12 @@ class JsonFormatter(logging.Formatter):
 
 def configure_logging(*, json_lines: bool, level: int = logging.INFO) -> None:
     """Log to stderr: JSON lines for worker processes, plain text for operator commands."""
+    # Neither format prints where a call was made, nor its thread or process: records skip
+    # looking them up (the logging docs' "Optimization"; about 15% of a record's cost).
+    logging._srcfile = None
+    logging.logThreads = False
+    logging.logProcesses = False
+    logging.logMultiprocessing = False
     handler = logging.StreamHandler(sys.stderr)
     if json_lines:
         handler.setFormatter(JsonFormatter())

@@ -37,6 +37,8 @@ async def test_parallel_calls_then_one_more_then_the_answer(agent_run: AgentRun)
     assert record.answer == {"text": "All three emails are out.", "turns": 3}
     assert_each_email_once(await agent_run.email.ledger(), safe=3, unsafe=0)
     assert agent_run.turns_asked() == [0, 1, 2]  # each question asked once
+    # Each turn's look for follow-ups found none: routine, so not logged.
+    assert '"signal_received"' not in agent_run.brains.log(0)
     second = json.loads(agent_run.requests()[1])["messages"]
     tool_messages = [m for m in second if m["role"] == "tool"]
     assert [m["tool_call_id"] for m in tool_messages] == ["call_0_0", "call_0_1"]
