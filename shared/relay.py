@@ -7,7 +7,8 @@ between the confirm and the mark publishes the row again, which every consumer t
 - **Right after a commit.** While the relay runs, the commits of its own process hand it
   their rows (``wake`` is a commit listener, the receipt carries the rows) and it publishes
   them at once, with no query, ``batch_size`` at a time, each batch marked sent after its
-  confirms; the rows were written with ``publish_after`` one handoff period ahead, so other
+  confirms (while the next batch goes out: the rows confirmed meanwhile are marked together
+  by the next mark); the rows were written with ``publish_after`` one handoff period ahead, so other
   relays leave them alone meanwhile. A row the relay could not get to before the last
   ``HANDOFF_MARGIN`` of its handoff (a burst of commits outran it) is left to the polling
   relays, which take it once the handoff is over: publishing it as well would send it twice.
@@ -72,6 +73,9 @@ class OutboxRelay:
         self._fresh: list[tuple[float, OutboxRow]] = []
         """Rows commits handed over, each with the monotonic time its handoff nearly ends."""
         self._publisher: asyncio.Task[None] | None = None
+        self._confirmed: list[int] = []
+        """Rows handed over that the broker confirmed, to be marked sent."""
+        self._marker: asyncio.Task[None] | None = None
 
     def wake(self, receipt: CommitReceipt | None = None) -> None:
         """A commit listener: publish the rows the commit wrote (or poll, if none are given)."""
@@ -87,8 +91,9 @@ class OutboxRelay:
         """Wait until the rows commits handed over so far are published (or left to the
         polling relays): a process that publishes its own commits' rows without running the
         relay's polling loop (a client) sets ``store.handoff`` and calls this."""
-        while self._publisher is not None and not self._publisher.done():
-            await asyncio.shield(self._publisher)
+        for task in ("_publisher", "_marker"):  # the publisher starts the marker
+            while (running := getattr(self, task)) is not None and not running.done():
+                await asyncio.shield(running)
 
     async def run(self, stop: asyncio.Event) -> None:
         """Drain until ``stop`` is set; survives store and broker outages, backing off."""
@@ -119,8 +124,9 @@ class OutboxRelay:
                     waiter.cancel()
         finally:
             self.store.handoff = None
-            if self._publisher is not None:
-                await asyncio.gather(self._publisher, return_exceptions=True)
+            for task in (self._publisher, self._marker):
+                if task is not None:
+                    await asyncio.gather(task, return_exceptions=True)
 
     async def _publish_fresh(self) -> None:
         """Publish the rows commits handed over, ``batch_size`` at a time, except those whose
@@ -138,12 +144,29 @@ class OutboxRelay:
             if not rows:
                 continue
             try:
-                await mark_sent_now(self.store, await self._publish(rows))
+                self._confirmed += await self._publish(rows)
             except BrainhandsError as exc:
                 # Unmarked rows are polled once their handoff period is over.
                 log.warning(
                     "publishing %d committed rows failed: %s",
                     len(rows),
+                    exc,
+                    extra={"event": "relay_error"},
+                )
+            if self._confirmed and (self._marker is None or self._marker.done()):
+                self._marker = asyncio.create_task(self._mark_confirmed())
+
+    async def _mark_confirmed(self) -> None:
+        """Mark the confirmed rows sent, all those confirmed by then in one statement."""
+        while self._confirmed:
+            ids, self._confirmed = self._confirmed, []
+            try:
+                await mark_sent_now(self.store, ids)
+            except BrainhandsError as exc:
+                # They are polled, and published again, once their handoff period is over.
+                log.warning(
+                    "marking %d published rows sent failed: %s",
+                    len(ids),
                     exc,
                     extra={"event": "relay_error"},
                 )
