@@ -13,7 +13,7 @@ import dataclasses
 import json
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -173,8 +173,8 @@ class SessionEdits:
 
     def update(self, draft: Draft, task: TaskRecord, **changes: Unpack[TaskChange]) -> TaskRecord:
         """Change ``task`` in ``draft`` and adopt the row as the commit will leave it."""
-        draft.update_task(task.id, **changes)
-        return self._adopt(dataclasses.replace(task, **changes, updated_at=time.time()))
+        draft.update_task(task.id, **changes)  # checks the field names
+        return self._adopt(_changed(task, {**changes, "updated_at": time.time()}))
 
     def _adopt(self, row: TaskRecord) -> TaskRecord:
         self.rows[row.id] = row
@@ -550,3 +550,12 @@ class SessionEdits:
                     "to_version": task.kind_version + len(path),
                 },
             )
+
+
+def _changed(task: TaskRecord, changes: Mapping[str, Any]) -> TaskRecord:
+    """``task`` with ``changes`` to fields checked already: what ``dataclasses.replace``
+    gives, without building the record again through ``__init__`` (1.4 us instead of 8, at
+    every decision of every pass)."""
+    row = object.__new__(TaskRecord)
+    row.__dict__.update(vars(task), **changes)
+    return row

@@ -129,6 +129,13 @@ class Draft:
     blobs: dict[str, bytes] = field(default_factory=dict)
     applied_inbox: list[int] = field(default_factory=list)
     """Ids of inbox requests this commit carries out (marked applied in it)."""
+    # By task id, where ``update_task`` finds this draft's earlier writes of a task: its row
+    # in ``new_tasks``, its latest place in ``task_updates`` (a pass updates its tasks at
+    # every decision, so these are looked up often).
+    _created: dict[str, dict[str, Any]] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
+    _updated_at: dict[str, int] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def has_changes(self) -> bool:
         """Whether committing this draft would change anything."""
@@ -172,18 +179,18 @@ class Draft:
         if unknown:
             raise ValueError(f"unknown task fields: {sorted(unknown)}")
         task_id = task_id or new_id()
-        self.new_tasks.append(
-            {
-                "id": task_id,
-                "parent_id": parent_id,
-                "kind": kind,
-                "kind_version": kind_version,
-                "input": input,
-                "status": status,
-                "phase": phase,
-                **extra,
-            }
-        )
+        row = {
+            "id": task_id,
+            "parent_id": parent_id,
+            "kind": kind,
+            "kind_version": kind_version,
+            "input": input,
+            "status": status,
+            "phase": phase,
+            **extra,
+        }
+        self.new_tasks.append(row)
+        self._created[task_id] = row
         return task_id
 
     def update_task(
@@ -197,19 +204,11 @@ class Draft:
         unknown = set(changes) - _TASK_COLUMNS
         if unknown:
             raise ValueError(f"unknown task fields: {sorted(unknown)}")
-        row = next((r for r in self.new_tasks if r["id"] == task_id), None)
+        row = self._created.get(task_id)
         if row is not None and expected_status in (None, row["status"]):
             row.update(changes)
             return
-        # The task's latest write in this draft (a draft touches a handful of tasks).
-        at = next(
-            (
-                i
-                for i in reversed(range(len(self.task_updates)))
-                if self.task_updates[i].task_id == task_id
-            ),
-            None,
-        )
+        at = self._updated_at.get(task_id)
         if at is not None:
             earlier = self.task_updates[at]
             status = earlier.changes.get("status", earlier.expected_status)
@@ -217,6 +216,7 @@ class Draft:
                 merged: TaskChange = {**earlier.changes, **changes}
                 self.task_updates[at] = TaskUpdate(task_id, merged, earlier.expected_status)
                 return
+        self._updated_at[task_id] = len(self.task_updates)
         self.task_updates.append(TaskUpdate(task_id, changes, expected_status))
 
     def add_submission(
