@@ -124,8 +124,8 @@ class OutboxRelay:
                     waiter.cancel()
         finally:
             self.store.handoff = None
-            for task in (self._publisher, self._marker):
-                if task is not None:
+            for name in ("_publisher", "_marker"):  # the publisher may start a marker
+                if (task := getattr(self, name)) is not None:
                     await asyncio.gather(task, return_exceptions=True)
 
     async def _publish_fresh(self) -> None:

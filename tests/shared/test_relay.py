@@ -254,6 +254,18 @@ async def test_a_running_relay_publishes_its_commits_rows_and_marks_them_sent(
     assert relay.published == 300
 
 
+async def test_a_stopping_relay_publishes_and_marks_what_it_was_handed_before_it_returns(
+    store: Store, env: BrokerEnv
+) -> None:
+    consumer = Dedupe()
+    async with running_relay(store, env, consumer, handoff=60.0) as (queue, relay):
+        await commit_wakes(store, queue, 300, per_commit=300)
+    # Stopped at once: the rows it was handed went out, and were marked, before run returned.
+    assert relay.published == 300
+    assert await all_sent(store)
+    await eventually(lambda: consumer.unique == expected(300), within=30, what="delivery")
+
+
 async def test_rows_a_busy_relay_got_to_too_late_are_left_to_the_polling_relays(
     store: Store, env: BrokerEnv, caplog: pytest.LogCaptureFixture
 ) -> None:
