@@ -2,8 +2,9 @@
 session's lease, advances the session until nothing is runnable, and lets go.
 
 Wake-ups and results come from two queues, and both kinds of pass share ``concurrency``
-slots (``brain.gate``), where a waiting result goes first: a burst of new sessions does not
-hold back the results of the sessions already running.
+slots (``brain.gate``), where a waiting result goes first and wake-ups leave half the slots
+to results while any run: a burst of new sessions does not hold back the results of the
+sessions already running.
 
 A message only says "look at session S"; the store says what to do. So duplicates, losses and
 reordering cost nothing but time: a duplicate finds nothing runnable, and a loss is found by

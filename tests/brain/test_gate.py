@@ -73,6 +73,77 @@ async def test_a_waiter_cancelled_in_line_or_on_its_turn_loses_no_slot() -> None
             pass
 
 
+async def test_while_results_run_wake_ups_hold_at_most_half_the_slots_then_all_again() -> None:
+    gate = PassGate(4)
+    running: list[str] = []
+    done = {name: asyncio.Event() for name in ("result", "w1", "w2", "w3", "w4", "w5")}
+
+    async def a_pass(name: str, urgent: bool) -> None:
+        async with gate.slot(urgent=urgent):
+            running.append(name)
+            await done[name].wait()
+            running.remove(name)
+
+    tasks = [asyncio.create_task(a_pass("result", True))]
+    for n in range(1, 6):
+        tasks.append(asyncio.create_task(a_pass(f"w{n}", False)))
+    await asyncio.sleep(0)
+    # A result runs: wake-ups get half the slots, though a third is free.
+    assert running == ["result", "w1", "w2"] and gate.waiting == 3
+    done["w1"].set()
+    await asyncio.sleep(0)
+    await asyncio.sleep(0)
+    assert running == ["result", "w2", "w3"]  # one out, one in: still two
+    done["result"].set()
+    await asyncio.sleep(0)
+    await asyncio.sleep(0)
+    assert sorted(running) == ["w2", "w3", "w4", "w5"]  # no result left: every slot
+    for event in done.values():
+        event.set()
+    await asyncio.gather(*tasks)
+    assert gate.waiting == 0
+
+
+async def test_a_slot_wake_ups_leave_free_is_there_for_the_next_result() -> None:
+    gate = PassGate(4)
+    running: list[str] = []
+    done: dict[str, asyncio.Event] = {}
+
+    def start(name: str, urgent: bool) -> asyncio.Task[None]:
+        done[name] = asyncio.Event()
+
+        async def a_pass() -> None:
+            async with gate.slot(urgent=urgent):
+                running.append(name)
+                await done[name].wait()
+                running.remove(name)
+
+        return asyncio.create_task(a_pass())
+
+    async def settle() -> None:
+        for _ in range(3):
+            await asyncio.sleep(0)
+
+    tasks = [start(f"w{n}", False) for n in range(1, 6)]
+    await settle()
+    assert running == ["w1", "w2", "w3", "w4"]  # no result in sight: every slot
+    tasks.append(start("r1", True))
+    await settle()
+    done["w1"].set()
+    await settle()
+    assert running == ["w2", "w3", "w4", "r1"]  # the freed slot went to the result
+    done["w2"].set()
+    await settle()
+    assert running == ["w3", "w4", "r1"]  # w5 waits: wake-ups are at half the slots
+    tasks.append(start("r2", True))
+    await settle()
+    assert running == ["w3", "w4", "r1", "r2"]  # ... so the next result gets in at once
+    for event in done.values():
+        event.set()
+    await asyncio.gather(*tasks)
+    assert gate.waiting == 0
+
+
 def test_a_gate_needs_a_slot() -> None:
     with pytest.raises(ValueError, match="at least one slot"):
         PassGate(0)
