@@ -530,10 +530,11 @@ async def test_a_decision_sent_before_the_expiry_is_sent_counts_and_the_expiry_d
 ) -> None:
     """The expiry is due, but a decision reached the inbox before the Brain sent the
     expiry: the decision's unique key keeps the expiry out, and the call is dispatched."""
-    await submit(store, APPROVAL_KIND, approval_input("deny", 0.2))
+    # Long enough for the first pass to end before it, on a loaded machine too.
+    await submit(store, APPROVAL_KIND, approval_input("deny", 1.0))
     await run(store, registry=APPROVALS, tools=load_tool_modules([TOOLS]))
     [gate] = (await store.load("s1")).open_tasks
-    await asyncio.sleep(0.3)  # the expiry is due; no Brain has run since
+    await asyncio.sleep(1.1)  # the expiry is due; no Brain has run since
     assert await decision(store, gate.id, "approved")
 
     await run(store, registry=APPROVALS)
