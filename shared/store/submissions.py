@@ -13,14 +13,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Insert, Table, bindparam, select
+from sqlalchemy import Insert, Table, bindparam, insert, literal, or_, select, true, union_all
+from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from brainhands.shared.errors import NotFoundError
 from brainhands.shared.store import schema
-from brainhands.shared.store.commit import insert_outbox_sync
+from brainhands.shared.store.commit import insert_outbox_sync, publish_after
 from brainhands.shared.store.draft import OutboxMessage, new_id
+from brainhands.shared.store.hot import HotStatement, hot, run
 from brainhands.shared.store.records import CommitReceipt, OutboxRow, SubmissionRecord
 from brainhands.shared.store.store import Store
 
@@ -48,12 +50,26 @@ async def submit(
     one keeps the key it was created with, and ``wake(key)`` builds the wake-up for that
     key. With ``tenant``, a session of another tenant (or of none) is ``NotFoundError``.
 
-    One transaction in one hop, of statements built once: the session's insert (a no-op
+    Where the backend chains writes (PostgreSQL), one statement in one hop, without BEGIN
+    and COMMIT (``_submit_chained``). Otherwise, or when that statement cannot decide alone,
+    one transaction in one hop, of statements built once: the session's insert (a no-op
     when it exists), a read of its key and tenant, the submission's insert returning the
     row (or, for a request id seen before, a read of the original), and the wake-up.
     """
     now = time.time()
     handoff = store.handoff
+    if store.backend.chains_writes:
+        chained = await store.backend.write(
+            lambda conn: _submit_chained(
+                conn, session_id, request_id, input, compat, wake(compat), tenant, now, handoff
+            ),
+            single_statement=True,
+        )
+        if chained is not None:
+            record, rows = chained
+            if rows:
+                store.notify(CommitReceipt(session_id, version=-1, entry_seqs=[], outbox=rows))
+            return SubmitReceipt(record, created=bool(rows))
 
     def work(conn: Connection) -> tuple[SubmissionRecord, tuple[OutboxRow, ...]]:
         inserts = _inserts(store.backend.insert)
@@ -112,6 +128,131 @@ def _inserts(insert: Callable[[Table], Any]) -> _Inserts:
         .on_conflict_do_nothing(index_elements=["session_id", "request_id"])
         .returning(*sub.c),
     )
+
+
+def _submit_chained(
+    conn: Connection,
+    session_id: str,
+    request_id: str,
+    input: Any,
+    compat: str,
+    message: OutboxMessage,
+    tenant: str | None,
+    now: float,
+    handoff: float | None,
+) -> tuple[SubmissionRecord, tuple[OutboxRow, ...]] | None:
+    """``submit`` as one statement (``_SUBMIT``), for a session new or of key ``compat``:
+    the submission and its wake-up ``message`` (built for ``compat``), or, for a request id
+    seen before, the original and nothing new. None when the statement wrote nothing and
+    cannot tell why for sure (the session has another key, or was created by a transaction
+    that committed after this statement's snapshot): the caller takes the longer way."""
+    params = {
+        "id": new_id(),
+        "uid": new_id(),
+        "sid": session_id,
+        "rid": request_id,
+        "compat": compat,
+        "tenant": tenant,
+        "input": input,
+        "now": now,
+        "routing_key": message.routing_key,
+        "body": message.body,
+        "headers": message.headers,
+        "publish_after": publish_after(now, handoff),
+    }
+    row = run(conn, _SUBMIT, params).one_or_none()
+    if row is None or row.key != compat:
+        return None
+    if tenant is not None and row.owner != tenant:
+        raise NotFoundError(f"session {session_id} does not exist")
+    if row.outbox_id is None:  # seen before: the original, and no wake-up
+        return _by_request_sync(conn, session_id, request_id), ()
+    record = SubmissionRecord(**{c.name: row._mapping[c.name] for c in schema.submission.c})
+    wake_row = OutboxRow(row.outbox_id, message.routing_key, message.body, message.headers)
+    return record, (wake_row,)
+
+
+def _submit_statement() -> HotStatement:
+    """The session's insert (a no-op when it exists), its key and owner, the submission's
+    insert when the key is the caller's and the owner may submit (a no-op for a request id
+    seen before), and the wake-up for a submission inserted; one row, with the submission
+    and the wake-up's id, unless the session is not in the statement's snapshot."""
+    s, sub, ob = schema.session, schema.submission, schema.outbox
+    now = bindparam("now", type_=s.c.created_at.type)
+    sid = bindparam("sid", type_=s.c.id.type)
+    tenant = bindparam("tenant", type_=s.c.tenant.type)
+    created = (
+        postgresql.insert(s)
+        .values(
+            id=sid,
+            uid=bindparam("uid"),
+            compat=bindparam("compat"),
+            tenant=tenant,
+            created_at=now,
+            updated_at=now,
+        )
+        .on_conflict_do_nothing(index_elements=["id"])
+        .returning(s.c.compat, s.c.tenant)
+        .cte("created")
+    )
+    # One of the two has the session's row: the statement's snapshot does not see a row
+    # its own insert wrote, and the insert writes none when the row was there.
+    key = union_all(
+        select(created.c.compat, created.c.tenant),
+        select(s.c.compat, s.c.tenant).where(s.c.id == sid),
+    ).cte("key")
+    columns = ("id", "session_id", "request_id", "status", "input", "created_at", "updated_at")
+    submitted = (
+        postgresql.insert(sub)
+        .from_select(
+            columns,
+            select(
+                bindparam("id", type_=sub.c.id.type),
+                sid,
+                bindparam("rid", type_=sub.c.request_id.type),
+                literal("queued", sub.c.status.type),
+                bindparam("input", type_=sub.c.input.type),
+                now,
+                now,
+            ).where(
+                key.c.compat == bindparam("compat", type_=s.c.compat.type),
+                or_(tenant.is_(None), key.c.tenant == tenant),
+            ),
+        )
+        .on_conflict_do_nothing(index_elements=["session_id", "request_id"])
+        .returning(*sub.c)
+        .cte("submitted")
+    )
+    woken = (
+        insert(ob)
+        .from_select(
+            ["session_id", "routing_key", "body", "headers", "created_at", "publish_after"],
+            select(
+                submitted.c.session_id,
+                bindparam("routing_key", type_=ob.c.routing_key.type),
+                bindparam("body", type_=ob.c.body.type),
+                bindparam("headers", type_=ob.c.headers.type),
+                now,
+                bindparam("publish_after", type_=ob.c.publish_after.type),
+            ),
+        )
+        .returning(ob.c.id)
+        .cte("woken")
+    )
+    return hot(
+        select(
+            key.c.compat.label("key"),
+            key.c.tenant.label("owner"),
+            *(submitted.c[c.name] for c in sub.c),
+            woken.c.id.label("outbox_id"),
+        )
+        .select_from(key)
+        .outerjoin(submitted, true())
+        .outerjoin(woken, true())
+    )
+
+
+_SUBMIT = _submit_statement()
 
 
 _SESSION_KEY = select(schema.session.c.compat, schema.session.c.tenant).where(

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+
+import asyncpg
 import pytest
 from sqlalchemy import func, select
 
@@ -9,6 +12,7 @@ from brainhands.shared.errors import NotFoundError
 from brainhands.shared.store import Store, schema
 from brainhands.shared.store.draft import OutboxMessage
 from brainhands.shared.store.submissions import get_submission, submit
+from tests.helpers.stores import StoreTarget
 
 
 def wake(key: str) -> OutboxMessage:
@@ -64,3 +68,50 @@ async def test_another_tenants_session_does_not_exist_and_gets_nothing(store: St
     assert len(await outbox_rows(store)) == 2
     with pytest.raises(NotFoundError, match="no submission 'r2'"):
         await get_submission(store, "s1", "r2")
+
+
+async def test_submissions_racing_to_create_one_session_are_each_accepted_once(
+    store: Store,
+) -> None:
+    # Twenty first contacts with one session at once: one session, each request once.
+    receipts = await asyncio.gather(
+        *(
+            submit(store, session_id="s1", request_id=f"r{n}", input=n, compat="v1", wake=wake)
+            for n in range(20)
+        )
+    )
+    assert all(r.created for r in receipts)
+    assert sorted(r.submission.input for r in receipts) == list(range(20))
+    assert await outbox_rows(store) == [("brain.v1", b"v1")] * 20
+    s = schema.session
+    async with store.backend.snapshot() as conn:
+        assert (await conn.execute(select(func.count()).select_from(s))).scalar_one() == 1
+
+
+@pytest.mark.parametrize("store_target", ["postgres"], indirect=True)
+async def test_a_submission_that_waited_for_the_sessions_creator_takes_the_longer_way(
+    store: Store, store_target: StoreTarget
+) -> None:
+    # Another transaction has inserted the session and not committed yet: the one-statement
+    # submission waits for it on the conflict, then does not see its row in its snapshot.
+    assert store_target.schema is not None
+    holder = await asyncpg.connect(
+        store_target.url.replace("postgresql+asyncpg", "postgresql"),
+        server_settings={"search_path": store_target.schema},
+    )
+    try:
+        async with holder.transaction():
+            await holder.execute(
+                "INSERT INTO session (id, uid, compat, version, fence, status, entry_count, "
+                "created_at, updated_at) VALUES ('s1', 'u1', 'v1', 0, 0, 'active', 0, 1, 1)"
+            )
+            pending = asyncio.create_task(
+                submit(store, session_id="s1", request_id="r1", input=1, compat="v1", wake=wake)
+            )
+            await asyncio.sleep(0.5)
+            assert not pending.done()  # waiting on the holder's insert
+        receipt = await pending
+    finally:
+        await holder.close()
+    assert receipt.created and receipt.submission.input == 1
+    assert await outbox_rows(store) == [("brain.v1", b"v1")]
