@@ -27,7 +27,6 @@ from brainhands.shared.errors import (
     NotFoundError,
 )
 from brainhands.shared.store import schema
-from brainhands.shared.store.any_of import any_of
 from brainhands.shared.store.chained import chainable, write_chained
 from brainhands.shared.store.draft import Draft, OutboxMessage
 from brainhands.shared.store.guard import (
@@ -50,7 +49,7 @@ _INSERT_BLOBS = hot(insert(schema.blob))
 _i = schema.inbox
 _MARK_APPLIED = hot(
     update(_i)
-    .where(any_of(_i.c.id, "ids"), _i.c.session_id == bindparam("sid"))
+    .where(_i.c.id.in_(bindparam("ids", expanding=True)), _i.c.session_id == bindparam("sid"))
     .values(applied_at=bindparam("now", type_=_i.c.applied_at.type))
 )
 _INSERT_OUTBOX = hot(

@@ -21,7 +21,6 @@ from sqlalchemy.engine import Connection
 
 from brainhands.shared.errors import NotFoundError, StaleLeaseError, StoreError
 from brainhands.shared.store import schema
-from brainhands.shared.store.any_of import any_of
 from brainhands.shared.store.hot import HotStatement, hot, run
 
 if TYPE_CHECKING:
@@ -34,7 +33,9 @@ _CLAIM_SESSION = hot(
     .values(fence=bindparam("token", type_=_s.c.fence.type))
     .returning(*_s.c)
 )
-_SESSION_FENCES = hot(select(_s.c.id, _s.c.fence).where(any_of(_s.c.id, "ids")))
+_SESSION_FENCES = hot(
+    select(_s.c.id, _s.c.fence).where(_s.c.id.in_(bindparam("ids", expanding=True)))
+)
 
 
 def claim_session_fence(conn: Connection, session_id: str, token: int) -> Any:
@@ -106,7 +107,7 @@ def _claim_operation(insert: Callable[[Table], Any]) -> HotStatement:
 
 _OPERATION_FENCES = hot(
     select(schema.operation.c.operation_id, schema.operation.c.fence).where(
-        any_of(schema.operation.c.operation_id, "ids")
+        schema.operation.c.operation_id.in_(bindparam("ids", expanding=True))
     )
 )
 

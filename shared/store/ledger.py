@@ -38,7 +38,6 @@ from brainhands.shared.errors import (
     StoreError,
 )
 from brainhands.shared.store import fence, schema
-from brainhands.shared.store.any_of import any_of
 from brainhands.shared.store.commit import insert_outbox_sync, publish_after
 from brainhands.shared.store.draft import OutboxMessage, new_id
 from brainhands.shared.store.group import GroupCommit
@@ -88,7 +87,7 @@ _MARK_STARTED = hot(
     .returning(*_o.c)
 )
 _CANCELLED_TASKS = select(_t.c.id).where(
-    any_of(_t.c.id, "task_ids"), _t.c.cancel_requested.is_(true())
+    _t.c.id.in_(bindparam("task_ids", expanding=True)), _t.c.cancel_requested.is_(true())
 )
 _INTERRUPTIONS = _o.c.interruptions + bindparam("v_interrupted", type_=_o.c.interruptions.type)
 _SCHEDULE_RETRY = hot(

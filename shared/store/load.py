@@ -33,7 +33,6 @@ from sqlalchemy.engine import Connection
 
 from brainhands.shared.errors import NotFoundError
 from brainhands.shared.store import fence, schema
-from brainhands.shared.store.any_of import any_of
 from brainhands.shared.store.hot import HotStatement, hot, run
 from brainhands.shared.store.records import (
     OPEN_SUBMISSION_STATUSES,
@@ -60,6 +59,7 @@ _s, _e, _d, _t, _sub, _o, _b, _i = (
 )
 _R = TypeVar("_R")
 _SID: BindParameter[str] = bindparam("sid")
+_IDS: BindParameter[list[str]] = bindparam("ids", expanding=True)
 _SESSION = hot(select(_s).where(_s.c.id == _SID))
 _ENTRIES = hot(
     select(_e.c.session_id, _e.c.seq, _e.c.kind, _e.c.body, _e.c.created_at)
@@ -124,11 +124,11 @@ _WHOLE = hot(
     .bindparams(bindparam("whole", type_=Boolean), bindparam("ops", type_=Boolean))
     .columns(session_id=String, rows=JSON)
 )
-_TASKS_BY_ID = hot(select(_t).where(any_of(_t.c.id, "ids")))
+_TASKS_BY_ID = hot(select(_t).where(_t.c.id.in_(_IDS)))
 _OPERATIONS_BY_ID = hot(
     select(_o, _b.c.data.label("result_blob"))
     .select_from(_o.outerjoin(_b, _b.c.id == _o.c.blob_id))
-    .where(any_of(_o.c.operation_id, "ids"))
+    .where(_o.c.operation_id.in_(_IDS))
 )
 
 

@@ -13,7 +13,6 @@ from sqlalchemy import bindparam, delete, func, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from brainhands.shared.store import schema
-from brainhands.shared.store.any_of import any_of
 from brainhands.shared.store.backend import Backend
 from brainhands.shared.store.hot import hot, run
 from brainhands.shared.store.records import OutboxRow
@@ -41,7 +40,7 @@ async def claim_unsent(backend: Backend, conn: AsyncConnection, limit: int) -> l
 
 _MARK_SENT = hot(
     update(schema.outbox)
-    .where(any_of(schema.outbox.c.id, "ids"))
+    .where(schema.outbox.c.id.in_(bindparam("ids", expanding=True)))
     .values(sent_at=bindparam("now", type_=schema.outbox.c.sent_at.type))
 )
 
