@@ -310,7 +310,9 @@ class _Renewer:
 
     async def _renew_while_held(self) -> None:
         every = self._manager.renew_every
-        redis = self._manager._redis.client()  # one connection, taken for as long as it runs
+        # One connection, taken at the first round for as long as this runs: most leases are
+        # let go of before their first renewal, and a client costs as much as a round.
+        redis: Redis | None = None
         try:
             while self._held:
                 due = min(h.renewed_at for h in self._held) + every
@@ -320,13 +322,16 @@ class _Renewer:
                         async with asyncio.timeout(wait):
                             await self._changed.wait()
                     continue
+                if redis is None:
+                    redis = self._manager._redis.client()
                 await self._renew_round(due, redis)
         finally:
             # Before any await: a lease tracked from now on starts a new renewer.
             self._running = False
             for held in list(self._held):  # left by an error or a cancel: nobody renews them
                 self._lose(held, "lease renewal stopped")
-            await redis.aclose()
+            if redis is not None:
+                await redis.aclose()
 
     async def _renew_round(self, due: float, redis: Redis) -> None:
         every = self._manager.renew_every

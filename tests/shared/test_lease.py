@@ -18,6 +18,7 @@ from redis.exceptions import RedisError
 from brainhands.shared.errors import LeaseBackendError, LeaseLost, StaleLeaseError
 from brainhands.shared.keys import Keys
 from brainhands.shared.lease import Lease, LeaseManager, connect_redis
+from tests.helpers.polling import eventually
 
 pytestmark = pytest.mark.timeout(10)
 
@@ -569,3 +570,27 @@ async def test_hold_lets_a_cancel_from_elsewhere_propagate(manager: LeaseManager
 def test_a_renewal_interval_must_be_shorter_than_the_ttl(redis: Redis, keys: Keys) -> None:
     with pytest.raises(ValueError, match="renew_every"):
         LeaseManager(redis, keys, ttl_ms=TTL_MS, renew_every=TTL_MS / 1000)
+
+
+async def test_the_renewal_connection_is_taken_only_once_a_renewal_is_due(
+    manager: LeaseManager, redis: Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Most leases are let go of before their first renewal: they cost no client of its own.
+    clients: list[Redis] = []
+    client = redis.client
+
+    def counted() -> Redis:
+        clients.append(client())
+        return clients[-1]
+
+    monkeypatch.setattr(redis, "client", counted)
+    for _ in range(3):
+        async with manager.hold(await acquired(manager)) as lease:
+            await asyncio.sleep(0)
+        await manager.release(lease)
+    assert clients == []
+
+    async with manager.hold(await acquired(manager)) as lease:
+        await asyncio.sleep(2 * manager.renew_every)
+    assert len(clients) == 1
+    await eventually(lambda: clients[0].connection is None, what="the renewal client closed")
