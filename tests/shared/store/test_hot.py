@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator
 import asyncpg
 import pytest
 from sqlalchemy import bindparam, func, insert, select
+from sqlalchemy.dialects.postgresql import asyncpg as asyncpg_dialect
 from sqlalchemy.engine import Connection
 
 from brainhands.shared.config import normalize_database_url
@@ -97,6 +98,31 @@ async def test_an_in_list_is_rendered_for_its_length_each_time(pg_store: Store) 
 
         hot_rows, plain = await pg_store.backend.read(both)
         assert hot_rows == plain == [(n, {"n": n}) for n in seqs]
+
+
+def test_an_in_lists_rendering_is_kept_per_length_and_bound_as_sqlalchemy_binds_it() -> None:
+    # A JSON value that is a list is a value, not an IN list.
+    statement = hot(
+        select(_e.c.seq)
+        .where(_e.c.seq.in_(bindparam("seqs", expanding=True)), _e.c.body == bindparam("body"))
+        .where(_e.c.session_id.in_(bindparam("sids", expanding=True)))
+    )
+    compiled = statement.compiled(asyncpg_dialect.dialect(), None)
+    assert compiled.expanding is not None
+    for params in (
+        {"seqs": [3, 4], "sids": ["a"], "body": [1, 2]},
+        {"seqs": [5, 6], "sids": ["b"], "body": {"n": 1}},  # the same lengths, other values
+        {"seqs": [], "sids": ["c", "d", "e"], "body": None},
+        {"body": [], "sids": ["f"], "seqs": [7]},  # the keys in another order
+    ):
+        state = compiled.expanding.construct_expanded_state(params, escape_names=False)
+        expected = [
+            state.processors[name](state.parameters[name])
+            if name in state.processors
+            else state.parameters[name]
+            for name in state.positiontup or ()
+        ]
+        assert compiled.bound(params) == (state.statement, expected)
 
 
 async def test_a_refused_hop_rolls_back_what_it_wrote_and_its_connection_goes_on(
