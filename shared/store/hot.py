@@ -36,6 +36,9 @@ UNAVAILABLE = (
 """The driver's errors that say the connection or the server is gone (or going), or the
 connection is in a state it cannot go on from (a server's FATAL message came first)."""
 
+EXPANSIONS_KEPT = 256
+"""Renderings of one statement's IN lists kept (one per set of keys and lengths)."""
+
 HOT = "brainhands_hot"
 """Execution option of a connection whose hop sends hot statements on the driver."""
 
@@ -108,7 +111,9 @@ class _Compiled:
         shape = (tuple(params), tuple(len(params[key]) for key in self._lists if key in params))
         expansion = self._expansions.get(shape)
         if expansion is None:
-            expansion = self._expansions[shape] = _expansion(self.expanding, params, self._lists)
+            expansion = _expansion(self.expanding, params, self._lists)
+            if len(self._expansions) < EXPANSIONS_KEPT:
+                self._expansions[shape] = expansion
         sql, slots = expansion
         out = []
         for key, i, processor in slots:
