@@ -10,6 +10,8 @@ from typing import Any
 
 # Attributes every LogRecord has; anything else on a record came from ``extra=`` and is kept.
 _STANDARD = set(logging.makeLogRecord({}).__dict__) | {"message", "asctime", "taskName"}
+# One encoder for every record: json.dumps(..., default=str) builds a new one each call.
+_ENCODE = json.JSONEncoder(default=str).encode
 
 
 class JsonFormatter(logging.Formatter):
@@ -27,7 +29,7 @@ class JsonFormatter(logging.Formatter):
                 data[key] = value
         if record.exc_info:
             data["exc"] = self.formatException(record.exc_info)
-        return json.dumps(data, default=str)
+        return _ENCODE(data)
 
 
 def configure_logging(*, json_lines: bool, level: int = logging.INFO) -> None:
