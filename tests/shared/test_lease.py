@@ -590,7 +590,8 @@ async def test_the_renewal_connection_is_taken_only_once_a_renewal_is_due(
         await manager.release(lease)
     assert clients == []
 
-    async with manager.hold(await acquired(manager)) as lease:
-        await asyncio.sleep(2 * manager.renew_every)
+    async with manager.hold(await acquired(manager)):
+        await eventually(lambda: len(clients) == 1, what="a renewal round and its client")
+        await asyncio.sleep(2 * manager.renew_every)  # more rounds, on the same client
     assert len(clients) == 1
     await eventually(lambda: clients[0].connection is None, what="the renewal client closed")
