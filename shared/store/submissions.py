@@ -167,7 +167,8 @@ def _submit_chained(
         raise NotFoundError(f"session {session_id} does not exist")
     if row.outbox_id is None:  # seen before: the original, and no wake-up
         return _by_request_sync(conn, session_id, request_id), ()
-    record = SubmissionRecord(**{c.name: row._mapping[c.name] for c in schema.submission.c})
+    fields = row._mapping
+    record = SubmissionRecord(**{c.name: fields[c.name] for c in schema.submission.c})
     wake_row = OutboxRow(row.outbox_id, message.routing_key, message.body, message.headers)
     return record, (wake_row,)
 
