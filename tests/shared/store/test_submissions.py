@@ -12,6 +12,7 @@ from brainhands.shared.errors import NotFoundError
 from brainhands.shared.store import Store, schema
 from brainhands.shared.store.draft import OutboxMessage
 from brainhands.shared.store.submissions import get_submission, submit
+from tests.helpers.polling import eventually
 from tests.helpers.stores import StoreTarget
 
 
@@ -108,8 +109,11 @@ async def test_a_submission_that_waited_for_the_sessions_creator_takes_the_longe
             pending = asyncio.create_task(
                 submit(store, session_id="s1", request_id="r1", input=1, compat="v1", wake=wake)
             )
-            await asyncio.sleep(0.5)
-            assert not pending.done()  # waiting on the holder's insert
+            waiting = "SELECT count(*) > 0 FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+            await eventually(
+                lambda: holder.fetchval(waiting), within=30, what="the submission to wait on it"
+            )
+            assert not pending.done()
         receipt = await pending
     finally:
         await holder.close()
