@@ -10,9 +10,9 @@ For each worker count: start the workers and wait until they consume, then publi
 (``ToolJob``, unique operation ids, pool and compat ``bench``) to the pool's queue with the
 Broker; the clock runs from the first publish until J ``ToolResult`` events arrived on the
 result queue ``{ns}.results.bench``. Publishing confirmed messages is an order of magnitude
-faster than the workers, so the queue fills up almost at once. The per-job overhead is
-``acked.ts - received.ts`` of each operation in the workers' JSON logs (``received`` is
-logged when processing starts, after the prefetch buffer).
+faster than the workers, so the queue fills up almost at once. The per-job latency is
+``finished_at - created_at`` of each operation row: from the fence claim's statement to
+the outcome's, the store's part of a job (receipt and ack are logged at DEBUG only).
 
 The baseline is a bare aio-pika consumer in this process that acks each of J messages
 pre-published to a quorum queue of the same kind, with prefetch equal to the workers'
@@ -38,14 +38,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import aio_pika
+import asyncpg
 from aio_pika.abc import AbstractIncomingMessage
 
 from bench._rounds import rotated
 from bench._services import (
     Workers,
     add_service_urls,
+    asyncpg_dsn,
     clean_namespace,
-    log_events,
     new_parser,
     open_store,
     process_cpu,
@@ -70,7 +71,8 @@ class Run:
     jobs: int
     seconds: float
     latencies: list[float]
-    """Seconds from receipt to ack, one per job."""
+    """Seconds per job: the workers' from the fence claim to the outcome (store times), the
+    baseline's from receipt to ack."""
     cpu: float | None = None
     """CPU seconds the worker processes spent on the run, summed (None: unknown)."""
 
@@ -103,24 +105,23 @@ class Bench:
         await delivery.ack()
 
 
-def receipt_to_ack(logs: Sequence[Path], operation_ids: set[str]) -> list[float]:
-    """``acked.ts - received.ts`` per operation (the first receipt, the last ack)."""
-    received: dict[str, float] = {}
-    acked: dict[str, float] = {}
-    for log in logs:
-        for e in log_events(log):
-            op, ts = e.get("operation_id"), e.get("ts")
-            if op not in operation_ids or not isinstance(ts, int | float):
-                continue
-            assert isinstance(op, str)
-            if e.get("event") == "received":
-                received[op] = min(ts, received.get(op, ts))
-            elif e.get("event") == "acked":
-                acked[op] = max(ts, acked.get(op, ts))
-    missing = operation_ids - (received.keys() & acked.keys())
-    if missing:
-        raise RuntimeError(f"{len(missing)} operations lack a received or acked log line")
-    return [acked[op] - received[op] for op in operation_ids]
+async def claim_to_outcome(bench: Bench, operation_ids: Sequence[str]) -> list[float]:
+    """Per operation, its row's ``finished_at - created_at``: from the fence claim's statement
+    to the outcome's (the workers log receipt and ack at DEBUG only)."""
+    db = await asyncpg.connect(
+        asyncpg_dsn(bench.args.database_url), server_settings={"search_path": bench.db_schema}
+    )
+    try:
+        rows = await db.fetch(
+            "SELECT created_at, finished_at FROM operation WHERE operation_id = ANY($1::text[])",
+            list(operation_ids),
+        )
+    finally:
+        await db.close()
+    done = [r["finished_at"] - r["created_at"] for r in rows if r["finished_at"] is not None]
+    if len(done) != len(operation_ids):
+        raise RuntimeError(f"{len(operation_ids) - len(done)} operations have no outcome")
+    return done
 
 
 async def publish(broker: Broker, queue: str, bodies: Sequence[bytes]) -> None:
@@ -161,7 +162,7 @@ async def run_workers(bench: Bench, workers: int) -> Run:
             ) from None
         seconds = time.perf_counter() - started
         cpu_after = [process_cpu(proc.pid) for proc in procs]
-    latencies = receipt_to_ack(running.paths("hands"), set(operation_ids))
+    latencies = await claim_to_outcome(bench, operation_ids)
     cpu = None
     before = [c for c in cpu_before if c is not None]
     after = [c for c in cpu_after if c is not None]
@@ -258,8 +259,8 @@ def report(all_runs: Sequence[Run], concurrency: int, rounds: int) -> None:
     print()
     print(
         f"{runs[0].jobs} jobs per run, median of {rounds} run(s); concurrency (prefetch) "
-        f"{concurrency} per worker; {os.cpu_count()} CPU core(s); p50/p99: receipt -> ack "
-        "per job"
+        f"{concurrency} per worker; {os.cpu_count()} CPU core(s); p50/p99 per job: "
+        "the workers' fence claim -> outcome recorded (store times), the baseline's receipt -> ack"
     )
     scaling = [r for r in runs if r.label == "brainhands hands"]
     if scaling:
@@ -268,7 +269,7 @@ def report(all_runs: Sequence[Run], concurrency: int, rounds: int) -> None:
         top = max(r.rate for r in scaling)
         for r in scaling:
             bar = "#" * max(1, round(40 * r.rate / top))
-            cpu = f"  (workers' CPU {r.cpu / r.jobs * 1000:.1f} ms/job)" if r.cpu else ""
+            cpu = f"  (workers' CPU {r.cpu / r.jobs * 1000:.2f} ms/job)" if r.cpu else ""
             print(f"  {r.workers} worker(s) | {bar:<40} | {r.rate:,.0f}{cpu}")
 
 

@@ -12,8 +12,9 @@ unique namespace; every process started is stopped and every queue deleted at th
    ``tool_result`` entry minus that of the ``model`` entry, i.e. from the commit of the
    generation task's ``tools`` phase (the raw response, the tool task and its job in the
    outbox) to the commit that applies the result. The steps in between come from the outbox
-   rows' ``sent_at`` (the relays' confirmed publishes) and the processes' JSON logs (Hands
-   ``received``, ``claimed``, ``started``, ``outcome``; Brain ``woken``).
+   rows' ``sent_at`` (the relays' confirmed publishes), the operation rows' ``created_at``
+   (the Hands' fence claim) and the processes' JSON logs (Hands ``started``, ``outcome``;
+   Brain ``woken``).
 2. **Throughput.** A second Brain and a second Hands process join; S2 sessions
    (``--burst``) are submitted at once, and the clock runs until the last submission is
    answered (its ``updated_at``). One tool call per session: tool calls/s = sessions/s.

@@ -47,8 +47,6 @@ class Timeline:
     """The ``tool_result`` entry's commit: the result is applied."""
     job_sent: float | None = None
     result_sent: float | None = None
-    received: float | None = None
-    claimed: float | None = None
     started: float | None = None
     outcome: float | None = None
     woken: float | None = None
@@ -64,10 +62,12 @@ class Timeline:
 
 STEPS: list[tuple[str, str, str]] = [
     ("tools commit -> job confirmed + marked sent (Brain's relay)", "model_at", "job_sent"),
-    ("-> Hands received the job", "job_sent", "received"),
-    ("-> fence claim statement (operation lease in Redis)", "received", "claim_at"),
-    ("-> claimed (one upsert, RETURNING the row)", "claim_at", "claimed"),
-    ("-> started (one UPDATE, RETURNING the row)", "claimed", "started"),
+    (
+        "-> fence claim statement (Hands received the job; operation lease in Redis)",
+        "job_sent",
+        "claim_at",
+    ),
+    ("-> started (the claim's upsert; one UPDATE, RETURNING the row)", "claim_at", "started"),
     ("-> outcome recorded (no-op tool + outcome txn)", "started", "outcome"),
     ("-> result confirmed + marked sent (Hands' relay)", "outcome", "result_sent"),
     ("-> Brain woken by the result", "result_sent", "woken"),
@@ -189,7 +189,7 @@ async def timelines(
     )
     for row in operations:
         out[row["session_id"]].claim_at = row["created_at"]
-    hands = {"received", "claimed", "started", "outcome"}
+    hands = {"started", "outcome"}  # received and claimed are DEBUG lines
     for path in workers.paths("hands"):
         for e in log_events(path):
             seen = out.get(e.get("session_id", ""))

@@ -138,7 +138,7 @@ class HandsWorker:
         if delivery.redelivered:
             metrics.REDELIVERIES.labels("hands").inc()
         fields = {"operation_id": job.operation_id, "session_id": job.session_id, "tool": job.tool}
-        log.info(
+        log.debug(
             "received",
             extra={
                 **fields,
@@ -160,7 +160,7 @@ class HandsWorker:
             log.info("held by another worker", extra={**fields, "event": "skipped"})
             await delivery.ack()
             return
-        log.info("claimed", extra={**fields, "event": "claimed", "fence": lease.token})
+        log.debug("claimed", extra={**fields, "event": "claimed", "fence": lease.token})
         try:
             async with self.leases.hold(lease):
                 await self._process(job, claimed[-1], lease.token)
@@ -185,7 +185,7 @@ class HandsWorker:
                 await self.leases.release(lease)
         await delivery.ack()
         metrics.JOBS_ACKED.labels(self.pool).inc()
-        log.info("acked", extra={**fields, "event": "acked"})
+        log.debug("acked", extra={**fields, "event": "acked"})
 
     async def on_cancel(self, message: Message, delivery: Delivery) -> None:
         """A cancel notice: if the call runs here, its context now says ``cancelled()``."""
