@@ -52,6 +52,14 @@ def claim_session_fences(conn: Connection, claims: Sequence[tuple[str, int]]) ->
     the backend pipelines: each session's row, or the error refusing its claim."""
     params = [{"sid": sid, "below": token, "token": token} for sid, token in claims]
     found = run(conn, _CLAIM_SESSION, params[0] if len(params) == 1 else params).all()
+    return session_claims(conn, claims, found)
+
+
+def session_claims(
+    conn: Connection, claims: Sequence[tuple[str, int]], found: Sequence[Any]
+) -> list[Any]:
+    """Each of ``claims``' session row among the rows its statements returned (``found``),
+    or the error refusing it: the stored fence is read for the refused ones."""
     claimed = rows_for(found, claims, key=lambda row: (row.id, row.fence))
     refused = [sid for (sid, _), row in zip(claims, claimed, strict=True) if row is None]
     current = _fences(conn, _SESSION_FENCES, refused)

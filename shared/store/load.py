@@ -12,7 +12,7 @@ in by the same query (an outer join on the blob's key, so operations without one
 nothing more) and decoded into ``result``.
 
 ``claim_sessions_sync`` is what a Brain runs when it takes sessions: the fence claims, then
-the reads. A Brain that still holds a session's state from its last pass, at the version
+the reads (on PostgreSQL, each session's claim and reads are one statement). A Brain that still holds a session's state from its last pass, at the version
 the claim returns, re-reads only what can change without a new version: the open
 submissions, the inbox and the operations its waiting tool calls refer to.
 
@@ -28,7 +28,19 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from sqlalchemy import JSON, BindParameter, Boolean, Row, String, bindparam, or_, select, text
+from sqlalchemy import (
+    JSON,
+    BindParameter,
+    Boolean,
+    Integer,
+    Row,
+    String,
+    bindparam,
+    column,
+    or_,
+    select,
+    text,
+)
 from sqlalchemy.engine import Connection
 
 from brainhands.shared.errors import NotFoundError
@@ -93,36 +105,60 @@ _WAITED_OPERATIONS = hot(
     )
     .where(_t.c.session_id == _SID, _t.c.status == "waiting")
 )
-# PostgreSQL: what _ENTRIES, _DOCUMENTS, _OPEN_TASKS, _OPEN_SUBMISSIONS, _UNAPPLIED_INBOX and
-# _WAITED_OPERATIONS read, in their orders, as one JSON object (a table's row aggregates to the
-# object of its columns), decoded by the driver: one statement instead of six. Without
-# ``whole``, only the arrivals (submissions, inbox); without ``ops``, no operations: the
-# other kinds' subqueries are not run.
-_WHOLE = hot(
-    text(
-        f"""SELECT CAST(:sid AS VARCHAR) AS session_id, json_build_object(
-  'entries', CASE WHEN :whole THEN (SELECT coalesce(json_agg(
+
+
+def _rows_object(whole: str, ops: str) -> str:
+    """PostgreSQL: what _ENTRIES, _DOCUMENTS, _OPEN_TASKS, _OPEN_SUBMISSIONS, _UNAPPLIED_INBOX
+    and _WAITED_OPERATIONS read for session ``:sid``, in their orders, as one JSON object (a
+    table's row aggregates to the object of its columns), decoded by the driver. Unless the
+    SQL condition ``whole`` holds, only the arrivals (submissions, inbox); unless ``ops``
+    does, no operations: the other kinds' subqueries are not run."""
+    return f"""json_build_object(
+  'entries', CASE WHEN {whole} THEN (SELECT coalesce(json_agg(
       json_build_array(e.seq, e.kind, e.body, e.created_at) ORDER BY e.seq), '[]')
       FROM {_e.name} e WHERE e.session_id = :sid) END,
-  'documents', CASE WHEN :whole THEN (SELECT coalesce(json_agg(
+  'documents', CASE WHEN {whole} THEN (SELECT coalesce(json_agg(
       json_build_array(d.name, d.version, d.body)), '[]')
       FROM {_d.name} d WHERE d.session_id = :sid) END,
-  'tasks', CASE WHEN :whole THEN (SELECT coalesce(json_agg(t ORDER BY t.created_at, t.id), '[]')
+  'tasks', CASE WHEN {whole} THEN (SELECT coalesce(json_agg(t ORDER BY t.created_at, t.id), '[]')
       FROM {_t.name} t WHERE t.session_id = :sid AND t.status != 'terminal') END,
   'submissions', (SELECT coalesce(json_agg(s ORDER BY s.created_at, s.id), '[]')
       FROM {_sub.name} s WHERE s.session_id = :sid
       AND s.status IN ({", ".join(f"'{status}'" for status in OPEN_SUBMISSION_STATUSES)})),
   'inbox', (SELECT coalesce(json_agg(i ORDER BY i.id), '[]')
       FROM {_i.name} i WHERE i.session_id = :sid AND i.applied_at IS NULL),
-  'operations', CASE WHEN :ops THEN (SELECT coalesce(json_agg(
+  'operations', CASE WHEN {ops} THEN (SELECT coalesce(json_agg(
       json_build_array(o, convert_from(b.data, 'UTF8')::json)), '[]')
       FROM {_t.name} w JOIN {_o.name} o ON o.operation_id = w.operation_id
       LEFT JOIN {_b.name} b ON b.id = o.blob_id
       WHERE w.session_id = :sid AND w.status = 'waiting') END
-) AS rows"""
-    )
+)"""
+
+
+# One statement instead of six: the rows of session ``:sid`` (all of them with ``whole``,
+# with the waited-for operations with ``ops``).
+_WHOLE = hot(
+    text(f"SELECT CAST(:sid AS VARCHAR) AS session_id, {_rows_object(':whole', ':ops')} AS rows")
     .bindparams(bindparam("whole", type_=Boolean), bindparam("ops", type_=Boolean))
     .columns(session_id=String, rows=JSON)
+)
+_SESSION_KEYS = tuple(c.name for c in _s.c)
+_SESSION_COLUMNS = ", ".join(_SESSION_KEYS)
+# A Brain's claim of a session on PostgreSQL, one statement: the fence claim (``fence``'s
+# _CLAIM_SESSION), and the rows with their waited-for operations -- all of them unless the
+# session is still at version ``:known``, the state the Brain kept. The rows are read in the
+# statement's snapshot, taken before the claim waited for the session's row lock, if it did:
+# ``seen_version`` is the version in that snapshot, which differs from the claimed row's when
+# a commit came in between (the rows are then read again).
+_CLAIM = hot(
+    text(
+        f"""WITH f AS (UPDATE {_s.name} SET fence = :token WHERE id = :sid AND fence < :token
+  RETURNING {_SESSION_COLUMNS})
+SELECT f.*, (SELECT s.version FROM {_s.name} s WHERE s.id = :sid) AS seen_version,
+  {_rows_object("f.version IS DISTINCT FROM :known", "TRUE")} AS rows FROM f"""
+    )
+    .bindparams(bindparam("token", type_=_s.c.fence.type), bindparam("known", type_=Integer))
+    .columns(*(column(c.name, c.type) for c in _s.c), column("seen_version", Integer), rows=JSON)
 )
 _TASKS_BY_ID = hot(select(_t).where(_t.c.id.in_(_IDS)))
 _OPERATIONS_BY_ID = hot(
@@ -194,16 +230,33 @@ def claim_sessions_sync(
     A claim's ``known`` state is reused when the session is still at its version, with its
     open submissions, inbox and waited-for operations read again; other sessions are read
     whole. Each read is one statement for every session of the batch (pipelined on
-    PostgreSQL), so a batch costs what one claim costs: on PostgreSQL the fence claims, the
-    rows with the operations (one statement), and the settled tasks waits refer to, if any:
-    three round trips at most (nine on SQLite).
+    PostgreSQL), so a batch costs what one claim costs. On PostgreSQL the fence claim and
+    the rows with the operations are one statement (``_CLAIM``), then the settled tasks waits
+    refer to, if any: two round trips at most, three for a claim that waited for a commit
+    (nine on SQLite).
     Returns, per claim, what was read or why the claim was refused: ``StaleLeaseError``
     (with the stored fence) when the token is not above the fence, ``NotFoundError`` for an
     unknown session.
     """
-    rows = fence.claim_session_fences(conn, [(c.session_id, c.token) for c in claims])
+    pairs = [(c.session_id, c.token) for c in claims]
+    read: dict[str, _Rows] = {}
+    if conn.dialect.name == "postgresql":
+        params = [
+            {
+                "sid": c.session_id,
+                "token": c.token,
+                "known": None if c.known is None else c.known.session.version,
+            }
+            for c in claims
+        ]
+        found = run(conn, _CLAIM, params[0] if len(params) == 1 else params).all()
+        rows = fence.session_claims(conn, pairs, found)
+        # A commit between the statement's snapshot and its claim: read those rows again.
+        read = {r.id: _parse_rows(r.rows) for r in found if r.seen_version == r.version}
+    else:
+        rows = fence.claim_session_fences(conn, pairs)
     claimed = {
-        i: SessionRecord(**_fields(row))
+        i: SessionRecord(**{k: getattr(row, k) for k in _SESSION_KEYS})
         for i, row in enumerate(rows)
         if not isinstance(row, BaseException)
     }
@@ -215,7 +268,7 @@ def claim_sessions_sync(
     whole = [claimed[i] for i in claimed if reusable(i) is None]
     # Requests and outcomes arrive without a commit (no new version): read them again too.
     again = [claimed[i].id for i in claimed if reusable(i) is not None]
-    states = _read_states(conn, whole, arrivals_too=again, operations=True)
+    states = _read_states(conn, whole, arrivals_too=again, operations=True, read=read)
     for i, session in claimed.items():
         known = reusable(i)
         if known is not None:
@@ -304,12 +357,21 @@ def _read_states(
     *,
     arrivals_too: Sequence[str] = (),
     operations: bool = False,
+    read: dict[str, _Rows] | None = None,
 ) -> _States:
     """The whole state of each of ``sessions``, and the arrivals of ``arrivals_too`` as
     well (with the operations their waiting calls refer to, if ``operations``): one
-    statement per row kind for all of them (on PostgreSQL, one statement)."""
+    statement per row kind for all of them (on PostgreSQL, one statement). The rows of
+    ``read`` (by session, read as asked) are not read again."""
     sids = [s.id for s in sessions]
-    rows = _read_rows(conn)(conn, sids, arrivals_too, operations)
+    read = read or {}
+    rows = _read_rows(conn)(
+        conn,
+        [sid for sid in sids if sid not in read],
+        [sid for sid in arrivals_too if sid not in read],
+        operations,
+    )
+    rows.update(read)
     waited = {
         sid: sorted(
             {i for t in rows[sid].tasks for i in (t.wait_for or [])}
@@ -376,18 +438,22 @@ def _rows_as_json(
     params += [{"sid": s, "whole": False, "ops": operations} for s in arrivals_too]
     if not params:
         return {}
-    found = {}
-    for row in run(conn, _WHOLE, params[0] if len(params) == 1 else params):
-        rows = row.rows
-        found[row.session_id] = _Rows(
-            [SubmissionRecord(**r) for r in rows["submissions"]],
-            [InboxRecord(**r) for r in rows["inbox"]],
-            [EntryRecord(*e) for e in rows["entries"] or ()],
-            {d[0]: DocumentRecord(*d) for d in rows["documents"] or ()},
-            [TaskRecord(**t) for t in rows["tasks"] or ()],
-            {o["operation_id"]: _with_result(o, blob) for o, blob in rows["operations"] or ()},
-        )
-    return found
+    return {
+        row.session_id: _parse_rows(row.rows)
+        for row in run(conn, _WHOLE, params[0] if len(params) == 1 else params)
+    }
+
+
+def _parse_rows(rows: dict[str, Any]) -> _Rows:
+    """The records in the JSON object of one session's rows (``_rows_object``)."""
+    return _Rows(
+        [SubmissionRecord(**r) for r in rows["submissions"]],
+        [InboxRecord(**r) for r in rows["inbox"]],
+        [EntryRecord(*e) for e in rows["entries"] or ()],
+        {d[0]: DocumentRecord(*d) for d in rows["documents"] or ()},
+        [TaskRecord(**t) for t in rows["tasks"] or ()],
+        {o["operation_id"]: _with_result(o, blob) for o, blob in rows["operations"] or ()},
+    )
 
 
 def _per_session(

@@ -7,6 +7,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import asyncpg
 import pytest
 from sqlalchemy import event
 
@@ -14,6 +15,8 @@ from brainhands.shared.errors import NotFoundError, StaleLeaseError
 from brainhands.shared.store import Draft, Store, load
 from brainhands.shared.store.inbox import send_signal
 from brainhands.shared.store.ledger import OperationLedger
+from tests.helpers.polling import eventually
+from tests.helpers.stores import StoreTarget
 
 pytestmark = pytest.mark.integration
 
@@ -162,14 +165,14 @@ async def test_a_state_still_at_its_version_is_reused_and_only_arrivals_are_read
     await store.commit(submission_draft(known.session.version, fence=2))
     known = (await store.claim_session("s1", 3)).state  # now at the new version
 
-    reads = await count_claim_queries(store, "s1", 4, known)
+    statements = await count_claim_statements(store, "s1", 4, known)
 
-    # Open submissions, inbox and waited-for operations (one statement on PostgreSQL); the
-    # rest is reused.
-    assert reads == (1 if store.backend.chains_writes else 3)
+    # The fence claim, then the open submissions, inbox and waited-for operations (all one
+    # statement on PostgreSQL; on SQLite, after its BEGIN); the rest is reused.
+    assert statements == (1 if store.backend.chains_writes else 5)
     await send_signal(store, session_id="s1", name="go", signal_id="g", payload=None, wake=None)
     claimed = await store.claim_session("s1", 7, known)
-    assert claimed.state.entries == known.entries
+    assert claimed.state.entries is known.entries
     assert [s.request_id for s in claimed.state.open_submissions] == ["r-new"]
     assert [r.name for r in claimed.state.inbox] == ["go"]
 
@@ -220,6 +223,44 @@ async def test_a_state_behind_the_stored_version_is_not_reused(store: Store) -> 
     assert claimed.state.session.version == stale.session.version + 1
 
 
+@pytest.mark.parametrize("store_target", ["postgres"], indirect=True)
+@pytest.mark.parametrize("reuse", [False, True], ids=["unknown", "kept"])
+async def test_a_claim_that_waited_for_a_commit_reads_what_the_commit_wrote(
+    store: Store, store_target: StoreTarget, reuse: bool
+) -> None:
+    # The older holder's commit has locked the session's row and not committed yet: the
+    # one-statement claim waits for it, so its snapshot predates the commit's rows (kept:
+    # the claimer holds the state before that commit).
+    await store.create_session("s1", compat="v1")
+    await grow_at(store, "s1", fence=1, entries=2)
+    known = (await store.claim_session("s1", 2)).state
+    assert store_target.schema is not None
+    holder = await asyncpg.connect(
+        store_target.url.replace("postgresql+asyncpg", "postgresql"),
+        server_settings={"search_path": store_target.schema},
+    )
+    try:
+        async with holder.transaction():
+            await holder.execute(
+                "UPDATE session SET version = version + 1, entry_count = 3 WHERE id = 's1'"
+            )
+            await holder.execute(
+                "INSERT INTO entry (session_id, seq, kind, body, created_at) "
+                """VALUES ('s1', 3, 'note', '{"i": "late"}', 1)"""
+            )
+            pending = asyncio.create_task(store.claim_session("s1", 3, known if reuse else None))
+            waiting = "SELECT count(*) > 0 FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+            await eventually(
+                lambda: holder.fetchval(waiting), within=30, what="the claim to wait on it"
+            )
+            assert not pending.done()
+        claimed = await pending
+    finally:
+        await holder.close()
+    assert claimed.state.session.version == known.session.version + 1
+    assert [e.body for e in claimed.state.entries] == [{"i": 0}, {"i": 1}, {"i": "late"}]
+
+
 async def grow_at(store: Store, session_id: str, *, fence: int, entries: int) -> None:
     await store.claim_session_fence(session_id, fence)
     state = await store.load(session_id)
@@ -235,12 +276,11 @@ def submission_draft(version: int, *, fence: int) -> Draft:
     return draft
 
 
-async def count_claim_queries(store: Store, session_id: str, token: int, known: Any) -> int:
+async def count_claim_statements(store: Store, session_id: str, token: int, known: Any) -> int:
     statements: list[str] = []
 
     def count(_conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
-        if statement.lstrip().upper().startswith("SELECT"):
-            statements.append(statement)
+        statements.append(statement)
 
     engine = store.backend.writes_on
     event.listen(engine, "before_cursor_execute", count)
