@@ -6,7 +6,10 @@ the pass's picture (``SessionEdits``) when a decision depends on them:
 
 - before the pass lets go of the session (``anything_new``): an outcome or a signal that came
   meanwhile would otherwise wait for a wake-up that may be queued behind this pass's lease,
-  or lost;
+  or lost. The outcomes of calls whose jobs this pass committed less than
+  ``LEASE_WAIT_MARGIN`` ago are not read: each came after that commit, so its result event's
+  wake-up waits for this lease until later than the pass lets go (a lost event is the
+  sweeper's, as it is for a call whose outcome comes after the look);
 - when a task begins a signal wait (``for_new_wait``): a signal sent before the wait is
   received at once, and a follow-up wait takes the submissions waiting their turn;
 - when a root task ended (``for_next_turn``): the next submission may start.
@@ -47,6 +50,15 @@ class Arrivals:
         """When (monotonic) the claim read the inbox: fresh enough for a wait for a while."""
         self.queued_read_at = claimed_at
         """When (monotonic) the waiting submissions were last read."""
+        self.dispatched: dict[str, float] = {}
+        """The operations whose jobs this pass committed, and when (monotonic) each commit
+        was sent."""
+
+    def note_dispatched(self, draft: Draft, sent_at: float) -> None:
+        """``draft``, sent at ``sent_at``, has committed: note the calls it dispatched."""
+        for row in draft.new_tasks:
+            if row.get("operation_id") and row.get("status") == "waiting":
+                self.dispatched[row["operation_id"]] = sent_at
 
     @property
     def signals_read(self) -> bool:
@@ -58,10 +70,15 @@ class Arrivals:
         edits = self.edits
         open_tasks = edits.open_tasks()
         waited = {i for t in open_tasks for i in (t.wait_for or [])} - set(edits.rows)
+        # A call dispatched a moment ago has its result's wake-up to come (see above).
+        fresh_since = time.monotonic() - LEASE_WAIT_MARGIN
         op_ids = [
             t.operation_id
             for t in open_tasks
-            if t.kind == TOOL_KIND and t.operation_id and t.status == "waiting"
+            if t.kind == TOOL_KIND
+            and t.operation_id
+            and t.status == "waiting"
+            and self.dispatched.get(t.operation_id, fresh_since) <= fresh_since
         ]
         fresh, ops = await self.store.rows(sorted(waited), op_ids)
         changed = bool(fresh) or any(

@@ -338,7 +338,9 @@ class SessionRunner:
 
     async def _commit(self, draft: Draft) -> CommitReceipt:
         """Commit ``draft``, built against the current version (its rows are adopted)."""
+        sent_at = time.monotonic()
         receipt = await self.store.commit(draft)
         self.edits.version = receipt.version
         self.summary.commits += 1
+        self.arrivals.note_dispatched(draft, sent_at)
         return receipt

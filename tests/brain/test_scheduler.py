@@ -266,9 +266,7 @@ async def test_an_unknown_kind_is_blocked_untouched_then_migrated_by_a_newer_bui
     assert done.blocked_reason is None
 
 
-async def test_a_dispatched_call_is_committed_with_its_job_and_applied_once(
-    store: Store,
-) -> None:
+def echo_tools() -> ToolRegistry:
     tools = ToolRegistry()
 
     async def echo(args, ctx):  # type: ignore[no-untyped-def]
@@ -292,6 +290,13 @@ async def test_a_dispatched_call_is_committed_with_its_job_and_applied_once(
             description="echo",
         )
     )
+    return tools
+
+
+async def test_a_dispatched_call_is_committed_with_its_job_and_applied_once(
+    store: Store,
+) -> None:
+    tools = echo_tools()
     await submit(store, "caller", {"tool": "echo", "arguments": {"text": "hi"}})
 
     await run(store, tools=tools)
@@ -324,6 +329,39 @@ async def test_a_dispatched_call_is_committed_with_its_job_and_applied_once(
         "result": {"status": "succeeded", "result": {"echoed": "hi"}},
         "error": None,
     }
+
+
+async def test_a_pass_lets_go_without_reading_the_outcome_of_a_call_it_just_dispatched(
+    store: Store,
+) -> None:
+    """Its outcome comes after the job's commit, so its result's wake-up waits for the
+    pass's lease; a call dispatched by an earlier pass is read before the pass lets go."""
+    from typing import Any
+
+    from sqlalchemy import event
+
+    tools = echo_tools()
+    await submit(store, "caller", {"tool": "echo", "arguments": {"text": "hi"}})
+    operation_reads: list[str] = []
+
+    def count(_conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
+        if statement.lstrip().upper().startswith("SELECT") and "FROM operation" in statement:
+            operation_reads.append(statement)
+
+    engines = {store.backend.writes_on, store.backend.engine.sync_engine}
+    for engine in engines:
+        event.listen(engine, "before_cursor_execute", count)
+    try:
+        await run(store, tools=tools)
+        dispatching = len(operation_reads)
+        await run(store, tools=tools)  # no outcome yet: still waiting
+    finally:
+        for engine in engines:
+            event.remove(engine, "before_cursor_execute", count)
+
+    assert [j.tool for j in await outbox_jobs(store)] == ["echo"]
+    assert dispatching == 0
+    assert len(operation_reads) >= 1
 
 
 async def test_ids_are_rooted_in_the_session_uid_and_derived_again_until_committed(
