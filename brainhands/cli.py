@@ -15,6 +15,8 @@ import sys
 from collections.abc import Callable, Coroutine
 from typing import Any
 
+import uvloop
+
 from brainhands.demo_args import add_arguments as add_demo_arguments
 from brainhands.shared.errors import BrainhandsError
 from brainhands.shared.logs import configure_logging
@@ -171,7 +173,9 @@ def main(argv: list[str] | None = None) -> int:
     module, name = args.run.split(":")
     run: Command = getattr(importlib.import_module(module), name)
     try:
-        return asyncio.run(run(args))
+        # uvloop's event loop: the same asyncio API, with the loop and its sockets in C.
+        with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+            return runner.run(run(args))
     except BrainhandsError as exc:
         print(f"brainhands {args.command}: {exc}", file=sys.stderr)
         return 2
