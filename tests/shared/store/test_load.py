@@ -7,7 +7,6 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-import asyncpg
 import pytest
 from sqlalchemy import event
 
@@ -15,8 +14,7 @@ from brainhands.shared.errors import NotFoundError, StaleLeaseError
 from brainhands.shared.store import Draft, Store, load
 from brainhands.shared.store.inbox import send_signal
 from brainhands.shared.store.ledger import OperationLedger
-from tests.helpers.polling import eventually
-from tests.helpers.stores import StoreTarget
+from tests.helpers.stores import StoreTarget, holding_a_transaction, until_waiting_on_a_lock
 
 pytestmark = pytest.mark.integration
 
@@ -234,29 +232,18 @@ async def test_a_claim_that_waited_for_a_commit_reads_what_the_commit_wrote(
     await store.create_session("s1", compat="v1")
     await grow_at(store, "s1", fence=1, entries=2)
     known = (await store.claim_session("s1", 2)).state
-    assert store_target.schema is not None
-    holder = await asyncpg.connect(
-        store_target.url.replace("postgresql+asyncpg", "postgresql"),
-        server_settings={"search_path": store_target.schema},
-    )
-    try:
-        async with holder.transaction():
-            await holder.execute(
-                "UPDATE session SET version = version + 1, entry_count = 3 WHERE id = 's1'"
-            )
-            await holder.execute(
-                "INSERT INTO entry (session_id, seq, kind, body, created_at) "
-                """VALUES ('s1', 3, 'note', '{"i": "late"}', 1)"""
-            )
-            pending = asyncio.create_task(store.claim_session("s1", 3, known if reuse else None))
-            waiting = "SELECT count(*) > 0 FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
-            await eventually(
-                lambda: holder.fetchval(waiting), within=30, what="the claim to wait on it"
-            )
-            assert not pending.done()
-        claimed = await pending
-    finally:
-        await holder.close()
+    async with holding_a_transaction(store_target) as holder:
+        await holder.execute(
+            "UPDATE session SET version = version + 1, entry_count = 3 WHERE id = 's1'"
+        )
+        await holder.execute(
+            "INSERT INTO entry (session_id, seq, kind, body, created_at) "
+            """VALUES ('s1', 3, 'note', '{"i": "late"}', 1)"""
+        )
+        pending = asyncio.create_task(store.claim_session("s1", 3, known if reuse else None))
+        await until_waiting_on_a_lock(holder, "the claim to wait on it")
+        assert not pending.done()
+    claimed = await pending
     assert claimed.state.session.version == known.session.version + 1
     assert [e.body for e in claimed.state.entries] == [{"i": 0}, {"i": 1}, {"i": "late"}]
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 
-import asyncpg
 import pytest
 from sqlalchemy import func, select
 
@@ -12,8 +11,7 @@ from brainhands.shared.errors import NotFoundError
 from brainhands.shared.store import Store, schema
 from brainhands.shared.store.draft import OutboxMessage
 from brainhands.shared.store.submissions import get_submission, submit
-from tests.helpers.polling import eventually
-from tests.helpers.stores import StoreTarget
+from tests.helpers.stores import StoreTarget, holding_a_transaction, until_waiting_on_a_lock
 
 
 def wake(key: str) -> OutboxMessage:
@@ -95,27 +93,16 @@ async def test_a_submission_that_waited_for_the_sessions_creator_takes_the_longe
 ) -> None:
     # Another transaction has inserted the session and not committed yet: the one-statement
     # submission waits for it on the conflict, then does not see its row in its snapshot.
-    assert store_target.schema is not None
-    holder = await asyncpg.connect(
-        store_target.url.replace("postgresql+asyncpg", "postgresql"),
-        server_settings={"search_path": store_target.schema},
-    )
-    try:
-        async with holder.transaction():
-            await holder.execute(
-                "INSERT INTO session (id, uid, compat, version, fence, status, entry_count, "
-                "created_at, updated_at) VALUES ('s1', 'u1', 'v1', 0, 0, 'active', 0, 1, 1)"
-            )
-            pending = asyncio.create_task(
-                submit(store, session_id="s1", request_id="r1", input=1, compat="v1", wake=wake)
-            )
-            waiting = "SELECT count(*) > 0 FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
-            await eventually(
-                lambda: holder.fetchval(waiting), within=30, what="the submission to wait on it"
-            )
-            assert not pending.done()
-        receipt = await pending
-    finally:
-        await holder.close()
+    async with holding_a_transaction(store_target) as holder:
+        await holder.execute(
+            "INSERT INTO session (id, uid, compat, version, fence, status, entry_count, "
+            "created_at, updated_at) VALUES ('s1', 'u1', 'v1', 0, 0, 'active', 0, 1, 1)"
+        )
+        pending = asyncio.create_task(
+            submit(store, session_id="s1", request_id="r1", input=1, compat="v1", wake=wake)
+        )
+        await until_waiting_on_a_lock(holder, "the submission to wait on it")
+        assert not pending.done()
+    receipt = await pending
     assert receipt.created and receipt.submission.input == 1
     assert await outbox_rows(store) == [("brain.v1", b"v1")]
