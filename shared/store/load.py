@@ -12,9 +12,10 @@ in by the same query (an outer join on the blob's key, so operations without one
 nothing more) and decoded into ``result``.
 
 ``claim_sessions_sync`` is what a Brain runs when it takes sessions: the fence claims, then
-the reads (on PostgreSQL, each session's claim and reads are one statement). A Brain that still holds a session's state from its last pass, at the version
-the claim returns, re-reads only what can change without a new version: the open
-submissions, the inbox and the operations its waiting tool calls refer to.
+the reads (on PostgreSQL, each session's claim and reads are one statement). A Brain that
+still holds a session's state from its last pass, at the version the claim returns,
+re-reads only what can change without a new version: the open submissions, the inbox and
+the operations its waiting tool calls refer to.
 
 The statements are built once, with bind parameters, and run on a sync connection: the
 caller runs the whole transaction in one greenlet (or one worker thread on SQLite).
