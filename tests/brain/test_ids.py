@@ -3,6 +3,7 @@ same session id never hand an external service the same key."""
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
 
 import pytest
@@ -35,6 +36,14 @@ def test_task_ids_differ_between_sessions_and_repeat_for_the_same_commit() -> No
 
     assert len(ids) == 6
     assert derive_task_id(UID, 2, 1) == derive_task_id(UID, 2, 1)
+
+
+def test_task_ids_are_the_uuid5_earlier_builds_derived() -> None:
+    # A phase run again after a deploy must derive the ids its first run's build derived.
+    for uid in (UID, OTHER_UID, uuid.uuid4().hex):
+        for version, n in [(1, 0), (17, 3), (123456, 250)]:
+            name = f"{uid}/{version}/{n}"
+            assert derive_task_id(uid, version, n) == uuid.uuid5(uuid.NAMESPACE_URL, name).hex
 
 
 def test_a_chosen_operation_id_is_scoped_by_the_session_uid() -> None:
