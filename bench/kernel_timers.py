@@ -130,27 +130,22 @@ async def auto_lead(store: Store, topology: Topology, workers: Workers, sessions
 def after_t_events(paths: Sequence[Path], t: float, until: float) -> AfterT:
     out = AfterT()
     for path in paths:
-        delivered: dict[str, list[float]] = {}
         for e in log_events(path):
-            ts, event, session_id = e.get("ts"), e.get("event"), e.get("session_id")
+            ts, event = e.get("ts"), e.get("event")
             if not isinstance(ts, int | float):
                 continue
             wake = e.get("next_wake")
             if event == "advanced" and ts < t and isinstance(wake, float) and abs(wake - t) < 1e-3:
                 out.armed += 1
-            if event == "woken" and isinstance(session_id, str):
-                delivered.setdefault(session_id, []).append(ts)
-                out.woken += t <= ts <= until
-            elif event in ("advanced", "busy") and isinstance(session_id, str):
-                started = delivered.get(session_id, [])
-                since = started.pop(0) if started else None
-                if since is None or not t <= since <= until:
-                    continue
+            # The line that ends a delivery says when the delivery was taken.
+            since = e.get("received_at")
+            if isinstance(since, int | float) and t <= since <= until:
+                out.woken += 1
                 if event == "busy":
                     out.busy += 1
-                else:
+                elif event == "advanced":
                     (out.useful if e.get("phases") else out.idle).append(ts - since)
-            elif event == "swept":
+            if event == "swept":
                 sent = int(e.get("session_woken", 0))
                 if ts >= t:
                     out.sweeper += sent

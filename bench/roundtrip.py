@@ -14,7 +14,7 @@ unique namespace; every process started is stopped and every queue deleted at th
    outbox) to the commit that applies the result. The steps in between come from the outbox
    rows' ``sent_at`` (the relays' confirmed publishes), the operation rows' ``created_at``
    (the Hands' fence claim) and the processes' JSON logs (Hands ``started``, ``outcome``;
-   Brain ``woken``).
+   the ``received_at`` of the Brain's line that ends the result's delivery).
 2. **Throughput.** A second Brain and a second Hands process join; S2 sessions
    (``--burst``) are submitted at once, and the clock runs until the last submission is
    answered (its ``updated_at``). One tool call per session: tool calls/s = sessions/s.

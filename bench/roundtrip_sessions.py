@@ -198,11 +198,13 @@ async def timelines(
     for path in workers.paths("brain"):
         for e in log_events(path):
             seen = out.get(e.get("session_id", ""))
-            if seen is None or e["ts"] < seen.model_at:
+            if seen is None:
                 continue
-            if e.get("event") == "woken" and e.get("by") == "tool_result":
-                seen.woken = min(e["ts"], seen.woken or e["ts"])
-            elif e.get("event") == "advanced":
+            # The line that ends a delivery says when the delivery was taken.
+            received = e.get("received_at")
+            if e.get("by") == "tool_result" and received is not None and received >= seen.model_at:
+                seen.woken = min(received, seen.woken or received)
+            if e.get("event") == "advanced" and e["ts"] >= seen.model_at:
                 seen.dispatch_done = min(e["ts"], seen.dispatch_done or e["ts"])
     return list(out.values())
 
@@ -232,10 +234,10 @@ def brain_passes(workers: Workers, ids: Sequence[str]) -> Passes:
         if e.get("session_id") not in wanted:
             continue
         times.append(e["ts"])
-        if e.get("event") == "woken":
-            by = str(e.get("by"))
+        if "by" in e:  # the one line that ends each delivery
+            by = str(e["by"])
             out.woken[by] = out.woken.get(by, 0) + 1
-        elif e.get("event") == "advanced" and not e.get("phases"):
+        if e.get("event") == "advanced" and not e.get("phases"):
             out.idle += 1
         elif e.get("event") == "busy":
             out.busy += 1

@@ -32,6 +32,8 @@ import contextlib
 import logging
 import time
 from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any
 
 from brainhands.brain.arrivals import LEASE_WAIT_MARGIN
 from brainhands.brain.edits import StartSubmission, start_from_input
@@ -54,6 +56,7 @@ from brainhands.shared.tracing import context_from, tracer
 
 log = logging.getLogger("brainhands.brain")
 
+
 LOCAL_TIMER_HORIZON = 300.0
 """Timers due within this many seconds are also kept in memory, so they fire on time; the
 sweeper remains the durable backstop."""
@@ -63,6 +66,21 @@ KEPT_SESSIONS = 1000
 
 KEPT_CALLS = 10_000
 """Tool calls whose applied results a worker remembers (oldest dropped)."""
+
+
+@dataclass(frozen=True)
+class Trigger:
+    """The delivery that woke a pass, told on the line that ends it (``advanced``, ``busy``
+    or ``already_applied``)."""
+
+    by: str
+    """The message's type: ``wake`` (a submission, the sweeper, a timer) or ``tool_result``."""
+    redelivered: bool
+    received_at: float
+    """When the worker took the delivery (epoch seconds)."""
+
+    def log(self) -> dict[str, Any]:
+        return {"by": self.by, "redelivered": self.redelivered, "received_at": self.received_at}
 
 
 class BrainWorker:
@@ -141,18 +159,14 @@ class BrainWorker:
             return
         if delivery.redelivered:
             metrics.REDELIVERIES.labels("brain").inc()
-        log.info(
-            "woken",
-            extra={
-                "event": "woken",
-                "session_id": message.session_id,
-                "by": message.type,
-                "redelivered": delivery.redelivered,
-            },
+        # What woke the pass, on the line that ends it: one INFO line for each delivery.
+        trigger = Trigger(message.type, delivery.redelivered, time.time())
+        log.debug(
+            "woken", extra={"event": "woken", "session_id": message.session_id, **trigger.log()}
         )
         # A redelivered result always gets a pass (see the module's docstring).
         result = message if isinstance(message, ToolResult) and not delivery.redelivered else None
-        if result is not None and await self._already_applied(result):
+        if result is not None and await self._already_applied(result, trigger):
             await delivery.ack()
             return
         try:
@@ -163,7 +177,7 @@ class BrainWorker:
                     context=context_from(message.trace),
                     attributes={"session_id": message.session_id, "trigger": message.type},
                 ):
-                    await self.advance(message.session_id, result=result)
+                    await self.advance(message.session_id, trigger, result=result)
         except LeaseLost as exc:
             metrics.LEASE_LOST.inc()
             log.warning(
@@ -172,17 +186,20 @@ class BrainWorker:
                     "event": "lease_lost",
                     "session_id": message.session_id,
                     "reason": exc.reason,
+                    **trigger.log(),
                 },
             )
             await delivery.reject(requeue=True)
             return
         await delivery.ack()
 
-    async def advance(self, session_id: str, *, result: ToolResult | None = None) -> None:
+    async def advance(
+        self, session_id: str, trigger: Trigger, *, result: ToolResult | None = None
+    ) -> None:
         """Take the session, run it until nothing is runnable, let go (``result``: the tool
         result this pass is for, if it may be skipped once applied)."""
         claimed: list[ClaimedSession] = []
-        lease = await self._acquire(session_id, claimed, result)
+        lease = await self._acquire(session_id, claimed, trigger, result)
         if lease is None:
             return
         try:
@@ -211,13 +228,14 @@ class BrainWorker:
                     "session_id": session_id,
                     "fence": lease.token,
                     "current": exc.current,
+                    **trigger.log(),
                 },
             )
             return
         except NotFoundError:
             log.warning(
                 "wake-up for an unknown session",
-                extra={"event": "unknown_session", "session_id": session_id},
+                extra={"event": "unknown_session", "session_id": session_id, **trigger.log()},
             )
             return
         except BaseException:
@@ -233,7 +251,12 @@ class BrainWorker:
         else:
             log.warning(
                 "session of another build; passed on",
-                extra={"event": "foreign", "session_id": session_id, "compat": summary.foreign},
+                extra={
+                    "event": "foreign",
+                    "session_id": session_id,
+                    "compat": summary.foreign,
+                    **trigger.log(),
+                },
             )
             wake = SessionWake(session_id=session_id, compat=summary.foreign, reason="handover")
             await self.broker.publish_routed(
@@ -249,6 +272,7 @@ class BrainWorker:
                 "phases": summary.phases,
                 "commits": summary.commits,
                 "next_wake": summary.next_wake,
+                **trigger.log(),
             },
         )
         if summary.next_wake is not None:
@@ -266,6 +290,7 @@ class BrainWorker:
         self,
         session_id: str,
         claimed: list[ClaimedSession],
+        trigger: Trigger,
         result: ToolResult | None,
     ) -> Lease | None:
         """The session's lease; what its fence claim read is appended to ``claimed``.
@@ -286,7 +311,10 @@ class BrainWorker:
             if lease is not None:
                 return lease
             if time.monotonic() > deadline:
-                log.info("session busy", extra={"event": "busy", "session_id": session_id})
+                log.info(
+                    "session busy",
+                    extra={"event": "busy", "session_id": session_id, **trigger.log()},
+                )
                 return None
             await asyncio.sleep(min(0.2, self.leases.ttl_ms / 5000))
             waits += 1
@@ -294,7 +322,7 @@ class BrainWorker:
             if (
                 result is not None
                 and waits & (waits - 1) == 0
-                and await self._already_applied(result, waited=True)
+                and await self._already_applied(result, trigger, waited=True)
             ):
                 return None
 
@@ -304,7 +332,9 @@ class BrainWorker:
         while len(self._kept) > KEPT_SESSIONS:
             self._kept.popitem(last=False)
 
-    async def _already_applied(self, result: ToolResult, *, waited: bool = False) -> bool:
+    async def _already_applied(
+        self, result: ToolResult, trigger: Trigger, *, waited: bool = False
+    ) -> bool:
         """Whether ``result``'s call is settled (then it is logged as skipped); ``waited``:
         the session's lease was found busy."""
         if result.operation_id not in self._applied:
@@ -323,6 +353,7 @@ class BrainWorker:
                 "event": "already_applied",
                 "session_id": result.session_id,
                 "operation_id": result.operation_id,
+                **trigger.log(),
             },
         )
         return True

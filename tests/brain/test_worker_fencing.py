@@ -36,12 +36,11 @@ def events(brains: BrainHarness, n: int, *names: str) -> list[dict[str, Any]]:
 
 def redelivery_handled(brains: BrainHarness, since: float) -> bool:
     """Whether some Brain took a redelivered wake-up after ``since`` and ended its pass."""
-    for n in range(len(brains.processes)):
-        later = [e for e in events(brains, n, "woken", "advanced", "busy") if e["ts"] > since]
-        first = next((i for i, e in enumerate(later) if e.get("redelivered")), None)
-        if first is not None and any(e["event"] != "woken" for e in later[first:]):
-            return True
-    return False
+    return any(
+        e["ts"] > since and e.get("redelivered")
+        for n in range(len(brains.processes))
+        for e in events(brains, n, "advanced", "busy")
+    )
 
 
 def marks(path: Path) -> list[int]:
