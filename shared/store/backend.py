@@ -97,8 +97,9 @@ class Backend(ABC):
     ) -> _T:
         """Run ``work(conn)`` in a writing transaction of its own, in one hop.
 
-        ``single_statement`` work, whose one write is atomic on its own, may run without a
-        transaction around it. Driver errors leave as store errors.
+        ``single_statement`` work, whose writes are atomic on their own (one statement, or
+        one statement pipelined for many sets of parameters), may run without a transaction
+        around it. Driver errors leave as store errors.
         """
 
     @abstractmethod

@@ -78,6 +78,12 @@ class _Shape(NamedTuple):
     """None, or (True, whether ``ANSWER_CHANNEL`` too)."""
 
 
+def one_shape(drafts: Sequence[Draft], *, notify: bool) -> bool:
+    """Whether ``drafts`` (each ``chainable``) are written by one statement, pipelined for
+    all of them in one round trip: atomic together, as one execution is."""
+    return len({_shape(draft, notify) for draft in drafts}) == 1
+
+
 def chainable(draft: Draft) -> bool:
     """Whether ``draft`` can be one statement: no two writes of it that the one snapshot
     would see wrongly (a row written twice, or a joined answer that would, in order, also

@@ -27,7 +27,7 @@ from brainhands.shared.errors import (
     NotFoundError,
 )
 from brainhands.shared.store import schema
-from brainhands.shared.store.chained import chainable, write_chained
+from brainhands.shared.store.chained import chainable, one_shape, write_chained
 from brainhands.shared.store.draft import Draft, OutboxMessage
 from brainhands.shared.store.guard import (
     GUARD,
@@ -149,6 +149,14 @@ def one_statement(draft: Draft, *, chained: bool) -> bool:
     """Whether ``draft`` is written as one statement, atomic without a transaction around
     it (``chained``: on a backend that chains writes)."""
     return chained and chainable(draft)
+
+
+def one_round_trip(drafts: Sequence[Draft], *, chained: bool, notify: bool) -> bool:
+    """Whether ``drafts`` are written in one round trip, atomic without a transaction around
+    it: each as one statement, all by the same one (``chained.one_shape``)."""
+    return all(one_statement(d, chained=chained) for d in drafts) and one_shape(
+        drafts, notify=notify
+    )
 
 
 def _write(

@@ -51,8 +51,10 @@ class GroupCommit(Generic[_W, _R]):
     ``order`` sorts a batch (by session or operation id), so that two batches lock the rows
     they share in one order (a superseded holder's write and its successor's, say).
     ``what`` names the writes in the ``brainhands_group_commit_writes`` metric.
-    ``single_statement`` says of a write that ``apply_one`` writes it in one statement,
-    atomic on its own: alone, it is then sent without BEGIN and COMMIT.
+    ``one_round_trip`` says of writes that ``apply_many`` (``apply_one``, for one) writes
+    them in one round trip that is atomic on its own (one statement, or one statement
+    pipelined for them all): they are then sent without BEGIN and COMMIT, two round trips
+    fewer, and the server commits them at the end of that one.
     """
 
     def __init__(
@@ -63,12 +65,12 @@ class GroupCommit(Generic[_W, _R]):
         apply_many: ApplyMany[_W, _R],
         order: Callable[[_W], str],
         what: str,
-        single_statement: Callable[[_W], bool] = lambda _write: False,
+        one_round_trip: Callable[[Sequence[_W]], bool] = lambda _writes: False,
     ) -> None:
         self.backend = backend
         self._apply_one = apply_one
         self._apply_many = apply_many
-        self._single_statement = single_statement
+        self._one_round_trip = one_round_trip
         self.what = what
         self._size = metrics.GROUP_COMMIT.labels(what)
         self._batcher: Batcher[_W, _R] = Batcher(self._flush, max_batch=MAX_BATCH, order=order)
@@ -96,7 +98,10 @@ class GroupCommit(Generic[_W, _R]):
     async def _apply(self, writes: Sequence[_W]) -> list[_R | BrainhandsError]:
         """One transaction for ``writes``: a result, or a refused guard's error, each."""
         self._size.observe(len(writes))
-        return await self.backend.write(lambda conn: self._apply_many(conn, writes))
+        return await self.backend.write(
+            lambda conn: self._apply_many(conn, writes),
+            single_statement=self._one_round_trip(writes),
+        )
 
     async def _alone(self, write: _W) -> _R | BaseException:
         """``write`` in a transaction of its own: its result, or the error it raised."""
@@ -104,7 +109,7 @@ class GroupCommit(Generic[_W, _R]):
         try:
             return await self.backend.write(
                 lambda conn: self._apply_one(conn, write),
-                single_statement=self._single_statement(write),
+                single_statement=self._one_round_trip([write]),
             )
         except Exception as exc:
             return exc

@@ -156,7 +156,9 @@ class OperationLedger:
             ),
             order=lambda outcome: str(outcome.params["w_id"]),
             what="outcomes",
-            single_statement=lambda outcome: outcome.one_statement(chained),
+            one_round_trip=lambda outcomes: (
+                len(outcomes) == 1 and outcomes[0].one_statement(chained)
+            ),
         )
         # Claims and starts asked for while one is on its way share the next round trip.
         self._claims: Batcher[fence.OperationFenceClaim, OperationRecord] = Batcher(

@@ -12,7 +12,7 @@ from sqlalchemy import exists, func, insert, or_, select, text
 from brainhands.shared.batch import Batcher
 from brainhands.shared.store import fence, migrate, schema
 from brainhands.shared.store.backend import Backend
-from brainhands.shared.store.commit import apply_draft_sync, apply_drafts_sync, one_statement
+from brainhands.shared.store.commit import apply_draft_sync, apply_drafts_sync, one_round_trip
 from brainhands.shared.store.draft import Draft, new_id
 from brainhands.shared.store.group import GroupCommit
 from brainhands.shared.store.load import (
@@ -65,7 +65,7 @@ class Store:
             ),
             order=lambda draft: draft.session_id,
             what="drafts",
-            single_statement=lambda draft: one_statement(draft, chained=chained),
+            one_round_trip=lambda drafts: one_round_trip(drafts, chained=chained, notify=notify),
         )
         self._claims: Batcher[SessionClaim, ClaimedSession] = Batcher(
             self._claim_batch, order=lambda claim: claim.session_id, what="session_claims"

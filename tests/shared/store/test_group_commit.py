@@ -18,6 +18,7 @@ from brainhands.shared.store import (
     OutboxMessage,
     Store,
 )
+from brainhands.shared.store.commit import one_round_trip
 
 pytestmark = pytest.mark.integration
 
@@ -120,6 +121,43 @@ async def test_a_draft_failing_late_in_a_batch_fails_alone_and_the_others_commit
     assert isinstance(outcomes[1], ConflictError)
     versions = [(await store.load(s)).session.version for s in ids]
     assert versions == [1, 0, 1]
+    assert (await store.status())["outbox_rows"] == 2
+
+
+async def test_a_batch_sent_without_begin_fails_whole_and_its_drafts_go_alone(
+    store: Store,
+) -> None:
+    ids = await sessions(store, 3)
+    tasks = {}
+    for session_id in ids:
+        first = Draft(session_id, version=0, fence=1)
+        tasks[session_id] = first.add_task(kind="k", kind_version=1, input={}, status="waiting")
+        await store.commit(first)
+    tasks["s1"] = "no-such-task"  # fails in the middle of the pipelined statement
+    drafts = []
+    for session_id in ids:
+        draft = Draft(session_id, version=1, fence=1)
+        draft.append_entry("user", {"text": session_id})
+        draft.update_task(tasks[session_id], status="running")
+        draft.add_outbox("q", session_id.encode())
+        drafts.append(draft)
+    chained = store.backend.chains_writes
+    # One statement for the three, so no BEGIN and COMMIT around it on PostgreSQL.
+    assert one_round_trip(drafts, chained=chained, notify=store.backend.notifies) == chained
+    before = batches()
+
+    outcomes = await asyncio.gather(*map(store.commit, drafts), return_exceptions=True)
+
+    after = batches()
+    # s0's write, ahead of s1's in the pipeline, was undone with it: going alone, it commits
+    # (a write left behind would have had its guard refuse it).
+    assert (after[0] - before[0], after[1] - before[1]) == (4, 6)
+    assert isinstance(outcomes[1], ConflictError)
+    assert [o.version for o in outcomes if isinstance(o, CommitReceipt)] == [2, 2]
+    for session_id in ids:
+        state = await store.load(session_id)
+        texts = [e.body["text"] for e in state.entries]
+        assert texts == ([] if session_id == "s1" else [session_id])
     assert (await store.status())["outbox_rows"] == 2
 
 
