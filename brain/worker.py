@@ -52,7 +52,7 @@ from brainhands.shared.store import SessionState, Store
 from brainhands.shared.store.declarations import ToolCatalog
 from brainhands.shared.store.queries import tasks_by_ids
 from brainhands.shared.store.records import ClaimedSession
-from brainhands.shared.tracing import context_from, tracer
+from brainhands.shared.tracing import message_span
 
 log = logging.getLogger("brainhands.brain")
 
@@ -172,10 +172,10 @@ class BrainWorker:
         try:
             # Results first: a pass waiting for a slot goes before waiting wake-ups.
             async with self._gate.slot(urgent=isinstance(message, ToolResult)):
-                with tracer.start_as_current_span(
+                with message_span(
                     "brainhands.brain.pass",
-                    context=context_from(message.trace),
-                    attributes={"session_id": message.session_id, "trigger": message.type},
+                    message.trace,
+                    {"session_id": message.session_id, "trigger": message.type},
                 ):
                     await self.advance(message.session_id, trigger, result=result)
         except LeaseLost as exc:

@@ -46,7 +46,7 @@ from brainhands.shared.parking import park
 from brainhands.shared.store import OperationLedger, OperationRecord, OutboxMessage
 from brainhands.shared.store.records import OperationStatus
 from brainhands.shared.tools import QueryAnswer, ToolRegistry, ToolSpec, describe_invalid_arguments
-from brainhands.shared.tracing import context_from, current_carrier, tracer
+from brainhands.shared.tracing import current_carrier, message_span
 
 log = logging.getLogger("brainhands.hands")
 
@@ -126,10 +126,10 @@ class HandsWorker:
         if not isinstance(message, ToolJob):
             await park(self.broker, delivery, f"a {message.type} message has no place here")
             return
-        with tracer.start_as_current_span(
+        with message_span(
             "brainhands.hands.job",
-            context=context_from(message.trace),
-            attributes={"operation_id": message.operation_id, "tool": message.tool},
+            message.trace,
+            {"operation_id": message.operation_id, "tool": message.tool},
         ):
             await self._handle(message, delivery)
 
