@@ -33,6 +33,17 @@ WAL_SWITCH_WAIT_MS = 100
 PING_AFTER_IDLE_S = 5.0
 """A pooled PostgreSQL connection idle for longer than this is pinged before use."""
 READ_ONLY = "brainhands_read_only"
+PLANNER_SETTINGS = {"enable_seqscan": "off"}
+"""Settings of every PostgreSQL connection of a store: its planner takes an index whenever
+there is one, whatever a table's size.
+
+The store's statements find their rows by key, and each connection caches one generic plan
+for each of them (asyncpg prepares them). A plan made while a table is a few pages -- a new
+store, a fresh schema -- scans that table whole, and stays cached as the table grows, until
+an ANALYZE replaces it. In a burst of 1,000 sessions on a new store the session claim read
+about 390 pages each time and the start of a call about 220, and PostgreSQL spent 4.4 ms of
+CPU per session; with this setting, 35 and 15 pages and 2.1 ms. A statement with no index to
+take still scans (the setting only makes a scan the last resort)."""
 
 _T = TypeVar("_T")
 
@@ -50,9 +61,11 @@ def create_engine(
         _configure_sqlite(engine.sync_engine)
         return engine
     # The hook SQLAlchemy's asyncpg dialect opens connections with, given the URL's arguments.
-    connect_args: dict[str, Any] = {"async_creator_fn": _connect_to_the_end}
-    if db_schema:
-        connect_args["server_settings"] = {"search_path": db_schema}
+    settings = {**PLANNER_SETTINGS, **({"search_path": db_schema} if db_schema else {})}
+    connect_args: dict[str, Any] = {
+        "async_creator_fn": _connect_to_the_end,
+        "server_settings": settings,
+    }
     engine = create_async_engine(
         url,
         echo=echo,
