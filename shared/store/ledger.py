@@ -156,9 +156,7 @@ class OperationLedger:
             ),
             order=lambda outcome: str(outcome.params["w_id"]),
             what="outcomes",
-            one_round_trip=lambda outcomes: (
-                len(outcomes) == 1 and outcomes[0].one_statement(chained)
-            ),
+            one_round_trip=lambda outcomes: _one_round_trip(outcomes, chained),
         )
         # Claims and starts asked for while one is on its way share the next round trip.
         self._claims: Batcher[fence.OperationFenceClaim, OperationRecord] = Batcher(
@@ -407,6 +405,15 @@ def _record_chained(
         else:
             out.append((OutboxRow(row.id, event.routing_key, event.body, event.headers),))
     return out
+
+
+def _one_round_trip(outcomes: Sequence[_Outcome], chained: bool) -> bool:
+    """Whether ``outcomes`` are written in one round trip, atomic without a transaction around
+    it: a lone one as one statement, or each with its event by the one statement that writes
+    both, pipelined for them all (``chained``: on a backend that chains writes)."""
+    if len(outcomes) == 1:
+        return outcomes[0].one_statement(chained)
+    return all(outcome.with_event(chained) for outcome in outcomes)
 
 
 def _record_outcomes(

@@ -259,3 +259,38 @@ async def test_an_outcome_failing_in_a_batch_fails_alone_and_the_others_are_reco
     assert isinstance(outcomes[1], StoreError)
     assert [(await ledger.get(op)).status for op in ids] == ["succeeded", "intended", "succeeded"]
     assert (await store.status())["outbox_rows"] == 2
+
+
+@pytest.mark.parametrize("store_target", ["postgres"], indirect=True)
+async def test_outcomes_sent_without_begin_fail_whole_and_go_alone(store: Store) -> None:
+    ledger = OperationLedger(store)
+    ids = await claimed(ledger, 3)
+    # Each outcome and its event are one statement, pipelined for the three: no BEGIN and
+    # COMMIT around them. The middle one's event fails on the server (a routing key longer
+    # than its column), in the middle of the pipeline.
+    keys = ["results.v1", "r" * 300, "results.v1"]
+    before = batches("outcomes")
+
+    outcomes = await asyncio.gather(
+        *(
+            ledger.record_outcome(
+                op,
+                1,
+                status="succeeded",
+                result={"op": op},
+                notify=OutboxMessage(key, op.encode()),
+                session_id="s1",
+            )
+            for op, key in zip(ids, keys, strict=True)
+        ),
+        return_exceptions=True,
+    )
+
+    after = batches("outcomes")
+    # op0's write, ahead of op1's in the pipeline, was undone with it: going alone, it is
+    # recorded (a write left behind would have had its guard refuse it).
+    assert (after[0] - before[0], after[1] - before[1]) == (4, 6)
+    assert isinstance(outcomes[1], StoreError)
+    assert outcomes[0] is None and outcomes[2] is None
+    assert [(await ledger.get(op)).status for op in ids] == ["succeeded", "intended", "succeeded"]
+    assert (await store.status())["outbox_rows"] == 2
