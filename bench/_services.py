@@ -206,6 +206,27 @@ def process_times(pid: int) -> tuple[float, float] | None:
     return int(fields[11]) / tick, int(fields[12]) / tick
 
 
+SERVICE_PROCESSES = {"PostgreSQL": "postgres", "RabbitMQ": "beam.smp", "Redis": "redis-server"}
+"""The services, by the name their processes run under."""
+
+
+def service_times() -> dict[str, float]:
+    """CPU seconds (user + system) the processes of each service on this machine have used
+    so far: all of its processes alive now (a PostgreSQL backend that has exited is not
+    counted); a service running elsewhere is left out."""
+    used: dict[str, float] = {}
+    for entry in Path("/proc").glob("[0-9]*"):
+        try:
+            name = (entry / "comm").read_text().strip()
+        except OSError:
+            continue
+        service = next((s for s, comm in SERVICE_PROCESSES.items() if name == comm), None)
+        times = process_times(int(entry.name)) if service else None
+        if service and times:
+            used[service] = used.get(service, 0.0) + sum(times)
+    return used
+
+
 def log_events(path: Path) -> list[dict[str, Any]]:
     """The JSON objects of a process's log, one a line (other lines skipped)."""
     events = []
@@ -300,8 +321,8 @@ class Workers:
 
     def cpu(self) -> dict[str, float]:
         """CPU seconds (user + system) each role's processes have used so far (Linux), and
-        under ``"<role> kernel"`` the system part of it."""
-        used: dict[str, float] = {}
+        under ``"<role> kernel"`` the system part of it; and the services' (``service_times``)."""
+        used: dict[str, float] = service_times()
         for w in self.procs:
             user, system = process_times(w.proc.pid) or (0.0, 0.0)
             used[w.role] = used.get(w.role, 0.0) + user + system

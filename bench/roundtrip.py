@@ -75,6 +75,7 @@ from pathlib import Path
 import asyncpg
 
 from bench._services import (
+    SERVICE_PROCESSES,
     Workers,
     add_service_urls,
     asyncpg_dsn,
@@ -563,10 +564,12 @@ def report_where(r: Results, ours: Sequence[float]) -> None:
         cpu_rows.append(("2B+2H fan-out", r.fanout_cpu, fanned))
         pass_rows.append(("2B+2H fan-out", r.fanout_sessions, r.fanout_passes))
     for label, used, session in cpu_rows:
+        services = ", ".join(f"{s} {used[s] * ms:.1f} ms" for s in SERVICE_PROCESSES if s in used)
         print(
             f"CPU per session ({label}): Brain {used.get('brain', 0) * ms:.1f} ms (kernel "
             f"{used.get('brain kernel', 0) * ms:.1f}), Hands {used.get('hands', 0) * ms:.1f} ms "
-            f"(kernel {used.get('hands kernel', 0) * ms:.1f}) (a session: {session})"
+            f"(kernel {used.get('hands kernel', 0) * ms:.1f}) (a session: {session}); the "
+            f"services on this machine: {services or 'none'}"
         )
     print(
         f"CPU per round trip of the floor ({r.floor_rate:,.0f}/s in lanes at once; both sides "
