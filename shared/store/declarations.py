@@ -9,6 +9,7 @@ pool keeps the newest declaration, and the change is logged by the declaring pro
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -67,7 +68,9 @@ class ToolCatalog:
     looked up that it does not know yet, at most once per ``refresh_interval`` seconds (a
     call to a tool nobody declared does not read the store each time), and again once
     what it read is ``max_age`` seconds old (a Hands build that changed a tool's pool,
-    policy or approval is heard of without a restart)."""
+    policy or approval is heard of without a restart). Lookups made while a read is in
+    flight and missing a name wait for that read: the passes a fresh Brain starts at once
+    find the tools declared long before, instead of taking them for undeclared."""
 
     store: Store
     refresh_interval: float = 1.0
@@ -75,20 +78,33 @@ class ToolCatalog:
     known: dict[str, ToolDeclaration] = field(default_factory=dict)
     _read_at: float = float("-inf")
     _first_read: float | None = None
+    _reading: asyncio.Future[None] | None = None
+    """The read in flight, if any: lookups that need it wait for it rather than read again."""
 
     async def lookup(self, names: Iterable[str]) -> dict[str, ToolDeclaration]:
         """The declarations of those of ``names`` that are declared."""
         wanted = set(names)
         age = time.monotonic() - self._read_at
-        if age >= self.max_age or (not wanted <= self.known.keys() and self._due()):
+        missing = not wanted <= self.known.keys()
+        if age >= self.max_age or (missing and (self._due() or self._reading is not None)):
             await self.refresh()
         return {name: self.known[name] for name in wanted if name in self.known}
 
     async def refresh(self) -> None:
-        self._read_at = time.monotonic()
-        if self._first_read is None:
-            self._first_read = self._read_at
-        self.known = {d.name: d for d in await declared_tools(self.store)}
+        """Read the declarations, or wait for the read in flight."""
+        if self._reading is None:
+            self._read_at = time.monotonic()
+            if self._first_read is None:
+                self._first_read = self._read_at
+            self._reading = asyncio.ensure_future(self._read())
+        # Shielded: a pass cancelled while waiting does not cancel the others' read.
+        await asyncio.shield(self._reading)
+
+    async def _read(self) -> None:
+        try:
+            self.known = {d.name: d for d in await declared_tools(self.store)}
+        finally:
+            self._reading = None
 
     def young(self, grace: float) -> bool:
         """Whether this process first looked tools up less than ``grace`` seconds ago: a
