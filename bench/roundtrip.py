@@ -67,6 +67,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import os
 import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -503,6 +504,7 @@ def print_throughput_targets(
             f"lanes at once: {r.floor_rate:,.1f}/s = {r.floor_rate / celery_rate:.2f}x Celery's; "
             f"brainhands reaches {ours_rate / r.floor_rate:.2f}x of it"
         )
+        print_cpu_budget(r.burst_cpu, TARGET_CELERY_RATIO * celery_rate)
     else:
         print(f"{wording}, vs Celery: not measured (Celery is not installed)")
     if d is not None:
@@ -513,6 +515,7 @@ def print_throughput_targets(
             f"{wording}, vs DBOS's best ({best}): {ours_rate:,.1f} vs {d.best_rate:,.1f} tool "
             f"calls/s = {ratio:.2f}x (>= {TARGET_DBOS_RATIO:.0f}x): {met}"
         )
+        print_cpu_budget(r.burst_cpu, TARGET_DBOS_RATIO * d.best_rate)
         if fanout_rate and d.fanout:
             ratio = fanout_rate / d.fanout_best_rate
             met = "MET" if ratio >= TARGET_DBOS_RATIO else "NOT MET"
@@ -530,6 +533,20 @@ def print_throughput_targets(
             f"calls/s = {ours_rate / durable_rate:.2f}x (fan-out row: "
             f"{fanout_rate / durable_rate:.2f}x)"
         )
+
+
+def print_cpu_budget(used: dict[str, float], rate: float) -> None:
+    """How much CPU a one-call session may take, all processes together, for this machine's
+    cores to carry ``rate`` sessions a second, beside what the burst's used (``used``)."""
+    cores = os.cpu_count() or 1
+    workers = used.get("brain", 0.0) + used.get("hands", 0.0)
+    services = sum(used.get(s, 0.0) for s in SERVICE_PROCESSES)
+    print(
+        f"its CPU budget: {rate:,.1f} sessions/s on {cores} cores allow {cores / rate * ms:.1f} "
+        f"ms of CPU per session, all processes together; the burst's sessions took "
+        f"{(workers + services) * ms:.1f} ms: {workers * ms:.1f} in the Brains and Hands, "
+        f"{services * ms:.1f} in the services (the harness's own not counted)"
+    )
 
 
 def report_where(r: Results, ours: Sequence[float]) -> None:
