@@ -332,7 +332,7 @@ def transition(nxt: Next, *, now: float, spawned: list[str]) -> TaskChange:
             "status": "waiting",
             "phase": nxt.then,
             "wake_at": None if nxt.timeout is None else now + nxt.timeout,
-            "wait_signal": nxt.name,
+            "wait_signal": nxt.signal_name,
             "wait_exclusive": nxt.exclusive,
             "attempt": 0,
             "state": nxt.state,

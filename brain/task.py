@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from brainhands.brain.ids import CHOSEN_OPERATION_ID_MAX
+from brainhands.shared.store.inbox import DECISION_SIGNAL
 from brainhands.shared.store.records import EntryRecord
 
 JoinPolicy = Literal["all_settled", "fail_fast"]
@@ -205,7 +206,9 @@ class WaitSignal:
     signal is received by one wait, the oldest first, and the same signal id sent twice is
     one signal. ``exclusive``: only one signal can ever be sent under this name (its id is
     the name); a timeout is then sent as that one, so a signal and the timeout can never
-    both count -- what an approval's decision is.
+    both count -- what an approval's decision is. ``decision``: the signal decides
+    something (a manager's go-ahead): only one sent as a decision reaches it
+    (``Client.signal(..., decision=True)``; through the API, a key that may approve).
     """
 
     name: str
@@ -213,10 +216,16 @@ class WaitSignal:
     timeout: float | None = None
     state: Any = None
     exclusive: bool = False
+    decision: bool = False
 
     def __post_init__(self) -> None:
-        if not 0 < len(self.name) <= SIGNAL_NAME_MAX:
+        if not 0 < len(self.signal_name) <= SIGNAL_NAME_MAX:
             raise ValueError(f"a signal name has 1 to {SIGNAL_NAME_MAX} characters")
+
+    @property
+    def signal_name(self) -> str:
+        """The name the wait is kept under: a decision's is apart from other signals'."""
+        return DECISION_SIGNAL + self.name if self.decision else self.name
         if self.timeout is not None and self.timeout < 0:
             raise ValueError("timeout must not be negative")
 

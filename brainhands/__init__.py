@@ -15,9 +15,10 @@ Everything a user writes comes from this one module::
   ``TransientModelError``, ``OpenAIChatModel``, ``AnthropicModel``, ``ModelSettings``,
   ``ScriptedModel``;
 - the client (submit, wait, cancel, read, signal, approve and deny): ``Client``,
-  ``Submission``, ``SessionView``, ``PendingApproval``, ``Decision``;
+  ``Submission``, ``SessionView``, ``PendingApproval``, ``Decision``, ``ALL`` (every call
+  pending, for approve and deny);
 - errors: ``BrainhandsError`` (the root of every error brainhands raises), ``NotFoundError``,
-  ``SubmissionFailed``, ``AnswerTimeout``, ``DecisionRefused``.
+  ``SubmissionFailed``, ``AnswerTimeout``, ``DecisionRefused``, ``InvalidRequest``.
 
 Names are loaded on first use, so a Brain process that never touches a tool name never
 imports ``brainhands.hands``, and a Hands process never imports the Brain.
@@ -29,7 +30,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from brainhands.approvals import Decision, PendingApproval
+    from brainhands.approvals import ALL, Decision, PendingApproval
     from brainhands.brain import (
         Call,
         Child,
@@ -67,6 +68,7 @@ if TYPE_CHECKING:
         AnswerTimeout,
         BrainhandsError,
         DecisionRefused,
+        InvalidRequest,
         LeaseLost,
         NotFoundError,
         SubmissionFailed,
@@ -76,7 +78,7 @@ if TYPE_CHECKING:
     from brainhands.shared.tools import QueryAnswer, ReplayPolicy, RetryPolicy
 
 _HOMES: dict[str, tuple[str, ...]] = {
-    "brainhands.approvals": ("Decision", "PendingApproval"),
+    "brainhands.approvals": ("ALL", "Decision", "PendingApproval"),
     "brainhands.brain": (
         "Call", "Child", "ChildOutcome", "Dispatch", "Fail", "Finish", "Goto", "JoinPolicy",
         "Next", "PhaseContext", "ReceivedSignal", "Sleep", "Spawn", "TaskKind", "TaskRegistry",
@@ -90,14 +92,15 @@ _HOMES: dict[str, tuple[str, ...]] = {
     "brainhands.client": ("Client", "SessionView", "Submission"),
     "brainhands.hands": ("ToolContext", "tool"),
     "brainhands.shared.errors": (
-        "AnswerTimeout", "BrainhandsError", "DecisionRefused", "LeaseLost", "NotFoundError",
-        "SubmissionFailed", "ToolError", "ToolUncertain",
+        "AnswerTimeout", "BrainhandsError", "DecisionRefused", "InvalidRequest", "LeaseLost",
+        "NotFoundError", "SubmissionFailed", "ToolError", "ToolUncertain",
     ),
     "brainhands.shared.tools": ("QueryAnswer", "ReplayPolicy", "RetryPolicy"),
 }  # fmt: skip
 _EXPORTS = {name: module for module, names in _HOMES.items() for name in names}
 
 __all__ = [
+    "ALL",
     "Agent",
     "AgentRegistry",
     "AnswerTimeout",
@@ -113,6 +116,7 @@ __all__ = [
     "Fail",
     "Finish",
     "Goto",
+    "InvalidRequest",
     "JoinPolicy",
     "LeaseLost",
     "ModelAdapter",

@@ -27,6 +27,25 @@ from brainhands.shared.store.queries import tasks_by_ids
 from brainhands.shared.store.records import InboxRecord, TaskRecord
 
 
+class AllPending:
+    """The type of ``ALL``."""
+
+    _made = False
+
+    def __new__(cls) -> AllPending:
+        if cls._made:
+            raise TypeError("ALL is the one AllPending")
+        cls._made = True
+        return super().__new__(cls)
+
+    def __repr__(self) -> str:
+        return "ALL"
+
+
+ALL = AllPending()
+"""Decide every call pending now: said outright, never assumed when no call is named."""
+
+
 @dataclass(frozen=True)
 class PendingApproval:
     """A model's tool call waiting for a decision, its arguments frozen."""
@@ -51,12 +70,16 @@ class Decision:
     approval_id: str
     verdict: Verdict
     by: str
+    """Who decided, as the decider wrote it (a display name)."""
     reason: str | None
     decision_id: str
     decided_at: float
     new: bool
     """This request made it; False when it had been made before (by this decision id or
     another with the same verdict): it counted once."""
+    principal: str | None = None
+    """Who decided, as the decider's credential says (``key:<id>`` for an API key, the
+    client's identity otherwise); None for an expiry."""
 
 
 def pending_of(task: TaskRecord) -> PendingApproval:
@@ -75,16 +98,25 @@ def pending_of(task: TaskRecord) -> PendingApproval:
 
 
 async def pending_approvals(
-    store: Store, session_id: str | None = None, *, limit: int = 1000
+    store: Store,
+    session_id: str | None = None,
+    *,
+    tenant: str | None = None,
+    limit: int = 1000,
 ) -> list[PendingApproval]:
-    """Calls waiting for a decision (of one session, or of all), oldest first. A call
-    whose decision is recorded is no longer listed, even before a Brain carries it out."""
+    """Calls waiting for a decision (of one session, or of all, or of all of ``tenant``),
+    oldest first. A call whose decision is recorded is no longer listed, even before a
+    Brain carries it out."""
     async with store.backend.snapshot() as conn:
-        return await pending_approvals_in(conn, session_id, limit=limit)
+        return await pending_approvals_in(conn, session_id, tenant=tenant, limit=limit)
 
 
 async def pending_approvals_in(
-    conn: AsyncConnection, session_id: str | None = None, *, limit: int = 1000
+    conn: AsyncConnection,
+    session_id: str | None = None,
+    *,
+    tenant: str | None = None,
+    limit: int = 1000,
 ) -> list[PendingApproval]:
     """``pending_approvals``, read in the transaction of ``conn``."""
     t, i = schema.task, schema.inbox
@@ -96,6 +128,9 @@ async def pending_approvals_in(
     query = select(t).where(t.c.kind == APPROVAL_KIND, t.c.status == "waiting", ~decided)
     if session_id is not None:
         query = query.where(t.c.session_id == session_id)
+    if tenant is not None:
+        s = schema.session
+        query = query.where(exists().where(s.c.id == t.c.session_id, s.c.tenant == tenant))
     query = query.order_by(t.c.created_at, t.c.id).limit(limit)
     rows = (await conn.execute(query)).all()
     return [pending_of(task_record(row)) for row in rows]
@@ -111,11 +146,20 @@ async def decide(
     reason: str | None,
     decision_id: str | None,
     wake: Callable[[str], OutboxMessage],
+    principal: str,
+    four_eyes: bool = False,
 ) -> Decision:
-    """Record ``verdict`` on approval ``approval_id`` (once), for a Brain to carry out."""
+    """Record ``verdict`` on approval ``approval_id`` (once), for a Brain to carry out,
+    made by ``principal``. ``four_eyes``: refused (``DecisionRefused``) when ``principal``
+    submitted to the session."""
     task = (await tasks_by_ids(store, [approval_id])).get(approval_id)
     if task is None or task.kind != APPROVAL_KIND or task.session_id != session_id:
         raise NotFoundError(f"session {session_id} has no approval {approval_id!r}")
+    if four_eyes and await _submitted_by(store, session_id, principal):
+        raise DecisionRefused(
+            f"approval {approval_id!r}: {principal} submitted to this session, and a call "
+            "is decided by someone other than who asked for it (four eyes)"
+        )
     name = decision_signal(approval_id)
     decision_id = decision_id or uuid.uuid4().hex
     if task.status == "terminal":
@@ -131,11 +175,19 @@ async def decide(
         "reason": reason,
         "decision_id": decision_id,
         "at": time.time(),
+        "principal": principal,
     }
     receipt = await send_signal(
         store, session_id=session_id, name=name, signal_id=name, payload=payload, wake=wake
     )
     return _counted(approval_id, receipt.request, verdict, new=receipt.created)
+
+
+async def _submitted_by(store: Store, session_id: str, principal: str) -> bool:
+    sub = schema.submission
+    query = select(exists().where(sub.c.session_id == session_id, sub.c.principal == principal))
+    async with store.backend.snapshot() as conn:
+        return bool(await conn.scalar(query))
 
 
 def _counted(approval_id: str, made: InboxRecord, verdict: Verdict, *, new: bool) -> Decision:
@@ -149,7 +201,14 @@ def _counted(approval_id: str, made: InboxRecord, verdict: Verdict, *, new: bool
     else:
         p = body["payload"]
         decision = Decision(
-            approval_id, p["verdict"], p["by"], p["reason"], p["decision_id"], p["at"], new=new
+            approval_id,
+            p["verdict"],
+            p["by"],
+            p["reason"],
+            p["decision_id"],
+            p["at"],
+            new=new,
+            principal=p.get("principal"),
         )
     if decision.verdict != verdict:
         when = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(decision.decided_at))

@@ -26,6 +26,13 @@ WORKERS = {"hands", "relay", "brain", "sweeper", "api"}
 """Long-running roles: they log JSON lines."""
 
 
+def add_tenant(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--tenant",
+        help="the tenant whose session this is (default: BRAINHANDS_TENANT, else 'default')",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="brainhands",
@@ -79,6 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--compat", default="v1", help="Brain build to wake (default: v1)")
     p.add_argument("--wait", type=float, metavar="SECONDS", help="wait for the answer")
     p.add_argument("input", help='text, or JSON such as {"kind": ..., "input": ...}')
+    add_tenant(p)
     p.set_defaults(run="brainhands.operate:submit")
 
     p = sub.add_parser("show", help="print a session's entries, tasks and operations")
@@ -88,11 +96,13 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="print one JSON document: session, entries, tasks, operations",
     )
+    add_tenant(p)
     p.set_defaults(run="brainhands.operate:show")
 
     p = sub.add_parser("cancel", help="cancel a submission (durably, then its work winds down)")
     p.add_argument("--session", required=True)
     p.add_argument("--request-id", required=True)
+    add_tenant(p)
     p.set_defaults(run="brainhands.operate:cancel")
 
     p = sub.add_parser("signal", help="send a signal to a session (kept until a task waits)")
@@ -100,15 +110,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--name", required=True, help="what the waiting task waits for")
     p.add_argument("--id", help="the signal's id: the same id twice is one (default: random)")
     p.add_argument("payload", nargs="?", help="JSON the resumed phase receives")
+    p.add_argument(
+        "--decision", action="store_true", help="for a wait declared a decision (an approval)"
+    )
+    add_tenant(p)
     p.set_defaults(run="brainhands.acting:signal")
 
     for verdict, what in (("approve", "dispatch them, once"), ("deny", "refuse them")):
         p = sub.add_parser(verdict, help=f"decide calls waiting for approval: {what}")
         p.add_argument("--session", required=True)
-        p.add_argument(
-            "--id", action="append", help="approval id (repeatable; default: every pending one)"
-        )
-        p.add_argument("--by", required=True, help="who decides (kept with the decision)")
+        which = p.add_mutually_exclusive_group(required=True)
+        which.add_argument("--id", action="append", help="approval id (repeatable)")
+        which.add_argument("--all", action="store_true", help="every call pending now")
+        add_tenant(p)
+        p.add_argument("--by", help="a name shown with the decision (default: BRAINHANDS_IDENTITY)")
         p.add_argument("--reason", required=verdict == "deny", help="why (the model reads it)")
         p.add_argument("--decision", help="decision id: the same decision twice counts once")
         p.set_defaults(run=f"brainhands.acting:{verdict}")
@@ -116,6 +131,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("pending", help="list the calls waiting for approval, by session")
     p.add_argument("--session", help="of this session only")
     p.add_argument("--json", action="store_true", help="print JSON")
+    add_tenant(p)
     p.set_defaults(run="brainhands.acting:pending")
 
     p = sub.add_parser("demo", help="the five-email demo: agents surviving worker kills")
@@ -153,7 +169,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--scope",
         action="append",
-        choices=["read", "submit", "approve", "admin"],
+        choices=["read", "submit", "signal", "approve", "admin"],
         help="create: what the key may do (repeatable)",
     )
     p.add_argument("--name", help="create: who or what holds it (kept with decisions)")

@@ -28,6 +28,8 @@ from types import TracebackType
 from typing import Any
 
 from brainhands.approvals import (
+    ALL,
+    AllPending,
     Decision,
     PendingApproval,
     decide,
@@ -38,17 +40,24 @@ from brainhands.brain.approval import Verdict
 from brainhands.brain.task import SIGNAL_NAME_MAX
 from brainhands.shared.broker import Broker
 from brainhands.shared.config import CommonSettings
-from brainhands.shared.errors import AnswerTimeout, SubmissionFailed
+from brainhands.shared.errors import AnswerTimeout, InvalidRequest, SubmissionFailed
 from brainhands.shared.messages import SessionWake, encode
 from brainhands.shared.relay import OutboxRelay
 from brainhands.shared.store import OutboxMessage, Store, SubmissionRecord
 from brainhands.shared.store.guard import ANSWER_CHANNEL, FINAL_SUBMISSION_STATUSES
-from brainhands.shared.store.inbox import InboxReceipt, inbox_in, send_request, send_signal
+from brainhands.shared.store.inbox import (
+    DECISION_SIGNAL,
+    InboxReceipt,
+    inbox_in,
+    send_request,
+    send_signal,
+)
 from brainhands.shared.store.load import load_session_sync
 from brainhands.shared.store.notifications import NotificationFeed
 from brainhands.shared.store.queries import history_in
 from brainhands.shared.store.records import EntryRecord, InboxRecord, SessionRecord
 from brainhands.shared.store.submissions import get_submission, submissions_in, submit
+from brainhands.shared.tenancy import DEFAULT_TENANT, check_tenant, session_key, split_key
 from brainhands.shared.topology import Topology
 from brainhands.shared.tracing import current_carrier, tracer
 
@@ -126,7 +135,8 @@ class Submission:
 
     async def status(self) -> SubmissionRecord:
         """The submission as it stands now."""
-        return await get_submission(self.client.store, self.session_id, self.request_id)
+        key = self.client.key(self.session_id)
+        return await get_submission(self.client.store, key, self.request_id)
 
     # ``timeout`` as arq's ``Job.result`` and asyncio's ``wait_for`` name it: a caller's
     # ``asyncio.timeout`` would cancel the read mid-way instead of raising AnswerTimeout.
@@ -151,13 +161,30 @@ class Client:
 
     Open with ``await Client.connect(...)`` or ``await Client.from_settings(settings)``;
     an async context manager (or call ``close``).
+
+    A client acts for one tenant (``tenant``, default ``default``): the session ids it is
+    given are that tenant's, and it reaches no other tenant's sessions. ``tenant=None`` is
+    an operator's client: its ids are the store's keys (``<tenant>/<id>``, or the default
+    tenant's id), every tenant's sessions.
     """
 
     def __init__(
-        self, store: Store, broker: Broker, *, compat: str = "v1", poll: float | None = None
+        self,
+        store: Store,
+        broker: Broker,
+        *,
+        compat: str = "v1",
+        poll: float | None = None,
+        tenant: str | None = DEFAULT_TENANT,
+        principal: str = "client",
     ) -> None:
         self.store = store
         self.broker = broker
+        self.principal = principal
+        """Who this client's acts are recorded as (each act may name another: the API's
+        caller's key)."""
+        self.tenant = None if tenant is None else check_tenant(tenant)
+        """Whose sessions this client's ids name (None: every tenant's, by store key)."""
         self.compat = compat
         """The Brain build a new session is created for (an existing one keeps its own)."""
         self._poll = poll
@@ -180,11 +207,17 @@ class Client:
         database_schema: str | None = None,
         delivery_limit: int = 5,
         poll: float | None = None,
+        tenant: str | None = DEFAULT_TENANT,
+        principal: str = "client",
     ) -> Client:
         """Connect to the deployment's store and broker.
 
-        ``poll``: seconds between fallback re-reads of a waited submission (default 1 s on
-        PostgreSQL, where the answer's commit wakes the waiter; 0.2 s on SQLite).
+        ``database_url``: any form the workers take (``sqlite:///x.db``,
+        ``postgresql://...``, or with a driver named: ``sqlite+aiosqlite://``,
+        ``postgresql+asyncpg://``). ``poll``: seconds between fallback re-reads of a waited
+        submission (default 1 s on PostgreSQL, where the answer's commit wakes the waiter;
+        0.2 s on SQLite). ``tenant``: see ``Client``. ``principal``: who its acts are
+        recorded as.
         """
         store = await Store.open(database_url, pool_size=4, db_schema=database_schema)
         try:
@@ -193,7 +226,7 @@ class Client:
         except BaseException:
             await store.close()
             raise
-        client = cls(store, broker, compat=compat, poll=poll)
+        client = cls(store, broker, compat=compat, poll=poll, tenant=tenant, principal=principal)
         try:
             await client._feed.start()
         except BaseException:
@@ -203,9 +236,15 @@ class Client:
 
     @classmethod
     async def from_settings(
-        cls, settings: CommonSettings, *, compat: str = "v1", poll: float | None = None
+        cls,
+        settings: CommonSettings,
+        *,
+        compat: str = "v1",
+        poll: float | None = None,
+        operator: bool = False,
     ) -> Client:
-        """``connect`` with the URLs and namespace of ``settings``."""
+        """``connect`` with the URLs, namespace and tenant of ``settings`` (``operator``:
+        for every tenant, by store key, whatever ``settings`` says)."""
         return await cls.connect(
             database_url=settings.database_url,
             rabbitmq_url=settings.rabbitmq_url,
@@ -214,6 +253,8 @@ class Client:
             database_schema=settings.database_schema,
             delivery_limit=settings.delivery_limit,
             poll=poll,
+            tenant=None if operator else settings.tenant,
+            principal=settings.identity,
         )
 
     async def __aenter__(self) -> Client:
@@ -242,6 +283,10 @@ class Client:
             return self._poll
         return POSTGRES_POLL if self._feed.listening else SQLITE_POLL
 
+    def key(self, session_id: str) -> str:
+        """The store's key of this client's session ``session_id``."""
+        return session_key(self.tenant, session_id)
+
     # Acts -----------------------------------------------------------------------------------
 
     async def submit(
@@ -251,15 +296,16 @@ class Client:
         *,
         request_id: str | None = None,
         agent: str | None = None,
-        tenant: str | None = None,
+        principal: str | None = None,
     ) -> Submission:
         """Submit ``input`` to ``session_id`` (created on first contact) and wake its Brains.
 
         A string becomes ``{"text": input}`` (with ``"agent": agent`` if given); a dict goes
         as it is. The same ``request_id`` (random by default) never starts a second run: the
-        handle is then the original submission's (``created`` is False). ``tenant``: the
-        session is created for it, and one of another tenant is ``NotFoundError``.
+        handle is then the original submission's (``created`` is False). ``principal``:
+        who submits (default: the client's).
         """
+        key = self.key(session_id)
         if isinstance(input, str):
             payload: dict[str, Any] = {"text": input}
             if agent is not None:
@@ -272,20 +318,20 @@ class Client:
         ):
             carrier = current_carrier()
 
-            def wake(key: str) -> OutboxMessage:
+            def wake(compat: str) -> OutboxMessage:
                 message = SessionWake(
-                    session_id=session_id, compat=key, reason="submission", trace=carrier
+                    session_id=key, compat=compat, reason="submission", trace=carrier
                 )
-                return OutboxMessage(self.broker.topology.brain_queue(key), encode(message))
+                return OutboxMessage(self.broker.topology.brain_queue(compat), encode(message))
 
             receipt = await submit(
                 self.store,
-                session_id=session_id,
+                session_id=key,
                 request_id=request_id,
                 input=payload,
                 compat=self.compat,
                 wake=wake,
-                tenant=tenant,
+                principal=principal or self.principal,
             )
             await self._relay.flush()
         return Submission(self, session_id, request_id, receipt.created)
@@ -302,40 +348,53 @@ class Client:
         ended. The same cancel twice is one request. ``NotFoundError`` for an unknown
         submission.
         """
-        record = await get_submission(self.store, session_id, request_id)
+        key = self.key(session_id)
+        record = await get_submission(self.store, key, request_id)
         if record.status in FINAL_SUBMISSION_STATUSES:
             return record.status
 
-        wake = self._wake(session_id, "cancel")
-        await send_request(
-            self.store, session_id=session_id, kind="cancel", key=request_id, wake=wake
-        )
+        wake = self._wake(key, "cancel")
+        await send_request(self.store, session_id=key, kind="cancel", key=request_id, wake=wake)
         await self._relay.flush()
         return "requested"
 
     async def signal(
-        self, session_id: str, name: str, payload: Any = None, *, signal_id: str | None = None
+        self,
+        session_id: str,
+        name: str,
+        payload: Any = None,
+        *,
+        signal_id: str | None = None,
+        decision: bool = False,
+        principal: str | None = None,
     ) -> InboxReceipt:
         """Send the signal ``name`` to ``session_id``: the task waiting for it
         (``WaitSignal``) resumes with ``payload``; with none waiting yet, it is kept until
         one does. The same ``signal_id`` (random by default) twice is one signal
-        (``created`` False). ``NotFoundError`` for an unknown session."""
+        (``created`` False). ``decision``: for a wait declared a decision
+        (``WaitSignal(..., decision=True)``), which no other signal of that name reaches.
+        ``principal``: who sends it (default: the client's). ``NotFoundError`` for an
+        unknown session."""
         signal_id = signal_id or uuid.uuid4().hex
+        if name.startswith(("decision:", "brainhands.", DECISION_SIGNAL)):
+            raise InvalidRequest(
+                f"signal names starting 'decision:', 'brainhands.' or {DECISION_SIGNAL!r} are "
+                "the runtime's own (approvals: use approve and deny; a decision: decision=True)"
+            )
+        if decision:
+            name = DECISION_SIGNAL + name
         for what, value in (("name", name), ("signal_id", signal_id)):
             if not 0 < len(value) <= SIGNAL_NAME_MAX:
-                raise ValueError(f"a signal's {what} has 1 to {SIGNAL_NAME_MAX} characters")
-        if name.startswith(("decision:", "brainhands.")):
-            raise ValueError(
-                "signal names starting 'decision:' or 'brainhands.' are the runtime's own "
-                "(approvals: use approve and deny)"
-            )
+                raise InvalidRequest(f"a signal's {what} has 1 to {SIGNAL_NAME_MAX} characters")
+        key = self.key(session_id)
         receipt = await send_signal(
             self.store,
-            session_id=session_id,
+            session_id=key,
             name=name,
             signal_id=signal_id,
             payload=payload,
-            wake=self._wake(session_id, "signal"),
+            wake=self._wake(key, "signal"),
+            sender=principal or self.principal,
         )
         await self._relay.flush()
         return receipt
@@ -343,62 +402,83 @@ class Client:
     async def approve(
         self,
         session_id: str,
-        approvals: str | Sequence[str] | None = None,
+        approvals: str | Sequence[str] | AllPending,
         *,
-        by: str,
+        by: str | None = None,
         reason: str | None = None,
         decision_id: str | None = None,
+        principal: str | None = None,
+        four_eyes: bool = False,
     ) -> list[Decision]:
-        """Approve calls waiting in ``session_id`` (one id, several, or None: every pending
-        one): each is dispatched once, by a Brain. See ``decide``."""
-        return await self.decide(session_id, approvals, "approved", by, reason, decision_id)
+        """Approve calls waiting in ``session_id`` (one id, several, or ``ALL``: every one
+        pending now): each is dispatched once, by a Brain. See ``decide``."""
+        return await self.decide(
+            session_id, approvals, "approved", by, reason, decision_id, principal, four_eyes
+        )
 
     async def deny(
         self,
         session_id: str,
-        approvals: str | Sequence[str] | None = None,
+        approvals: str | Sequence[str] | AllPending,
         *,
-        by: str,
         reason: str,
+        by: str | None = None,
         decision_id: str | None = None,
+        principal: str | None = None,
+        four_eyes: bool = False,
     ) -> list[Decision]:
         """Deny calls waiting in ``session_id``: the model reads the refusal, with ``reason``;
         the tool never runs. See ``decide``."""
-        return await self.decide(session_id, approvals, "denied", by, reason, decision_id)
+        return await self.decide(
+            session_id, approvals, "denied", by, reason, decision_id, principal, four_eyes
+        )
 
     async def decide(
         self,
         session_id: str,
-        approvals: str | Sequence[str] | None,
+        approvals: str | Sequence[str] | AllPending,
         verdict: Verdict,
-        by: str,
+        by: str | None = None,
         reason: str | None = None,
         decision_id: str | None = None,
+        principal: str | None = None,
+        four_eyes: bool = False,
     ) -> list[Decision]:
-        """Record one decision per approval, each kept with who, when and why.
+        """Record one decision per approval, each kept with who, when and why: who as the
+        decider's credential says (``principal``, default: the client's), and ``by``, a
+        display name (default: the principal). ``four_eyes``: a principal that submitted
+        to the session may not decide its calls (``DecisionRefused``).
 
         A decision counts once: the same one sent again (or a second decider's same
         verdict) returns the decision that counted (``new`` False); the other verdict
         after it, or any after the call expired, raises ``DecisionRefused``.
-        ``NotFoundError`` for an approval the session does not have.
+        ``NotFoundError`` for an approval the session does not have. Every pending call
+        is decided only when asked for by ``ALL``, never by omission: a decision names
+        what it decides.
         """
-        if isinstance(approvals, str):
+        key = self.key(session_id)
+        if approvals is ALL:
+            ids = [p.approval_id for p in await pending_approvals(self.store, key)]
+        elif isinstance(approvals, str):
             ids = [approvals]
-        elif approvals is None:
-            ids = [p.approval_id for p in await pending_approvals(self.store, session_id)]
+        elif isinstance(approvals, AllPending) or not approvals:
+            raise InvalidRequest("name the calls to decide, or ALL for every pending one")
         else:
             ids = list(approvals)
-        wake = self._wake(session_id, "decision")
+        wake = self._wake(key, "decision")
+        principal = principal or self.principal
         decisions = [
             await decide(
                 self.store,
-                session_id=session_id,
+                session_id=key,
                 approval_id=approval_id,
                 verdict=verdict,
-                by=by,
+                by=by or principal,
                 reason=reason,
                 decision_id=decision_id,
                 wake=wake,
+                principal=principal,
+                four_eyes=four_eyes,
             )
             for approval_id in ids
         ]
@@ -427,12 +507,13 @@ class Client:
         ``AnswerTimeout`` if ``timeout`` seconds pass first."""
         deadline = None if timeout is None else time.monotonic() + timeout
         heard = asyncio.Event()
+        key = self.key(session_id)
         # Listening before the first read: an answer committed in between still wakes us.
-        self._waiters.setdefault(session_id, set()).add(heard)
+        self._waiters.setdefault(key, set()).add(heard)
         try:
             while True:
                 heard.clear()
-                record = await get_submission(self.store, session_id, request_id)
+                record = await get_submission(self.store, key, request_id)
                 if record.status in FINAL_SUBMISSION_STATUSES:
                     return record
                 wait = self.poll
@@ -444,20 +525,22 @@ class Client:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(heard.wait(), wait)
         finally:
-            waiters = self._waiters.get(session_id)
+            waiters = self._waiters.get(key)
             if waiters is not None:
                 waiters.discard(heard)
                 if not waiters:
-                    del self._waiters[session_id]
+                    del self._waiters[key]
 
     async def session(self, session_id: str) -> SessionView:
-        """The session as it stands (``NotFoundError`` if there is none)."""
+        """The session as it stands (``NotFoundError`` if there is none). Its rows name
+        the session by its store key (``key``)."""
+        key = self.key(session_id)
         async with self.store.backend.snapshot() as conn:  # one snapshot of it all
-            state = await conn.run_sync(load_session_sync, session_id)
-            tasks, operations = await history_in(conn, session_id)
-            submissions = await submissions_in(conn, session_id)
-            inbox = await inbox_in(conn, session_id)
-            approvals = await pending_approvals_in(conn, session_id)
+            state = await conn.run_sync(load_session_sync, key)
+            tasks, operations = await history_in(conn, key)
+            submissions = await submissions_in(conn, key)
+            inbox = await inbox_in(conn, key)
+            approvals = await pending_approvals_in(conn, key)
         return SessionView(
             session=state.session,
             entries=state.entries,
@@ -496,13 +579,21 @@ class Client:
         )
 
     async def pending_approvals(self, session_id: str | None = None) -> list[PendingApproval]:
-        """Tool calls waiting for a decision, of one session or of every one, oldest first."""
-        return await pending_approvals(self.store, session_id)
+        """Tool calls waiting for a decision, of one session or of every one of the
+        client's tenant, oldest first. Each names its session by its store key."""
+        if session_id is not None:
+            return await pending_approvals(self.store, self.key(session_id))
+        return await pending_approvals(self.store, tenant=self.tenant)
 
     async def sessions_needing_action(self) -> list[str]:
         """The sessions with a call waiting for a decision, longest waiting first."""
-        seen = dict.fromkeys(p.session_id for p in await pending_approvals(self.store))
+        pending = await pending_approvals(self.store, tenant=self.tenant)
+        seen = dict.fromkeys(self._own_id(p.session_id) for p in pending)
         return list(seen)
+
+    def _own_id(self, key: str) -> str:
+        """What this client calls the session of store key ``key``."""
+        return key if self.tenant is None else split_key(key)[1]
 
     def _heard(self, session_id: str) -> None:
         for heard in self._waiters.get(session_id, ()):

@@ -16,6 +16,7 @@ from urllib.parse import urlsplit, urlunsplit
 from pydantic import SecretStr
 from pydantic_settings import BaseSettings
 
+from brainhands.acting import settings_for
 from brainhands.api.keys import create_key, list_keys, revoke_key
 from brainhands.approvals import pending_approvals
 from brainhands.client import Client
@@ -33,6 +34,7 @@ from brainhands.shared.store import migrate as schema_migrations
 from brainhands.shared.store.declarations import declared_tools
 from brainhands.shared.store.queries import session_history
 from brainhands.shared.store.records import OperationRecord, SessionState, TaskRecord
+from brainhands.shared.tenancy import session_key
 from brainhands.shared.topology import Topology
 
 
@@ -90,7 +92,7 @@ async def submit(args: argparse.Namespace) -> int:
         payload = json.loads(args.input)
     except json.JSONDecodeError:
         payload = {"text": args.input}
-    async with await Client.from_settings(load_settings(CommonSettings), compat=args.compat) as c:
+    async with await Client.from_settings(settings_for(args), compat=args.compat) as c:
         handle = await c.submit(args.session, payload, request_id=args.request_id)
         record = await handle.status()
         seen = "accepted" if handle.created else "already accepted earlier; nothing new started"
@@ -108,12 +110,13 @@ async def submit(args: argparse.Namespace) -> int:
 
 
 async def show(args: argparse.Namespace) -> int:
-    settings = load_settings(CommonSettings)
+    settings = settings_for(args)
+    key = session_key(settings.tenant, args.session)
     store = await Store.open(settings.database_url, db_schema=settings.database_schema)
     try:
-        state = await store.load(args.session)
-        tasks, operations = await session_history(store, args.session)
-        approvals = await pending_approvals(store, args.session)
+        state = await store.load(key)
+        tasks, operations = await session_history(store, key)
+        approvals = await pending_approvals(store, key)
     finally:
         await store.close()
     if args.json:
@@ -247,7 +250,7 @@ def _when(at: float) -> str:
 
 
 async def cancel(args: argparse.Namespace) -> int:
-    async with await Client.from_settings(load_settings(CommonSettings)) as client:
+    async with await Client.from_settings(settings_for(args)) as client:
         said = await client.cancel(args.session, args.request_id)
     print(f"submission {args.request_id!r} of session {args.session}: {said}")
     return 0
@@ -359,9 +362,13 @@ async def keys(args: argparse.Namespace) -> int:
             if not args.tenant or not args.scope:
                 print("brainhands keys create: give --tenant and --scope", file=sys.stderr)
                 return 2
-            record, key = await create_key(
-                store, tenant=args.tenant, scopes=args.scope, name=args.name or args.tenant
-            )
+            try:
+                record, key = await create_key(
+                    store, tenant=args.tenant, scopes=args.scope, name=args.name or args.tenant
+                )
+            except ValueError as exc:
+                print(f"brainhands keys create: {exc}", file=sys.stderr)
+                return 2
             print(f"key {record.id} for tenant {record.tenant} ({', '.join(record.scopes)}):")
             print(key)
             print("(shown once: only its hash is kept)", file=sys.stderr)

@@ -13,6 +13,7 @@ from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from brainhands.shared.errors import ConfigurationError
+from brainhands.shared.tenancy import DEFAULT_TENANT, check_tenant
 
 ENV_PREFIX = "BRAINHANDS_"
 DEFAULT_DATABASE_URL = "sqlite+aiosqlite:///brainhands.db"
@@ -50,11 +51,21 @@ class CommonSettings(BaseSettings):
     """Port of /healthz, /readyz and /metrics: 0 picks a free one (logged), -1 turns it off."""
     delivery_limit: int = Field(default=5, ge=1)
     """Deliveries of a message before RabbitMQ parks it; the same in every process."""
+    tenant: str = DEFAULT_TENANT
+    """The tenant whose sessions the CLI and ``Client.from_settings`` act on."""
+    identity: str = Field(default="operator", min_length=1, max_length=128)
+    """Who the CLI's and ``Client.from_settings``'s acts are recorded as (a decision's
+    principal, a submission's)."""
 
     @field_validator("database_url")
     @classmethod
     def _database_url(cls, value: str) -> str:
         return normalize_database_url(value)
+
+    @field_validator("tenant")
+    @classmethod
+    def _tenant(cls, value: str) -> str:
+        return check_tenant(value)
 
     @field_validator("rabbitmq_url")
     @classmethod

@@ -16,6 +16,8 @@
     ├── InvalidMessage              a message body failed decoding or validation
     ├── UnknownToolError            no tool of that name is registered in this worker
     ├── UnknownTaskKindError        no handler for that task kind/version in this build
+    ├── InvalidRequest              a client's request is malformed (also a ValueError)
+    ├── DecisionRefused             a decision on an approval cannot count
     ├── SubmissionFailed            a submission a client waited for failed or was cancelled
     ├── AnswerTimeout               a client stopped waiting for an answer (also a TimeoutError)
     └── ToolError                   raised by tool code; carries its own retry behaviour
@@ -130,6 +132,11 @@ class SubmissionFailed(BrainhandsError):
             f"submission {record.request_id!r} of session {record.session_id} "
             f"{record.status}: {record.error}"
         )
+
+
+class InvalidRequest(BrainhandsError, ValueError):
+    """A client's request is malformed: a reserved signal name, a decision naming no call,
+    a tenant or session id out of form. The message says what to change."""
 
 
 class DecisionRefused(BrainhandsError):

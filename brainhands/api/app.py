@@ -1,9 +1,10 @@
 """The API's routes: every act of the client, over HTTP, for an API key's tenant.
 
 Each route is a thin door onto ``brainhands.Client``: a submit, a cancel, a decision or a
-signal is the same durable request the Python client makes, carried out by a Brain. A
-session belongs to the tenant whose key created it; any other key is told it does not
-exist (404, never 403, so that ids do not leak). Bad input is answered with a
+signal is the same durable request the Python client makes, carried out by a Brain, and
+recorded as the key's (``key:<id>``), whatever a body says. Session ids are the key's
+tenant's own (``shared/tenancy.py``): the same id in two tenants is two sessions, and
+nothing a key sends reaches or reveals another tenant's. Every error is answered with an
 ``application/problem+json`` body saying what is wrong.
 """
 
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+import uuid
 from collections.abc import AsyncIterator
 from dataclasses import asdict
 from typing import Annotated, Any, Literal
@@ -26,16 +28,25 @@ from brainhands.api.changes import ANY, SessionChanges
 from brainhands.api.console import mount_console
 from brainhands.api.guard import DEV, Guarded, caller, document_keys, needs
 from brainhands.api.keys import Principal, VerifiedKeys
+from brainhands.api.known import KnownSessions
 from brainhands.api.live import LiveNotes
+from brainhands.api.protect import protect
 from brainhands.api.settings import ApiSettings
 from brainhands.api.shared_views import SharedViews
 from brainhands.api.sse import PING, EventStream, frame
-from brainhands.api.tenants import SessionTenants
 from brainhands.api.views import SessionFilter, list_sessions, session_document
 from brainhands.api.watcher import Watchers
+from brainhands.approvals import pending_approvals
+from brainhands.brain.approval import Verdict
 from brainhands.client import Client
-from brainhands.shared.errors import AnswerTimeout, DecisionRefused, NotFoundError
+from brainhands.shared.errors import (
+    AnswerTimeout,
+    DecisionRefused,
+    InvalidRequest,
+    NotFoundError,
+)
 from brainhands.shared.store.records import SubmissionRecord
+from brainhands.shared.tenancy import session_key, split_key
 
 log = logging.getLogger("brainhands.api")
 
@@ -75,7 +86,8 @@ class InputSubmission(Closed):
 
 class DecisionBody(Closed):
     by: str | None = Field(default=None, min_length=1, max_length=128)
-    """Who decides (default: the API key's name)."""
+    """A name shown with the decision (default: the API key's name); who decided is
+    recorded from the key, as ``principal``."""
     reason: str | None = Field(default=None, max_length=2000)
     decision_id: str | None = Field(default=None, pattern=NAME)
 
@@ -88,6 +100,9 @@ class SignalBody(Closed):
     name: str = Field(pattern=NAME)
     payload: Any = None
     signal_id: str | None = Field(default=None, pattern=NAME)
+    decision: bool = False
+    """For a wait declared a decision (``WaitSignal(..., decision=True)``): needs a key
+    that may approve."""
 
 
 class SubmissionOut(BaseModel):
@@ -108,6 +123,8 @@ class DecisionOut(BaseModel):
     decision_id: str
     decided_at: float
     new: bool
+    principal: str | None
+    """Who decided, as their credential says (``key:<id>``)."""
 
 
 class SignalOut(BaseModel):
@@ -135,11 +152,12 @@ PROBLEMS: dict[int | str, dict[str, Any]] = {
     for status, what in (
         (400, "the body could not be read (not JSON, or not in the encoding it claims)"),
         (401, "no API key, or an unknown, revoked or malformed one"),
-        (403, "the key lacks the scope this needs"),
+        (403, "the key lacks the scope this needs, or the request's Host is not served"),
         (404, "no such session, submission or approval (for this key's tenant)"),
         (409, "the call was already decided otherwise, or is no longer pending"),
         (413, "the request body is larger than the configured limit"),
         (422, "malformed JSON, unknown fields or invalid values"),
+        (500, "the API failed; the problem names the request to report"),
     )
 }
 
@@ -155,15 +173,22 @@ def problem(status: int, title: str, detail: str, **extra: Any) -> JSONResponse:
     return JSONResponse(body, status_code=status, media_type=PROBLEM)
 
 
-def submission_out(record: SubmissionRecord, created: bool | None = None) -> SubmissionOut:
+def submission_out(
+    record: SubmissionRecord, session_id: str, created: bool | None = None
+) -> SubmissionOut:
     return SubmissionOut(
-        session_id=record.session_id,
+        session_id=session_id,
         request_id=record.request_id,
         status=record.status,
         answer=record.answer,
         error=record.error,
         created=created,
     )
+
+
+def acting(who: Principal) -> str:
+    """What a key's acts are recorded as."""
+    return f"key:{who.key_id}" if who is not DEV else "dev"
 
 
 def create_app(
@@ -174,22 +199,25 @@ def create_app(
         summary="Durable tool-using agents: submit, watch, approve, signal.",
         version="1",
         responses=PROBLEMS,
+        openapi_url="/openapi.json" if settings.api_docs else None,
     )
     app.router.route_class = Guarded
     document_keys(app)
+    protect(app, settings)
     app.state.client, app.state.settings = client, settings
     app.state.keys = VerifiedKeys(client.store)
     store = client.store
     mount_console(app)
     views = SharedViews(client, changes)
     app.state.watchers = watchers = Watchers()
+    known = KnownSessions(store)
 
-    tenants = SessionTenants(store)
-
-    async def owned(session_id: str, who: Principal) -> None:
-        exists, tenant = await tenants.of(session_id)
-        if not exists or (who is not DEV and tenant != who.tenant):
+    async def existing(session_id: str, who: Principal) -> str:
+        """The store key of the caller's session ``session_id``; 404 if it has none."""
+        key = session_key(who.tenant, session_id)
+        if not await known.exists(key):
             raise NotFoundError(f"session {session_id} does not exist")
+        return key
 
     # Problems ------------------------------------------------------------------------------
 
@@ -218,15 +246,29 @@ def create_app(
 
     @app.exception_handler(NotFoundError)
     async def not_found(request: Request, exc: NotFoundError) -> Response:
-        return problem(404, "Not Found", str(exc))
+        # Said of the store's key: said to the tenant of its own id.
+        who: Principal | None = getattr(request.state, "principal", None)
+        detail = str(exc) if who is None else str(exc).replace(f"{who.tenant}/", "")
+        return problem(404, "Not Found", detail)
 
     @app.exception_handler(DecisionRefused)
     async def refused(request: Request, exc: DecisionRefused) -> Response:
         return problem(409, "Conflict", str(exc))
 
-    @app.exception_handler(ValueError)
-    async def bad_value(request: Request, exc: ValueError) -> Response:
+    @app.exception_handler(InvalidRequest)
+    async def bad_request(request: Request, exc: InvalidRequest) -> Response:
         return problem(422, "Invalid Request", str(exc))
+
+    @app.exception_handler(Exception)
+    async def failed(request: Request, exc: Exception) -> Response:
+        incident = uuid.uuid4().hex[:12]
+        log.error(
+            "request failed",
+            exc_info=exc,
+            extra={"event": "request_failed", "incident": incident, "path": request.url.path},
+        )
+        detail = f"the API failed on this request; report incident {incident}"
+        return problem(500, "Internal Server Error", detail, incident=incident)
 
     # Health --------------------------------------------------------------------------------
 
@@ -239,8 +281,11 @@ def create_app(
         ready = client.broker.connected and await store.ping()
         return PlainTextResponse("ready" if ready else "not ready", 200 if ready else 503)
 
-    @app.get("/metrics", response_class=PlainTextResponse, tags=["health"])
+    @app.get(
+        "/metrics", response_class=PlainTextResponse, tags=["health"], openapi_extra=needs("admin")
+    )
     async def metrics() -> Response:
+        """The API process's Prometheus metrics, for an ``admin`` key."""
         return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
 
     # Submissions ---------------------------------------------------------------------------
@@ -254,34 +299,32 @@ def create_app(
         request: Request,
         wait: Annotated[float, Query(ge=0, le=60)] = 0,
     ) -> SubmissionOut:
-        """Submit to a session (created on first contact, for the key's tenant), once per
+        """Submit to a session of the key's tenant (created on first contact), once per
         request id; a Brain starts (or, mid-run, joins) its work. The body is a message
         (``text``, for ``agent``) or an ``input`` as it is. ``wait`` seconds: answer once
         the submission has ended (or with its status then), in this one request."""
         who = caller(request)
-        tenant = None if who is DEV else who.tenant
+        key = session_key(who.tenant, session_id)
         handle = await client.submit(
-            session_id,
+            key,
             body.text if isinstance(body, TextSubmission) else body.input,
             request_id=body.request_id,
             agent=body.agent if isinstance(body, TextSubmission) else None,
-            tenant=tenant,
+            principal=acting(who),
         )
-        if tenant is not None:
-            tenants.learn(session_id, tenant)
+        known.learn(key)
         if wait:
-            return submission_out(
-                await _waited(session_id, handle.request_id, wait), handle.created
-            )
+            record = await _waited(key, handle.request_id, wait)
+            return submission_out(record, session_id, handle.created)
         if handle.created:  # committed just now, queued: nothing to read back
             return SubmissionOut(
                 session_id=session_id, request_id=handle.request_id, status="queued", created=True
             )
-        return submission_out(await handle.status(), created=False)
+        return submission_out(await handle.status(), session_id, created=False)
 
-    async def _waited(session_id: str, request_id: str, wait: float) -> SubmissionRecord:
+    async def _waited(key: str, request_id: str, wait: float) -> SubmissionRecord:
         try:  # its first read returns at once a submission that has ended
-            return await client.wait(session_id, request_id, timeout=wait)
+            return await client.wait(key, request_id, timeout=wait)
         except AnswerTimeout as still:
             record: SubmissionRecord = still.record
             return record
@@ -298,11 +341,12 @@ def create_app(
         wait: Annotated[float, Query(ge=0, le=60)] = 0,
     ) -> SubmissionOut:
         """A submission's status and answer; ``wait`` seconds: until it has ended."""
-        who = caller(request)
-        await owned(session_id, who)
+        key = session_key(caller(request).tenant, session_id)
         if not wait:
-            return submission_out(await client.submission(session_id, request_id).status())
-        return submission_out(await _waited(session_id, request_id, wait))
+            record = await client.submission(key, request_id).status()
+        else:
+            record = await _waited(key, request_id, wait)
+        return submission_out(record, session_id)
 
     @app.post(
         "/sessions/{session_id}/submissions/{request_id}/cancel",
@@ -311,9 +355,8 @@ def create_app(
     )
     async def cancel(session_id: SessionId, request_id: RequestId, request: Request) -> CancelOut:
         """Request the cancellation of a submission; a Brain carries it out."""
-        who = caller(request)
-        await owned(session_id, who)
-        return CancelOut(status=await client.cancel(session_id, request_id))
+        key = session_key(caller(request).tenant, session_id)
+        return CancelOut(status=await client.cancel(key, request_id))
 
     # Sessions ------------------------------------------------------------------------------
 
@@ -328,9 +371,8 @@ def create_app(
         after: Annotated[str | None, Query(pattern=CURSOR)] = None,
     ) -> SessionPage:
         """The tenant's sessions, most recently updated first, a page at a time."""
-        who = caller(request)
         which = SessionFilter(
-            tenant=None if who is DEV else who.tenant,
+            tenant=caller(request).tenant,
             status=status,
             needs_action=needs_action,
             compat=compat,
@@ -348,9 +390,8 @@ def create_app(
     async def session(session_id: SessionId, request: Request) -> dict[str, Any]:
         """A session as it stands: entries, submissions, task tree, tool calls with their
         attempts and errors, requests, and the calls waiting for approval."""
-        who = caller(request)
-        await owned(session_id, who)
-        return session_document(await client.session(session_id))
+        key = session_key(caller(request).tenant, session_id)
+        return session_document(await client.session(key))
 
     @app.get(
         "/sessions/{session_id}/events",
@@ -370,18 +411,13 @@ def create_app(
         ``Last-Event-ID`` and the stream resumes after it (nothing repeated, the current
         state at once). Between them, live notes that are never stored: a tool's progress
         (``event: progress``), a model's text as it comes (``event: model``)."""
-        who = caller(request)
-        await owned(session_id, who)
-        return EventStream(_stream(session_id, _version(last_event_id)))
+        key = await existing(session_id, caller(request))
+        return EventStream(_stream(key, _version(last_event_id)))
 
-    async def _stream(session_id: str, seen: int | None) -> AsyncIterator[bytes]:
-        with (
-            watchers.open() as watcher,
-            views.watch(session_id, watcher),
-            live.watch(session_id, watcher),
-        ):
+    async def _stream(key: str, seen: int | None) -> AsyncIterator[bytes]:
+        with watchers.open() as watcher, views.watch(key, watcher), live.watch(key, watcher):
             while True:
-                snapshot = await views.read(session_id)
+                snapshot = await views.read(key)
                 if seen is None or snapshot.version > seen:
                     yield snapshot.frame
                     seen = snapshot.version
@@ -398,7 +434,8 @@ def create_app(
                         if not changes.pushed:
                             break  # without notifications, look anyway
                         continue
-                    yield frame(news.model_dump_json(), event=news.kind)
+                    note = news.model_copy(update={"session_id": split_key(key)[1]})
+                    yield frame(note.model_dump_json(), event=news.kind)
 
     @app.get(
         "/events",
@@ -411,9 +448,7 @@ def create_app(
     async def session_list_events(request: Request) -> EventStream:
         """Server-sent events of the sessions list: the tenant's latest sessions now, then
         again whenever one of them is created or changes (``event: sessions``)."""
-        who = caller(request)
-        which = SessionFilter(tenant=None if who is DEV else who.tenant)
-        return EventStream(_list_stream(which))
+        return EventStream(_list_stream(SessionFilter(tenant=caller(request).tenant)))
 
     async def _list_stream(which: SessionFilter) -> AsyncIterator[bytes]:
         sent = None
@@ -434,21 +469,32 @@ def create_app(
 
     @app.get("/approvals", tags=["approvals"], openapi_extra=needs("read"))
     async def approvals(
-        request: Request, session_id: Annotated[str | None, Query(max_length=64)] = None
+        request: Request,
+        session_id: Annotated[str | None, Query(pattern=NAME, max_length=64)] = None,
     ) -> list[dict[str, Any]]:
         """Calls waiting for a decision, oldest first (of one session, or of the tenant)."""
         who = caller(request)
         if session_id is not None:
-            await owned(session_id, who)
-        pending = await client.pending_approvals(session_id)
-        if who is not DEV and session_id is None:
-            mine = {s for s in {p.session_id for p in pending} if await _mine(s, who)}
-            pending = [p for p in pending if p.session_id in mine]
-        return [asdict(p) for p in pending]
+            pending = await pending_approvals(store, await existing(session_id, who))
+        else:
+            pending = await pending_approvals(store, tenant=who.tenant)
+        return [{**asdict(p), "session_id": split_key(p.session_id)[1]} for p in pending]
 
-    async def _mine(session_id: str, who: Principal) -> bool:
-        exists, tenant = await tenants.of(session_id)
-        return exists and tenant == who.tenant
+    async def _decide(
+        session_id: str, approval_id: str, request: Request, verdict: Verdict, body: DecisionBody
+    ) -> DecisionOut:
+        who = caller(request)
+        [made] = await client.decide(
+            await existing(session_id, who),
+            [approval_id],
+            verdict,
+            by=body.by or who.name,
+            reason=body.reason,
+            decision_id=body.decision_id,
+            principal=acting(who),
+            four_eyes=settings.api_four_eyes,
+        )
+        return DecisionOut(**asdict(made))
 
     @app.post(
         "/sessions/{session_id}/approvals/{approval_id}/approve",
@@ -462,17 +508,7 @@ def create_app(
         body: DecisionBody | None = None,
     ) -> DecisionOut:
         """Approve a call: it is dispatched once. The same decision twice counts once."""
-        who = caller(request)
-        await owned(session_id, who)
-        body = body or DecisionBody()
-        [made] = await client.approve(
-            session_id,
-            approval_id,
-            by=body.by or who.name,
-            reason=body.reason,
-            decision_id=body.decision_id,
-        )
-        return DecisionOut(**asdict(made))
+        return await _decide(session_id, approval_id, request, "approved", body or DecisionBody())
 
     @app.post(
         "/sessions/{session_id}/approvals/{approval_id}/deny",
@@ -483,24 +519,24 @@ def create_app(
         session_id: SessionId, approval_id: ApprovalId, request: Request, body: DenyBody
     ) -> DecisionOut:
         """Deny a call: the model reads the refusal with its reason; the tool never runs."""
-        who = caller(request)
-        await owned(session_id, who)
-        [made] = await client.deny(
-            session_id,
-            approval_id,
-            by=body.by or who.name,
-            reason=body.reason,
-            decision_id=body.decision_id,
-        )
-        return DecisionOut(**asdict(made))
+        return await _decide(session_id, approval_id, request, "denied", body)
 
-    @app.post("/sessions/{session_id}/signals", tags=["signals"], openapi_extra=needs("submit"))
+    @app.post("/sessions/{session_id}/signals", tags=["signals"], openapi_extra=needs("signal"))
     async def signal(session_id: SessionId, body: SignalBody, request: Request) -> SignalOut:
         """Send a signal: the task waiting for its name resumes with the payload; kept
-        until one waits. The same signal id twice is one signal."""
+        until one waits. The same signal id twice is one signal. A ``decision`` (for a
+        wait declared one) needs the ``approve`` scope too."""
         who = caller(request)
-        await owned(session_id, who)
-        receipt = await client.signal(session_id, body.name, body.payload, signal_id=body.signal_id)
+        if body.decision and not who.may("approve"):
+            raise HTTPException(403, "a decision needs a key with the 'approve' scope")
+        receipt = await client.signal(
+            await existing(session_id, who),
+            body.name,
+            body.payload,
+            signal_id=body.signal_id,
+            decision=body.decision,
+            principal=acting(who),
+        )
         return SignalOut(signal_id=receipt.request.key, created=receipt.created)
 
     return app
@@ -512,4 +548,4 @@ def _version(last_event_id: str | None) -> int | None:
     try:
         return int(last_event_id)
     except ValueError:
-        raise ValueError("Last-Event-ID: not an event id of this stream") from None
+        raise InvalidRequest("Last-Event-ID: not an event id of this stream") from None

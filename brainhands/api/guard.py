@@ -1,5 +1,6 @@
 """What every route checks before its own work: the caller's key and scope, and that the
-query names only parameters the route takes.
+query gives each parameter the route takes at most once (others are ignored: a browser's
+cache-buster ``?_=123`` is no error).
 
 Both are done by the route class (``Guarded``), once per request and before FastAPI reads
 the route's own parameters, rather than as FastAPI dependencies: solving two levels of
@@ -19,9 +20,11 @@ from fastapi.routing import APIRoute
 from starlette.exceptions import HTTPException
 
 from brainhands.api.keys import Principal, Scope, VerifiedKeys
+from brainhands.shared.tenancy import DEFAULT_TENANT
 
-DEV = Principal(key_id="-", tenant="", name="dev", scopes=frozenset({"admin"}))
-"""Who every request acts for when authentication is off: every tenant's sessions."""
+DEV = Principal(key_id="-", tenant=DEFAULT_TENANT, name="dev", scopes=frozenset({"admin"}))
+"""Who every request acts for when authentication is off: the default tenant, whose
+sessions the CLI and the Python client make unless told otherwise."""
 
 SCHEME = "apiKey"
 SCOPE = "x-scope"
@@ -39,8 +42,9 @@ def caller(request: Request) -> Principal:
 
 
 class Guarded(APIRoute):
-    """A route that refuses unknown query parameters and, if it needs a scope, a request
-    without a key that has it (401 without a valid key, 403 without the scope)."""
+    """A route that refuses a query giving one of its parameters twice and, if it needs a
+    scope, a request without a key that has it (401 without a valid key, 403 without the
+    scope)."""
 
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         handler = super().get_route_handler()
@@ -53,11 +57,12 @@ class Guarded(APIRoute):
             if scope is not None:
                 request.state.principal = await _authenticate(request, scope)
             if request.scope["query_string"]:
-                unknown = sorted(set(request.query_params) - known)
-                if unknown:
+                query = request.query_params
+                twice = sorted(n for n in known & set(query) if len(query.getlist(n)) > 1)
+                if twice:
                     raise RequestValidationError(
-                        [{"loc": ("query", name), "msg": "Unknown query parameter",
-                          "type": "extra"} for name in unknown]
+                        [{"loc": ("query", name), "msg": "Given more than once",
+                          "type": "repeated"} for name in twice]
                     )  # fmt: skip
             return await handler(request)
 

@@ -18,9 +18,13 @@ from sqlalchemy import insert, select, update
 
 from brainhands.shared.errors import NotFoundError
 from brainhands.shared.store import Store, schema
+from brainhands.shared.tenancy import check_tenant
 
-Scope = Literal["read", "submit", "approve", "admin"]
-SCOPES: tuple[Scope, ...] = ("read", "submit", "approve", "admin")
+Scope = Literal["read", "submit", "signal", "approve", "admin"]
+SCOPES: tuple[Scope, ...] = ("read", "submit", "signal", "approve", "admin")
+"""``read`` sessions, ``submit`` (and cancel) submissions, ``signal`` a waiting task,
+``approve`` (or deny) calls and decide signals declared as decisions, ``admin``: all of
+them, and the API's metrics."""
 PREFIX = "bh_"
 
 
@@ -55,6 +59,7 @@ async def create_key(
     store: Store, *, tenant: str, scopes: list[Scope], name: str
 ) -> tuple[KeyRecord, str]:
     """A new key for ``tenant``; returns its record and the key itself (shown only now)."""
+    check_tenant(tenant)
     unknown = set(scopes) - set(SCOPES)
     if unknown or not scopes:
         raise ValueError(f"scopes must be some of {', '.join(SCOPES)}, not {sorted(unknown)}")

@@ -42,11 +42,13 @@ async def api(args: argparse.Namespace) -> int:
     port = settings.api_port if args.port is None else args.port
     if settings.api_auth == "none":
         log.warning(
-            "AUTHENTICATION IS OFF: every request acts for every tenant. Never expose this "
+            "AUTHENTICATION IS OFF: every request acts for the default tenant. Never expose this "
             "API beyond your own machine; set BRAINHANDS_API_AUTH=keys.",
             extra={"event": "auth_off"},
         )
-    async with await Client.from_settings(settings, compat=settings.api_compat) as client:
+    # An operator's client: each route names the session by its caller's tenant's key.
+    client = await Client.from_settings(settings, compat=settings.api_compat, operator=True)
+    async with client:
         changes = SessionChanges(client.store)
         await changes.start()
         live = LiveNotes(client.broker)

@@ -18,8 +18,30 @@ class ApiSettings(CommonSettings):
     """Port of the API, its OpenAPI document, ``/healthz``, ``/readyz`` and ``/metrics``."""
     api_auth: Literal["keys", "none"] = "keys"
     """``keys``: every request needs an API key (``brainhands keys create``); ``none``: no
-    authentication, every request acts for tenant ``dev`` (local development only)."""
+    authentication, every request acts for the default tenant, whose sessions the CLI and
+    the Python client make unless told otherwise (local development only)."""
     api_max_body: int = Field(default=1_048_576, ge=1024)
     """Largest request body accepted, in bytes; a larger one is refused with 413."""
     api_compat: str = "v1"
     """The Brain build sessions created through the API are run by."""
+    api_four_eyes: bool = False
+    """A call is approved or denied only by a key other than the ones that submitted to
+    its session."""
+    api_cors_origins: str = ""
+    """Comma-separated origins whose pages may call the API from a browser
+    (``https://console.example.com``); empty: none but the API's own."""
+    api_allowed_hosts: str = ""
+    """Comma-separated ``Host`` names the API answers to; empty: any with keys, only
+    ``localhost``, ``127.0.0.1`` and ``::1`` with authentication off (so that a web page
+    elsewhere cannot reach a loopback API through DNS rebinding)."""
+    api_docs: bool = True
+    """Serve the OpenAPI document and its pages (``/openapi.json``, ``/docs``)."""
+
+    def cors_origins(self) -> list[str]:
+        return [o.strip() for o in self.api_cors_origins.split(",") if o.strip()]
+
+    def allowed_hosts(self) -> list[str]:
+        hosts = [h.strip() for h in self.api_allowed_hosts.split(",") if h.strip()]
+        if hosts:
+            return hosts
+        return ["*"] if self.api_auth == "keys" else ["localhost", "127.0.0.1", "[::1]", "::1"]

@@ -11,21 +11,37 @@ from sqlalchemy import Select, and_, exists, literal, or_, select
 from brainhands.brain.approval import APPROVAL_KIND, DECISION_PREFIX
 from brainhands.client import SessionView
 from brainhands.shared.store import Store, schema
+from brainhands.shared.tenancy import session_key, split_key
 
 
 def session_document(view: SessionView) -> dict[str, Any]:
     """A session as JSON: the session row, its entries, submissions, task tree, tool calls,
-    requests, and the calls waiting for approval. ``version`` is the event id."""
-    document = dataclasses.asdict(view)
+    requests, and the calls waiting for approval. ``version`` is the event id. The session
+    is named as its tenant names it, wherever the rows name it."""
+    key = view.session.id
+    _, name = split_key(key)
+    document: dict[str, Any] = _renamed(dataclasses.asdict(view), key, name)
+    document["session"]["id"] = name
     document["version"] = view.session.version
     document["needs_action"] = view.needs_action
     return document
 
 
+def _renamed(value: Any, key: str, name: str) -> Any:
+    """``value`` with every ``session_id`` that is ``key`` made ``name``."""
+    if isinstance(value, dict):
+        return {
+            k: name if k == "session_id" and v == key else _renamed(v, key, name)
+            for k, v in value.items()
+        }
+    if isinstance(value, list):
+        return [_renamed(v, key, name) for v in value]
+    return value
+
+
 @dataclass(frozen=True)
 class SessionFilter:
-    tenant: str | None
-    """None: every tenant's (no-auth mode)."""
+    tenant: str
     status: str | None = None
     """``open`` (a task not terminal) or ``idle``."""
     needs_action: bool | None = None
@@ -55,8 +71,7 @@ def _listing(which: SessionFilter) -> Select[Any]:
         open_work.label("open"),
         waiting.label("needs_action"),
     )
-    if which.tenant is not None:
-        query = query.where(s.c.tenant == which.tenant)
+    query = query.where(s.c.tenant == which.tenant)
     if which.status == "open":
         query = query.where(open_work)
     elif which.status == "idle":
@@ -73,12 +88,14 @@ def _listing(which: SessionFilter) -> Select[Any]:
 async def list_sessions(
     store: Store, which: SessionFilter, *, limit: int, after: tuple[float, str] | None
 ) -> tuple[list[dict[str, Any]], tuple[float, str] | None]:
-    """A page of sessions, most recently updated first, from after the cursor ``after``
-    (the last page's ``(updated_at, id)``); returns the page and the next cursor."""
+    """A page of the tenant's sessions, most recently updated first, from after the cursor
+    ``after`` (the last page's ``(updated_at, id)``); returns the page and the next cursor.
+    Ids are the tenant's own."""
     s = schema.session
     query = _listing(which)
     if after is not None:
-        updated_at, session_id = after
+        updated_at, last_id = after
+        session_id = session_key(which.tenant, last_id)
         query = query.where(
             or_(
                 s.c.updated_at < updated_at, and_(s.c.updated_at == updated_at, s.c.id < session_id)
@@ -89,7 +106,7 @@ async def list_sessions(
         rows = (await conn.execute(query)).all()
     page = [
         {
-            "id": r.id,
+            "id": split_key(r.id)[1],
             "compat": r.compat,
             "version": r.version,
             "created_at": r.created_at,

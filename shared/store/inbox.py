@@ -86,6 +86,11 @@ async def inbox_in(conn: AsyncConnection, session_id: str) -> list[InboxRecord]:
     return [InboxRecord(**dict(r._mapping)) for r in rows]
 
 
+DECISION_SIGNAL = "approval:"
+"""Prefix of a signal declared a decision (``WaitSignal(..., decision=True)``): through
+the API, only a key that may approve sends one."""
+
+
 async def send_signal(
     store: Store,
     *,
@@ -95,13 +100,16 @@ async def send_signal(
     payload: JSON,
     wake: Callable[[str], OutboxMessage] | None,
     timed_out: bool = False,
+    sender: str | None = None,
 ) -> InboxReceipt:
     """Keep a signal named ``name`` in the session's inbox until a wait receives it; the
     same ``signal_id`` twice is one signal. ``timed_out``: an exclusive wait's timeout, sent
-    as its one signal."""
+    as its one signal. ``sender``: who sent it, as their credential says, kept with it."""
     body: dict[str, Any] = {"payload": payload}
     if timed_out:
         body["timed_out"] = True
+    if sender is not None:
+        body["sender"] = sender
     return await send_request(
         store, session_id=session_id, kind="signal", key=signal_id, name=name, body=body, wake=wake
     )

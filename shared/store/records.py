@@ -6,6 +6,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from brainhands.shared.tenancy import DEFAULT_TENANT
+
 JSON = Any
 TaskStatus = Literal["pending", "running", "waiting", "sleeping", "completing", "terminal"]
 TaskOutcome = Literal["succeeded", "failed", "cancelled"]
@@ -31,7 +33,7 @@ class SessionRecord:
     entry_count: int
     created_at: float
     updated_at: float
-    tenant: str | None = None
+    tenant: str = DEFAULT_TENANT
 
 
 @dataclass(frozen=True)
@@ -138,6 +140,8 @@ class SubmissionRecord:
     updated_at: float
     task_id: str | None = None
     """The root task whose end answers it: the one it started, or the loop it joined."""
+    principal: str | None = None
+    """Who submitted it, as its credential says (``key:<id>`` for an API key)."""
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,8 @@ from sqlalchemy import (
     text,
 )
 
+from brainhands.shared.tenancy import DEFAULT_TENANT
+
 metadata = MetaData(
     naming_convention={
         "ix": "ix_%(table_name)s_%(column_0_N_name)s",
@@ -42,11 +44,13 @@ metadata = MetaData(
 )
 
 ID = String(64)
+SESSION_ID = String(160)
+"""A session's key: ``<tenant>/<id>``, each up to 64 characters (``shared/tenancy.py``)."""
 
 session = Table(
     "session",
     metadata,
-    Column("id", ID, primary_key=True),
+    Column("id", SESSION_ID, primary_key=True),
     # Random, given once when the session is created: the root of its task and operation ids,
     # so that no other deployment, store or re-created session ever derives the same key.
     Column("uid", String(32), nullable=False, unique=True),
@@ -57,15 +61,15 @@ session = Table(
     Column("entry_count", BigInteger, nullable=False, server_default="0"),
     Column("created_at", Float, nullable=False),
     Column("updated_at", Float, nullable=False),
-    # Whose it is, when it was created through the API (an API key sees its tenant's only).
-    Column("tenant", String(64), nullable=True),
+    # Whose it is: the tenant its key names (an API key sees its tenant's only).
+    Column("tenant", String(64), nullable=False, server_default=DEFAULT_TENANT),
     Index("ix_session_tenant_updated", "tenant", "updated_at"),
 )
 
 entry = Table(
     "entry",
     metadata,
-    Column("session_id", ID, ForeignKey("session.id"), primary_key=True),
+    Column("session_id", SESSION_ID, ForeignKey("session.id"), primary_key=True),
     Column("seq", BigInteger, primary_key=True),
     Column("kind", String(32), nullable=False),
     Column("body", JSON, nullable=False),
@@ -75,7 +79,7 @@ entry = Table(
 document = Table(
     "document",
     metadata,
-    Column("session_id", ID, ForeignKey("session.id"), primary_key=True),
+    Column("session_id", SESSION_ID, ForeignKey("session.id"), primary_key=True),
     Column("name", String(128), primary_key=True),
     Column("version", BigInteger, nullable=False),
     Column("body", JSON, nullable=False),
@@ -86,7 +90,7 @@ task = Table(
     "task",
     metadata,
     Column("id", ID, primary_key=True),
-    Column("session_id", ID, ForeignKey("session.id"), nullable=False),
+    Column("session_id", SESSION_ID, ForeignKey("session.id"), nullable=False),
     Column("parent_id", ID, nullable=True),
     Column("kind", String(128), nullable=False),
     Column("kind_version", Integer, nullable=False),
@@ -124,7 +128,7 @@ submission = Table(
     "submission",
     metadata,
     Column("id", ID, primary_key=True),
-    Column("session_id", ID, ForeignKey("session.id"), nullable=False),
+    Column("session_id", SESSION_ID, ForeignKey("session.id"), nullable=False),
     Column("request_id", String(128), nullable=False),
     Column("status", String(16), nullable=False),
     Column("input", JSON, nullable=False),
@@ -134,6 +138,8 @@ submission = Table(
     Column("task_id", ID, nullable=True),
     Column("created_at", Float, nullable=False),
     Column("updated_at", Float, nullable=False),
+    # Who submitted it, as its credential says: what a four-eyes approval compares.
+    Column("principal", String(160), nullable=True),
     UniqueConstraint("session_id", "request_id"),
     # The sweeper's look for queued submissions across all sessions. Partial, so it holds
     # the few waiting their turn, not every submission ever answered.
@@ -151,7 +157,7 @@ outbox = Table(
     Column(
         "id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True
     ),
-    Column("session_id", ID, nullable=True),
+    Column("session_id", SESSION_ID, nullable=True),
     Column("routing_key", String(255), nullable=False),
     Column("body", LargeBinary, nullable=False),
     Column("headers", JSON, nullable=True),
@@ -174,7 +180,7 @@ operation = Table(
     "operation",
     metadata,
     Column("operation_id", ID, primary_key=True),
-    Column("session_id", ID, nullable=False),
+    Column("session_id", SESSION_ID, nullable=False),
     Column("task_id", ID, nullable=True),
     Column("tool", String(128), nullable=False),
     Column("pool", String(64), nullable=False),
@@ -215,7 +221,7 @@ inbox = Table(
     Column(
         "id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True
     ),
-    Column("session_id", ID, ForeignKey("session.id"), nullable=False),
+    Column("session_id", SESSION_ID, ForeignKey("session.id"), nullable=False),
     Column("kind", String(32), nullable=False),
     Column("key", String(128), nullable=False),
     Column("body", JSON, nullable=True),

@@ -10,6 +10,7 @@ from typing import Any
 from sqlalchemy import exists, func, insert, or_, select, text
 
 from brainhands.shared.batch import Batcher
+from brainhands.shared.config import normalize_database_url
 from brainhands.shared.store import fence, migrate, schema
 from brainhands.shared.store.backend import Backend
 from brainhands.shared.store.commit import apply_draft_sync, apply_drafts_sync, one_round_trip
@@ -34,6 +35,7 @@ from brainhands.shared.store.records import (
     SubmissionRecord,
     TaskRecord,
 )
+from brainhands.shared.tenancy import split_key
 
 log = logging.getLogger("brainhands.store")
 
@@ -89,11 +91,16 @@ class Store:
         pool_size: int = 10,
         db_schema: str | None = None,
     ) -> Store:
-        """Open the store at ``url``.
+        """Open the store at ``url``: any form ``normalize_database_url`` takes (a
+        ``ValueError`` saying which otherwise).
 
         ``upgrade`` migrates the schema to head first; by default only the embedded SQLite
         store does so on first use (a server database is migrated by ``brainhands migrate``).
         """
+        try:
+            url = normalize_database_url(url)
+        except ValueError as exc:
+            raise ValueError(f"database URL: {exc}") from None
         backend = await Backend.open(url, pool_size=pool_size, db_schema=db_schema)
         if backend.embedded if upgrade is None else upgrade:
             await migrate.upgrade(backend)
@@ -118,6 +125,7 @@ class Store:
             "entry_count": 0,
             "created_at": now,
             "updated_at": now,
+            "tenant": split_key(session_id)[0],
         }
         async with self.backend.transaction() as conn:
             await conn.execute(insert(schema.session).values(**values))

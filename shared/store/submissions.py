@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Insert, Table, bindparam, insert, literal, or_, select, true, union_all
+from sqlalchemy import Insert, Table, bindparam, insert, literal, select, true, union_all
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -25,6 +25,7 @@ from brainhands.shared.store.draft import OutboxMessage, new_id
 from brainhands.shared.store.hot import HotStatement, hot, run
 from brainhands.shared.store.records import CommitReceipt, OutboxRow, SubmissionRecord
 from brainhands.shared.store.store import Store
+from brainhands.shared.tenancy import split_key
 
 
 @dataclass(frozen=True)
@@ -42,26 +43,37 @@ async def submit(
     input: Any,
     compat: str,
     wake: Callable[[str], OutboxMessage],
-    tenant: str | None = None,
+    principal: str | None = None,
 ) -> SubmitReceipt:
     """Accept ``input`` once for ``(session_id, request_id)`` and wake the session's Brains.
 
-    A new session is created for the Brains of ``compat`` (and for ``tenant``); an existing
-    one keeps the key it was created with, and ``wake(key)`` builds the wake-up for that
-    key. With ``tenant``, a session of another tenant (or of none) is ``NotFoundError``.
+    A new session is created for the Brains of ``compat``, for the tenant its id says
+    (``shared/tenancy.py``); an existing one keeps the key it was created with, and
+    ``wake(key)`` builds the wake-up for that key. ``principal``: who submits, kept with
+    the submission.
 
     Where the backend chains writes (PostgreSQL), one statement in one hop, without BEGIN
     and COMMIT (``_submit_chained``). Otherwise, or when that statement cannot decide alone,
     one transaction in one hop, of statements built once: the session's insert (a no-op
-    when it exists), a read of its key and tenant, the submission's insert returning the
+    when it exists), a read of its key, the submission's insert returning the
     row (or, for a request id seen before, a read of the original), and the wake-up.
     """
     now = time.time()
+    tenant, _ = split_key(session_id)
     handoff = store.handoff
     if store.backend.chains_writes:
         chained = await store.backend.write(
             lambda conn: _submit_chained(
-                conn, session_id, request_id, input, compat, wake(compat), tenant, now, handoff
+                conn,
+                session_id,
+                request_id,
+                input,
+                compat,
+                wake(compat),
+                tenant,
+                principal,
+                now,
+                handoff,
             ),
             single_statement=True,
         )
@@ -77,10 +89,15 @@ async def submit(
             inserts.session,
             {"id": session_id, "uid": new_id(), "compat": compat, "tenant": tenant, "now": now},
         )
-        key, owner = conn.execute(_SESSION_KEY, {"sid": session_id}).one()
-        if tenant is not None and owner != tenant:
-            raise NotFoundError(f"session {session_id} does not exist")
-        params = {"id": new_id(), "sid": session_id, "rid": request_id, "input": input, "now": now}
+        key: str = conn.execute(_SESSION_KEY, {"sid": session_id}).scalar_one()
+        params = {
+            "id": new_id(),
+            "sid": session_id,
+            "rid": request_id,
+            "input": input,
+            "principal": principal,
+            "now": now,
+        }
         row = conn.execute(inserts.submission, params).one_or_none()
         if row is None:  # seen before: the original, and no wake-up
             return _by_request_sync(conn, session_id, request_id), ()
@@ -122,6 +139,7 @@ def _inserts(insert: Callable[[Table], Any]) -> _Inserts:
             request_id=bindparam("rid"),
             status="queued",
             input=bindparam("input", type_=sub.c.input.type),
+            principal=bindparam("principal", type_=sub.c.principal.type),
             created_at=now,
             updated_at=now,
         )
@@ -137,7 +155,8 @@ def _submit_chained(
     input: Any,
     compat: str,
     message: OutboxMessage,
-    tenant: str | None,
+    tenant: str,
+    principal: str | None,
     now: float,
     handoff: float | None,
 ) -> tuple[SubmissionRecord, tuple[OutboxRow, ...]] | None:
@@ -154,6 +173,7 @@ def _submit_chained(
         "compat": compat,
         "tenant": tenant,
         "input": input,
+        "principal": principal,
         "now": now,
         "routing_key": message.routing_key,
         "body": message.body,
@@ -163,8 +183,6 @@ def _submit_chained(
     row = run(conn, _SUBMIT, params).one_or_none()
     if row is None or row.key != compat:
         return None
-    if tenant is not None and row.owner != tenant:
-        raise NotFoundError(f"session {session_id} does not exist")
     if row.outbox_id is None:  # seen before: the original, and no wake-up
         return _by_request_sync(conn, session_id, request_id), ()
     fields = row._mapping
@@ -174,10 +192,10 @@ def _submit_chained(
 
 
 def _submit_statement() -> HotStatement:
-    """The session's insert (a no-op when it exists), its key and owner, the submission's
-    insert when the key is the caller's and the owner may submit (a no-op for a request id
-    seen before), and the wake-up for a submission inserted; one row, with the submission
-    and the wake-up's id, unless the session is not in the statement's snapshot."""
+    """The session's insert (a no-op when it exists), its key, the submission's insert
+    when the key is the caller's (a no-op for a request id seen before), and the wake-up
+    for a submission inserted; one row, with the submission and the wake-up's id, unless
+    the session is not in the statement's snapshot."""
     s, sub, ob = schema.session, schema.submission, schema.outbox
     now = bindparam("now", type_=s.c.created_at.type)
     sid = bindparam("sid", type_=s.c.id.type)
@@ -193,16 +211,19 @@ def _submit_statement() -> HotStatement:
             updated_at=now,
         )
         .on_conflict_do_nothing(index_elements=["id"])
-        .returning(s.c.compat, s.c.tenant)
+        .returning(s.c.compat)
         .cte("created")
     )
     # One of the two has the session's row: the statement's snapshot does not see a row
     # its own insert wrote, and the insert writes none when the row was there.
     key = union_all(
-        select(created.c.compat, created.c.tenant),
-        select(s.c.compat, s.c.tenant).where(s.c.id == sid),
+        select(created.c.compat),
+        select(s.c.compat).where(s.c.id == sid),
     ).cte("key")
-    columns = ("id", "session_id", "request_id", "status", "input", "created_at", "updated_at")
+    columns = (
+        "id", "session_id", "request_id", "status", "input", "principal", "created_at",
+        "updated_at",
+    )  # fmt: skip
     submitted = (
         postgresql.insert(sub)
         .from_select(
@@ -213,12 +234,10 @@ def _submit_statement() -> HotStatement:
                 bindparam("rid", type_=sub.c.request_id.type),
                 literal("queued", sub.c.status.type),
                 bindparam("input", type_=sub.c.input.type),
+                bindparam("principal", type_=sub.c.principal.type),
                 now,
                 now,
-            ).where(
-                key.c.compat == bindparam("compat", type_=s.c.compat.type),
-                or_(tenant.is_(None), key.c.tenant == tenant),
-            ),
+            ).where(key.c.compat == bindparam("compat", type_=s.c.compat.type)),
         )
         .on_conflict_do_nothing(index_elements=["session_id", "request_id"])
         .returning(*sub.c)
@@ -243,7 +262,6 @@ def _submit_statement() -> HotStatement:
     return hot(
         select(
             key.c.compat.label("key"),
-            key.c.tenant.label("owner"),
             *(submitted.c[c.name] for c in sub.c),
             woken.c.id.label("outbox_id"),
         )
@@ -256,9 +274,7 @@ def _submit_statement() -> HotStatement:
 _SUBMIT = _submit_statement()
 
 
-_SESSION_KEY = select(schema.session.c.compat, schema.session.c.tenant).where(
-    schema.session.c.id == bindparam("sid")
-)
+_SESSION_KEY = select(schema.session.c.compat).where(schema.session.c.id == bindparam("sid"))
 
 
 _BY_REQUEST = select(schema.submission).where(

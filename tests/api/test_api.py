@@ -8,7 +8,9 @@ import json
 from pathlib import Path
 
 import pytest
+from sqlalchemy import select
 
+from brainhands.shared.store import schema
 from tests.helpers.agent_run import AgentRun, agent_run
 from tests.helpers.api import events, key_for, start_api, watched_message
 from tests.helpers.brains import BrainHarness
@@ -62,27 +64,75 @@ async def test_submit_over_http_once_per_request_id_and_read_the_answer(
         assert (await http.get("/sessions", params={"status": "open"})).json()["sessions"] == []
 
 
-async def test_a_key_sees_only_its_tenants_sessions_and_needs_the_scope_it_uses(
+async def test_a_tenants_session_ids_are_its_own_and_say_nothing_of_another_tenants(
     brains: BrainHarness,
 ) -> None:
+    brains.start_brain()
     api = await start_api(brains)
     acme = await key_for(brains, "acme", "read", "submit")
-    other = await key_for(brains, "globex", "read", "submit")
-    reader = await key_for(brains, "acme", "read")
+    globex = await key_for(brains, "globex", "read", "submit")
     async with api.http(acme) as http:
-        made = await http.post("/sessions/s1/submissions", json={"input": STEPS})
+        made = await http.post(
+            "/sessions/s1/submissions", json={"input": STEPS, "request_id": "r1"}
+        )
         assert made.status_code == 200, made.text
+        assert made.json()["session_id"] == "s1"
 
-    async with api.http(other) as http:
-        for response in (
-            await http.get("/sessions/s1"),
-            await http.get("/sessions/s1/submissions/r1"),
-            await http.post("/sessions/s1/submissions", json={"input": STEPS}),
-            await http.post("/sessions/s1/signals", json={"name": "go"}),
-        ):
-            assert response.status_code == 404, response.text  # not 403: ids do not leak
-            assert response.headers["content-type"] == "application/problem+json"
+    async with api.http(globex) as http:
+        # acme's s1 and an id no one used look the same: no oracle of another's ids.
+        for path in ("/sessions/{}", "/sessions/{}/submissions/r1", "/sessions/{}/events"):
+            taken, free = [await http.get(path.format(i)) for i in ("s1", "never-made")]
+            assert (taken.status_code, free.status_code) == (404, 404), path
+            assert taken.json()["detail"] == free.json()["detail"].replace("never-made", "s1")
+            assert taken.headers["content-type"] == "application/problem+json"
         assert (await http.get("/sessions")).json()["sessions"] == []
+        # The same id is globex's own session: created, with nothing of acme's in it.
+        own = await http.post(
+            "/sessions/s1/submissions", params={"wait": 30}, json={"input": STEPS}
+        )
+        assert (own.status_code, own.json()["created"]) == (200, True), own.text
+        assert own.json()["status"] == "answered"
+        view = (await http.get("/sessions/s1")).json()
+        assert view["session"]["id"] == "s1" and view["session"]["tenant"] == "globex"
+        assert [s["request_id"] for s in view["submissions"]] == [own.json()["request_id"]]
+        assert all(s["session_id"] == "s1" for s in view["submissions"])
+        # Squatting: a predictable id taken first by globex is still acme's to use.
+        squat = await http.post("/sessions/order-123/submissions", json={"input": STEPS})
+        assert squat.status_code == 200
+
+    async with api.http(acme) as http:
+        mine = (await http.get("/sessions/s1")).json()
+        assert [s["request_id"] for s in mine["submissions"]] == ["r1"]
+        late = await http.post("/sessions/order-123/submissions", json={"input": STEPS})
+        assert (late.status_code, late.json()["created"]) == (200, True)
+        listed = (await http.get("/sessions")).json()["sessions"]
+        assert sorted(s["id"] for s in listed) == ["order-123", "s1"]
+    s = schema.session
+    async with brains.store.backend.snapshot() as conn:
+        keys = dict((await conn.execute(select(s.c.id, s.c.tenant))).all())
+    assert keys == {
+        "acme/s1": "acme", "globex/s1": "globex", "globex/order-123": "globex",
+        "acme/order-123": "acme",
+    }  # fmt: skip
+
+
+async def test_a_key_needs_the_scope_of_what_it_does(brains: BrainHarness) -> None:
+    api = await start_api(brains)
+    submitter = await key_for(brains, "acme", "read", "submit")
+    signaller = await key_for(brains, "acme", "signal")
+    reader = await key_for(brains, "acme", "read")
+    async with api.http(submitter) as http:
+        assert (await http.post("/sessions/s1/submissions", json={"input": STEPS})).is_success
+        refused = await http.post("/sessions/s1/signals", json={"name": "go"})
+        assert refused.status_code == 403 and "'signal' scope" in refused.json()["detail"]
+        metrics = await http.get("/metrics")
+        assert metrics.status_code == 403 and "'admin' scope" in metrics.json()["detail"]
+    async with api.http(signaller) as http:
+        sent = await http.post("/sessions/s1/signals", json={"name": "go"})
+        assert sent.status_code == 200, sent.text
+        # A decision is an approval's: the signal scope alone does not give one.
+        decision = await http.post("/sessions/s1/signals", json={"name": "go", "decision": True})
+        assert decision.status_code == 403 and "'approve' scope" in decision.json()["detail"]
     async with api.http(reader) as http:
         refused = await http.post("/sessions/s2/submissions", json={"input": STEPS})
         assert refused.status_code == 403
@@ -91,6 +141,7 @@ async def test_a_key_sees_only_its_tenants_sessions_and_needs_the_scope_it_uses(
     async with api.http() as http:
         missing = await http.get("/sessions")
         assert missing.status_code == 401 and missing.headers["www-authenticate"] == "Bearer"
+        assert (await http.get("/metrics")).status_code == 401
     async with api.http("bh_nope_nothing") as http:
         assert (await http.get("/sessions")).status_code == 401
         document = (await http.get("/openapi.json")).json()  # public, like /healthz
@@ -102,15 +153,17 @@ async def test_a_key_sees_only_its_tenants_sessions_and_needs_the_scope_it_uses(
     }
     assert operations["GET /healthz"].get("security") is None
     assert operations["POST /sessions/{session_id}/submissions"]["x-scope"] == "submit"
+    assert operations["POST /sessions/{session_id}/signals"]["x-scope"] == "signal"
+    assert operations["GET /metrics"]["x-scope"] == "admin"
     assert operations["POST /sessions/{session_id}/approvals/{approval_id}/deny"]["x-scope"] == (
         "approve"
     )
     for name, op in operations.items():
-        if not name.endswith(("/healthz", "/readyz", "/metrics")):
+        if not name.endswith(("/healthz", "/readyz")):
             assert op["security"] == [{"apiKey": []}], name
-            assert op["x-scope"] in {"read", "submit", "approve"}, name
+            assert op["x-scope"] in {"read", "submit", "signal", "approve", "admin"}, name
     logged = await asyncio.to_thread(Path(api.log).read_text)
-    assert acme.split("_")[-1] not in logged  # no secret in the logs
+    assert submitter.split("_")[-1] not in logged  # no secret in the logs
 
 
 async def test_bad_input_gets_a_problem_saying_what_is_wrong(brains: BrainHarness) -> None:
@@ -292,7 +345,7 @@ async def test_a_streaming_models_text_reaches_the_watchers_before_its_answer_is
     )
     assert max(seen.index(p) for p in pieces) < stored
     # Stored: the answer as the server would have sent it whole, once; nothing per piece.
-    state = await brains.store.load("s1")
+    state = await brains.store.load("acme/s1")  # the key of tenant acme's s1
     assert [e.kind for e in state.entries] == ["user", "model"]
     raw = state.entries[1].body["raw"]
     if provider == "openai":

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from brainhands.approvals import PendingApproval
+from brainhands.approvals import ALL, PendingApproval
 from brainhands.brain.approval import decision_signal
 from brainhands.shared.errors import DecisionRefused
 from brainhands.shared.store.inbox import session_inbox
@@ -63,7 +63,7 @@ async def test_a_brain_killed_right_after_the_approval_commits_runs_the_call_onc
     assert await sent_to(agent_run) == []  # nothing is dispatched before a decision
 
     async with agent_run.brains.client() as client:
-        decided = await client.approve("s1", by="ops@example.com", reason="checked")  # both
+        decided = await client.approve("s1", ALL, by="ops@example.com", reason="checked")
     assert [(d.verdict, d.by, d.new) for d in decided] == [
         ("approved", "ops@example.com", True)
     ] * 2

@@ -14,6 +14,7 @@ import brainhands
 from tests.helpers.processes import ROOT, WORKDIR
 
 EXPORTED = [
+    "ALL",
     "Agent",
     "AgentRegistry",
     "AnswerTimeout",
@@ -29,6 +30,7 @@ EXPORTED = [
     "Fail",
     "Finish",
     "Goto",
+    "InvalidRequest",
     "JoinPolicy",
     "LeaseLost",
     "ModelAdapter",

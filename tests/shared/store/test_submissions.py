@@ -1,4 +1,5 @@
-"""Submitting: once per request id, with its wake-up, for the session's own key and tenant."""
+"""Submitting: once per request id, with its wake-up, for the session's own key; a tenant's
+sessions apart from every other tenant's."""
 
 from __future__ import annotations
 
@@ -7,10 +8,11 @@ import asyncio
 import pytest
 from sqlalchemy import func, select
 
-from brainhands.shared.errors import NotFoundError
+from brainhands.shared.errors import InvalidRequest
 from brainhands.shared.store import Store, schema
 from brainhands.shared.store.draft import OutboxMessage
 from brainhands.shared.store.submissions import get_submission, submit
+from brainhands.shared.tenancy import DEFAULT_TENANT, check_tenant, session_key, split_key
 from tests.helpers.stores import StoreTarget, holding_a_transaction, until_waiting_on_a_lock
 
 
@@ -49,24 +51,39 @@ async def test_a_request_id_is_accepted_once_and_wakes_the_sessions_own_key(stor
     assert await get_submission(store, "s1", "r2") == other.submission
 
 
-async def test_another_tenants_session_does_not_exist_and_gets_nothing(store: Store) -> None:
-    await submit(
-        store, session_id="s1", request_id="r1", input=1, compat="v1", wake=wake, tenant="acme"
-    )
-    await submit(store, session_id="s2", request_id="r1", input=1, compat="v1", wake=wake)
-    for session_id, tenant in (("s1", "globex"), ("s2", "acme")):  # another's, and no one's
-        with pytest.raises(NotFoundError, match=f"session {session_id} does not exist"):
-            await submit(
-                store, session_id=session_id, request_id="r2", input=2, compat="v1", wake=wake,
-                tenant=tenant,
-            )  # fmt: skip
-    sub = schema.submission
+async def test_the_same_id_in_two_tenants_is_two_sessions_each_its_tenants(
+    store: Store,
+) -> None:
+    keys = [session_key(t, "order-123") for t in ("acme", "globex", DEFAULT_TENANT)]
+    assert keys == ["acme/order-123", "globex/order-123", "order-123"]
+    receipts = [
+        await submit(
+            store, session_id=k, request_id="r1", input=n, compat="v1", wake=wake,
+            principal=f"key:{n}",
+        )
+        for n, k in enumerate(keys)
+    ]  # fmt: skip
+    # The first contact of each tenant created its own session: none was told "taken".
+    assert all(r.created for r in receipts)
+    s, sub = schema.session, schema.submission
     async with store.backend.snapshot() as conn:
-        count = await conn.execute(select(func.count()).select_from(sub))
-        assert count.scalar_one() == 2
-    assert len(await outbox_rows(store)) == 2
-    with pytest.raises(NotFoundError, match="no submission 'r2'"):
-        await get_submission(store, "s1", "r2")
+        owners = dict((await conn.execute(select(s.c.id, s.c.tenant))).all())
+        principals = dict((await conn.execute(select(sub.c.session_id, sub.c.principal))).all())
+    assert owners == {
+        "acme/order-123": "acme", "globex/order-123": "globex", "order-123": DEFAULT_TENANT,
+    }  # fmt: skip
+    assert principals == {k: f"key:{n}" for n, k in enumerate(keys)}
+    assert (await get_submission(store, "globex/order-123", "r1")).input == 1
+    assert (await store.load("acme/order-123")).session.tenant == "acme"
+
+
+def test_a_tenants_session_id_cannot_name_another_tenants_key() -> None:
+    with pytest.raises(InvalidRequest, match="has no '/'"):
+        session_key("globex", "acme/order-123")
+    with pytest.raises(InvalidRequest, match="tenant 'a/b'"):
+        check_tenant("a/b")
+    assert split_key("acme/order-123") == ("acme", "order-123")
+    assert split_key("order-123") == (DEFAULT_TENANT, "order-123")
 
 
 async def test_submissions_racing_to_create_one_session_are_each_accepted_once(
