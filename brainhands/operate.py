@@ -125,7 +125,7 @@ async def show(args: argparse.Namespace) -> int:
         print(json.dumps(document, indent=2))
         return 0
     s = state.session
-    print(f"session {s.id}  uid={s.uid}  compat={s.compat}  version={s.version}  fence={s.fence}")
+    print(f"session {s.id}  tenant={s.tenant}  uid={s.uid}  compat={s.compat}  version={s.version}  fence={s.fence}")
     if approvals:
         print(f"\nNEEDS ACTION: {len(approvals)} call(s) waiting for approval")
         for a in approvals:
@@ -174,6 +174,7 @@ def _session_document(
     return {
         "session": {
             "id": s.id,
+            "tenant": s.tenant,
             "uid": s.uid,
             "compat": s.compat,
             "status": s.status,

@@ -12,8 +12,9 @@ DNS name rebound to 127.0.0.1.
 from __future__ import annotations
 
 from fastapi import FastAPI
+from starlette.datastructures import Headers
 from starlette.middleware.cors import CORSMiddleware
-from starlette.middleware.trustedhost import TrustedHostMiddleware
+from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from brainhands.api.settings import ApiSettings
@@ -32,12 +33,13 @@ DOCS = ("/docs", "/redoc")
 """Pages FastAPI serves with inline script: framed and sniffed as little, not under CSP."""
 
 
-class SecurityHeaders:
-    """Adds the headers above (and the CSP, but to the documentation pages) to every
-    response."""
+class Protect:
+    """Answers a request for a ``Host`` not served with a problem (400), and adds the
+    headers above (and the CSP, but to the documentation pages) to every response."""
 
-    def __init__(self, app: ASGIApp) -> None:
+    def __init__(self, app: ASGIApp, hosts: list[str]) -> None:
         self.app = app
+        self.hosts = None if "*" in hosts else {h.lower() for h in hosts}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -52,12 +54,26 @@ class SecurityHeaders:
                 message["headers"] = [*message.get("headers", []), *headers]
             await send(message)
 
+        host = _host(scope)
+        if self.hosts is not None and host not in self.hosts:
+            detail = f"this API does not serve the host {host!r} (BRAINHANDS_API_ALLOWED_HOSTS)"
+            body = {"type": "about:blank", "title": "Bad Request", "status": 400, "detail": detail}
+            refused = JSONResponse(body, status_code=400, media_type="application/problem+json")
+            await refused(scope, receive, with_headers)
+            return
         await self.app(scope, receive, with_headers)
 
 
+def _host(scope: Scope) -> str:
+    """The request's ``Host`` without its port (``[::1]:8080`` is ``::1``)."""
+    raw = Headers(scope=scope).get("host", "").lower()
+    if raw.startswith("["):
+        return raw[1:].partition("]")[0]
+    return raw.rpartition(":")[0] if raw.count(":") == 1 else raw
+
+
 def protect(app: FastAPI, settings: ApiSettings) -> None:
-    """Install the headers, CORS (if origins are configured) and the Host allow-list."""
-    app.add_middleware(SecurityHeaders)
+    """Install the Host allow-list and the headers, and CORS if origins are configured."""
     origins = settings.cors_origins()
     if origins:
         app.add_middleware(
@@ -68,6 +84,4 @@ def protect(app: FastAPI, settings: ApiSettings) -> None:
             expose_headers=["Retry-After"],
             max_age=600,
         )
-    hosts = settings.allowed_hosts()
-    if hosts != ["*"]:
-        app.add_middleware(TrustedHostMiddleware, allowed_hosts=hosts)
+    app.add_middleware(Protect, hosts=settings.allowed_hosts())

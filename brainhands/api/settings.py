@@ -44,4 +44,4 @@ class ApiSettings(CommonSettings):
         hosts = [h.strip() for h in self.api_allowed_hosts.split(",") if h.strip()]
         if hosts:
             return hosts
-        return ["*"] if self.api_auth == "keys" else ["localhost", "127.0.0.1", "[::1]", "::1"]
+        return ["*"] if self.api_auth == "keys" else ["localhost", "127.0.0.1", "::1"]

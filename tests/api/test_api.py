@@ -11,6 +11,8 @@ import pytest
 from sqlalchemy import select
 
 from brainhands.shared.store import schema
+from brainhands.shared.store.inbox import session_inbox
+from brainhands.shared.tenancy import DEFAULT_TENANT
 from tests.helpers.agent_run import AgentRun, agent_run
 from tests.helpers.api import events, key_for, start_api, watched_message
 from tests.helpers.brains import BrainHarness
@@ -287,6 +289,79 @@ async def test_approve_and_deny_over_http(agent_run: AgentRun) -> None:
     assert [s["recipient"] for s in ledger["sends"]] == ["ana@example.com"]
     refusal = json.loads(json.loads(agent_run.requests()[1])["messages"][-1]["content"])
     assert refusal == {"status": "denied", "error": "call of 'send_safe' denied by acme: no"}
+
+
+async def test_who_decided_is_the_key_and_four_eyes_keep_a_submitter_from_deciding(
+    agent_run: AgentRun,
+) -> None:
+    brains = agent_run.brains
+    agent_run.start_brain()
+    agent_run.start_hands()
+    api = await start_api(brains, BRAINHANDS_API_FOUR_EYES="true")
+    asker = await key_for(brains, "acme", "read", "submit", "approve")
+    checker = await key_for(brains, "acme", "approve")
+    async with api.http(asker) as http:
+        made = await http.post(
+            "/sessions/s1/submissions",
+            json={"text": "please do the errand", "agent": "guarded", "request_id": "r1"},
+        )
+        assert made.status_code == 200, made.text
+
+        async def two_pending() -> bool:
+            return len((await http.get("/approvals", params={"session_id": "s1"})).json()) == 2
+
+        await eventually(two_pending, within=60, what="two calls waiting")
+        pending = (await http.get("/approvals")).json()
+        ana, bo = (p["approval_id"] for p in sorted(pending, key=lambda a: a["arguments"]["to"]))
+        own = await http.post(f"/sessions/s1/approvals/{ana}/approve", json={"by": "the boss"})
+        assert own.status_code == 409 and "four eyes" in own.json()["detail"], own.text
+    async with api.http(checker) as http:
+        approved = await http.post(f"/sessions/s1/approvals/{ana}/approve", json={"by": "Bo"})
+        denied = await http.post(f"/sessions/s1/approvals/{bo}/deny", json={"reason": "no"})
+    checker_id = checker.split("_")[1]
+    for response, verdict in ((approved, "approved"), (denied, "denied")):
+        assert response.status_code == 200, response.text
+        made_by = response.json()
+        assert (made_by["verdict"], made_by["principal"]) == (verdict, f"key:{checker_id}")
+    assert approved.json()["by"] == "Bo"  # what the body says is only a name to show
+    async with api.http(asker) as http:
+        answered = await http.get("/sessions/s1/submissions/r1", params={"wait": 60})
+        assert answered.json()["status"] == "answered"
+        view = (await http.get("/sessions/s1")).json()
+    decisions = [r for r in view["inbox"] if r["key"].startswith("decision:")]
+    assert {r["body"]["payload"]["principal"] for r in decisions} == {f"key:{checker_id}"}
+    ledger = await agent_run.email.ledger()
+    assert [s["recipient"] for s in ledger["sends"]] == ["ana@example.com"]
+
+
+async def test_a_wait_declared_a_decision_is_reached_only_by_a_key_that_may_approve(
+    brains: BrainHarness,
+) -> None:
+    brains.start_brain()
+    await brains.submit("listener", {"names": ["manager-ok"], "decision": True})
+    api = await start_api(brains)
+    signaller = await key_for(brains, DEFAULT_TENANT, "signal", "read")
+    manager = await key_for(brains, DEFAULT_TENANT, "signal", "approve")
+    async with api.http(signaller) as http:
+        # A plain signal of that name is kept, and never reaches the decision's wait.
+        plain = await http.post("/sessions/s1/signals", json={"name": "manager-ok"})
+        assert plain.status_code == 200, plain.text
+        forged = await http.post(
+            "/sessions/s1/signals", json={"name": "manager-ok", "decision": True}
+        )
+        assert forged.status_code == 403
+    async with api.http(manager) as http:
+        decided = await http.post(
+            "/sessions/s1/signals",
+            json={"name": "manager-ok", "payload": {"ok": True}, "decision": True},
+        )
+        assert decided.status_code == 200, decided.text
+    record = await brains.answer(within=60)
+    [heard] = record.answer
+    assert (heard["name"], heard["payload"]) == ("approval:manager-ok", {"ok": True})
+    inbox = {r.name: r for r in await session_inbox(brains.store, "s1")}
+    assert inbox["manager-ok"].applied_at is None  # the plain one reached nothing
+    assert inbox["approval:manager-ok"].body["sender"] == f"key:{manager.split('_')[1]}"
 
 
 async def test_a_tools_progress_notes_reach_the_watchers_live_and_are_not_stored(

@@ -18,8 +18,8 @@ import hypothesis.errors
 import pytest
 import schemathesis
 from schemathesis.generation.case import Case
-from schemathesis.specs.openapi.checks import negative_data_rejection
 from schemathesis.generation.modes import GenerationMode
+from schemathesis.specs.openapi.checks import negative_data_rejection
 
 from tests.helpers.processes import spawn_module
 
@@ -106,7 +106,7 @@ def test_no_request_the_document_allows_or_forbids_gets_a_server_error(
             database=None,
             suppress_health_check=list(hypothesis.HealthCheck),
         )
-        def fuzz(case: Case) -> None:
+        def fuzz(case: Case, declared: set[str] = declared) -> None:
             wait = (case.query or {}).get("wait")
             if isinstance(wait, int | float) and not isinstance(wait, bool) and wait > 0.05:
                 case.query["wait"] = 0.05  # no Brain runs here: a valid wait would only wait

@@ -18,6 +18,7 @@ from brainhands.brain.decide import TOOL_KIND
 from brainhands.shared.config import normalize_database_url
 from brainhands.shared.messages import ToolJob
 from brainhands.shared.store import Store, schema
+from brainhands.shared.store.inbox import session_inbox
 from brainhands.shared.store.queries import session_history
 from tests.helpers.agent_run import AgentRun, agent_run
 from tests.helpers.brains import BrainHarness
@@ -216,6 +217,20 @@ async def test_submit_waits_for_the_answer_and_show_prints_the_session(
     assert document["session"]["id"] == "cli"
     assert [e["seq"] for e in document["entries"]] == sorted(e["seq"] for e in document["entries"])
 
+    # Another tenant's "cli" is its own session, by flag or by BRAINHANDS_TENANT.
+    theirs = await asyncio.to_thread(
+        brainhands, *submit, "--tenant", "acme", cwd=WORKDIR, env=brains.settings()
+    )
+    assert theirs.returncode == 0 and "(accepted)" in theirs.stdout, theirs.stderr
+    acme = brains.settings(BRAINHANDS_TENANT="acme")
+    shown = await asyncio.to_thread(brainhands, "show", "cli", "--json", cwd=WORKDIR, env=acme)
+    session = json.loads(shown.stdout)["session"]
+    assert (session["id"], session["tenant"]) == ("acme/cli", "acme")
+    bad = await asyncio.to_thread(
+        brainhands, "show", "cli", "--tenant", "a/b", cwd=WORKDIR, env=brains.settings()
+    )
+    assert bad.returncode == 2 and "--tenant: tenant 'a/b'" in bad.stderr, bad.stderr
+
 
 @pytest.mark.integration
 async def test_show_prints_every_task_and_operation_in_full_and_as_json(
@@ -396,11 +411,16 @@ async def test_pending_show_approve_and_deny_from_the_command_line(agent_run: Ag
     async with brains.client() as client:
         ana, bo = sorted(await client.pending_approvals("s1"), key=lambda a: a.arguments["to"])
 
+    everything = run("approve", "--session", "s1", "--by", "ops")  # names no call
+    assert everything.returncode == 2 and "--all" in everything.stderr
     approved = run("approve", "--session", "s1", "--id", ana.approval_id, "--by", "ops")
     assert approved.returncode == 0, approved.stderr
     assert f"{ana.approval_id}: approved by ops" in approved.stdout
     denied = run("deny", "--session", "s1", "--id", bo.approval_id, "--by", "ops", "--reason", "no")
     assert f"{bo.approval_id}: denied by ops" in denied.stdout
+    decided = {r.key: r.body for r in await session_inbox(brains.store, "s1")}
+    principals = {b["payload"]["principal"] for k, b in decided.items() if "decision:" in k}
+    assert principals == {"operator"}  # BRAINHANDS_IDENTITY's default, not --by
     refused = run("approve", "--session", "s1", "--id", bo.approval_id, "--by", "eve")
     assert refused.returncode == 2
     assert "already denied by ops" in refused.stderr and "Traceback" not in refused.stderr

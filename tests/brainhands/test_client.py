@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import func, select
 
-from brainhands import AnswerTimeout, Client, SubmissionFailed
+from brainhands import AnswerTimeout, Client, InvalidRequest, NotFoundError, SubmissionFailed
 from brainhands.shared.messages import SessionWake, encode
 from brainhands.shared.store import OutboxMessage, schema
 from brainhands.shared.store.inbox import send_request, session_inbox
@@ -177,3 +177,40 @@ async def test_submitting_the_same_request_twice_starts_one_run(brains: BrainHar
         record = await first.status()
         assert record.input == {"text": "hello", "agent": "echo"}
         assert isinstance(client, Client)
+
+
+async def test_a_tenants_client_reaches_its_own_sessions_only(brains: BrainHarness) -> None:
+    brains.start_brain()
+    steps = {"kind": "steps", "input": {"x": 1}}
+    async with brains.client(tenant="acme") as acme, brains.client() as default:
+        mine = await acme.submit("s1", steps, request_id="r1")
+        assert (await mine.result(timeout=30))["input"] == {"x": 1}
+        # The default tenant's s1 is another session: nothing of acme's is there.
+        with pytest.raises(NotFoundError):
+            await default.session("s1")
+        assert (await acme.session("s1")).session.tenant == "acme"
+        # An operator's client (tenant None) names every tenant's sessions by store key.
+    async with brains.client(tenant=None) as operator:
+        assert [s.request_id for s in (await operator.session("acme/s1")).submissions] == ["r1"]
+    with pytest.raises(InvalidRequest, match="has no '/'"):
+        async with brains.client(tenant="acme") as acme:
+            await acme.session("globex/s1")
+
+
+async def test_connect_takes_every_database_url_form_and_names_them_otherwise(
+    brains: BrainHarness, tmp_path: Path
+) -> None:
+    file = tmp_path / "client.db"
+    async with brains.client() as template:
+        rabbitmq_url = brains.env.url
+        namespace = template.broker.topology.namespace
+    for url in (f"sqlite:///{file}", f"sqlite+aiosqlite:///{file}"):
+        client = await Client.connect(
+            database_url=url, rabbitmq_url=rabbitmq_url, namespace=namespace
+        )
+        try:
+            assert (await client.submit("s1", "hi", request_id="r1")).request_id == "r1"
+        finally:
+            await client.close()
+    with pytest.raises(ValueError, match=r"database URL: .*sqlite:///path/to/file.db"):
+        await Client.connect(database_url="mysql://db/x", rabbitmq_url=rabbitmq_url)

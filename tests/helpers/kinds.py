@@ -229,7 +229,11 @@ async def listen(task: TaskView, docs: dict[str, Any], ctx: PhaseContext) -> Nex
     if len(heard) == len(names):
         return Finish(heard)
     return WaitSignal(
-        names[len(heard)], then="listen", timeout=task.input.get("timeout"), state=heard
+        names[len(heard)],
+        then="listen",
+        timeout=task.input.get("timeout"),
+        state=heard,
+        decision=task.input.get("decision", False),
     )
 
 

@@ -1,9 +1,13 @@
 from __future__ import annotations
 
+import json
+
 import pytest
-from sqlalchemy import inspect
+from sqlalchemy import inspect, text
 
 from brainhands.shared.store import Store, migrate
+from brainhands.shared.store.submissions import get_submission
+from brainhands.shared.tenancy import DEFAULT_TENANT
 from tests.helpers.stores import StoreTarget
 
 pytestmark = pytest.mark.integration
@@ -52,3 +56,58 @@ async def test_concurrent_upgrades_are_harmless(store_target: StoreTarget) -> No
     finally:
         for s in stores:
             await s.close()
+
+
+async def test_sessions_from_before_tenants_are_carried_to_their_tenants_keys(
+    store_target: StoreTarget,
+) -> None:
+    """At 0010 a session had one id for every tenant: an API key's session (tenant acme)
+    and one made without a tenant. Upgraded, the first is ``acme/<id>`` in every table that
+    names it (its unsent wake-up's body too), the second is the default tenant's."""
+    store = await Store.open(store_target.url, upgrade=False, db_schema=store_target.schema)
+    try:
+        await migrate.upgrade(store.backend, "0010")
+        body = json.dumps({"type": "wake", "session_id": "s1", "compat": "v1"}).encode()
+        statements = [
+            "INSERT INTO session (id, uid, compat, version, fence, status, entry_count, "
+            "created_at, updated_at, tenant) VALUES "
+            "('s1', 'a1b2', 'v1', 3, 2, 'active', 1, 1, 2, 'acme'), "
+            "('s0', 'c3d4', 'v1', 0, 0, 'active', 0, 1, 1, NULL)",
+            "INSERT INTO entry (session_id, seq, kind, body, created_at) "
+            "VALUES ('s1', 0, 'user', '{}', 1)",
+            "INSERT INTO submission (id, session_id, request_id, status, input, created_at, "
+            "updated_at) VALUES ('sub1', 's1', 'r1', 'queued', '{}', 1, 1)",
+            "INSERT INTO inbox (session_id, kind, key, created_at) "
+            "VALUES ('s1', 'cancel', 'r1', 1)",
+            "INSERT INTO operation (operation_id, session_id, tool, pool, arguments, status, "
+            "created_at, updated_at) VALUES ('op1', 's1', 't', 'p', '{}', 'intended', 1, 1)",
+        ]
+        async with store.backend.transaction() as conn:
+            for statement in statements:
+                await conn.execute(text(statement))
+            await conn.execute(
+                text(
+                    "INSERT INTO outbox (session_id, routing_key, body, created_at) "
+                    "VALUES ('s1', 'brain.v1', :body, 1)"
+                ),
+                {"body": body},
+            )
+        await migrate.upgrade(store.backend)
+
+        moved = await store.load("acme/s1")
+        assert (moved.session.tenant, moved.session.uid, moved.session.version) == (
+            "acme", "a1b2", 3,
+        )  # fmt: skip
+        assert [e.kind for e in moved.entries] == ["user"]
+        assert (await get_submission(store, "acme/s1", "r1")).status == "queued"
+        assert (await store.load("s0")).session.tenant == DEFAULT_TENANT
+        async with store.backend.snapshot() as conn:
+            for table in ("operation", "inbox", "outbox"):
+                named = await conn.scalar(text(f"SELECT session_id FROM {table}"))
+                assert named == "acme/s1", table
+            wake = await conn.scalar(text("SELECT body FROM outbox"))
+            sessions = (await conn.execute(text("SELECT id FROM session ORDER BY id"))).all()
+        assert json.loads(bytes(wake))["session_id"] == "acme/s1"
+        assert [r.id for r in sessions] == ["acme/s1", "s0"]  # the old key is gone
+    finally:
+        await store.close()
