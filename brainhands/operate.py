@@ -125,7 +125,10 @@ async def show(args: argparse.Namespace) -> int:
         print(json.dumps(document, indent=2))
         return 0
     s = state.session
-    print(f"session {s.id}  tenant={s.tenant}  uid={s.uid}  compat={s.compat}  version={s.version}  fence={s.fence}")
+    print(
+        f"session {s.id}  tenant={s.tenant}  uid={s.uid}  compat={s.compat}  "
+        f"version={s.version}  fence={s.fence}"
+    )
     if approvals:
         print(f"\nNEEDS ACTION: {len(approvals)} call(s) waiting for approval")
         for a in approvals:
