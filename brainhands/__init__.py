@@ -16,7 +16,8 @@ Everything a user writes comes from this one module::
   ``ScriptedModel``;
 - the client (submit, wait, cancel, read, signal, approve and deny): ``Client``,
   ``Submission``, ``SessionView``, ``PendingApproval``, ``Decision``, ``ALL`` (every call
-  pending, for approve and deny);
+  pending, for approve and deny); over the HTTP API, with a key: ``HttpClient``,
+  ``HttpSubmission``, ``ApiError``;
 - errors: ``BrainhandsError`` (the root of every error brainhands raises), ``NotFoundError``,
   ``SubmissionFailed``, ``AnswerTimeout``, ``DecisionRefused``, ``InvalidRequest``.
 
@@ -64,6 +65,7 @@ if TYPE_CHECKING:
     )
     from brainhands.client import Client, SessionView, Submission
     from brainhands.hands import ToolContext, tool
+    from brainhands.http_client import ApiError, HttpClient, HttpSubmission
     from brainhands.shared.errors import (
         AnswerTimeout,
         BrainhandsError,
@@ -91,6 +93,7 @@ _HOMES: dict[str, tuple[str, ...]] = {
     ),
     "brainhands.client": ("Client", "SessionView", "Submission"),
     "brainhands.hands": ("ToolContext", "tool"),
+    "brainhands.http_client": ("ApiError", "HttpClient", "HttpSubmission"),
     "brainhands.shared.errors": (
         "AnswerTimeout", "BrainhandsError", "DecisionRefused", "InvalidRequest", "LeaseLost",
         "NotFoundError", "SubmissionFailed", "ToolError", "ToolUncertain",
@@ -105,6 +108,7 @@ __all__ = [
     "AgentRegistry",
     "AnswerTimeout",
     "AnthropicModel",
+    "ApiError",
     "BrainhandsError",
     "Call",
     "Child",
@@ -116,6 +120,8 @@ __all__ = [
     "Fail",
     "Finish",
     "Goto",
+    "HttpClient",
+    "HttpSubmission",
     "InvalidRequest",
     "JoinPolicy",
     "LeaseLost",

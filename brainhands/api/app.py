@@ -31,6 +31,7 @@ from brainhands.api.keys import Principal, VerifiedKeys
 from brainhands.api.known import KnownSessions
 from brainhands.api.live import LiveNotes
 from brainhands.api.protect import protect
+from brainhands.api.quota import Quotas
 from brainhands.api.settings import ApiSettings
 from brainhands.api.shared_views import SharedViews
 from brainhands.api.sse import PING, EventStream, frame
@@ -157,6 +158,7 @@ PROBLEMS: dict[int | str, dict[str, Any]] = {
         (409, "the call was already decided otherwise, or is no longer pending"),
         (413, "the request body is larger than the configured limit"),
         (422, "malformed JSON, unknown fields or invalid values"),
+        (429, "the key is over its request rate or its open streams (see Retry-After)"),
         (500, "the API failed; the problem names the request to report"),
     )
 }
@@ -206,6 +208,9 @@ def create_app(
     protect(app, settings)
     app.state.client, app.state.settings = client, settings
     app.state.keys = VerifiedKeys(client.store)
+    app.state.quotas = quotas = Quotas(
+        rate=settings.api_rate, burst=settings.api_burst, max_streams=settings.api_max_streams
+    )
     store = client.store
     mount_console(app)
     views = SharedViews(client, changes)
@@ -229,11 +234,12 @@ def create_app(
             403: "Forbidden",
             404: "Not Found",
             405: "Not Allowed",
+            429: "Too Many Requests",
         }
-        headers = {"WWW-Authenticate": "Bearer"} if exc.status_code == 401 else None
+        headers = {"WWW-Authenticate": "Bearer"} if exc.status_code == 401 else {}
+        headers.update(exc.headers or {})
         response = problem(exc.status_code, titles.get(exc.status_code, "Error"), str(exc.detail))
-        if headers:
-            response.headers.update(headers)
+        response.headers.update(headers)
         return response
 
     @app.exception_handler(RequestValidationError)
@@ -411,8 +417,10 @@ def create_app(
         ``Last-Event-ID`` and the stream resumes after it (nothing repeated, the current
         state at once). Between them, live notes that are never stored: a tool's progress
         (``event: progress``), a model's text as it comes (``event: model``)."""
-        key = await existing(session_id, caller(request))
-        return EventStream(_stream(key, _version(last_event_id)))
+        who = caller(request)
+        key = await existing(session_id, who)
+        seen = _version(last_event_id)
+        return EventStream(_stream(key, seen), release=quotas.open_stream(who.key_id))
 
     async def _stream(key: str, seen: int | None) -> AsyncIterator[bytes]:
         with watchers.open() as watcher, views.watch(key, watcher), live.watch(key, watcher):
@@ -448,7 +456,9 @@ def create_app(
     async def session_list_events(request: Request) -> EventStream:
         """Server-sent events of the sessions list: the tenant's latest sessions now, then
         again whenever one of them is created or changes (``event: sessions``)."""
-        return EventStream(_list_stream(SessionFilter(tenant=caller(request).tenant)))
+        who = caller(request)
+        release = quotas.open_stream(who.key_id)
+        return EventStream(_list_stream(SessionFilter(tenant=who.tenant)), release=release)
 
     async def _list_stream(which: SessionFilter) -> AsyncIterator[bytes]:
         sent = None

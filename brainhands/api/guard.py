@@ -82,6 +82,7 @@ async def _authenticate(request: Request, scope: Scope) -> Principal:
         raise HTTPException(401, "the API key is malformed, unknown or revoked")
     if not found.may(scope):
         raise HTTPException(403, f"this API key lacks the {scope!r} scope")
+    request.app.state.quotas.take(found.key_id)
     return found
 
 

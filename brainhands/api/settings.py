@@ -34,6 +34,12 @@ class ApiSettings(CommonSettings):
     """Comma-separated ``Host`` names the API answers to; empty: any with keys, only
     ``localhost``, ``127.0.0.1`` and ``::1`` with authentication off (so that a web page
     elsewhere cannot reach a loopback API through DNS rebinding)."""
+    api_rate: float = Field(default=50.0, gt=0)
+    """Requests a second one key may make of one API process, sustained (over it: 429)."""
+    api_burst: int = Field(default=200, ge=1)
+    """Requests one key may make at once before its rate applies."""
+    api_max_streams: int = Field(default=50, ge=1)
+    """Event streams one key may hold open on one API process at once."""
     api_docs: bool = True
     """Serve the OpenAPI document and its pages (``/openapi.json``, ``/docs``)."""
 

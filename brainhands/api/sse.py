@@ -9,9 +9,10 @@ timer for the process), not from a timer per stream.
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterable
+from collections.abc import AsyncIterable, Callable
 
 from starlette.responses import StreamingResponse
+from starlette.types import Receive, Scope, Send
 
 PING = b": ping\n\n"
 """A comment: keeps idle connections (and the proxies on their way) open."""
@@ -30,11 +31,24 @@ def frame(data: str, *, event: str | None = None, id: str | None = None) -> byte
 
 
 class EventStream(StreamingResponse):
+    """A stream of ``frames``; ``release`` is called once it has ended, however it ends
+    (its client gone, the server stopping, or never started)."""
+
     media_type = "text/event-stream"
 
-    def __init__(self, frames: AsyncIterable[bytes]) -> None:
+    def __init__(
+        self, frames: AsyncIterable[bytes], release: Callable[[], object] | None = None
+    ) -> None:
         super().__init__(
             frames,
             headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
             media_type=self.media_type,
         )
+        self._release = release
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            if self._release is not None:
+                self._release()

@@ -36,6 +36,8 @@ def fuzzed_api(
         "BRAINHANDS_DATABASE_URL": f"sqlite:///{where / 'store.db'}",
         "BRAINHANDS_RABBITMQ_URL": rabbitmq_url,
         "BRAINHANDS_NAMESPACE": f"fuzz{uuid.uuid4().hex[:8]}",
+        "BRAINHANDS_API_RATE": "100000",  # hundreds of requests a second, by design
+        "BRAINHANDS_API_BURST": "100000",
     }
     made = subprocess.run(
         [

@@ -1,6 +1,6 @@
 """What the API tells browsers and whom it answers, on a real ``brainhands api`` process:
-security headers, opt-in CORS, the Host allow-list, query parameters it ignores, and a
-failure inside answered as a problem."""
+security headers, opt-in CORS, the Host allow-list, query parameters it ignores, a failure
+inside answered as a problem, and what one key may take (rate, streams, key checks)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import text
 
+from brainhands.api.keys import VerifiedKeys, revoke_key
 from tests.helpers.api import key_for, start_api
 from tests.helpers.brains import BrainHarness
 
@@ -128,3 +129,48 @@ async def test_a_failure_inside_is_a_problem_with_an_incident_the_log_explains(
     [line] = [json.loads(x) for x in logged.splitlines() if '"request_failed"' in x]
     assert line["incident"] == problem["incident"] and line["path"] == "/sessions"
     assert "task" in json.dumps(line)  # the operator's log says what broke
+
+
+async def test_a_key_over_its_rate_or_its_streams_is_told_when_to_come_back(
+    brains: BrainHarness,
+) -> None:
+    api = await start_api(
+        brains, BRAINHANDS_API_RATE="0.5", BRAINHANDS_API_BURST="4", BRAINHANDS_API_MAX_STREAMS="1"
+    )
+    busy = await key_for(brains, "acme", "read")
+    calm = await key_for(brains, "acme", "read")
+    async with api.http(busy) as http:
+        answers = [await http.get("/sessions") for _ in range(5)]
+        assert [a.status_code for a in answers] == [200, 200, 200, 200, 429]
+        over = answers[-1]
+        assert over.headers["content-type"] == "application/problem+json"
+        assert 1 <= int(over.headers["retry-after"]) <= 2, over.headers
+        assert "rate" in over.json()["detail"]
+    async with api.http(calm) as http:  # another key is not slowed; 4 requests, its burst
+        async with http.stream("GET", "/events") as first:
+            assert first.status_code == 200
+            second = await http.get("/events")
+            assert second.status_code == 429 and "streams open" in second.json()["detail"]
+        await asyncio.sleep(0.2)  # the server sees the first stream closed
+        async with http.stream("GET", "/events") as again:
+            assert again.status_code == 200
+
+
+async def test_checking_a_key_reads_the_key_table_at_most_once_a_ttl(brains: BrainHarness) -> None:
+    keys = VerifiedKeys(brains.store, ttl=0.5)
+    known = await key_for(brains, "acme", "read")
+    assert (await keys.verify(known)) is not None
+    # With the key table gone, unknown and malformed keys are still answered, from memory.
+    async with brains.store.backend.transaction() as conn:
+        await conn.execute(text("ALTER TABLE api_key RENAME TO api_key_gone"))
+    try:
+        for junk in ("bh_0123456789abcdef_nope", "bh_x_y", "nothing", known + "x"):
+            assert await keys.verify(junk) is None, junk
+        assert (await keys.verify(known)) is not None
+    finally:
+        async with brains.store.backend.transaction() as conn:
+            await conn.execute(text("ALTER TABLE api_key_gone RENAME TO api_key"))
+    # A key revoked is refused once the table is read again.
+    await revoke_key(brains.store, known.split("_")[1])
+    await asyncio.sleep(0.6)
+    assert await keys.verify(known) is None

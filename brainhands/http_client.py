@@ -1,0 +1,294 @@
+"""``HttpClient``: the client's verbs over the HTTP API, with an API key.
+
+An application that holds no store or broker credentials reaches a deployment through
+``brainhands api``: it submits, waits, cancels, signals, approves and denies, reads sessions
+and follows a session's events, as its key's tenant and within its key's scopes. Errors
+come back as the API's problems, raised as the runtime's own exceptions: ``NotFoundError``
+(404), ``DecisionRefused`` (409), ``InvalidRequest`` (422), ``ApiError`` otherwise.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any
+
+import httpx
+
+from brainhands.shared.errors import (
+    AnswerTimeout,
+    BrainhandsError,
+    DecisionRefused,
+    InvalidRequest,
+    NotFoundError,
+    SubmissionFailed,
+)
+
+FINAL = {"answered", "failed", "cancelled"}
+WAIT_MAX = 60.0
+"""The longest wait the API holds one request for; longer waits take several."""
+
+
+class ApiError(BrainhandsError):
+    """The API refused a request or failed (``status``, and its problem as ``problem``)."""
+
+    def __init__(self, status: int, problem: dict[str, Any]) -> None:
+        self.status = status
+        self.problem = problem
+        super().__init__(f"{status} {problem.get('title', '')}: {problem.get('detail', '')}")
+
+
+@dataclass(frozen=True)
+class SubmissionState:
+    """A submission as the API shows it."""
+
+    session_id: str
+    request_id: str
+    status: str
+    answer: Any
+    error: str | None
+
+
+@dataclass(frozen=True)
+class Event:
+    """One event of a session's stream: a ``view`` (``id`` its version) or a live note."""
+
+    event: str
+    data: Any
+    id: str | None = None
+
+
+@dataclass(frozen=True)
+class HttpSubmission:
+    """A handle on one submission: ``result``, ``status``, ``cancel``."""
+
+    client: HttpClient = field(repr=False)
+    session_id: str
+    request_id: str
+    created: bool
+
+    async def status(self) -> SubmissionState:
+        return await self.client.wait(self.session_id, self.request_id, timeout=0)
+
+    async def result(self, timeout: float | None = None) -> Any:  # noqa: ASYNC109
+        """The answer; ``SubmissionFailed`` if it failed or was cancelled, ``AnswerTimeout``
+        after ``timeout`` seconds."""
+        record = await self.client.wait(self.session_id, self.request_id, timeout=timeout)
+        if record.status != "answered":
+            raise SubmissionFailed(record)
+        return record.answer
+
+    async def cancel(self) -> str:
+        return await self.client.cancel(self.session_id, self.request_id)
+
+
+class HttpClient:
+    """The client over HTTP: ``async with HttpClient(url, key) as client: ...``."""
+
+    def __init__(self, base_url: str, api_key: str, *, timeout: float = 30.0) -> None:
+        self._http = httpx.AsyncClient(
+            base_url=base_url.rstrip("/"),
+            headers={"Authorization": f"Bearer {api_key}"},
+            timeout=httpx.Timeout(timeout, read=WAIT_MAX + timeout),
+        )
+
+    async def __aenter__(self) -> HttpClient:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        await self._http.aclose()
+
+    async def _call(self, method: str, path: str, **options: Any) -> Any:
+        response = await self._http.request(method, path, **options)
+        if response.is_success:
+            return response.json()
+        raise _error(response)
+
+    # Acts -----------------------------------------------------------------------------------
+
+    async def submit(
+        self,
+        session_id: str,
+        input: str | dict[str, Any],
+        *,
+        request_id: str | None = None,
+        agent: str | None = None,
+    ) -> HttpSubmission:
+        """Submit ``input`` (a message, for ``agent``, or an input as it is) once per
+        ``request_id`` (random by default)."""
+        body: dict[str, Any] = (
+            {"text": input, "agent": agent} if isinstance(input, str) else {"input": input}
+        )
+        if request_id is not None:
+            body["request_id"] = request_id
+        made = await self._call("POST", f"/sessions/{session_id}/submissions", json=body)
+        return HttpSubmission(self, session_id, made["request_id"], bool(made["created"]))
+
+    def submission(self, session_id: str, request_id: str) -> HttpSubmission:
+        """A handle on a submission made earlier."""
+        return HttpSubmission(self, session_id, request_id, created=False)
+
+    async def cancel(self, session_id: str, request_id: str) -> str:
+        path = f"/sessions/{session_id}/submissions/{request_id}/cancel"
+        said: str = (await self._call("POST", path))["status"]
+        return said
+
+    async def signal(
+        self,
+        session_id: str,
+        name: str,
+        payload: Any = None,
+        *,
+        signal_id: str | None = None,
+        decision: bool = False,
+    ) -> bool:
+        """Send a signal; returns whether it is new (the same ``signal_id`` counts once)."""
+        body = {"name": name, "payload": payload, "signal_id": signal_id, "decision": decision}
+        sent = await self._call("POST", f"/sessions/{session_id}/signals", json=body)
+        return bool(sent["created"])
+
+    async def approve(
+        self, session_id: str, approvals: str | Sequence[str], **decision: Any
+    ) -> list[dict[str, Any]]:
+        """Approve the named calls (``by``, ``reason``, ``decision_id`` as the API takes)."""
+        return await self._decide(session_id, approvals, "approve", decision)
+
+    async def deny(
+        self, session_id: str, approvals: str | Sequence[str], *, reason: str, **decision: Any
+    ) -> list[dict[str, Any]]:
+        """Deny the named calls: the model reads ``reason``."""
+        return await self._decide(session_id, approvals, "deny", {**decision, "reason": reason})
+
+    async def _decide(
+        self,
+        session_id: str,
+        approvals: str | Sequence[str],
+        verdict: str,
+        body: dict[str, Any],
+    ) -> list[dict[str, Any]]:
+        ids = [approvals] if isinstance(approvals, str) else list(approvals)
+        if not ids:
+            raise InvalidRequest("name the calls to decide")
+        base = f"/sessions/{session_id}/approvals"
+        return [await self._call("POST", f"{base}/{i}/{verdict}", json=body) for i in ids]
+
+    # Reading --------------------------------------------------------------------------------
+
+    async def wait(
+        self,
+        session_id: str,
+        request_id: str,
+        *,
+        timeout: float | None = None,  # noqa: ASYNC109
+    ) -> SubmissionState:
+        """The submission once it has ended (``AnswerTimeout`` after ``timeout`` s; 0:
+        as it stands now, whatever its status)."""
+        loop = asyncio.get_running_loop()
+        deadline = None if timeout is None else loop.time() + timeout
+        path = f"/sessions/{session_id}/submissions/{request_id}"
+        while True:
+            left = WAIT_MAX if deadline is None else max(0.0, deadline - loop.time())
+            got = await self._call("GET", path, params={"wait": min(WAIT_MAX, left)})
+            record = _record(got)
+            if record.status in FINAL or timeout == 0:
+                return record
+            if deadline is not None and loop.time() >= deadline:
+                raise AnswerTimeout(record, timeout or 0.0)
+
+    async def session(self, session_id: str) -> dict[str, Any]:
+        """The session as it stands (the API's document)."""
+        document: dict[str, Any] = await self._call("GET", f"/sessions/{session_id}")
+        return document
+
+    async def sessions(self, **filters: Any) -> AsyncIterator[dict[str, Any]]:
+        """Every session of the key's tenant, newest first, page after page (``filters``:
+        ``status``, ``needs_action``, ``compat``, ``updated_since``)."""
+        after = None
+        while True:
+            params = {**filters, **({"after": after} if after else {})}
+            page = await self._call("GET", "/sessions", params=params)
+            for row in page["sessions"]:
+                yield row
+            after = page["next"]
+            if after is None:
+                return
+
+    async def pending_approvals(self, session_id: str | None = None) -> list[dict[str, Any]]:
+        params = {"session_id": session_id} if session_id else {}
+        pending: list[dict[str, Any]] = await self._call("GET", "/approvals", params=params)
+        return pending
+
+    async def stream(
+        self, session_id: str, *, last_event_id: str | None = None
+    ) -> AsyncIterator[Event]:
+        """The session's events, for ever: its view now and at every commit, live notes
+        between. A dropped connection is opened again from the last view seen
+        (``Last-Event-ID``): nothing is missed, nothing repeated."""
+        seen = last_event_id
+        while True:
+            headers = {"Last-Event-ID": seen} if seen is not None else {}
+            path = f"/sessions/{session_id}/events"
+            try:
+                async with self._http.stream(
+                    "GET", path, headers=headers, timeout=httpx.Timeout(None)
+                ) as response:
+                    if not response.is_success:
+                        await response.aread()
+                        raise _error(response)
+                    async for event in _events(response):
+                        if event.id is not None:
+                            seen = event.id
+                        yield event
+            except (httpx.TransportError, httpx.RemoteProtocolError):
+                await asyncio.sleep(0.5)  # the API went away: open the stream again
+
+
+async def _events(response: httpx.Response) -> AsyncIterator[Event]:
+    fields: dict[str, str] = {}
+    data: list[str] = []
+    async for line in response.aiter_lines():
+        if not line:
+            if data:
+                yield Event(
+                    fields.get("event", "message"), json.loads("\n".join(data)), fields.get("id")
+                )
+            fields, data = {}, []
+        elif not line.startswith(":"):
+            name, _, value = line.partition(":")
+            value = value.removeprefix(" ")
+            if name == "data":
+                data.append(value)
+            else:
+                fields[name] = value
+
+
+def _record(got: dict[str, Any]) -> SubmissionState:
+    return SubmissionState(
+        got["session_id"], got["request_id"], got["status"], got.get("answer"), got.get("error")
+    )
+
+
+def _error(response: httpx.Response) -> BrainhandsError:
+    try:
+        problem = response.json()
+    except ValueError:
+        problem = {"title": response.reason_phrase, "detail": response.text[:500]}
+    detail = str(problem.get("detail", ""))
+    if response.status_code == 404:
+        return NotFoundError(detail)
+    if response.status_code == 409:
+        return DecisionRefused(detail)
+    if response.status_code == 422:
+        return InvalidRequest(detail)
+    return ApiError(response.status_code, problem)

@@ -1,0 +1,98 @@
+"""``brainhands.HttpClient`` against a real ``brainhands api`` in front of real Brains: an
+application with an API key and no store or broker credentials."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from brainhands import (
+    AnswerTimeout,
+    ApiError,
+    DecisionRefused,
+    HttpClient,
+    NotFoundError,
+    SubmissionFailed,
+)
+from tests.helpers.agent_run import AgentRun, agent_run
+from tests.helpers.api import key_for, start_api
+from tests.helpers.brains import BrainHarness
+from tests.helpers.polling import eventually
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(150)]
+__all__ = ["agent_run"]  # the fixture
+
+STEPS = {"kind": "steps", "input": {"x": 1}}
+
+
+async def test_submit_wait_read_and_follow_a_session_over_http(brains: BrainHarness) -> None:
+    api = await start_api(brains)
+    key = await key_for(brains, "acme", "read", "submit", "signal")
+    async with HttpClient(api.url, key) as client:
+        handle = await client.submit("s1", STEPS, request_id="r1")
+        assert handle.created and (await handle.status()).status == "queued"
+        with pytest.raises(AnswerTimeout):
+            await handle.result(timeout=0.5)  # no Brain runs yet
+        brains.start_brain()
+        assert (await handle.result(timeout=60))["input"] == {"x": 1}
+        again = await client.submit("s1", STEPS, request_id="r1")
+        assert not again.created and (await again.result(timeout=5))["input"] == {"x": 1}
+
+        view = await client.session("s1")
+        assert view["session"]["id"] == "s1" and view["session"]["tenant"] == "acme"
+        for n in range(2, 5):
+            await client.submit(f"s{n}", STEPS)
+        listed = [s["id"] async for s in client.sessions(limit=2)]  # page after page
+        assert sorted(listed) == ["s1", "s2", "s3", "s4"]
+
+        # The stream resumes after the last view seen: nothing repeated, nothing missed.
+        events = client.stream("s1")
+        first = await anext(events)
+        assert first.event == "view" and first.id == str(view["version"])
+        await events.aclose()
+        later = client.stream("s1", last_event_id=first.id)
+        resumed = asyncio.ensure_future(anext(later))
+        await asyncio.sleep(0.5)
+        assert not resumed.done()  # nothing new: nothing sent again
+        await client.submit("s1", STEPS, request_id="r2")
+        newer = await asyncio.wait_for(resumed, 30)
+        assert newer.event == "view" and int(newer.id or 0) > int(first.id or 0)
+        await later.aclose()
+
+        with pytest.raises(NotFoundError, match="session nobody does not exist"):
+            await client.session("nobody")
+        assert await client.signal("s1", "go", {"n": 1}, signal_id="g1")
+        assert not await client.signal("s1", "go", {"n": 1}, signal_id="g1")  # counted once
+        with pytest.raises(ApiError) as refused:
+            await client.signal("s1", "go", decision=True)
+        assert refused.value.status == 403
+
+
+async def test_cancel_and_decide_over_http(agent_run: AgentRun) -> None:
+    brains = agent_run.brains
+    agent_run.start_brain(tasks="tests.helpers.kinds")
+    agent_run.start_hands()
+    api = await start_api(brains)
+    key = await key_for(brains, "acme", "read", "submit", "approve")
+    async with HttpClient(api.url, key) as client:
+        asked = await client.submit("s1", "please do the errand", agent="guarded")
+
+        async def two_pending() -> bool:
+            return len(await client.pending_approvals("s1")) == 2
+
+        await eventually(two_pending, within=60, what="two calls waiting for approval")
+        ana, bo = sorted(await client.pending_approvals(), key=lambda a: a["arguments"]["to"])
+        [approved] = await client.approve("s1", ana["approval_id"], by="ops")
+        [denied] = await client.deny("s1", [bo["approval_id"]], reason="no")
+        assert (approved["verdict"], denied["verdict"]) == ("approved", "denied")
+        assert approved["principal"] == f"key:{key.split('_')[1]}"
+        with pytest.raises(DecisionRefused, match="already denied"):
+            await client.approve("s1", bo["approval_id"])
+        assert await asked.result(timeout=60)
+
+        slow = await client.submit("s2", {"kind": "napper", "input": {"seconds": 30}})
+        assert await slow.cancel() in {"requested", "cancelled"}
+        with pytest.raises(SubmissionFailed) as ended:
+            await slow.result(timeout=60)
+        assert ended.value.record.status == "cancelled"
