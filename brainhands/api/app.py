@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+import secrets
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import asdict
@@ -35,6 +36,7 @@ from brainhands.api.quota import Quotas
 from brainhands.api.settings import ApiSettings
 from brainhands.api.shared_views import SharedViews
 from brainhands.api.sse import PING, EventStream, frame
+from brainhands.api.stream_tokens import TTL_DEFAULT, TTL_MAX, StreamTokens
 from brainhands.api.views import SessionFilter, list_sessions, session_document
 from brainhands.api.watcher import Watchers
 from brainhands.approvals import pending_approvals
@@ -59,6 +61,11 @@ CURSOR = r"^[0-9]{1,12}(\.[0-9]{1,9})?:[A-Za-z0-9][A-Za-z0-9._:@-]{0,63}$"
 """A page cursor: the last page's ``updated_at:id``."""
 
 SessionId = Annotated[str, Path(pattern=NAME, max_length=64)]
+StreamToken = Annotated[
+    str | None,
+    Query(max_length=2048, description="a stream token (POST /stream-tokens), for EventSource"),
+]
+"""Read by the route's guard, before the route runs: declared for the document."""
 RequestId = Annotated[str, Path(pattern=NAME, max_length=128)]
 ApprovalId = Annotated[str, Path(pattern=NAME, max_length=64)]
 
@@ -126,6 +133,19 @@ class DecisionOut(BaseModel):
     new: bool
     principal: str | None
     """Who decided, as their credential says (``key:<id>``)."""
+
+
+class StreamTokenBody(Closed):
+    session_id: str | None = Field(default=None, pattern=NAME, max_length=64)
+    """The one session whose events it opens (default: any of the tenant's, and the list)."""
+    ttl: int = Field(default=TTL_DEFAULT, ge=1, le=TTL_MAX)
+    """Seconds it is good for."""
+
+
+class StreamTokenOut(BaseModel):
+    token: str
+    """For ``?token=`` of ``/sessions/{id}/events`` and ``/events``: reads, nothing else."""
+    expires_at: float
 
 
 class SignalOut(BaseModel):
@@ -208,6 +228,10 @@ def create_app(
     protect(app, settings)
     app.state.client, app.state.settings = client, settings
     app.state.keys = VerifiedKeys(client.store)
+    secret = settings.api_token_secret
+    app.state.stream_tokens = tokens = StreamTokens(
+        secret.get_secret_value().encode() if secret else secrets.token_bytes(32)
+    )
     app.state.quotas = quotas = Quotas(
         rate=settings.api_rate, burst=settings.api_burst, max_streams=settings.api_max_streams
     )
@@ -405,12 +429,13 @@ def create_app(
         response_class=EventStream,
         status_code=200,
         responses={200: {"content": {"text/event-stream": {}}}},
-        openapi_extra=needs("read"),
+        openapi_extra=needs("read", stream_token=True),
     )
     async def events(
         session_id: SessionId,
         request: Request,
         last_event_id: Annotated[str | None, Header()] = None,
+        token: StreamToken = None,
     ) -> EventStream:
         """Server-sent events: the session's view now, then again at every commit
         (``event: view``). Each view's id is the session's version; reconnect with
@@ -451,9 +476,9 @@ def create_app(
         response_class=EventStream,
         status_code=200,
         responses={200: {"content": {"text/event-stream": {}}}},
-        openapi_extra=needs("read"),
+        openapi_extra=needs("read", stream_token=True),
     )
-    async def session_list_events(request: Request) -> EventStream:
+    async def session_list_events(request: Request, token: StreamToken = None) -> EventStream:
         """Server-sent events of the sessions list: the tenant's latest sessions now, then
         again whenever one of them is created or changes (``event: sessions``)."""
         who = caller(request)
@@ -474,6 +499,15 @@ def create_app(
                     return
                 if news == "ping":
                     yield PING
+
+    @app.post("/stream-tokens", tags=["sessions"], openapi_extra=needs("read"))
+    async def stream_token(request: Request, body: StreamTokenBody | None = None) -> StreamTokenOut:
+        """A short-lived token that opens event streams in ``?token=``, for a browser's
+        ``EventSource``, which sends no ``Authorization`` header. It reads, nothing else,
+        for this key's tenant (or one session), and stops working with the key."""
+        body = body or StreamTokenBody()
+        made, expires_at = tokens.mint(caller(request).key_id, body.session_id, body.ttl)
+        return StreamTokenOut(token=made, expires_at=expires_at)
 
     # Approvals and signals -----------------------------------------------------------------
 

@@ -12,6 +12,7 @@ needs("read")``), where clients see it, and takes the caller with ``caller(reque
 from __future__ import annotations
 
 from collections.abc import Callable, Coroutine
+from dataclasses import replace
 from typing import Any
 
 from fastapi import FastAPI, Request, Response
@@ -28,11 +29,16 @@ sessions the CLI and the Python client make unless told otherwise."""
 
 SCHEME = "apiKey"
 SCOPE = "x-scope"
+TOKENS = "x-stream-token"
 
 
-def needs(scope: Scope) -> dict[str, Any]:
-    """A route's ``openapi_extra``: it needs a key with ``scope``."""
-    return {SCOPE: scope, "security": [{SCHEME: []}]}
+def needs(scope: Scope, *, stream_token: bool = False) -> dict[str, Any]:
+    """A route's ``openapi_extra``: it needs a key with ``scope`` (or, with
+    ``stream_token``, a stream token in ``?token=``)."""
+    extra: dict[str, Any] = {SCOPE: scope, "security": [{SCHEME: []}]}
+    if stream_token:
+        extra[TOKENS] = True
+    return extra
 
 
 def caller(request: Request) -> Principal:
@@ -49,13 +55,14 @@ class Guarded(APIRoute):
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         handler = super().get_route_handler()
         scope: Scope | None = (self.openapi_extra or {}).get(SCOPE)
+        tokens = bool((self.openapi_extra or {}).get(TOKENS))
         known = {p.alias for p in self.dependant.query_params}
         for sub in self.dependant.dependencies:
             known |= {p.alias for p in sub.query_params}
 
         async def guarded(request: Request) -> Response:
             if scope is not None:
-                request.state.principal = await _authenticate(request, scope)
+                request.state.principal = await _authenticate(request, scope, tokens)
             if request.scope["query_string"]:
                 query = request.query_params
                 twice = sorted(n for n in known & set(query) if len(query.getlist(n)) > 1)
@@ -69,10 +76,12 @@ class Guarded(APIRoute):
         return guarded
 
 
-async def _authenticate(request: Request, scope: Scope) -> Principal:
+async def _authenticate(request: Request, scope: Scope, tokens: bool) -> Principal:
     if request.app.state.settings.api_auth == "none":
         return DEV
     header = request.headers.get("authorization", "")
+    if not header and tokens and "token" in request.query_params:
+        return await _token_holder(request, request.query_params["token"])
     kind, _, credentials = header.partition(" ")
     if kind.lower() != "bearer" or not credentials:
         raise HTTPException(401, "an API key is needed: Authorization: Bearer bh_...")
@@ -84,6 +93,25 @@ async def _authenticate(request: Request, scope: Scope) -> Principal:
         raise HTTPException(403, f"this API key lacks the {scope!r} scope")
     request.app.state.quotas.take(found.key_id)
     return found
+
+
+async def _token_holder(request: Request, token: str) -> Principal:
+    """Who a stream token acts for: its key, for reading only, and for its one session if
+    it names one."""
+    claims = request.app.state.stream_tokens.read(token)
+    if claims is None:
+        raise HTTPException(401, "the stream token is malformed, expired or not this API's")
+    keys: VerifiedKeys = request.app.state.keys
+    found = await keys.active(claims.key_id)
+    if found is None:
+        raise HTTPException(401, "the stream token's API key is revoked")
+    wanted = request.scope.get("path_params", {}).get("session_id")
+    if claims.session_id is not None and wanted != claims.session_id:
+        raise HTTPException(403, "this stream token is for another session's events")
+    if not found.may("read"):
+        raise HTTPException(403, "this API key lacks the 'read' scope")
+    request.app.state.quotas.take(found.key_id)
+    return replace(found, scopes=frozenset({"read"}))
 
 
 def document_keys(app: FastAPI) -> None:

@@ -128,6 +128,13 @@ class VerifiedKeys:
             return None
         return found[0]
 
+    async def active(self, key_id: str) -> Principal | None:
+        """The principal of the key ``key_id`` if it is active (a stream token's key)."""
+        if time.monotonic() - self._read_at >= self.ttl:
+            await self._refresh()
+        found = self._records.get(key_id)
+        return None if found is None else found[0]
+
     async def _refresh(self) -> None:
         async with self._reading:  # one read for every request that found the table old
             if time.monotonic() - self._read_at < self.ttl:

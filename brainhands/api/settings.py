@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, SecretStr
 
 from brainhands.shared.config import CommonSettings
 
@@ -40,6 +40,9 @@ class ApiSettings(CommonSettings):
     """Requests one key may make at once before its rate applies."""
     api_max_streams: int = Field(default=50, ge=1)
     """Event streams one key may hold open on one API process at once."""
+    api_token_secret: SecretStr | None = None
+    """Key that signs stream tokens (``POST /stream-tokens``); every API replica needs the
+    same one to accept the others' tokens. Unset: each process makes its own."""
     api_docs: bool = True
     """Serve the OpenAPI document and its pages (``/openapi.json``, ``/docs``)."""
 

@@ -17,8 +17,10 @@ from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support import expected_conditions as seen
 from selenium.webdriver.support.ui import WebDriverWait
 
+from brainhands.api.keys import revoke_key
 from tests.helpers.agent_run import AgentRun, agent_run
 from tests.helpers.api import key_for, start_api
+from tests.helpers.polling import eventually
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 __all__ = ["agent_run"]  # the fixture
@@ -109,3 +111,70 @@ async def test_an_operator_watches_a_session_approves_and_denies_and_sees_it_fin
     shoot(browser, tmp_path, "console-session-finished.png")
     ledger = await agent_run.email.ledger()
     assert [s["recipient"] for s in ledger["sends"]] == ["ana@example.com"]
+
+
+OPEN_STREAM = """
+const url = arguments[0], done = arguments[arguments.length - 1];
+const stream = new EventSource(url);
+stream.addEventListener("view", (e) => {
+  stream.close();
+  done({id: e.lastEventId, view: JSON.parse(e.data)});
+});
+stream.onerror = () => { stream.close(); done({error: true}); };
+"""
+
+
+async def test_a_plain_event_source_opens_a_stream_with_a_stream_token(
+    agent_run: AgentRun, browser: WebDriver
+) -> None:
+    brains = agent_run.brains
+    agent_run.start_brain(tasks="tests.helpers.kinds")
+    api = await start_api(brains)
+    key = await key_for(brains, "acme", "read", "submit")
+    async with api.http(key) as http:
+        made = await http.post(
+            "/sessions/s1/submissions", json={"input": {"kind": "steps", "input": {}}}
+        )
+        assert made.status_code == 200, made.text
+        minted = await http.post("/stream-tokens", json={"session_id": "s1", "ttl": 60})
+        assert minted.status_code == 200, minted.text
+        token = minted.json()["token"]
+        other = (await http.post("/stream-tokens", json={"session_id": "s2"})).json()["token"]
+    browser.set_script_timeout(30)
+    browser.get(f"{api.url}/console")  # a page of the API's own origin, under its CSP
+    opened = browser.execute_async_script(OPEN_STREAM, f"/sessions/s1/events?token={token}")
+    assert "error" not in opened, opened
+    assert opened["view"]["session"]["id"] == "s1" and int(opened["id"]) >= 1
+    # A token of another session, a forged one, and none at all open nothing.
+    for url in (
+        f"/sessions/s1/events?token={other}",
+        f"/sessions/s1/events?token={token[:-2]}xx",
+        "/sessions/s1/events",
+    ):
+        assert browser.execute_async_script(OPEN_STREAM, url) == {"error": True}, url
+    async with api.http() as http:  # what the browser was told, read the same way
+        refused = await http.get(f"/sessions/s1/events?token={other}")
+        assert refused.status_code == 403 and "another session" in refused.json()["detail"]
+        forged = await http.get(f"/sessions/s1/events?token={token[:-2]}xx")
+        assert forged.status_code == 401
+        # A token reads, nothing else.
+        acting = await http.post(
+            f"/sessions/s1/submissions?token={token}", json={"input": {"kind": "steps"}}
+        )
+        assert acting.status_code == 401
+
+    # The token dies with its key.
+    async def stream_status() -> int:
+        async with (
+            api.http() as http,
+            http.stream("GET", f"/sessions/s1/events?token={token}") as response,
+        ):
+            return response.status_code
+
+    assert await stream_status() == 200
+    await revoke_key(brains.store, key.split("_")[1])
+
+    async def refused_once_revoked() -> bool:
+        return await stream_status() == 401
+
+    await eventually(refused_once_revoked, within=15, what="the revoked key's token refused")
