@@ -10,7 +10,6 @@ nothing a key sends reaches or reveals another tenant's. Every error is answered
 
 from __future__ import annotations
 
-import json
 import logging
 import secrets
 import uuid
@@ -25,7 +24,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException
 
-from brainhands.api.changes import ANY, SessionChanges
+from brainhands.api.changes import SessionChanges
 from brainhands.api.console import mount_console
 from brainhands.api.guard import DEV, Guarded, caller, document_keys, needs
 from brainhands.api.keys import Principal, VerifiedKeys
@@ -34,6 +33,7 @@ from brainhands.api.live import LiveNotes
 from brainhands.api.protect import protect
 from brainhands.api.quota import Quotas
 from brainhands.api.settings import ApiSettings
+from brainhands.api.shared_lists import SharedLists
 from brainhands.api.shared_views import SharedViews
 from brainhands.api.sse import PING, EventStream, frame
 from brainhands.api.stream_tokens import TTL_DEFAULT, TTL_MAX, StreamTokens
@@ -238,6 +238,7 @@ def create_app(
     store = client.store
     mount_console(app)
     views = SharedViews(client, changes)
+    lists = SharedLists(store, changes)
     app.state.watchers = watchers = Watchers()
     known = KnownSessions(store)
 
@@ -483,17 +484,16 @@ def create_app(
         again whenever one of them is created or changes (``event: sessions``)."""
         who = caller(request)
         release = quotas.open_stream(who.key_id)
-        return EventStream(_list_stream(SessionFilter(tenant=who.tenant)), release=release)
+        return EventStream(_list_stream(who.tenant), release=release)
 
-    async def _list_stream(which: SessionFilter) -> AsyncIterator[bytes]:
+    async def _list_stream(tenant: str) -> AsyncIterator[bytes]:
         sent = None
-        with watchers.open() as watcher, changes.watch(ANY, watcher):
+        with watchers.open() as watcher, lists.watch(tenant, watcher):
             while True:
-                page, _ = await list_sessions(store, which, limit=100, after=None)
-                data = json.dumps({"sessions": page})
-                if data != sent:
-                    yield frame(data, event="sessions")
-                    sent = data
+                event = await lists.read(tenant)
+                if event != sent:
+                    yield event
+                    sent = event
                 news = await watcher.next()
                 if news == "closed":
                     return

@@ -18,22 +18,22 @@ from sqlalchemy import func, select
 from brainhands.shared.store import Store, schema
 from brainhands.shared.store.guard import SESSION_CHANNEL
 from brainhands.shared.store.notifications import NotificationFeed
+from brainhands.shared.tenancy import split_key
 
 POLL = 0.25
 """Seconds between version reads where there are no notifications (SQLite)."""
-ANY = "*"
-"""What ``watch`` is given to hear of every session's commits (the sessions list)."""
 
 
 class Listener(Protocol):
     def changed(self) -> None:
-        """The session (one of them, for ``ANY``) may have committed."""
+        """The session (one of the tenant's, for ``watch_tenant``) may have committed."""
 
 
 class SessionChanges:
     def __init__(self, store: Store) -> None:
         self.store = store
         self._watchers: dict[str, set[Listener]] = {}
+        self._tenants: dict[str, set[Listener]] = {}
         self._feed = NotificationFeed(store.backend, SESSION_CHANNEL, self._heard)
         self._poller: asyncio.Task[None] | None = None
         self._heard_count: dict[str, int] = {}
@@ -61,7 +61,7 @@ class SessionChanges:
 
     @contextlib.contextmanager
     def watch(self, session_id: str, watcher: Listener) -> Iterator[None]:
-        """Tell ``watcher`` whenever ``session_id`` (``ANY``: any session) may have
+        """Tell ``watcher`` whenever the session of store key ``session_id`` may have
         committed, while the block runs."""
         self._watchers.setdefault(session_id, set()).add(watcher)
         try:
@@ -73,19 +73,33 @@ class SessionChanges:
                 del self._watchers[session_id]
                 self._heard_count.pop(session_id, None)
 
+    @contextlib.contextmanager
+    def watch_tenant(self, tenant: str, watcher: Listener) -> Iterator[None]:
+        """Tell ``watcher`` whenever one of ``tenant``'s sessions may have committed (or
+        been created), while the block runs; other tenants' commits do not wake it."""
+        self._tenants.setdefault(tenant, set()).add(watcher)
+        try:
+            yield
+        finally:
+            watchers = self._tenants[tenant]
+            watchers.discard(watcher)
+            if not watchers:
+                del self._tenants[tenant]
+
     def _heard(self, session_id: str) -> None:
         if session_id in self._watchers:
             self._heard_count[session_id] = self._heard_count.get(session_id, 0) + 1
-        for watcher in [*self._watchers.get(session_id, ()), *self._watchers.get(ANY, ())]:
+        tenant, _ = split_key(session_id)
+        for watcher in [*self._watchers.get(session_id, ()), *self._tenants.get(tenant, ())]:
             watcher.changed()
 
     async def _poll(self) -> None:
         s = schema.session
         seen: dict[str, int] = {}
-        latest: tuple[object, ...] | None = None
+        latest: dict[str, tuple[object, ...]] = {}
         while True:
             await asyncio.sleep(POLL)
-            ids = [i for i in self._watchers if i != ANY]
+            ids = list(self._watchers)
             async with self.store.backend.snapshot() as conn:
                 if ids:
                     rows = await conn.execute(select(s.c.id, s.c.version).where(s.c.id.in_(ids)))
@@ -93,11 +107,15 @@ class SessionChanges:
                         if seen.get(row.id) != row.version:
                             seen[row.id] = row.version
                             self._heard(row.id)
-                if ANY in self._watchers:
-                    now = tuple(
-                        (await conn.execute(select(func.count(), func.max(s.c.updated_at)))).one()
+                if self._tenants:
+                    query = (
+                        select(s.c.tenant, func.count(), func.max(s.c.updated_at))
+                        .where(s.c.tenant.in_(list(self._tenants)))
+                        .group_by(s.c.tenant)
                     )
-                    if now != latest:
-                        latest = now
-                        for watcher in self._watchers[ANY]:
-                            watcher.changed()
+                    for row in await conn.execute(query):
+                        tenant, now = str(row[0]), tuple(row[1:])
+                        if latest.get(tenant) != now:
+                            latest[tenant] = now
+                            for watcher in list(self._tenants.get(tenant, ())):
+                                watcher.changed()

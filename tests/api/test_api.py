@@ -6,7 +6,9 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
+from typing import Any
 
+import httpx
 import pytest
 from sqlalchemy import select
 
@@ -236,6 +238,47 @@ async def test_the_event_stream_resumes_after_the_last_event_id_even_on_another_
         with pytest.raises(TimeoutError):
             await asyncio.wait_for(anext(caught_up), 1.5)
         await caught_up.aclose()
+
+
+async def test_the_sessions_list_stream_shows_its_tenants_changes_and_no_others(
+    brains: BrainHarness,
+) -> None:
+    brains.start_brain()  # its commits are what the list streams hear of
+    api = await start_api(brains)
+    acme = await key_for(brains, "acme", "read", "submit")
+    globex = await key_for(brains, "globex", "read", "submit")
+    seen: list[list[dict[str, Any]]] = [[] for _ in range(3)]
+
+    async def watch(http: httpx.AsyncClient, into: list[dict[str, Any]]) -> None:
+        async for event in events(http, "/events"):
+            into.append(event["data"])
+
+    async with api.http(acme) as mine, api.http(globex) as theirs:
+        readers = [asyncio.create_task(watch(mine, into)) for into in seen]
+        try:
+            await eventually(lambda: all(seen), within=30, what="each stream's first page")
+            assert all(s == [{"sessions": []}] for s in seen)
+            await theirs.post(
+                "/sessions/g1/submissions", json={"input": STEPS}, params={"wait": 30}
+            )
+            await mine.post("/sessions/a1/submissions", json={"input": STEPS}, params={"wait": 30})
+            await eventually(
+                lambda: all(len(s) >= 2 for s in seen), within=30, what="acme's session shown"
+            )
+            await asyncio.sleep(1)  # a1's last commits shown too
+            shown = [len(s) for s in seen]
+            for s in seen:  # only acme's: globex's session never reaches acme's stream
+                assert all([r["id"] for r in page["sessions"]] == ["a1"] for page in s[1:])
+                assert s[-1]["sessions"][0]["open"] is False  # its run ended, and it shows
+            await theirs.post(
+                "/sessions/g2/submissions", json={"input": STEPS}, params={"wait": 30}
+            )
+            await asyncio.sleep(1)
+            assert [len(s) for s in seen] == shown  # globex committed: acme is sent nothing
+        finally:
+            for reader in readers:
+                reader.cancel()
+            await asyncio.gather(*readers, return_exceptions=True)
 
 
 async def test_a_stopping_api_ends_its_event_streams_and_exits(brains: BrainHarness) -> None:
