@@ -28,7 +28,7 @@ from brainhands.api.changes import SessionChanges
 from brainhands.api.console import mount_console
 from brainhands.api.guard import DEV, Guarded, caller, document_keys, needs
 from brainhands.api.keys import Principal, VerifiedKeys
-from brainhands.api.known import KnownSessions
+from brainhands.api.known import KnownAgents, KnownSessions
 from brainhands.api.live import LiveNotes
 from brainhands.api.protect import protect
 from brainhands.api.quota import Quotas
@@ -78,8 +78,8 @@ class TextSubmission(Closed):
     """A message, for an agent."""
 
     text: str = Field(max_length=100_000)
-    agent: str | None = Field(default=None, pattern=NAME)
-    """The agent the message is for."""
+    agent: str = Field(pattern=NAME)
+    """The agent the message is for: one the deployment's Brains serve."""
     request_id: str | None = Field(default=None, pattern=NAME)
     """The same id never starts a second run (default: a random one)."""
 
@@ -241,6 +241,7 @@ def create_app(
     lists = SharedLists(store, changes)
     app.state.watchers = watchers = Watchers()
     known = KnownSessions(store)
+    agents = KnownAgents(store, settings.api_compat)
 
     async def existing(session_id: str, who: Principal) -> str:
         """The store key of the caller's session ``session_id``; 404 if it has none."""
@@ -336,6 +337,14 @@ def create_app(
         the submission has ended (or with its status then), in this one request."""
         who = caller(request)
         key = session_key(who.tenant, session_id)
+        if isinstance(body, TextSubmission):
+            served = await agents.names(body.agent)
+            if served and body.agent not in served:  # none declared yet: a Brain will say
+                raise HTTPException(
+                    400,
+                    f"no agent {body.agent!r} in this deployment; its Brains "
+                    f"({settings.api_compat}) serve: {', '.join(sorted(served))}",
+                )
         handle = await client.submit(
             key,
             body.text if isinstance(body, TextSubmission) else body.input,

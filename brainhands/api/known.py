@@ -1,10 +1,14 @@
-"""Which sessions exist, as the API's routes need to know before they stream or act."""
+"""What the API knows exists: the sessions its routes stream or act on, and the agents a
+message may be for."""
 
 from __future__ import annotations
+
+import time
 
 from sqlalchemy import exists, select
 
 from brainhands.shared.store import Store, schema
+from brainhands.shared.store.declarations import declared_agents
 
 
 class KnownSessions:
@@ -34,3 +38,24 @@ class KnownSessions:
         if len(self._known) >= self.limit:
             self._known.clear()
         self._known.add(key)
+
+
+class KnownAgents:
+    """The agents the Brains of one compatibility key declared, read at most once per
+    ``ttl`` seconds, and at most once a second when a name is asked for that the last read
+    did not have (a Brain just started may have declared it)."""
+
+    def __init__(self, store: Store, compat: str, ttl: float = 30.0) -> None:
+        self.store = store
+        self.compat = compat
+        self.ttl = ttl
+        self._names: set[str] = set()
+        self._read_at = -float("inf")
+
+    async def names(self, wanted: str) -> set[str]:
+        """The declared agents, read again if ``wanted`` is not among them."""
+        age = time.monotonic() - self._read_at
+        if age >= self.ttl or (wanted not in self._names and age >= 1.0):
+            self._names = await declared_agents(self.store, self.compat)
+            self._read_at = time.monotonic()
+        return self._names

@@ -1,5 +1,6 @@
-"""Tool declarations: what the Hands serving each tool say of it, read by processes that do
-not import tool code (the Brain, through a ``ToolCatalog``; the CLI's ``brainhands tools``).
+"""Declarations: what the Hands serving each tool say of it, read by processes that do not
+import tool code (the Brain, through a ``ToolCatalog``; the CLI's ``brainhands tools``);
+and the agents each Brain build serves, read by the API, which runs none.
 
 A Hands process declares its pool's tools when it starts, before it consumes: one upsert
 per tool, keyed by name, that only writes when the declaration changed (its digest), so a
@@ -60,6 +61,25 @@ async def declared_tools(store: Store) -> list[ToolDeclaration]:
         ToolDeclaration(r.name, r.pool, r.policy, r.description, r.args_schema, r.approval)
         for r in rows
     ]
+
+
+async def declare_agents(store: Store, compats: Iterable[str], names: Iterable[str]) -> None:
+    """Record that Brains of each of ``compats`` serve the agents ``names`` (kept: a build
+    that drops an agent leaves its name, which a Brain then reports unknown as before)."""
+    rows = [{"compat": c, "name": n, "declared_at": time.time()} for c in compats for n in names]
+    if not rows:
+        return
+    _a = schema.agent_declaration
+    async with store.backend.transaction() as conn:
+        await conn.execute(store.backend.insert(_a).values(rows).on_conflict_do_nothing())
+
+
+async def declared_agents(store: Store, compat: str) -> set[str]:
+    """The agents Brains of ``compat`` have declared."""
+    _a = schema.agent_declaration
+    async with store.backend.snapshot() as conn:
+        rows = await conn.execute(select(_a.c.name).where(_a.c.compat == compat))
+        return {str(r.name) for r in rows}
 
 
 @dataclass

@@ -254,6 +254,16 @@ tool_declaration = Table(
     Column("declared_at", Float, nullable=False),
 )
 
+agent_declaration = Table(
+    "agent_declaration",
+    metadata,
+    # What a Brain build serves, written when it starts: how the API, which runs no agent,
+    # refuses a message for an agent no Brain of its compatibility key has.
+    Column("compat", String(64), primary_key=True),
+    Column("name", String(128), primary_key=True),
+    Column("declared_at", Float, nullable=False),
+)
+
 api_key = Table(
     "api_key",
     metadata,

@@ -13,6 +13,7 @@ import pytest
 from sqlalchemy import select
 
 from brainhands.shared.store import schema
+from brainhands.shared.store.declarations import declared_agents
 from brainhands.shared.store.inbox import session_inbox
 from brainhands.shared.tenancy import DEFAULT_TENANT
 from tests.helpers.agent_run import AgentRun, agent_run
@@ -302,7 +303,22 @@ async def test_approve_and_deny_over_http(agent_run: AgentRun) -> None:
     agent_run.start_hands()
     api = await start_api(brains)
     key = await key_for(brains, "acme", "read", "submit", "approve")
+
+    async def declared() -> bool:
+        return "guarded" in await declared_agents(brains.store, "v1")
+
+    await eventually(declared, within=30, what="the Brain to declare its agents")
     async with api.http(key) as http:
+        # A message for an agent no Brain serves is refused at the door, naming those served.
+        unknown = await http.post(
+            "/sessions/s9/submissions", json={"text": "hi", "agent": "nobody"}
+        )
+        assert unknown.status_code == 400, unknown.text
+        assert "no agent 'nobody'" in unknown.json()["detail"]
+        assert "guarded" in unknown.json()["detail"]
+        unnamed = await http.post("/sessions/s9/submissions", json={"text": "hi"})
+        assert unnamed.status_code == 422 and "agent" in unnamed.json()["detail"]
+        assert (await http.get("/sessions/s9")).status_code == 404  # nothing was made
         made = await http.post(
             "/sessions/s1/submissions",
             json={"text": "please do the errand", "agent": "guarded", "request_id": "r1"},
