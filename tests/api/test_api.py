@@ -297,6 +297,24 @@ async def test_a_stopping_api_ends_its_event_streams_and_exits(brains: BrainHarn
     assert await asyncio.to_thread(api.proc.wait, 10) == 0
 
 
+async def errand_waiting_for_two_approvals(http: httpx.AsyncClient) -> tuple[str, str]:
+    """Submit the ``guarded`` agent's errand to ``s1`` (request ``r1``) and wait for its two
+    calls to wait for approval: their ids, the call to ana's first, then bo's."""
+    made = await http.post(
+        "/sessions/s1/submissions",
+        json={"text": "please do the errand", "agent": "guarded", "request_id": "r1"},
+    )
+    assert made.status_code == 200, made.text
+
+    async def two_pending() -> bool:
+        return len((await http.get("/approvals", params={"session_id": "s1"})).json()) == 2
+
+    await eventually(two_pending, within=60, what="two calls waiting for approval")
+    pending = sorted((await http.get("/approvals")).json(), key=lambda a: a["arguments"]["to"])
+    ana, bo = (p["approval_id"] for p in pending)
+    return ana, bo
+
+
 async def test_approve_and_deny_over_http(agent_run: AgentRun) -> None:
     brains = agent_run.brains
     agent_run.start_brain()
@@ -319,20 +337,9 @@ async def test_approve_and_deny_over_http(agent_run: AgentRun) -> None:
         unnamed = await http.post("/sessions/s9/submissions", json={"text": "hi"})
         assert unnamed.status_code == 422 and "agent" in unnamed.json()["detail"]
         assert (await http.get("/sessions/s9")).status_code == 404  # nothing was made
-        made = await http.post(
-            "/sessions/s1/submissions",
-            json={"text": "please do the errand", "agent": "guarded", "request_id": "r1"},
-        )
-        assert made.status_code == 200, made.text
-
-        async def two_pending() -> bool:
-            return len((await http.get("/approvals", params={"session_id": "s1"})).json()) == 2
-
-        await eventually(two_pending, within=60, what="two calls waiting for approval")
+        ana, bo = await errand_waiting_for_two_approvals(http)
         listed = (await http.get("/sessions", params={"needs_action": True})).json()
         assert [s["id"] for s in listed["sessions"]] == ["s1"]
-        pending = sorted((await http.get("/approvals")).json(), key=lambda a: a["arguments"]["to"])
-        ana, bo = (p["approval_id"] for p in pending)
         approved = await http.post(f"/sessions/s1/approvals/{ana}/approve", json={"by": "ops"})
         assert (approved.status_code, approved.json()["verdict"]) == (200, "approved")
         denied = await http.post(f"/sessions/s1/approvals/{bo}/deny", json={"reason": "no"})
@@ -360,18 +367,7 @@ async def test_who_decided_is_the_key_and_four_eyes_keep_a_submitter_from_decidi
     asker = await key_for(brains, "acme", "read", "submit", "approve")
     checker = await key_for(brains, "acme", "approve")
     async with api.http(asker) as http:
-        made = await http.post(
-            "/sessions/s1/submissions",
-            json={"text": "please do the errand", "agent": "guarded", "request_id": "r1"},
-        )
-        assert made.status_code == 200, made.text
-
-        async def two_pending() -> bool:
-            return len((await http.get("/approvals", params={"session_id": "s1"})).json()) == 2
-
-        await eventually(two_pending, within=60, what="two calls waiting")
-        pending = (await http.get("/approvals")).json()
-        ana, bo = (p["approval_id"] for p in sorted(pending, key=lambda a: a["arguments"]["to"]))
+        ana, bo = await errand_waiting_for_two_approvals(http)
         own = await http.post(f"/sessions/s1/approvals/{ana}/approve", json={"by": "the boss"})
         assert own.status_code == 409 and "four eyes" in own.json()["detail"], own.text
     async with api.http(checker) as http:
