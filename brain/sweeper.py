@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from pydantic import ValidationError
 from redis.exceptions import RedisError
 
+from brainhands.brain.callbacks import Callbacks
 from brainhands.brain.decide import TOOL_KIND
 from brainhands.shared import metrics
 from brainhands.shared.broker import Broker
@@ -174,8 +175,11 @@ class Sweeper:
         backlog_grace: float = 10.0,
         blocked_recheck: float = 60.0,
         progress: QueueProgress | None = None,
+        callbacks: Callbacks | None = None,
     ) -> None:
         self.store = store
+        self.callbacks = callbacks
+        """Posts the webhooks of ended submissions (None: this deployment posts none)."""
         self.broker = broker
         self.leases = leases
         self.period = period
@@ -205,6 +209,8 @@ class Sweeper:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stop.wait(), self.period)
         finally:
+            if self.callbacks is not None:
+                await self.callbacks.aclose()
             if self._lease is not None:
                 with contextlib.suppress(BrainhandsError):
                     await self.leases.release(self._lease)
@@ -277,6 +283,10 @@ class Sweeper:
                 continue
             await self.broker.publish_routed(job, self.broker.topology.hands_queue(job.pool))
             sent["job_redispatched"] += 1
+        if self.callbacks is not None:
+            delivered = await self.callbacks.deliver_due()
+            if delivered:
+                sent["callback_delivered"] += delivered
         if sent:
             log.info("swept", extra={"event": "swept", **sent})
         self.recoveries.update(sent)

@@ -297,13 +297,16 @@ class Client:
         request_id: str | None = None,
         agent: str | None = None,
         principal: str | None = None,
+        callback_url: str | None = None,
     ) -> Submission:
         """Submit ``input`` to ``session_id`` (created on first contact) and wake its Brains.
 
         A string becomes ``{"text": input}`` (with ``"agent": agent`` if given); a dict goes
         as it is. The same ``request_id`` (random by default) never starts a second run: the
         handle is then the original submission's (``created`` is False). ``principal``:
-        who submits (default: the client's).
+        who submits (default: the client's). ``callback_url``: where the submission's end
+        is posted, signed, at least once (by the deployment's sweeper; see
+        ``brain.callbacks``).
         """
         key = self.key(session_id)
         if isinstance(input, str):
@@ -332,6 +335,7 @@ class Client:
                 compat=self.compat,
                 wake=wake,
                 principal=principal or self.principal,
+                callback_url=callback_url,
             )
             await self._relay.flush()
         return Submission(self, session_id, request_id, receipt.created)

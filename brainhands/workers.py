@@ -9,6 +9,7 @@ import argparse
 import asyncio
 
 from brainhands.brain.agent import agent_kinds, load_agent_modules, start_agent_or_task
+from brainhands.brain.callbacks import Callbacks
 from brainhands.brain.models import ModelSettings, model_from_settings
 from brainhands.brain.registry import load_task_modules
 from brainhands.brain.settings import BrainSettings
@@ -88,6 +89,10 @@ async def sweeper(args: argparse.Namespace) -> int:
 
 
 def sweeper_of(services: Services, leases: LeaseManager, settings: BrainSettings) -> Sweeper:
+    secret = settings.webhook_secret
+    callbacks = (
+        None if secret is None else Callbacks(services.store, secret.get_secret_value().encode())
+    )
     return Sweeper(
         store=services.store,
         broker=services.broker,
@@ -97,6 +102,7 @@ def sweeper_of(services: Services, leases: LeaseManager, settings: BrainSettings
         blocked_recheck=settings.sweeper_blocked_recheck,
         redispatch_after=settings.redispatch_after,
         progress=QueueProgress(services.redis, services.keys),
+        callbacks=callbacks,
     )
 
 

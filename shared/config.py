@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TypeVar
 
-from pydantic import Field, ValidationError, field_validator
+from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from brainhands.shared.errors import ConfigurationError
@@ -53,6 +53,9 @@ class CommonSettings(BaseSettings):
     """Deliveries of a message before RabbitMQ parks it; the same in every process."""
     tenant: str = DEFAULT_TENANT
     """The tenant whose sessions the CLI and ``Client.from_settings`` act on."""
+    webhook_secret: SecretStr | None = None
+    """Key that signs the webhooks posted when a submission with a ``callback_url`` ends
+    (HMAC-SHA256); needed by the sweepers that post them and the API that accepts them."""
     identity: str = Field(default="operator", min_length=1, max_length=128)
     """Who the CLI's and ``Client.from_settings``'s acts are recorded as (a decision's
     principal, a submission's)."""

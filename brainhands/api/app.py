@@ -74,7 +74,15 @@ class Closed(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-class TextSubmission(Closed):
+class Callback(Closed):
+    callback_url: str | None = Field(
+        default=None, max_length=2000, pattern=r"^https?://[^\s/?#]+[^\s]*$"
+    )
+    """Where the submission's end is posted (JSON, signed ``X-Brainhands-Signature``,
+    ``Idempotency-Key`` the submission's id), at least once, retried with backoff."""
+
+
+class TextSubmission(Callback):
     """A message, for an agent."""
 
     text: str = Field(max_length=100_000)
@@ -84,7 +92,7 @@ class TextSubmission(Closed):
     """The same id never starts a second run (default: a random one)."""
 
 
-class InputSubmission(Closed):
+class InputSubmission(Callback):
     """A submission's input as it is, e.g. ``{"kind": ..., "input": ...}`` for a task."""
 
     input: dict[str, Any]
@@ -345,12 +353,17 @@ def create_app(
                     f"no agent {body.agent!r} in this deployment; its Brains "
                     f"({settings.api_compat}) serve: {', '.join(sorted(served))}",
                 )
+        if body.callback_url is not None and settings.webhook_secret is None:
+            raise HTTPException(
+                400, "this deployment posts no webhooks: it has no BRAINHANDS_WEBHOOK_SECRET"
+            )
         handle = await client.submit(
             key,
             body.text if isinstance(body, TextSubmission) else body.input,
             request_id=body.request_id,
             agent=body.agent if isinstance(body, TextSubmission) else None,
             principal=acting(who),
+            callback_url=body.callback_url,
         )
         known.learn(key)
         if wait:

@@ -142,6 +142,12 @@ class SubmissionRecord:
     """The root task whose end answers it: the one it started, or the loop it joined."""
     principal: str | None = None
     """Who submitted it, as its credential says (``key:<id>`` for an API key)."""
+    callback_url: str | None = None
+    """Where its end is posted, signed (``brain.callbacks``)."""
+    callback_attempts: int = 0
+    callback_next_at: float | None = None
+    callback_done_at: float | None = None
+    callback_error: str | None = None
 
 
 @dataclass(frozen=True)

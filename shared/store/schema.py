@@ -140,6 +140,14 @@ submission = Table(
     Column("updated_at", Float, nullable=False),
     # Who submitted it, as its credential says: what a four-eyes approval compares.
     Column("principal", String(160), nullable=True),
+    # Where its end is posted (a webhook), and how that delivery stands: tried
+    # ``callback_attempts`` times, next at ``callback_next_at``, done (or given up) at
+    # ``callback_done_at``. Written by the sweeper that delivers it.
+    Column("callback_url", Text, nullable=True),
+    Column("callback_attempts", Integer, nullable=False, server_default="0"),
+    Column("callback_next_at", Float, nullable=True),
+    Column("callback_done_at", Float, nullable=True),
+    Column("callback_error", Text, nullable=True),
     UniqueConstraint("session_id", "request_id"),
     # The sweeper's look for queued submissions across all sessions. Partial, so it holds
     # the few waiting their turn, not every submission ever answered.

@@ -44,13 +44,14 @@ async def submit(
     compat: str,
     wake: Callable[[str], OutboxMessage],
     principal: str | None = None,
+    callback_url: str | None = None,
 ) -> SubmitReceipt:
     """Accept ``input`` once for ``(session_id, request_id)`` and wake the session's Brains.
 
     A new session is created for the Brains of ``compat``, for the tenant its id says
     (``shared/tenancy.py``); an existing one keeps the key it was created with, and
     ``wake(key)`` builds the wake-up for that key. ``principal``: who submits, kept with
-    the submission.
+    the submission; ``callback_url``: where its end is to be posted.
 
     Where the backend chains writes (PostgreSQL), one statement in one hop, without BEGIN
     and COMMIT (``_submit_chained``). Otherwise, or when that statement cannot decide alone,
@@ -72,6 +73,7 @@ async def submit(
                 wake(compat),
                 tenant,
                 principal,
+                callback_url,
                 now,
                 handoff,
             ),
@@ -96,6 +98,7 @@ async def submit(
             "rid": request_id,
             "input": input,
             "principal": principal,
+            "callback_url": callback_url,
             "now": now,
         }
         row = conn.execute(inserts.submission, params).one_or_none()
@@ -140,6 +143,7 @@ def _inserts(insert: Callable[[Table], Any]) -> _Inserts:
             status="queued",
             input=bindparam("input", type_=sub.c.input.type),
             principal=bindparam("principal", type_=sub.c.principal.type),
+            callback_url=bindparam("callback_url", type_=sub.c.callback_url.type),
             created_at=now,
             updated_at=now,
         )
@@ -157,6 +161,7 @@ def _submit_chained(
     message: OutboxMessage,
     tenant: str,
     principal: str | None,
+    callback_url: str | None,
     now: float,
     handoff: float | None,
 ) -> tuple[SubmissionRecord, tuple[OutboxRow, ...]] | None:
@@ -174,6 +179,7 @@ def _submit_chained(
         "tenant": tenant,
         "input": input,
         "principal": principal,
+        "callback_url": callback_url,
         "now": now,
         "routing_key": message.routing_key,
         "body": message.body,
@@ -221,8 +227,8 @@ def _submit_statement() -> HotStatement:
         select(s.c.compat).where(s.c.id == sid),
     ).cte("key")
     columns = (
-        "id", "session_id", "request_id", "status", "input", "principal", "created_at",
-        "updated_at",
+        "id", "session_id", "request_id", "status", "input", "principal", "callback_url",
+        "created_at", "updated_at",
     )  # fmt: skip
     submitted = (
         postgresql.insert(sub)
@@ -235,6 +241,7 @@ def _submit_statement() -> HotStatement:
                 literal("queued", sub.c.status.type),
                 bindparam("input", type_=sub.c.input.type),
                 bindparam("principal", type_=sub.c.principal.type),
+                bindparam("callback_url", type_=sub.c.callback_url.type),
                 now,
                 now,
             ).where(key.c.compat == bindparam("compat", type_=s.c.compat.type)),

@@ -187,6 +187,12 @@ async def test_bad_input_gets_a_problem_saying_what_is_wrong(brains: BrainHarnes
              "session_id"),
             (await http.get("/sessions/nobody"), 404, "session nobody does not exist"),
             (await http.get("/sessions", params={"after": "garbage"}), 422, "query.after"),
+            (await http.post("/sessions/s1/submissions",
+                             json={"input": STEPS, "callback_url": "ftp://x"}), 422,
+             "callback_url"),
+            (await http.post("/sessions/s1/submissions",
+                             json={"input": STEPS, "callback_url": "https://hooks.example/x"}),
+             400, "no BRAINHANDS_WEBHOOK_SECRET"),
         ]  # fmt: skip
         await http.post("/sessions/s1/submissions", json={"input": STEPS})
         cases.append(

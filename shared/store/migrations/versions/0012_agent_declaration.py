@@ -1,4 +1,5 @@
-"""agent declarations: the agents each Brain compatibility key serves, as its Brains say
+"""agent declarations and callbacks: the agents each Brain compatibility key serves, as
+its Brains say; and a submission's webhook, with how its delivery stands
 
 Revision ID: 0012
 Revises: 0011
@@ -24,7 +25,20 @@ def upgrade() -> None:
         sa.Column("declared_at", sa.Float(), nullable=False),
         sa.PrimaryKeyConstraint("compat", "name", name=op.f("pk_agent_declaration")),
     )
+    with op.batch_alter_table("submission") as batch_op:
+        batch_op.add_column(sa.Column("callback_url", sa.Text(), nullable=True))
+        batch_op.add_column(
+            sa.Column("callback_attempts", sa.Integer(), nullable=False, server_default="0")
+        )
+        batch_op.add_column(sa.Column("callback_next_at", sa.Float(), nullable=True))
+        batch_op.add_column(sa.Column("callback_done_at", sa.Float(), nullable=True))
+        batch_op.add_column(sa.Column("callback_error", sa.Text(), nullable=True))
 
 
 def downgrade() -> None:
+    with op.batch_alter_table("submission") as batch_op:
+        for column in ("callback_error", "callback_done_at", "callback_next_at"):
+            batch_op.drop_column(column)
+        batch_op.drop_column("callback_attempts")
+        batch_op.drop_column("callback_url")
     op.drop_table("agent_declaration")
