@@ -17,7 +17,7 @@ Everything a user writes comes from this one module::
 - the client (submit, wait, cancel, read, signal, approve and deny): ``Client``,
   ``Submission``, ``SessionView``, ``PendingApproval``, ``Decision``, ``ALL`` (every call
   pending, for approve and deny); over the HTTP API, with a key: ``HttpClient``,
-  ``HttpSubmission``, ``ApiError``;
+  ``HttpSubmission``, ``SyncHttpClient`` (blocking), ``ApiError``;
 - errors: ``BrainhandsError`` (the root of every error brainhands raises), ``NotFoundError``,
   ``SubmissionFailed``, ``AnswerTimeout``, ``DecisionRefused``, ``InvalidRequest``.
 
@@ -65,7 +65,7 @@ if TYPE_CHECKING:
     )
     from brainhands.client import Client, SessionView, Submission
     from brainhands.hands import ToolContext, tool
-    from brainhands.http_client import ApiError, HttpClient, HttpSubmission
+    from brainhands.http_client import ApiError, HttpClient, HttpSubmission, SyncHttpClient
     from brainhands.shared.errors import (
         AnswerTimeout,
         BrainhandsError,
@@ -93,7 +93,7 @@ _HOMES: dict[str, tuple[str, ...]] = {
     ),
     "brainhands.client": ("Client", "SessionView", "Submission"),
     "brainhands.hands": ("ToolContext", "tool"),
-    "brainhands.http_client": ("ApiError", "HttpClient", "HttpSubmission"),
+    "brainhands.http_client": ("ApiError", "HttpClient", "HttpSubmission", "SyncHttpClient"),
     "brainhands.shared.errors": (
         "AnswerTimeout", "BrainhandsError", "DecisionRefused", "InvalidRequest", "LeaseLost",
         "NotFoundError", "SubmissionFailed", "ToolError", "ToolUncertain",
@@ -144,6 +144,7 @@ __all__ = [
     "Spawn",
     "Submission",
     "SubmissionFailed",
+    "SyncHttpClient",
     "TaskKind",
     "TaskRegistry",
     "TaskTool",

@@ -1,4 +1,5 @@
-"""``HttpClient``: the client's verbs over the HTTP API, with an API key.
+"""``HttpClient`` (and ``SyncHttpClient``, blocking): the client's verbs over the HTTP API,
+with an API key.
 
 An application that holds no store or broker credentials reaches a deployment through
 ``brainhands api``: it submits, waits, cancels, signals, approves and denies, reads sessions
@@ -11,10 +12,11 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Sequence
+import threading
+from collections.abc import AsyncIterator, Coroutine, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 
@@ -27,6 +29,7 @@ from brainhands.shared.errors import (
     SubmissionFailed,
 )
 
+T = TypeVar("T")
 FINAL = {"answered", "failed", "cancelled"}
 WAIT_MAX = 60.0
 """The longest wait the API holds one request for; longer waits take several."""
@@ -292,3 +295,108 @@ def _error(response: httpx.Response) -> BrainhandsError:
     if response.status_code == 422:
         return InvalidRequest(detail)
     return ApiError(response.status_code, problem)
+
+
+class SyncHttpClient:
+    """``HttpClient`` for code that is not async: the same verbs, each blocking until done.
+    Its requests run on an event loop of its own, in a thread it starts and ``close`` ends.
+
+    ``with SyncHttpClient(url, key) as client: client.submit(...).result(timeout=60)``
+    """
+
+    def __init__(self, base_url: str, api_key: str, *, timeout: float = 30.0) -> None:
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
+        self._thread.start()
+        self._client: HttpClient = self._run(_make(base_url, api_key, timeout))
+
+    def _run(self, work: Coroutine[Any, Any, T]) -> T:
+        return asyncio.run_coroutine_threadsafe(work, self._loop).result()
+
+    def __enter__(self) -> SyncHttpClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._run(self._client.close())
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(10)
+        self._loop.close()
+
+    def submit(
+        self,
+        session_id: str,
+        input: str | dict[str, Any],
+        *,
+        request_id: str | None = None,
+        agent: str | None = None,
+    ) -> SyncSubmission:
+        made = self._run(self._client.submit(session_id, input, request_id=request_id, agent=agent))
+        return SyncSubmission(self, made)
+
+    def wait(
+        self, session_id: str, request_id: str, *, timeout: float | None = None
+    ) -> SubmissionState:
+        return self._run(self._client.wait(session_id, request_id, timeout=timeout))
+
+    def cancel(self, session_id: str, request_id: str) -> str:
+        return self._run(self._client.cancel(session_id, request_id))
+
+    def signal(self, session_id: str, name: str, payload: Any = None, **options: Any) -> bool:
+        return self._run(self._client.signal(session_id, name, payload, **options))
+
+    def approve(
+        self, session_id: str, approvals: str | Sequence[str], **decision: Any
+    ) -> list[dict[str, Any]]:
+        return self._run(self._client.approve(session_id, approvals, **decision))
+
+    def deny(
+        self, session_id: str, approvals: str | Sequence[str], *, reason: str, **decision: Any
+    ) -> list[dict[str, Any]]:
+        return self._run(self._client.deny(session_id, approvals, reason=reason, **decision))
+
+    def session(self, session_id: str) -> dict[str, Any]:
+        return self._run(self._client.session(session_id))
+
+    def sessions(self, **filters: Any) -> list[dict[str, Any]]:
+        """Every session of the key's tenant, newest first."""
+
+        async def every() -> list[dict[str, Any]]:
+            return [s async for s in self._client.sessions(**filters)]
+
+        return self._run(every())
+
+    def pending_approvals(self, session_id: str | None = None) -> list[dict[str, Any]]:
+        return self._run(self._client.pending_approvals(session_id))
+
+
+@dataclass(frozen=True)
+class SyncSubmission:
+    """``HttpSubmission``, blocking."""
+
+    client: SyncHttpClient = field(repr=False)
+    handle: HttpSubmission
+
+    @property
+    def request_id(self) -> str:
+        return self.handle.request_id
+
+    @property
+    def created(self) -> bool:
+        return self.handle.created
+
+    def status(self) -> SubmissionState:
+        return self.client._run(self.handle.status())
+
+    def result(self, timeout: float | None = None) -> Any:
+        return self.client._run(self.handle.result(timeout=timeout))
+
+    def cancel(self) -> str:
+        return self.client._run(self.handle.cancel())
+
+
+async def _make(base_url: str, api_key: str, seconds: float) -> HttpClient:
+    """An ``HttpClient`` made on the loop that runs it (its connections belong there)."""
+    return HttpClient(base_url, api_key, timeout=seconds)

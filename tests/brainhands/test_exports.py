@@ -55,6 +55,7 @@ EXPORTED = [
     "Spawn",
     "Submission",
     "SubmissionFailed",
+    "SyncHttpClient",
     "TaskKind",
     "TaskRegistry",
     "TaskTool",

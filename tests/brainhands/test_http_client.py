@@ -4,6 +4,7 @@ application with an API key and no store or broker credentials."""
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 
@@ -14,6 +15,7 @@ from brainhands import (
     HttpClient,
     NotFoundError,
     SubmissionFailed,
+    SyncHttpClient,
 )
 from tests.helpers.agent_run import AgentRun, agent_run
 from tests.helpers.api import key_for, start_api
@@ -96,3 +98,29 @@ async def test_cancel_and_decide_over_http(agent_run: AgentRun) -> None:
         with pytest.raises(SubmissionFailed) as ended:
             await slow.result(timeout=60)
         assert ended.value.record.status == "cancelled"
+
+
+async def test_code_that_is_not_async_uses_the_blocking_client(brains: BrainHarness) -> None:
+    brains.start_brain()
+    api = await start_api(brains)
+    key = await key_for(brains, "acme", "read", "submit")
+
+    def application() -> tuple[Any, Any, list[str], bool]:
+        """What a script without an event loop writes."""
+        with SyncHttpClient(api.url, key) as client:
+            handle = client.submit("s1", STEPS, request_id="r1")
+            answer = handle.result(timeout=60)
+            view = client.session("s1")
+            listed = [s["id"] for s in client.sessions()]
+            try:
+                client.session("nobody")
+            except NotFoundError:
+                missing = True
+            else:
+                missing = False
+        return answer, view, listed, missing
+
+    answer, view, listed, missing = await asyncio.to_thread(application)
+    assert answer["input"] == {"x": 1}
+    assert [s["status"] for s in view["submissions"]] == ["answered"]
+    assert listed == ["s1"] and missing
