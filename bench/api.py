@@ -54,7 +54,6 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 import httpx
-from sqlalchemy import update
 
 from bench._services import (
     ROOT,
@@ -76,14 +75,16 @@ from bench.roundtrip_tools import POOL
 from brainhands.api.keys import create_key
 from brainhands.client import Client
 from brainhands.shared.config import normalize_database_url
-from brainhands.shared.store import Draft, Store, schema
+from brainhands.shared.store import Draft, Store
+from brainhands.shared.tenancy import DEFAULT_TENANT
 from brainhands.shared.topology import Topology
 
 TARGET_API_ADDS_MS = 2.0
 TARGET_WATCHERS_P50_MS = 50.0
 LATE = 1.0
 """Seconds after its commit past which an event counts as late (its watcher fell behind)."""
-TENANT = "bench"
+TENANT = DEFAULT_TENANT
+"""The key's tenant: the default one, whose store keys are the sessions' ids."""
 ms = 1000.0
 
 
@@ -346,14 +347,10 @@ class WatchResult:
     watcher_cpu: list[float] = field(default_factory=list)
 
 
-async def new_sessions(store: Store, prefix: str, n: int, tenant: str | None) -> list[str]:
+async def new_sessions(store: Store, prefix: str, n: int) -> list[str]:
     ids = [f"{prefix}-{i}" for i in range(n)]
-    for session_id in ids:
+    for session_id in ids:  # the default tenant's, as the key's
         await store.create_session(session_id, compat=COMPAT)
-    if tenant is not None:  # as if the key's tenant had created them through the API
-        s = schema.session
-        async with store.backend.transaction() as conn:
-            await conn.execute(update(s).where(s.c.id.in_(ids)).values(tenant=tenant))
     return ids
 
 
@@ -404,7 +401,7 @@ async def watch_phase(
 ) -> WatchResult:
     label = f"w{watchers}"
     watched = min(args.watched, watchers)
-    ids = await new_sessions(store, label, watched, TENANT if key else None)
+    ids = await new_sessions(store, label, watched)
     result = WatchResult(watchers, max(1, min(procs, watchers)), watched)
     children = await start_watchers(url, ids, watchers, procs, key, args, logs, label)
     try:
@@ -614,7 +611,16 @@ async def run(args: argparse.Namespace, namespace: str, db_schema: str, logs: Pa
         key = ""
         if args.auth == "keys":
             _, key = await create_key(store, tenant=TENANT, scopes=["read", "submit"], name="bench")
-        env = worker_env(args, namespace, db_schema, BRAINHANDS_API_AUTH=args.auth)
+        env = worker_env(
+            args,
+            namespace,
+            db_schema,
+            BRAINHANDS_API_AUTH=args.auth,
+            # One key opens every watcher's stream and makes every request, by design.
+            BRAINHANDS_API_MAX_STREAMS="100000",
+            BRAINHANDS_API_RATE="100000",
+            BRAINHANDS_API_BURST="100000",
+        )
         workers = stack.enter_context(Workers(env, logs))
         workers.start("brain", "--compat", COMPAT, "--agents", "bench.roundtrip_agents")
         workers.start("hands", "--pool", POOL, "--tools", "bench.roundtrip_tools")
