@@ -127,14 +127,18 @@ class HttpClient:
         *,
         request_id: str | None = None,
         agent: str | None = None,
+        callback_url: str | None = None,
     ) -> HttpSubmission:
         """Submit ``input`` (a message, for ``agent``, or an input as it is) once per
-        ``request_id`` (random by default)."""
+        ``request_id`` (random by default); its end is posted to ``callback_url``, signed,
+        at least once."""
         body: dict[str, Any] = (
             {"text": input, "agent": agent} if isinstance(input, str) else {"input": input}
         )
         if request_id is not None:
             body["request_id"] = request_id
+        if callback_url is not None:
+            body["callback_url"] = callback_url
         made = await self._call("POST", f"/sessions/{session_id}/submissions", json=body)
         return HttpSubmission(self, session_id, made["request_id"], bool(made["created"]))
 
@@ -187,6 +191,13 @@ class HttpClient:
         return [await self._call("POST", f"{base}/{i}/{verdict}", json=body) for i in ids]
 
     # Reading --------------------------------------------------------------------------------
+
+    async def stream_token(self, session_id: str | None = None, *, ttl: int = 300) -> str:
+        """A token that opens event streams (``?token=``) for ``ttl`` seconds, and reads
+        nothing else: what a browser's ``EventSource`` is given instead of the key."""
+        body = {"session_id": session_id, "ttl": ttl}
+        minted: str = (await self._call("POST", "/stream-tokens", json=body))["token"]
+        return minted
 
     async def wait(
         self,
@@ -332,8 +343,13 @@ class SyncHttpClient:
         *,
         request_id: str | None = None,
         agent: str | None = None,
+        callback_url: str | None = None,
     ) -> SyncSubmission:
-        made = self._run(self._client.submit(session_id, input, request_id=request_id, agent=agent))
+        made = self._run(
+            self._client.submit(
+                session_id, input, request_id=request_id, agent=agent, callback_url=callback_url
+            )
+        )
         return SyncSubmission(self, made)
 
     def wait(
@@ -370,6 +386,9 @@ class SyncHttpClient:
 
     def pending_approvals(self, session_id: str | None = None) -> list[dict[str, Any]]:
         return self._run(self._client.pending_approvals(session_id))
+
+    def stream_token(self, session_id: str | None = None, *, ttl: int = 300) -> str:
+        return self._run(self._client.stream_token(session_id, ttl=ttl))
 
 
 @dataclass(frozen=True)

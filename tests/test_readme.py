@@ -24,8 +24,9 @@ from typing import Any
 import pytest
 from pydantic_settings import BaseSettings
 
+from tests.helpers.markdown import Block, python_blocks
+
 README = Path(__file__).resolve().parents[1] / "README.md"
-PYTHON = ("python", "py")
 NO_RUN = "no-run"
 
 PRELUDE = '''
@@ -67,29 +68,7 @@ RUNNER = textwrap.dedent(
 )
 
 
-@dataclass(frozen=True)
-class Block:
-    line: int
-    """The README line of the block's first line of code."""
-    info: list[str]
-    code: str
-
-
-def fenced_blocks(text: str) -> list[Block]:
-    blocks, opened, info, lines = [], 0, [], []
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not opened and line.startswith("```"):
-            opened, info, lines = number, line[3:].split(), []
-        elif opened and line.rstrip() == "```":
-            blocks.append(Block(opened + 1, info, "\n".join(lines) + "\n"))
-            opened = 0
-        elif opened:
-            lines.append(line)
-    assert not opened, f"README.md:{opened}: a code fence is never closed"
-    return blocks
-
-
-PYTHON_BLOCKS = [b for b in fenced_blocks(README.read_text()) if b.info and b.info[0] in PYTHON]
+PYTHON_BLOCKS = python_blocks(README)
 
 
 def test_the_readme_has_python_blocks_and_no_unknown_fence_markers() -> None:
