@@ -19,9 +19,10 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -290,13 +291,14 @@ class Workers:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
-    def start(self, *argv: str, log: str | None = None) -> Worker:
-        """Start ``brainhands <argv>`` (``argv[0]``: its role); it logs to ``log`` in the
-        logs directory (default: ``<role>-<n>.log``)."""
+    def start(self, *argv: str, log: str | None = None, code: Path | None = None) -> Worker:
+        """Start ``brainhands <argv>`` (``argv[0]``: its role) from the tree ``code`` (default:
+        the run's); it logs to ``log`` in the logs directory (default: ``<role>-<n>.log``)."""
         role = argv[0]
         n = len(self.paths(role))
         path = self.logs / (log or f"{role}-{n}.log")
-        worker = Worker(role, spawn(["brainhands", *argv], self.env, path, cwd=self.code), path)
+        tree = code or self.code
+        worker = Worker(role, spawn(["brainhands", *argv], self.env, path, cwd=tree), path)
         self.procs.append(worker)
         return worker
 
@@ -332,3 +334,14 @@ class Workers:
 
     def stop(self) -> None:
         terminate(w.proc for w in self.procs)
+
+
+@contextlib.contextmanager
+def extracted(ref: str) -> Iterator[Path]:
+    """The tree of commit ``ref``, in a temporary directory."""
+    with tempfile.TemporaryDirectory(prefix="brainhands-bench-code-") as tmp:
+        archive = subprocess.run(
+            ["git", "-C", str(ROOT), "archive", ref], check=True, capture_output=True
+        ).stdout
+        subprocess.run(["tar", "-x", "-C", tmp], input=archive, check=True)
+        yield Path(tmp)

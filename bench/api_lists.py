@@ -38,7 +38,12 @@ a read per stream per wake-up, as before, would be that times W). PostgreSQL's c
 are read after an 11 s pause, for every backend to have flushed them.
 ``pg_stat_database.xact_commit`` is shown too, database-wide.
 
+``--before REF`` first measures with the API process running commit REF's code (its tree
+``git archive``d to a temporary directory; the Brain and the watchers are this tree's), then
+with this tree's, and prints the two side by side: the before/after of one run.
+
     .venv/bin/python -m bench.api_lists [--watchers 1000] [--commits 30] [--session-watchers M]
+        [--before REF]
 """
 
 from __future__ import annotations
@@ -60,10 +65,12 @@ import asyncpg
 import httpx
 
 from bench._services import (
+    ROOT,
     Workers,
     add_service_urls,
     asyncpg_dsn,
     clean_namespace,
+    extracted,
     new_parser,
     open_store,
     process_cpu,
@@ -418,7 +425,10 @@ def cpu_now(workers: Workers) -> dict[str, float]:
     return used
 
 
-async def run(args: argparse.Namespace, namespace: str, db_schema: str, logs: Path) -> Results:
+async def run(
+    args: argparse.Namespace, namespace: str, db_schema: str, logs: Path, api_code: Path = ROOT
+) -> Results:
+    """One measurement; the API process runs the code of the tree ``api_code``."""
     results = Results(warmup=args.warmup)
     async with contextlib.AsyncExitStack() as stack:
         store = await open_store(args.database_url, db_schema)  # created and migrated
@@ -441,7 +451,7 @@ async def run(args: argparse.Namespace, namespace: str, db_schema: str, logs: Pa
         workers = stack.enter_context(Workers(env, logs))
         workers.start("brain", "--compat", COMPAT, "--tasks", TASKS)
         await workers.wait_consuming()
-        workers.start("api", "--port", "0")
+        workers.start("api", "--port", "0", code=api_code)
         url = f"http://127.0.0.1:{await wait_listening(workers)}"
         http = {t: api_client(url, keys[t]) for t in TENANTS}
         for client in http.values():
@@ -489,6 +499,34 @@ def fmt_ms(samples: Sequence[float], p: float) -> str:
 
 def fmt_per(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.1f}"
+
+
+@dataclass(frozen=True)
+class Figures:
+    """What a run is judged by, for comparing two."""
+
+    p50: str
+    p99: str
+    api_per_event: str
+    list_reads: str
+    other_tenant: str
+
+
+def figures(r: Results) -> Figures:
+    assert r.phase is not None and r.baseline is not None
+    first, last = r.phase
+    k = len(r.commits)
+    pairs = [x for c in r.commits for x in c.latencies]
+    api = last.cpu.get("api", 0.0) - first.cpu.get("api", 0.0)
+    scans = per_commit(first.pg, last.pg, "scans", k)
+    base = per_commit(*r.baseline, "scans", r.warmup)
+    return Figures(
+        p50=fmt_ms(pairs, 50),
+        p99=fmt_ms(pairs, 99),
+        api_per_event=f"{api / r.delivered * 1e6:.0f}" if r.delivered else "-",
+        list_reads=fmt_per(None if scans is None or base is None else scans - base),
+        other_tenant=f"{sum(c.other_events for c in r.commits) / max(1, k):.1f}",
+    )
 
 
 def report(args: argparse.Namespace, r: Results) -> None:
@@ -580,6 +618,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--settle", type=float, default=0.5, help="seconds after each commit")
     parser.add_argument("--timeout", type=float, default=90.0, help="seconds a step may take")
     parser.add_argument("--logs", help="keep the processes' logs in this directory")
+    parser.add_argument(
+        "--before",
+        metavar="REF",
+        help="first measure with the API process running this commit's code, then this tree's",
+    )
     add_service_urls(parser, "postgres", "rabbitmq", "redis")
     args = parser.parse_args(argv)
     if min(args.watchers, args.commits, args.warmup, args.ramp) < 1 or args.session_watchers < 0:
@@ -587,22 +630,43 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     return args
 
 
+async def measure(args: argparse.Namespace, logs: Path, api_code: Path) -> Results:
+    _, namespace, db_schema = run_names("apilists")
+    print(f"namespace {namespace}, PostgreSQL schema {db_schema}", flush=True)
+    try:
+        return await run(args, namespace, db_schema, logs, api_code)
+    finally:
+        queues = Topology(namespace).brain_queues(COMPAT)
+        await clean_namespace(args, namespace, queues, [db_schema])
+
+
 async def main(args: argparse.Namespace) -> None:
     stop_on_sigterm()
     raise_fd_limit(args.watchers + args.session_watchers + 1024)  # the API's too: inherited
-    _, namespace, db_schema = run_names("apilists")
-    print(
-        f"api_lists bench on {machine()}; namespace {namespace}, PostgreSQL schema {db_schema}",
-        flush=True,
-    )
+    print(f"api_lists bench on {machine()}", flush=True)
+    runs: list[tuple[str, Results]] = []
     with tempfile.TemporaryDirectory(prefix="brainhands-bench-api-lists-") as tmp:
         logs = Path(args.logs or tmp)  # Workers makes it
-        try:
-            results = await run(args, namespace, db_schema, logs)
-        finally:
-            queues = Topology(namespace).brain_queues(COMPAT)
-            await clean_namespace(args, namespace, queues, [db_schema])
-    report(args, results)
+        if args.before:
+            with extracted(args.before) as old:
+                print(f"\n== before: the API of {args.before}", flush=True)
+                runs.append((f"before ({args.before})", await measure(args, logs / "before", old)))
+            print("\n== after: the API of this tree", flush=True)
+        runs.append(("this tree", await measure(args, logs / "after", ROOT)))
+    for label, results in runs:
+        print(f"\n-- {label}")
+        report(args, results)
+    if len(runs) == 2:
+        (_, was), (_, now) = ((label, figures(r)) for label, r in runs)
+        print("\n-- before -> after, same run")
+        rows = [
+            ["commit -> list event p50 (ms)", was.p50, now.p50],
+            ["commit -> list event p99 (ms)", was.p99, now.p99],
+            ["API CPU per delivered event (us)", was.api_per_event, now.api_per_event],
+            ["list reads per commit", was.list_reads, now.list_reads],
+            ["events to the other tenant per commit", was.other_tenant, now.other_tenant],
+        ]
+        print_table(["measure", runs[0][0], "this tree"], rows, align="<>>")
     print(f"({machine()})")
 
 

@@ -51,6 +51,7 @@ from bench._services import (
     add_service_urls,
     asyncpg_dsn,
     clean_namespace,
+    extracted,
     new_parser,
     open_store,
     run_names,
@@ -67,7 +68,6 @@ from bench.history_fill import (
     table_sizes,
 )
 from bench.history_plans import EXPLAIN_RUNS, Plan, explain, explain_without, hot_statements
-from bench.lease_renewal import extracted
 from bench.roundtrip import start_brain_and_hands
 from bench.roundtrip_agents import COMPAT
 from bench.roundtrip_sessions import (

@@ -50,6 +50,7 @@ from bench._services import (
     Workers,
     add_service_urls,
     clean_namespace,
+    extracted,
     log_events,
     new_parser,
     open_store,
@@ -128,17 +129,6 @@ def scrape(ports: Sequence[int]) -> dict[str, Histogram]:
             if m := BUCKET.match(line):
                 found.setdefault(m[1], Histogram()).add(float(m[2]), float(m[3]))
     return found
-
-
-@contextlib.contextmanager
-def extracted(ref: str) -> Iterator[Path]:
-    """The tree of commit ``ref``, in a temporary directory."""
-    with tempfile.TemporaryDirectory(prefix="brainhands-bench-code-") as tmp:
-        archive = subprocess.run(
-            ["git", "-C", str(ROOT), "archive", ref], check=True, capture_output=True
-        ).stdout
-        subprocess.run(["tar", "-x", "-C", tmp], input=archive, check=True)
-        yield Path(tmp)
 
 
 @contextlib.contextmanager
