@@ -73,7 +73,7 @@ from bench._stats import machine, percentile, print_table
 from bench.roundtrip_agents import AGENT, COMPAT
 from bench.roundtrip_tools import POOL
 from brainhands.api.keys import create_key
-from brainhands.client import Client
+from brainhands.client.direct import Client
 from brainhands.shared.config import normalize_database_url
 from brainhands.shared.store import Draft, Store
 from brainhands.shared.tenancy import DEFAULT_TENANT

@@ -14,7 +14,7 @@ a. **Round trip.** One Brain and one Hands process; S one-call sessions (``--ses
 b. **Throughput.** Then on each schema in turn, 2 Brains and 2 Hands: B sessions
    (``--burst``) at once, timed until the last one is answered.
 c. **A sweep.** Once the workers have stopped: ``Sweeper.sweep_once()`` of this process,
-   built like a Brain's (``brainhands/workers.py``), ``--sweeps`` times after one unmeasured.
+   built like a Brain's (``brain/brainhands/brain/main.py``), ``--sweeps`` times after one unmeasured.
 
 The rounds (``--rounds``) alternate which schema goes first (empty, filled; filled, empty;
 ...). Then ``EXPLAIN (ANALYZE, BUFFERS)`` of the sweeper's queries, a Brain's load and claim
@@ -153,7 +153,7 @@ async def open_side(args: argparse.Namespace, side: Side, stack: contextlib.Asyn
     redis = connect_redis(args.redis_url)
     stack.push_async_callback(redis.aclose)
     keys = Keys(side.namespace)
-    # As a Brain builds it (brainhands/workers.py), with BrainSettings' default periods.
+    # As a Brain builds it (brain/brainhands/brain/main.py), with BrainSettings' default periods.
     sweeper = Sweeper(
         store=store,
         broker=broker,

@@ -10,8 +10,8 @@ import time
 
 import pytest
 
-from brainhands.approvals import ALL, PendingApproval
 from brainhands.brain.approval import decision_signal
+from brainhands.client.approvals import ALL, PendingApproval
 from brainhands.shared.errors import DecisionRefused
 from brainhands.shared.store.inbox import session_inbox
 from brainhands.shared.store.queries import session_history

@@ -93,34 +93,59 @@ def test_importing_brainhands_loads_neither_side_until_a_name_is_used() -> None:
     assert done.stdout.splitlines() == ["[]", "False"]
 
 
-@pytest.mark.parametrize("name", ["brain", "hands", "shared", "examples"])
-def test_the_tests_see_only_the_installed_package(name: str) -> None:
-    # The repository root is not on the path: code under test is imported as brainhands.*.
-    assert importlib.util.find_spec(name) is None
-    assert importlib.util.find_spec(f"brainhands.{name}") is not None
+DISTRIBUTIONS = {
+    "shared": "brainhands-core",
+    "brain": "brainhands-brain",
+    "hands": "brainhands-hands",
+    "examples": "brainhands-examples",
+    ".": "brainhands",
+}
+"""Each folder and the distribution it holds (the root's code is in src/)."""
 
 
-def test_the_wheel_installs_brainhands_alone(tmp_path: Path) -> None:
+def test_every_file_has_one_path() -> None:
+    tracked = subprocess.run(
+        ["git", "ls-files", "-s"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout
+    assert [line for line in tracked.splitlines() if line.startswith("120000")] == []
+    for folder in ("shared", "brain", "hands", "examples"):
+        module = importlib.import_module(f"brainhands.{folder}")
+        assert Path(module.__file__ or "").parent == ROOT / folder / "brainhands" / folder
+        assert not (ROOT / folder / "__init__.py").exists()  # a distribution, not a package
+    assert Path(brainhands.__file__ or "") == ROOT / "shared" / "brainhands" / "__init__.py"
+
+
+def test_each_folder_builds_a_wheel_of_its_own_part_of_brainhands(tmp_path: Path) -> None:
+    folders = [str(ROOT / folder) for folder in DISTRIBUTIONS]
     subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "wheel",
-            "--quiet",
-            "--no-deps",
-            "-w",
-            str(tmp_path),
-            str(ROOT),
-        ],
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(tmp_path), *folders],
         check=True,
         capture_output=True,
     )
-    [wheel] = tmp_path.glob("brainhands-*.whl")
-    names = zipfile.ZipFile(wheel).namelist()
-    top = {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")}
-    assert top == {"brainhands"}
-    for module in ("brain/agent.py", "hands/worker.py", "shared/store/migrations/env.py"):
-        assert f"brainhands/{module}" in names
-    assert "brainhands/shared/lease_scripts/renew.lua" in names
-    assert "brainhands/examples/notify/script.json" in names
+    contents = {}
+    for folder, name in DISTRIBUTIONS.items():
+        [wheel] = tmp_path.glob(f"{name.replace('-', '_')}-*.whl")
+        names = zipfile.ZipFile(wheel).namelist()
+        tops = {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")}
+        assert tops == {"brainhands"}, f"{name}: {tops}"
+        contents[folder] = {n for n in names if not n.split("/")[0].endswith(".dist-info")}
+    packages = {
+        folder: {n.split("/")[1] for n in names if n.count("/") > 1}
+        for folder, names in contents.items()
+    }
+    assert packages == {
+        "shared": {"shared"},
+        "brain": {"brain"},
+        "hands": {"hands"},
+        "examples": {"examples"},
+        ".": {"api", "cli", "client"},
+    }
+    # The package's own module, once: the core's; the others add packages beside it.
+    owners = [f for f, names in contents.items() if "brainhands/__init__.py" in names]
+    assert owners == ["shared"]
+    assert "brainhands/shared/lease_scripts/renew.lua" in contents["shared"]
+    assert "brainhands/shared/store/migrations/env.py" in contents["shared"]
+    assert "brainhands/examples/notify/script.json" in contents["examples"]
+    assert "brainhands/examples/demo.py" in contents["examples"]  # the demo is no runtime's
+    assert "brainhands/__main__.py" in contents["."]
+    assert any(n.startswith("brainhands/api/console/") for n in contents["."])

@@ -175,10 +175,29 @@ def dockerfile_instructions() -> list[tuple[str, str]]:
     return out
 
 
+def stages() -> dict[str, list[tuple[str, str]]]:
+    """Each stage's instructions (its FROM first), by its name (``AS``) or its position."""
+    found: dict[str, list[tuple[str, str]]] = {}
+    current: list[tuple[str, str]] = []
+    for word, rest in dockerfile_instructions():
+        if word == "FROM":
+            parts = rest.split()
+            name = parts[2] if len(parts) == 3 and parts[1].upper() == "AS" else str(len(found))
+            current = found.setdefault(name, [])
+        current.append((word, rest))
+    return found
+
+
+def lineage(name: str) -> list[tuple[str, str]]:
+    """A stage's instructions after those of the stages it is built FROM: what its image has."""
+    every = stages()
+    own = every[name]
+    base = own[0][1].split()[0]
+    return (lineage(base) if base in every else []) + own
+
+
 def final_stage() -> list[tuple[str, str]]:
-    instructions = dockerfile_instructions()
-    last_from = max(i for i, (word, _) in enumerate(instructions) if word == "FROM")
-    return instructions[last_from:]
+    return lineage(list(stages())[-1])
 
 
 def exec_form(text: str) -> list[str]:
@@ -668,7 +687,7 @@ def test_the_dockerfile_runs_brainhands_as_a_user_with_a_healthcheck() -> None:
     assert port == http_port(k8s_config(), "deploy/k8s ConfigMap")
 
 
-def test_the_dockerfile_copies_every_package_pyproject_installs() -> None:
+def test_the_dockerfile_copies_every_distribution_and_builds_its_wheel() -> None:
     copied: set[str] = set()
     for word, rest in dockerfile_instructions():
         if word != "COPY" or "--from=" in rest:
@@ -677,13 +696,31 @@ def test_the_dockerfile_copies_every_package_pyproject_installs() -> None:
         for source in sources:
             assert (ROOT / source).exists(), f"deploy/Dockerfile copies {source}: not in the repo"
             copied.add(source.rstrip("/"))
-    # pip installs brainhands/ and the folders linked into it (brain/, hands/, ...).
-    linked = {
-        p.resolve().relative_to(ROOT).as_posix()
-        for p in (ROOT / "brainhands").iterdir()
-        if p.is_symlink()
-    }
-    assert linked >= {"brain", "hands", "shared"}
-    packages = {"brainhands", *linked}
-    assert packages - copied == set(), "packages pip would install that the image lacks"
-    assert {"pyproject.toml", "README.md"} <= copied  # the build reads both
+    folders = {p.parent.relative_to(ROOT).as_posix() for p in ROOT.glob("*/pyproject.toml")}
+    assert folders == {"shared", "brain", "hands", "examples"}
+    assert folders | {"src", "pyproject.toml", "README.md"} <= copied  # what the wheels hold
+    [built] = [rest for word, rest in stages()["wheels"] if word == "RUN"]
+    assert set(shlex.split(built)) >= {".", *(f"./{f}" for f in folders)}
+
+
+@pytest.mark.parametrize(
+    ("target", "installs", "entrypoint"),
+    [
+        ("hands", {"brainhands-core", "brainhands-hands"}, ["python", "-m", "brainhands.hands"]),
+        ("brain", {"brainhands-core", "brainhands-brain"}, ["python", "-m", "brainhands.brain"]),
+        ("all", {"brainhands", "brainhands-examples"}, ["brainhands"]),
+    ],
+)
+def test_each_role_image_installs_its_own_distributions(
+    target: str, installs: set[str], entrypoint: list[str]
+) -> None:
+    image = lineage(target)
+    [copied] = [rest for word, rest in image if word == "COPY" and "--from=venv-" in rest]
+    venv = copied.split()[0].removeprefix("--from=")
+    [install] = [rest for word, rest in stages()[venv] if word == "RUN"]
+    named = {w for w in shlex.split(install) if w.startswith("brainhands")}
+    assert named == installs, f"the {target} image installs {named}"
+    [last] = [exec_form(rest) for word, rest in image if word == "ENTRYPOINT"][-1:]
+    assert last == entrypoint
+    assert any(word == "USER" and rest.startswith("10001") for word, rest in image)
+    assert any(word == "HEALTHCHECK" for word, rest in image)

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from brainhands.brain.client import submit_input, wait_for_answer
-from brainhands.client import Client
+from brainhands.client.direct import Client
 from brainhands.shared.config import normalize_database_url
 from brainhands.shared.store import Store, SubmissionRecord
 from brainhands.shared.store.declarations import declare_tools

@@ -8,9 +8,10 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-WORKDIR = ROOT / ".testpath"
-"""Where test processes start: they import the installed ``brainhands`` and the tests' own
-package (linked here), and nothing else of the repository."""
+WORKDIR = ROOT
+"""Where test processes start: the repository's root, for the tests' own package; the
+``brainhands`` they import is the installed one (each of its folders holds a distribution,
+not a package: ``brain/`` is ``brain/brainhands/brain``)."""
 
 
 def spawn_module(

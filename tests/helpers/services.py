@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from brainhands.demo import docker_available
+from brainhands.examples.demo import docker_available
 
 ENV = {
     "postgres": "BRAINHANDS_TEST_POSTGRES_URL",

@@ -1,0 +1,380 @@
+"""Agents: a model, a system prompt and granted tools, run as durable tasks.
+
+One submission starts an ``agent.session`` task: it appends the user's entry, then runs
+one ``agent.generate`` task per model turn until the model answers without tool calls.
+Between turns it takes in the messages submitted to the session meanwhile (a ``FOLLOW_UP``
+wait that does not wait; meanwhile means up to the pass's last read of its queued
+submissions, under a second old, and a message queued after that starts the next loop):
+each becomes a user entry, in order, and the loop goes on with another turn, so one session
+never runs two agent loops; they are answered with the answer that ends the loop. A
+generation task's phases:
+
+- ``prepare``: fix the context position (the entries the request may see) and the model;
+- ``request``: call the model with the schemas of the granted tools, as their Hands pools
+  declared them (a granted tool not declared yet is waited for, a second at a time, for
+  the Brain's declaration grace, then left out); transient failures sleep and retry, the
+  attempt count in the task's state; the raw response is handed on in the state, so once
+  committed the model is never asked the same question again;
+- ``tools``: appends the raw response as an entry, creates one tool task per granted call
+  (frozen arguments, the default operation id, rooted in the session's uid) with its job in
+  the outbox, and waits for them all; calls of tools the agent was not granted are
+  refused here and never dispatched, as are calls of granted tools no Hands pool has
+  declared. It is light: all of this goes into the commit that
+  records the request's result, so no tool intent ever exists without the raw response it
+  came from, and a response is either durable with its intents or not at all. Arguments of
+  a task tool that its argument model rejects are refused the same way, so no task ever
+  starts from input it cannot read;
+- ``apply``: appends the tool results in call order, uncertain and failed ones included
+  and labelled as such, for the model to judge.
+
+A call of a tool that needs approval (its declaration says so, or the agent's ``approval``
+names it) is not dispatched in ``tools``: it becomes an approval task (``brain.approval``)
+that dispatches it once approved, and whose denial ``apply`` hands the model as a refusal.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from brainhands.brain.approval import (
+    APPROVAL_KIND,
+    ApprovalRequest,
+    Expiry,
+    approval_kinds,
+    call_result,
+)
+from brainhands.brain.edits import start_from_input
+from brainhands.brain.models.base import ModelAdapter, ModelError, TransientModelError
+from brainhands.brain.registry import TaskKind, TaskRegistry
+from brainhands.brain.task import (
+    FOLLOW_UP,
+    Call,
+    Child,
+    Fail,
+    Finish,
+    Goto,
+    Next,
+    PhaseContext,
+    Sleep,
+    Spawn,
+    TaskView,
+    WaitSignal,
+)
+from brainhands.shared import metrics
+from brainhands.shared.errors import ConfigurationError
+from brainhands.shared.store import EntryRecord, SubmissionRecord
+from brainhands.shared.store.declarations import ToolCatalog
+from brainhands.shared.tools import describe_invalid_arguments, function_schema, model_schema
+
+log = logging.getLogger("brainhands.brain")
+
+DECLARATION_WAIT = 1.0
+"""Seconds a turn sleeps before it looks again for granted tools not declared yet."""
+
+
+@dataclass(frozen=True)
+class TaskTool:
+    """A tool the model sees that the Brain runs as a durable task of ``kind`` rather than
+    as one Hands call: for work with steps of its own (a batch of emails, say), which then
+    recovers step by step instead of as one black box."""
+
+    name: str
+    kind: str
+    args_model: type[BaseModel]
+    description: str
+
+    def schema(self) -> dict[str, Any]:
+        return function_schema(self.name, self.description, model_schema(self.args_model))
+
+    def refusal(self, arguments: dict[str, Any]) -> str | None:
+        """Why the model's ``arguments`` cannot start the task (None when they can): a task
+        is only created from arguments its ``args_model`` accepts."""
+        try:
+            self.args_model.model_validate(arguments)
+        except ValidationError as exc:
+            return f"invalid arguments for {self.name!r}: {describe_invalid_arguments(exc)}"
+        return None
+
+
+@dataclass(frozen=True)
+class Agent:
+    """An agent definition: what the Brain needs to run its turns."""
+
+    name: str
+    system: str
+    model: ModelAdapter | None = None
+    """None: the model the Brain's settings describe (``BRAINHANDS_MODEL_*``)."""
+    tools: tuple[str, ...] = ()
+    """The Hands tools it may call: with ``task_tools``, the session's authorization."""
+    task_tools: tuple[TaskTool, ...] = ()
+    max_turns: int = 8
+    max_tool_calls: int = 8
+    """Tool calls per model turn; calls beyond are refused."""
+    model_attempts: int = 4
+    retry_delay: float = 1.0
+    approval: tuple[str, ...] = ()
+    """Granted tools (task tools too) whose calls by this agent wait for approval, besides
+    the tools whose declaration requires it for everyone."""
+    approval_expiry: float | None = None
+    """Seconds a call may wait for its decision (None: no limit); then ``on_expiry``."""
+    on_expiry: Expiry = "deny"
+    """``deny``: an expired call is denied; ``escalate``: it stays pending, marked
+    escalated, with no further expiry."""
+
+
+@dataclass
+class AgentRegistry:
+    agents: dict[str, Agent] = field(default_factory=dict)
+
+    def add(self, agent: Agent) -> Agent:
+        self.agents[agent.name] = agent
+        return agent
+
+    def get(self, name: str) -> Agent:
+        if name not in self.agents:
+            raise ModelError(f"no agent named {name!r} in this build")
+        return self.agents[name]
+
+    def with_model(self, model: ModelAdapter) -> AgentRegistry:
+        """A copy in which the agents that name no model use ``model``."""
+        return AgentRegistry(
+            {
+                name: agent if agent.model is not None else dataclasses.replace(agent, model=model)
+                for name, agent in self.agents.items()
+            }
+        )
+
+
+def start_agent_or_task(submission: SubmissionRecord) -> Child:
+    """Submissions naming an ``agent`` start its session; others name a task kind."""
+    data = submission.input
+    if isinstance(data, dict) and "agent" in data:
+        return Child("agent.session", {"agent": data["agent"], "text": data.get("text", "")})
+    return start_from_input(submission)
+
+
+def build_messages(system: str, entries: list[EntryRecord]) -> list[dict[str, Any]]:
+    """The chat messages for a model request, rebuilt from entries alone."""
+    messages: list[dict[str, Any]] = [{"role": "system", "content": system}]
+    for entry in entries:
+        body = entry.body
+        if entry.kind == "user":
+            messages.append({"role": "user", "content": body["text"]})
+        elif entry.kind == "model":
+            if "message" in body:
+                messages.append(body["message"])
+            else:  # saved by a build that stored chat-completions answers alone
+                said = body["raw"]["choices"][0]["message"]
+                message = {"role": "assistant", "content": said.get("content")}
+                if said.get("tool_calls"):
+                    message["tool_calls"] = said["tool_calls"]
+                messages.append(message)
+        elif entry.kind == "tool_result":
+            content = {k: v for k, v in body.items() if k not in ("call_id", "name")}
+            messages.append(
+                {
+                    "role": "tool",
+                    "tool_call_id": body["call_id"],
+                    "content": json.dumps(content, sort_keys=True),
+                }
+            )
+    return messages
+
+
+def agent_kinds(
+    agents: AgentRegistry, tools: ToolCatalog, *, declaration_grace: float = 30.0
+) -> TaskRegistry:
+    """The task kinds that run ``agents`` (added to a Brain's registry); every agent has a
+    model by now (``AgentRegistry.with_model`` gives one to those that name none).
+
+    ``tools`` is what the Hands pools declared; a granted tool missing from it is waited
+    for, up to ``declaration_grace`` seconds, while this process is that young (its Hands
+    may be starting with it)."""
+    declaration_waits = math.ceil(declaration_grace / DECLARATION_WAIT)
+    unset = sorted(name for name, agent in agents.agents.items() if agent.model is None)
+    if unset:
+        raise ConfigurationError(f"agents {unset} name no model and none was given")
+    registry = approval_kinds()
+
+    def model_of(agent: Agent) -> ModelAdapter:
+        if agent.model is None:  # one added to the registry after the check above
+            raise ConfigurationError(f"agent {agent.name!r} names no model")
+        return agent.model
+
+    session = registry.add(TaskKind("agent.session"))
+    generate = registry.add(TaskKind("agent.generate"))
+
+    def begin_turn(agent_name: str, turn: int) -> Next:
+        """Start model turn ``turn`` (a generation task), or fail past the agent's limit."""
+        agent = agents.get(agent_name)
+        if turn > agent.max_turns:
+            return Fail({"reason": "turn limit", "turns": agent.max_turns})
+        child = Child("agent.generate", {"agent": agent.name, "turn": turn})
+        return Spawn([child], then="next", state={"turn": turn})
+
+    @session.phase("start", light=True)
+    async def start(task: TaskView, docs: dict[str, Any], ctx: PhaseContext) -> Next:
+        agents.get(task.input["agent"])  # fail early for an unknown agent
+        ctx.append_entry("user", {"text": task.input["text"]})
+        return begin_turn(task.input["agent"], 1)
+
+    @session.phase("turn", light=True)
+    async def turn(task: TaskView, docs: dict[str, Any], ctx: PhaseContext) -> Next:
+        # Sessions saved by builds that went through this phase between turns.
+        return begin_turn(task.input["agent"], task.state["turn"])
+
+    @session.phase("next", light=True)
+    async def next_turn(task: TaskView, docs: dict[str, Any], ctx: PhaseContext) -> Next:
+        [done] = task.children
+        if done.outcome != "succeeded":
+            return Fail({"reason": "model turn failed", "error": done.error})
+        state = {"turn": task.state["turn"], "final": done.result.get("final"), "joined": 0}
+        return take_follow_ups(state)
+
+    def take_follow_ups(state: dict[str, Any]) -> WaitSignal:
+        """Between turns, take in the messages sent to the session meanwhile (no wait)."""
+        return WaitSignal(FOLLOW_UP, then="absorb", timeout=0, state=state)
+
+    @session.phase("absorb", light=True)
+    async def absorb(task: TaskView, docs: dict[str, Any], ctx: PhaseContext) -> Next:
+        """A follow-up joins the conversation (then look for the next one), or there is
+        none: answer, or go on with the next turn."""
+        state, signal = dict(task.state), task.signal
+        assert signal is not None, "absorb runs only after the follow-up wait"
+        if not signal.timed_out:
+            ctx.append_entry("user", {"text": signal.payload.get("text", "")})
+            return take_follow_ups({**state, "joined": state["joined"] + 1})
+        if state["final"] is not None and not state["joined"]:
+            return Finish({"text": state["final"], "turns": state["turn"]})
+        return begin_turn(task.input["agent"], state["turn"] + 1)
+
+    @generate.phase("prepare", light=True)
+    async def prepare(task: TaskView, docs: dict[str, Any], ctx: PhaseContext) -> Next:
+        agent = agents.get(task.input["agent"])
+        upto = ctx.entries[-1].seq if ctx.entries else 0
+        return Goto("request", state={"upto": upto, "model": model_of(agent).name, "attempt": 0})
+
+    @generate.phase("request")
+    async def request(task: TaskView, docs: dict[str, Any], ctx: PhaseContext) -> Next:
+        agent = agents.get(task.input["agent"])
+        state = dict(task.state)
+        declared = await tools.lookup(agent.tools)
+        missing = [name for name in agent.tools if name not in declared]
+        waits = state.get("declaration_waits", 0)
+        if missing and tools.young(declaration_grace) and waits < declaration_waits:
+            state["declaration_waits"] = waits + 1
+            log.info(
+                "waiting for granted tools to be declared",
+                extra={"event": "undeclared_tools", "task_id": task.id, "tools": missing},
+            )
+            return Sleep(then="request", seconds=DECLARATION_WAIT, state=state)
+        messages = build_messages(agent.system, [e for e in ctx.entries if e.seq <= state["upto"]])
+        schemas = [declared[name].schema() for name in agent.tools if name in declared]
+        schemas += [t.schema() for t in agent.task_tools]
+        model = model_of(agent)
+        try:
+            with metrics.MODEL_SECONDS.labels(model.name).time():
+                response = await model.complete(messages, schemas, on_text=ctx.text_stream)
+        except TransientModelError as exc:
+            state["attempt"] += 1
+            state["last_error"] = str(exc)
+            if state["attempt"] >= agent.model_attempts:
+                return Fail(
+                    {"reason": "model unavailable", "error": str(exc), "attempts": state["attempt"]}
+                )
+            delay = exc.retry_after or agent.retry_delay * 2 ** (state["attempt"] - 1)
+            return Sleep(then="request", seconds=delay, state=state)
+        except ModelError as exc:
+            return Fail({"reason": "model error", "error": str(exc)})
+        return Goto("tools", state={**state, "raw": response.raw})
+
+    @generate.phase("tools", light=True)
+    async def dispatch(task: TaskView, docs: dict[str, Any], ctx: PhaseContext) -> Next:
+        agent = agents.get(task.input["agent"])
+        raw = task.state["raw"]
+        response = model_of(agent).parse(raw)
+        # The message replays the answer in later requests, whatever protocol it came in.
+        ctx.append_entry(
+            "model", {"raw": raw, "model": task.state["model"], "message": response.as_message()}
+        )
+        if not response.tool_calls:
+            return Finish({"final": response.text or ""})
+        task_tools = {t.name: t for t in agent.task_tools}
+        declared = await tools.lookup(c.name for c in response.tool_calls if c.name in agent.tools)
+        children: list[Call | Child] = []
+        plan = []
+        for n, call in enumerate(response.tool_calls):
+            refusal = None
+            task_tool = task_tools.get(call.name)
+            if call.name not in agent.tools and task_tool is None:
+                refusal = f"tool {call.name!r} is not granted to agent {agent.name!r}"
+            elif task_tool is None and call.name not in declared:
+                refusal = f"tool {call.name!r} is not declared by any Hands pool"
+            elif n >= agent.max_tool_calls:
+                refusal = f"more than {agent.max_tool_calls} tool calls in one turn"
+            elif task_tool is not None:
+                refusal = task_tool.refusal(call.arguments)
+            plan.append({"call_id": call.id, "name": call.name, "refused": refusal})
+            if refusal is not None:
+                continue
+            gated = call.name in agent.approval or (
+                task_tool is None and declared[call.name].approval
+            )
+            if gated:
+                request = ApprovalRequest(
+                    tool=call.name,
+                    arguments=call.arguments,
+                    call_id=call.id,
+                    agent=agent.name,
+                    expires_in=agent.approval_expiry,
+                    on_expiry=agent.on_expiry,
+                    task_kind=task_tool.kind if task_tool is not None else None,
+                )
+                children.append(Child(APPROVAL_KIND, request.input()))
+            elif task_tool is not None:
+                children.append(Child(task_tool.kind, call.arguments))
+            else:
+                # The default operation id: rooted in the session's uid, so no other
+                # deployment or re-created session sends the same key.
+                children.append(Call(call.name, call.arguments))
+        return Spawn(children, then="apply", state={"plan": plan})
+
+    @generate.phase("apply", light=True)
+    async def apply(task: TaskView, docs: dict[str, Any], ctx: PhaseContext) -> Next:
+        outcomes = iter(task.children)
+        for step in task.state["plan"]:
+            result: dict[str, Any] = {"call_id": step["call_id"], "name": step["name"]}
+            if step["refused"]:
+                result.update(status="refused", error=step["refused"])
+            else:
+                outcome = next(outcomes)
+                if outcome.kind == APPROVAL_KIND and outcome.outcome == "succeeded":
+                    # The call's own result once approved, or the refusal; not the decision.
+                    decided = {k: v for k, v in outcome.result.items() if k != "decision"}
+                    result.update(decided)
+                else:
+                    result.update(call_result(outcome))
+            ctx.append_entry("tool_result", result)
+        return Finish({"continue": True})
+
+    return registry
+
+
+def load_agent_modules(paths: list[str]) -> AgentRegistry:
+    """Import each module path and merge the ``agents`` (an AgentRegistry) each defines."""
+    import importlib
+
+    merged = AgentRegistry()
+    for path in paths:
+        found = getattr(importlib.import_module(path), "agents", None)
+        if not isinstance(found, AgentRegistry):
+            raise ModelError(f"agent module {path!r} defines no `agents = AgentRegistry()`")
+        merged.agents.update(found.agents)
+    return merged

@@ -1,0 +1,134 @@
+"""Approval gates: a model's call of a tool that needs approval waits, durably, for a
+decision before anything is dispatched (a Hands call, or a task tool's task).
+
+The call becomes an ``agent.approval`` task holding the frozen arguments. It waits for the
+exclusive signal ``decision:<its id>``: one decision can ever be made under that name, so
+of two clients approving at once, or a denial racing the expiry, exactly one counts (the
+inbox's unique key decides), and the same decision sent twice is one. Approved, the task
+dispatches the call (the decision's commit carries the tool task and its job); denied, it
+ends with a refusal the model reads. An expiry either denies (``deny``: the timeout is sent
+as the decision) or leaves the call pending and marks it escalated (``escalate``).
+
+Its phases are light: the decision, the dispatch and the outcome are each applied in the
+commit that makes them possible.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from brainhands.brain.decide import TOOL_KIND
+from brainhands.brain.registry import TaskKind, TaskRegistry
+from brainhands.brain.task import (
+    Child,
+    ChildOutcome,
+    Dispatch,
+    Finish,
+    Next,
+    PhaseContext,
+    Spawn,
+    TaskView,
+    WaitSignal,
+)
+
+APPROVAL_KIND = "agent.approval"
+Expiry = Literal["deny", "escalate"]
+Verdict = Literal["approved", "denied"]
+
+
+DECISION_PREFIX = "decision:"
+
+
+def decision_signal(approval_id: str) -> str:
+    """The name (and the id) of the one signal that decides approval ``approval_id``."""
+    return DECISION_PREFIX + approval_id
+
+
+@dataclass(frozen=True)
+class ApprovalRequest:
+    """What an approval task is created with (its input)."""
+
+    tool: str
+    arguments: dict[str, Any]
+    call_id: str
+    agent: str
+    expires_in: float | None = None
+    on_expiry: Expiry = "deny"
+    task_kind: str | None = None
+    """For a task tool: the kind of the task an approval starts (else a Hands call)."""
+
+    def input(self) -> dict[str, Any]:
+        return {
+            "tool": self.tool,
+            "arguments": self.arguments,
+            "call_id": self.call_id,
+            "agent": self.agent,
+            "expires_in": self.expires_in,
+            "on_expiry": self.on_expiry,
+            "task_kind": self.task_kind,
+        }
+
+
+def call_result(outcome: ChildOutcome) -> dict[str, Any]:
+    """A finished tool task as the model reads it: ``status`` and ``result`` or ``error``
+    (``uncertain`` stays uncertain: the model or a rule decides, never a retry)."""
+    if outcome.outcome == "succeeded":
+        value = outcome.result["result"] if outcome.kind == TOOL_KIND else outcome.result
+        return {"status": "succeeded", "result": value}
+    error = outcome.error or {}
+    return {"status": error.get("status", outcome.outcome), "error": error.get("error", error)}
+
+
+def approval_kinds() -> TaskRegistry:
+    registry = TaskRegistry()
+    approval = registry.add(TaskKind(APPROVAL_KIND))
+
+    def wait(task: TaskView, *, escalated: bool) -> WaitSignal:
+        on_expiry = task.input["on_expiry"]
+        timeout = None if escalated else task.input["expires_in"]
+        return WaitSignal(
+            decision_signal(task.id),
+            then="decide",
+            timeout=timeout,
+            # A denial on expiry is a decision, sent as the one signal; an escalation is not.
+            exclusive=escalated or on_expiry == "deny",
+            state={"escalated": escalated},
+        )
+
+    @approval.phase("ask", light=True)
+    async def ask(task: TaskView, docs: dict[str, Any], ctx: PhaseContext) -> Next:
+        return wait(task, escalated=False)
+
+    @approval.phase("decide", light=True)
+    async def decide(task: TaskView, docs: dict[str, Any], ctx: PhaseContext) -> Next:
+        signal = task.signal
+        assert signal is not None, "the decide phase runs only after the decision's wait"
+        if signal.timed_out and task.input["on_expiry"] == "escalate":
+            return wait(task, escalated=True)  # an escalated wait has no expiry
+        decision: dict[str, Any]
+        if signal.timed_out:
+            decision = {"verdict": "denied", "by": "expiry", "reason": "the approval expired"}
+        else:
+            decision = dict(signal.payload)
+        decision["at"] = signal.received_at
+        if decision["verdict"] == "approved":
+            kind, arguments = task.input.get("task_kind"), task.input["arguments"]
+            if kind is not None:
+                return Spawn([Child(kind, arguments)], then="done", state=decision)
+            return Dispatch(task.input["tool"], arguments, then="done", state=decision)
+        reason = decision.get("reason") or "no reason given"
+        return Finish(
+            {
+                "status": "denied",
+                "error": f"call of {task.input['tool']!r} denied by {decision['by']}: {reason}",
+                "decision": decision,
+            }
+        )
+
+    @approval.phase("done", light=True)
+    async def done(task: TaskView, docs: dict[str, Any], ctx: PhaseContext) -> Next:
+        [outcome] = task.children
+        return Finish({**call_result(outcome), "decision": task.state})
+
+    return registry

@@ -1,0 +1,67 @@
+"""Submitting input to a session and polling for its answer: the free functions the tests,
+benchmarks and demo use inside one deployment. Applications use ``brainhands.Client``."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from brainhands.shared.errors import BrainhandsError
+from brainhands.shared.messages import SessionWake, encode
+from brainhands.shared.store import OutboxMessage, Store, SubmissionRecord
+from brainhands.shared.store.submissions import SubmitReceipt, get_submission, submit
+from brainhands.shared.topology import Topology
+from brainhands.shared.tracing import current_carrier, tracer
+
+FINAL_SUBMISSION = ("answered", "failed", "cancelled")
+
+
+async def submit_input(
+    store: Store,
+    topology: Topology,
+    *,
+    session_id: str,
+    request_id: str,
+    input: Any,
+    compat: str,
+) -> SubmitReceipt:
+    """Accept ``input`` once per ``request_id`` and wake the session's Brains (those of
+    ``compat`` for a new session; an existing one keeps its own key)."""
+
+    with tracer.start_as_current_span(
+        "brainhands.submit", attributes={"session_id": session_id, "request_id": request_id}
+    ):
+        carrier = current_carrier()
+
+        def wake(key: str) -> OutboxMessage:
+            message = SessionWake(
+                session_id=session_id, compat=key, reason="submission", trace=carrier
+            )
+            return OutboxMessage(topology.brain_queue(key), encode(message))
+
+        return await submit(
+            store,
+            session_id=session_id,
+            request_id=request_id,
+            input=input,
+            compat=compat,
+            wake=wake,
+        )
+
+
+async def wait_for_answer(
+    store: Store, session_id: str, request_id: str, *, within: float, poll: float = 0.1
+) -> SubmissionRecord:
+    """Poll the store until the submission is answered, failed or cancelled."""
+    deadline = time.monotonic() + within
+    while True:
+        record = await get_submission(store, session_id, request_id)
+        if record.status in FINAL_SUBMISSION:
+            return record
+        if time.monotonic() > deadline:
+            raise BrainhandsError(
+                f"submission {request_id!r} of session {session_id} is still {record.status} "
+                f"after {within}s"
+            )
+        await asyncio.sleep(poll)

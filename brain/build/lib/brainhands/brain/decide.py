@@ -1,0 +1,358 @@
+"""The kernel's decisions, as pure functions over stored state.
+
+The scheduler gathers the facts about a task (its row, the rows it waits for, the outcome
+of its tool call) and asks ``next_action`` what to do; after a phase it asks ``transition``
+how the task's row changes. No I/O here, so every rule of DESIGN §4 is tested directly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from brainhands.brain.task import (
+    FOLLOW_UP,
+    Dispatch,
+    Fail,
+    Finish,
+    Goto,
+    JoinPolicy,
+    Next,
+    Outcome,
+    Sleep,
+    Spawn,
+    WaitSignal,
+)
+from brainhands.shared.store.draft import TaskChange
+from brainhands.shared.store.records import (
+    FINAL_OPERATION_STATUSES,
+    InboxRecord,
+    OperationRecord,
+    SubmissionRecord,
+    TaskRecord,
+)
+
+TOOL_KIND = "brainhands.tool"
+"""The built-in kind of a task that waits for one tool call's outcome."""
+
+# Actions ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Run:
+    """Enter ``phase`` (recording the entry first: crash loops are counted that way)."""
+
+    phase: str
+
+
+@dataclass(frozen=True)
+class Settle:
+    """Make the task terminal."""
+
+    outcome: Outcome
+    result: Any = None
+    error: Any = None
+    notify_cancel: bool = False
+    """A tool task cancelled while its call may run: tell Hands."""
+
+
+@dataclass(frozen=True)
+class WindDown:
+    """The outcome is decided but owned children still run: ask them to stop, then wait."""
+
+    outcome: Outcome
+    error: Any
+    cancel: list[str]
+
+
+@dataclass(frozen=True)
+class Block:
+    """No handler for this kind/version in this build: leave the state, say why."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
+class Receive:
+    """A signal wait is over: record ``signal`` for the phase it resumes, and mark the
+    inbox request ``inbox_id`` (None for a timeout) applied in the same commit."""
+
+    inbox_id: int | None
+    signal: dict[str, Any]
+    submission_id: str | None = None
+    """A follow-up received: the submission joins the task (answered when it ends)."""
+
+
+@dataclass(frozen=True)
+class Expire:
+    """A signal wait's timeout is due, and signals sent meanwhile must be read first (the
+    pass may not have read them): for an exclusive wait, after its timeout is ``send`` as
+    its one signal (a sender may have been first); then the wait receives what is there."""
+
+    send: bool
+
+
+@dataclass(frozen=True)
+class Idle:
+    """Nothing to do until something changes (or until ``until``, for a timer)."""
+
+    until: float | None = None
+
+
+Action = Run | Settle | WindDown | Block | Receive | Expire | Idle
+
+
+@dataclass(frozen=True)
+class Facts:
+    """What the scheduler knows about one open task."""
+
+    task: TaskRecord
+    now: float
+    has_handler: bool
+    max_restarts: int
+    waited: list[TaskRecord] = field(default_factory=list)
+    """The rows of the tasks in ``task.wait_for``, in that order."""
+    operation: OperationRecord | None = None
+    """For a tool task: its operation's row, once Hands created it."""
+    entered_here: bool = False
+    """This scheduler recorded the task's current entry itself: ``running`` is not a crash."""
+    signals: list[InboxRecord] = field(default_factory=list)
+    """For a signal wait: the session's signals not received yet, oldest first."""
+    signals_read: bool = False
+    """``signals`` were read from the store in this pass (a timeout may then be final). A
+    follow-up look (``FOLLOW_UP``, which does not wait) needs no read of its own: it takes
+    what the read that served its entry found (``brain.arrivals``, at most
+    ``LEASE_WAIT_MARGIN`` old), and a message queued after that starts the next turn."""
+    follow_ups: list[tuple[SubmissionRecord, Any]] = field(default_factory=list)
+    """For a ``FOLLOW_UP`` wait: the submissions waiting their turn that would start a task
+    of its kind, oldest first, each with the input it would start it with."""
+
+
+def next_action(facts: Facts) -> Action:
+    """What to do with an open task now (DESIGN §4)."""
+    task = facts.task
+    if task.kind != TOOL_KIND and not facts.has_handler:
+        reason = f"no handler for task kind {task.kind} v{task.kind_version} in this build"
+        return Idle() if task.blocked_reason == reason else Block(reason)
+    if task.cancel_requested and task.status != "completing":
+        return _cancel(facts)
+    if task.status == "pending":
+        return Run(_phase(task))
+    if task.status == "running":
+        if facts.entered_here:
+            return Run(_phase(task))
+        # Whoever ran it lost the session (we hold it now): the phase was interrupted.
+        if task.attempt >= facts.max_restarts:
+            return Settle("failed", error=crash_loop_error(task))
+        return Run(_phase(task))
+    if task.status == "sleeping":
+        if task.wake_at is None or task.wake_at <= facts.now:
+            return Run(_phase(task))
+        return Idle(until=task.wake_at)
+    if task.status == "waiting":
+        if task.wait_signal is not None:
+            return _signal_wait(facts)
+        if task.kind == TOOL_KIND:
+            op = facts.operation
+            if op is not None and op.status in FINAL_OPERATION_STATUSES:
+                return tool_outcome(op)
+            return Idle()
+        return _join(facts)
+    if task.status == "completing":
+        if all(w.status == "terminal" for w in facts.waited):
+            return Settle(task.outcome or "failed", result=task.result, error=task.error)
+        return Idle()
+    return Idle()
+
+
+def _phase(task: TaskRecord) -> str:
+    assert task.phase is not None, f"task {task.id} has no phase"
+    return task.phase
+
+
+def _cancel(facts: Facts) -> Action:
+    task = facts.task
+    if task.kind == TOOL_KIND:
+        return Settle("cancelled", error={"reason": "cancelled"}, notify_cancel=True)
+    still_running = [w.id for w in facts.waited if w.status != "terminal"]
+    if still_running:
+        return WindDown("cancelled", {"reason": "cancelled"}, still_running)
+    return Settle("cancelled", error={"reason": "cancelled"})
+
+
+def _signal_wait(facts: Facts) -> Action:
+    task = facts.task
+    if task.wait_signal == FOLLOW_UP and facts.follow_ups:
+        submission, payload = facts.follow_ups[0]
+        signal = {
+            "name": FOLLOW_UP,
+            "payload": payload,
+            "signal_id": submission.request_id,
+            "timed_out": False,
+            "received_at": facts.now,
+        }
+        return Receive(None, signal, submission_id=submission.id)
+    for request in facts.signals:
+        if request.name == task.wait_signal:
+            return Receive(request.id, received_signal(request, facts.now))
+    if task.wake_at is None or task.wake_at > facts.now:
+        return Idle(until=task.wake_at)
+    if task.wait_exclusive or not (facts.signals_read or task.wait_signal == FOLLOW_UP):
+        return Expire(send=task.wait_exclusive)
+    timed_out = {
+        "name": task.wait_signal,
+        "payload": None,
+        "signal_id": None,
+        "timed_out": True,
+        "received_at": facts.now,
+    }
+    return Receive(None, timed_out)
+
+
+def may_join(follow_up: Any, root_input: Any) -> bool:
+    """Whether a submission's input may join a root task started from ``root_input`` (of
+    its kind) as a follow-up: all but its ``text`` agree, so an agent's message joins the
+    loop of that agent, not another's."""
+    if not isinstance(follow_up, dict) or not isinstance(root_input, dict):
+        return False
+    return all(root_input.get(k) == v for k, v in follow_up.items() if k != "text")
+
+
+def received_signal(request: InboxRecord, now: float) -> dict[str, Any]:
+    """What a wait that receives ``request`` hands its phase (``task.signal``)."""
+    body = request.body if isinstance(request.body, dict) else {}
+    return {
+        "name": request.name,
+        "payload": body.get("payload"),
+        "signal_id": request.key,
+        "timed_out": bool(body.get("timed_out", False)),
+        "received_at": now,
+    }
+
+
+JoinState = Literal["wait", "resume", "fail_fast"]
+
+
+def evaluate_join(policy: JoinPolicy | None, waited: list[TaskRecord]) -> JoinState:
+    """Whether a wait is over: ``all_settled`` waits for every task; ``fail_fast`` stops
+    at the first failure (the others are then asked to stop)."""
+    if policy == "fail_fast" and any(
+        w.status == "terminal" and w.outcome != "succeeded" for w in waited
+    ):
+        return "fail_fast"
+    if all(w.status == "terminal" for w in waited):
+        return "resume"
+    return "wait"
+
+
+def _join(facts: Facts) -> Action:
+    state = evaluate_join(facts.task.join_policy, facts.waited)
+    if state == "resume":
+        return Run(_phase(facts.task))
+    if state == "fail_fast":
+        failed = next(
+            w for w in facts.waited if w.status == "terminal" and w.outcome != "succeeded"
+        )
+        error = {"reason": "a child failed", "child": failed.id, "child_error": failed.error}
+        still_running = [w.id for w in facts.waited if w.status != "terminal"]
+        if still_running:
+            return WindDown("failed", error, still_running)
+        return Settle("failed", error=error)
+    return Idle()
+
+
+def tool_outcome(op: OperationRecord) -> Settle:
+    """A tool task ends as its operation did; ``uncertain`` stays visible as such."""
+    if op.status == "succeeded":
+        return Settle("succeeded", result={"status": "succeeded", "result": op.result})
+    outcome: Outcome = "cancelled" if op.status == "cancelled" else "failed"
+    return Settle(outcome, error={"status": op.status, "error": op.error})
+
+
+def crash_loop_error(task: TaskRecord) -> dict[str, Any]:
+    return {
+        "reason": "crash loop",
+        "message": f"phase {task.phase!r} was entered {task.attempt} times without finishing",
+        "phase": task.phase,
+    }
+
+
+def failed_phase_error(task: TaskRecord, exc: BaseException) -> dict[str, Any]:
+    return {
+        "reason": "phase raised",
+        "message": f"phase {task.phase!r} raised {type(exc).__name__}: {exc}",
+        "phase": task.phase,
+        "attempts": task.attempt,
+    }
+
+
+# Transitions -----------------------------------------------------------------------------
+
+
+def transition(nxt: Next, *, now: float, spawned: list[str]) -> TaskChange:
+    """How a task's row changes when a phase returns ``nxt``.
+
+    ``spawned`` are the ids given to the children (or tool task) the result creates. A
+    ``Goto`` enters the next phase at once (``running``, first attempt): the scheduler runs
+    it right after this commit, and a crash before that counts as one attempt.
+    """
+    base: TaskChange = {
+        "wake_at": None,
+        "wait_for": None,
+        "join_policy": None,
+        "wait_signal": None,
+        "wait_exclusive": False,
+        "signal": None,
+    }
+    if isinstance(nxt, Goto):
+        return {**base, "status": "running", "phase": nxt.phase, "attempt": 1, "state": nxt.state}
+    if isinstance(nxt, Sleep):
+        return {
+            **base,
+            "status": "sleeping",
+            "phase": nxt.then,
+            "wake_at": nxt.wake_at(now),
+            "attempt": 0,
+            "state": nxt.state,
+        }
+    if isinstance(nxt, Spawn | Dispatch):
+        join: JoinPolicy = nxt.join if isinstance(nxt, Spawn) else "all_settled"
+        return {
+            **base,
+            "status": "waiting",
+            "phase": nxt.then,
+            "wait_for": spawned,
+            "join_policy": join,
+            "attempt": 0,
+            "state": nxt.state,
+        }
+    if isinstance(nxt, WaitSignal):
+        return {
+            **base,
+            "status": "waiting",
+            "phase": nxt.then,
+            "wake_at": None if nxt.timeout is None else now + nxt.timeout,
+            "wait_signal": nxt.signal_name,
+            "wait_exclusive": nxt.exclusive,
+            "attempt": 0,
+            "state": nxt.state,
+        }
+    if isinstance(nxt, Finish):
+        return {**base, "status": "terminal", "outcome": "succeeded", "result": nxt.result}
+    if isinstance(nxt, Fail):
+        return {**base, "status": "terminal", "outcome": "failed", "error": nxt.error}
+    raise TypeError(f"a phase returned {nxt!r}, which is not a Next")
+
+
+def settle_changes(action: Settle) -> TaskChange:
+    return {
+        "status": "terminal",
+        "outcome": action.outcome,
+        "result": action.result,
+        "error": action.error,
+        "wake_at": None,
+    }
+
+
+def wind_down_changes(action: WindDown) -> TaskChange:
+    return {"status": "completing", "outcome": action.outcome, "error": action.error}

@@ -1,0 +1,126 @@
+"""Task kinds: named, versioned sets of phases, and migrations between versions."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from brainhands.brain.task import Next, PhaseContext, TaskView
+from brainhands.shared.errors import UnknownTaskKindError
+
+Phase = Callable[[TaskView, dict[str, Any], PhaseContext], Awaitable[Next]]
+Migration = Callable[[Any, Any], tuple[Any, Any]]
+"""``(input, state) -> (input, state)`` for a task moving up one version."""
+
+
+@dataclass
+class TaskKind:
+    """One version of a task kind: its phases, where it starts, the documents it reads."""
+
+    name: str
+    version: int = 1
+    start: str | None = None
+    """The first phase (default: the first one registered)."""
+    documents: tuple[str, ...] = ()
+    phases: dict[str, Phase] = field(default_factory=dict)
+    light: set[str] = field(default_factory=set)
+    """Phases that only compute from the state they are given (no I/O, nothing slow)."""
+
+    def phase(self, name: str, *, light: bool = False) -> Callable[[Phase], Phase]:
+        """Register ``async def fn(task, docs, ctx) -> Next`` as the phase ``name``.
+
+        A ``light`` phase runs as soon as it is ready and its entry is committed together
+        with its result (and with the commit that made it ready): no commit of its own. A
+        phase that can be slow or has effects must not be light; and since its entry is not
+        recorded before it runs, a light phase that crashes the process is not counted
+        toward the crash-loop limit (an exception it raises is).
+        """
+
+        def register(fn: Phase) -> Phase:
+            if name in self.phases:
+                raise ValueError(f"{self.name} v{self.version} has two phases named {name!r}")
+            self.phases[name] = fn
+            if light:
+                self.light.add(name)
+            if self.start is None:
+                self.start = name
+            return fn
+
+        return register
+
+    @property
+    def first_phase(self) -> str:
+        if self.start is None:
+            raise ValueError(f"task kind {self.name} v{self.version} has no phases")
+        return self.start
+
+
+@dataclass
+class TaskRegistry:
+    """The task kinds this Brain build can run, by name and version."""
+
+    kinds: dict[tuple[str, int], TaskKind] = field(default_factory=dict)
+    migrations: dict[tuple[str, int], Migration] = field(default_factory=dict)
+
+    def add(self, kind: TaskKind) -> TaskKind:
+        key = (kind.name, kind.version)
+        if key in self.kinds and self.kinds[key] is not kind:
+            raise ValueError(f"task kind {kind.name} v{kind.version} is registered twice")
+        self.kinds[key] = kind
+        return kind
+
+    def include(self, other: TaskRegistry) -> TaskRegistry:
+        """Add every kind and migration of ``other``; return self."""
+        for kind in other.kinds.values():
+            self.add(kind)
+        self.migrations.update(other.migrations)
+        return self
+
+    def migration(self, name: str, from_version: int) -> Callable[[Migration], Migration]:
+        """Register how a ``name`` task moves from ``from_version`` to ``from_version + 1``."""
+
+        def register(fn: Migration) -> Migration:
+            self.migrations[(name, from_version)] = fn
+            return fn
+
+        return register
+
+    def newest(self, name: str) -> TaskKind:
+        versions = [k for (n, _), k in self.kinds.items() if n == name]
+        if not versions:
+            raise UnknownTaskKindError(f"no task kind named {name!r} in this build")
+        return max(versions, key=lambda k: k.version)
+
+    def resolve(self, name: str, version: int) -> TaskKind | None:
+        """The handler for ``name`` at ``version`` exactly, or None."""
+        return self.kinds.get((name, version))
+
+    def upgrade_path(self, name: str, version: int) -> list[Migration] | None:
+        """Migrations from ``version`` up to a registered version, or None if there is none."""
+        path: list[Migration] = []
+        while (name, version) not in self.kinds:
+            step = self.migrations.get((name, version))
+            if step is None:
+                return None
+            path.append(step)
+            version += 1
+        return path
+
+
+def load_task_modules(paths: list[str]) -> TaskRegistry:
+    """Import each module path and merge the ``registry`` (a TaskRegistry) each defines."""
+    merged = TaskRegistry()
+    for path in paths:
+        try:
+            module = importlib.import_module(path)
+        except ImportError as exc:
+            raise UnknownTaskKindError(f"cannot import task module {path!r}: {exc}") from exc
+        found = getattr(module, "registry", None)
+        if not isinstance(found, TaskRegistry):
+            raise UnknownTaskKindError(
+                f"task module {path!r} defines no `registry = TaskRegistry()` to load"
+            )
+        merged.include(found)
+    return merged

@@ -1,0 +1,1 @@
+"""A small application on the brainhands public API: durable email notices."""

@@ -1,0 +1,115 @@
+"""Pure decisions of a Hands worker: what to do with an operation in a given state, and with
+a call that raised.
+
+No I/O here: the worker reads the operation row, asks these functions, and acts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from brainhands.shared.errors import ToolError, ToolUncertain
+from brainhands.shared.store.records import FINAL_OPERATION_STATUSES, OperationStatus
+from brainhands.shared.tools import ReplayPolicy, RetryPolicy
+
+Action = Literal["republish", "run", "query", "rerun", "record_uncertain", "record_interrupted"]
+
+
+@dataclass(frozen=True)
+class Step:
+    """What to do next with an operation, and how long to wait before doing it."""
+
+    action: Action
+    delay: float = 0.0
+
+
+def next_step(
+    status: OperationStatus,
+    policy: ReplayPolicy,
+    *,
+    interruptions: int,
+    retry: RetryPolicy,
+    next_attempt_at: float | None,
+    now: float,
+) -> Step:
+    """Decide from the stored state alone, as DESIGN §4 prescribes.
+
+    - an outcome exists: publish it again (the earlier result event may have been lost);
+    - ``intended``: no call is in flight: run, after the retry backoff if one is pending;
+    - ``started``: the holder died or lost its lease mid-call, and the effect may have
+      happened: ``unsafe`` is recorded ``uncertain``, ``query`` asks first, ``safe`` runs
+      again as an interruption (``after_interruption``).
+    """
+    if status in FINAL_OPERATION_STATUSES:
+        return Step("republish")
+    if status == "intended":
+        return Step("run", max(0.0, (next_attempt_at or now) - now))
+    if policy == "unsafe":
+        return Step("record_uncertain")
+    if policy == "query":
+        return Step("query")
+    return after_interruption(interruptions, retry)
+
+
+def after_interruption(interruptions: int, retry: RetryPolicy) -> Step:
+    """An interrupted call may run again (``rerun``, counted, after a backoff) until
+    ``max_interruptions`` are spent; then it ends ``failed`` with that reason."""
+    if interruptions >= retry.max_interruptions:
+        return Step("record_interrupted")
+    return Step("rerun", retry.delay_after_interruption(interruptions + 1))
+
+
+Verdict = Literal["retry", "fail", "query", "uncertain"]
+
+
+@dataclass(frozen=True)
+class FailureVerdict:
+    """What follows a call that raised: ``retry`` (after ``delay``), ``fail`` for good,
+    ``query`` the external system first, or record ``uncertain``; and the error record."""
+
+    action: Verdict
+    delay: float
+    error: dict[str, Any]
+
+
+def judge_failure(
+    exc: BaseException, policy: ReplayPolicy, *, failures: int, retry: RetryPolicy
+) -> FailureVerdict:
+    """Classify an exception from a started call (``failures`` counts the tool's own failed
+    attempts, this one included; interruptions are not among them).
+
+    Only a ``ToolError`` marked retryable is the tool author's word that nothing happened. A
+    ``ToolError`` that is not retryable is a definite failure, and ``ToolUncertain`` the
+    author's word that nobody can know. Anything else (a lost response's ``OSError``, a
+    timeout, a bug) may have come after the effect: ``safe`` retries, ``query`` asks first,
+    ``unsafe`` is ``uncertain``, never run again on its own.
+    """
+    nothing_happened = isinstance(exc, ToolError) and exc.retryable
+    error = {
+        "type": type(exc).__name__,
+        "message": str(exc) or repr(exc),
+        "retryable": nothing_happened,
+        "attempt": failures,
+    }
+    if isinstance(exc, ToolUncertain):
+        return FailureVerdict("uncertain", 0.0, error)
+    if isinstance(exc, ToolError) and not exc.retryable:
+        return FailureVerdict("fail", 0.0, error)
+    if not nothing_happened and policy == "unsafe":
+        return FailureVerdict("uncertain", 0.0, error)
+    if not nothing_happened and policy == "query":
+        return FailureVerdict("query", 0.0, error)
+    return retry_or_fail(exc, failures=failures, retry=retry, error=error)
+
+
+def retry_or_fail(
+    exc: BaseException, *, failures: int, retry: RetryPolicy, error: dict[str, Any]
+) -> FailureVerdict:
+    """A failure after which running again is harmless: retry within ``max_attempts``."""
+    if failures >= retry.max_attempts:
+        return FailureVerdict("fail", 0.0, error)
+    delay = retry.delay(failures)
+    if isinstance(exc, ToolError) and exc.next_retry_delay is not None:
+        delay = exc.next_retry_delay
+    return FailureVerdict("retry", delay, error)

@@ -1,0 +1,63 @@
+"""The ``@tool`` decorator: how users declare a tool for a Hands pool."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TypeVar
+
+from brainhands.shared.tools import (
+    QueryFunction,
+    ReplayPolicy,
+    RetryPolicy,
+    ToolFunction,
+    declare,
+    registry,
+)
+
+F = TypeVar("F", bound=ToolFunction)
+
+
+def tool(
+    *,
+    name: str | None = None,
+    pool: str = "default",
+    policy: ReplayPolicy = "safe",
+    query: QueryFunction | None = None,
+    timeout: float = 60.0,
+    retry: RetryPolicy | None = None,
+    description: str | None = None,
+    approval: bool = False,
+) -> Callable[[F], F]:
+    """Register ``async def fn(args: Model, ctx: ToolContext)`` as a tool.
+
+    - ``pool``: the Hands pool (queue) whose workers run it.
+    - ``policy``: what recovery may do when a call was interrupted and the effect may have
+      happened: ``safe`` runs it again with the same arguments and key; ``query`` asks
+      ``query(args, ctx)`` what happened and runs again only if nothing did; ``unsafe``
+      records the outcome ``uncertain`` and never calls the tool again on its own.
+    - ``timeout``: seconds before the call is cancelled.
+    - ``retry``: how failures marked retryable are retried (attempts survive restarts).
+    - ``description``: what the model is told (default: the docstring).
+    - ``approval``: a model's call waits, with its arguments frozen, until a person or an
+      application approves it (``Client.approve``); a denial reaches the model as a refusal.
+
+    ``ctx.operation_id`` is the idempotency key: pass it to the external system.
+    """
+
+    def register(fn: F) -> F:
+        registry.add(
+            declare(
+                fn,
+                name=name,
+                pool=pool,
+                policy=policy,
+                query=query,
+                timeout=timeout,
+                retry=retry,
+                description=description,
+                approval=approval,
+            )
+        )
+        return fn
+
+    return register

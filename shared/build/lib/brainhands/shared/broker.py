@@ -1,0 +1,507 @@
+"""RabbitMQ: confirmed publishing and manually acknowledged consuming of protocol messages.
+
+The broker only triggers (DESIGN §1), so this module promises little and keeps it:
+
+- ``publish`` returns once the broker has confirmed the message, or raises within
+  ``publish_timeout``: ``UnroutableMessage`` when no queue took it, ``BrokerUnavailable``
+  when there is no connection, no confirm in time, or a nack. It never hangs in an outage.
+- ``consume`` hands each decoded message to a handler that acks or rejects it after its own
+  commit. A handler that raises gets the message requeued, and the queue's delivery limit
+  parks a poison message after a few tries. A body that does not decode is parked at once.
+- Settling a delivery whose channel died with a broker restart is logged and dropped: the
+  broker redelivers that message on a new channel, and the store makes that harmless.
+
+The connection is robust: after a broker restart it reconnects and restores the declared
+topology and every consumer on its own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, cast
+
+import aio_pika
+import aiormq
+from aio_pika.abc import (
+    AbstractIncomingMessage,
+    AbstractQueue,
+    AbstractRobustChannel,
+    AbstractRobustConnection,
+)
+from aio_pika.exceptions import (
+    AMQPError,
+    ChannelInvalidStateError,
+    ChannelNotFoundEntity,
+    DeliveryError,
+    PublishError,
+)
+from aiormq import spec
+
+from brainhands.shared import parking
+from brainhands.shared.errors import (
+    BrokerError,
+    BrokerUnavailable,
+    InvalidMessage,
+    UnroutableMessage,
+)
+from brainhands.shared.messages import Message, decode, encode
+from brainhands.shared.topology import Topology
+
+logger = logging.getLogger("brainhands.broker")
+
+PERSISTENT = int(aio_pika.DeliveryMode.PERSISTENT)
+"""A message the broker keeps on disk (quorum queues keep every message anyway)."""
+
+# What aio-pika raises when the connection or channel is gone (or does not answer).
+_TRANSPORT_ERRORS = (AMQPError, ChannelInvalidStateError, ConnectionError, OSError, TimeoutError)
+
+
+class Delivery:
+    """One received message and the means to settle it, once.
+
+    ``body``, ``headers``, ``routing_key`` (for work queues: the queue's name) and
+    ``redelivered`` are as received. ``delivery_count`` is the number of earlier failed
+    deliveries, as counted by a quorum queue (``x-delivery-count``); ``None`` elsewhere.
+    ``published_at`` is when the message was published (whole seconds), if it says so.
+    """
+
+    def __init__(self, incoming: AbstractIncomingMessage) -> None:
+        self._incoming = incoming
+        self.body: bytes = incoming.body
+        self.headers: Mapping[str, Any] = incoming.headers
+        self.routing_key: str = incoming.routing_key or ""
+        self.redelivered = bool(incoming.redelivered)
+        stamp = incoming.timestamp
+        self.published_at: float | None = stamp.timestamp() if stamp else None
+        count = incoming.headers.get("x-delivery-count")
+        self.delivery_count: int | None = count if isinstance(count, int) else None
+        self.settled = False
+        """Whether ``ack`` or ``reject`` has been called."""
+
+    async def ack(self) -> None:
+        """Acknowledge: the message is done with and leaves the queue."""
+        await self._settle("ack", self._incoming.ack)
+
+    async def reject(self, requeue: bool) -> None:
+        """Give the message back (``requeue=True``; counts as a failed delivery) or drop it
+        (``requeue=False``; a work queue dead-letters it to the parking queue)."""
+        await self._settle("reject", lambda: self._incoming.reject(requeue=requeue))
+
+    async def _settle(self, verb: str, settle: Callable[[], Awaitable[None]]) -> None:
+        if self.settled:
+            raise RuntimeError(f"cannot {verb}: the delivery is already settled")
+        self.settled = True
+        try:
+            await settle()
+        except _TRANSPORT_ERRORS:
+            # Retrying is pointless: the delivery tag died with its channel, and the broker
+            # has already put the message back for another delivery.
+            logger.warning(
+                "%s dropped: its channel is gone, the broker will redeliver",
+                verb,
+                extra={"routing_key": self.routing_key},
+                exc_info=True,
+            )
+
+
+Handler = Callable[[Message, Delivery], Awaitable[None]]
+"""Processes one message and settles its delivery (``ack`` after the commit, or ``reject``)."""
+
+
+@dataclass(frozen=True)
+class Outgoing:
+    """One message of a ``publish_many`` batch: an encoded body (as an outbox row keeps it)."""
+
+    body: bytes
+    routing_key: str
+    headers: Mapping[str, str] | None = None
+
+
+class Broker:
+    """A robust connection to RabbitMQ with one publisher-confirm channel.
+
+    Create with ``await Broker.connect(...)``, which declares the base topology (exchanges and
+    parking queue); declare work queues on ``broker.channel`` with the ``Topology``.
+    """
+
+    def __init__(
+        self,
+        connection: AbstractRobustConnection,
+        channel: AbstractRobustChannel,
+        topology: Topology,
+        *,
+        publish_timeout: float,
+        prefetch: int,
+    ) -> None:
+        self._connection = connection
+        self._channel = channel
+        self._topology = topology
+        self._publish_timeout = publish_timeout
+        self._prefetch = prefetch
+        self._consumers: set[Consumer] = set()
+
+    @classmethod
+    async def connect(
+        cls,
+        url: str,
+        topology: Topology,
+        *,
+        publish_timeout: float = 5.0,
+        prefetch: int = 16,
+        connection_name: str = "brainhands",
+        reconnect_interval: float = 1.0,
+    ) -> Broker:
+        """Connect, open the confirm channel and declare the base topology.
+
+        Raises ``BrokerUnavailable`` when the broker cannot be reached within
+        ``publish_timeout``. ``connection_name`` shows in RabbitMQ's connection list.
+        """
+        try:
+            connection = await aio_pika.connect_robust(
+                url,
+                timeout=publish_timeout,
+                reconnect_interval=reconnect_interval,
+                client_properties={"connection_name": connection_name},
+            )
+        except _TRANSPORT_ERRORS as exc:
+            raise BrokerUnavailable(f"cannot connect to RabbitMQ: {exc!r}") from exc
+        try:
+            channel = await connection.channel(publisher_confirms=True, on_return_raises=True)
+            await topology.declare_base(channel)
+        except BaseException:
+            await connection.close()
+            raise
+        return cls(
+            connection, channel, topology, publish_timeout=publish_timeout, prefetch=prefetch
+        )
+
+    @property
+    def connected(self) -> bool:
+        """Whether the connection and the confirm channel are open right now."""
+        return not self._connection.is_closed and not self._channel.is_closed
+
+    @property
+    def topology(self) -> Topology:
+        """The names this broker publishes to and parks into."""
+        return self._topology
+
+    @property
+    def channel(self) -> AbstractRobustChannel:
+        """The confirm channel, for declaring queues with ``Topology``."""
+        return self._channel
+
+    @contextlib.asynccontextmanager
+    async def side_channel(self) -> AsyncIterator[AbstractRobustChannel]:
+        """A channel of its own (no confirms), closed on exit.
+
+        Deliveries taken on it and not acked go back to their queue when it closes. Transport
+        failures inside the block surface as ``BrokerUnavailable``.
+        """
+        try:
+            try:
+                channel = await self._connection.channel(publisher_confirms=False)
+            except RuntimeError as exc:  # aio-pika's word for a connection being restored
+                raise BrokerUnavailable(f"RabbitMQ connection is down: {exc}") from exc
+            try:
+                yield channel
+            finally:
+                # Bounded on its own: a caller's timeout that cut the block short has already
+                # fired, and a broker that does not answer must not hold the caller here.
+                with contextlib.suppress(*_TRANSPORT_ERRORS):
+                    async with asyncio.timeout(self._publish_timeout):
+                        await channel.close()
+        except _TRANSPORT_ERRORS as exc:
+            raise BrokerUnavailable(f"RabbitMQ channel failed: {exc!r}") from exc
+
+    async def publish(
+        self, message: Message, routing_key: str, *, headers: Mapping[str, str] | None = None
+    ) -> None:
+        """Publish a persistent message to the work exchange and wait for its confirm."""
+        await self.publish_body(encode(message), routing_key, headers=headers)
+
+    async def broadcast(self, message: Message, routing_key: str) -> None:
+        """Publish to whoever listens on ``routing_key`` now, if anyone (best effort).
+
+        Not mandatory: with no listener the message is dropped, which is right for notices
+        whose facts are already in the store (a cancellation, say).
+        """
+        try:
+            async with asyncio.timeout(self._publish_timeout):
+                await self._send(
+                    encode(message), routing_key, self._topology.exchange, None, mandatory=False
+                )
+        except TimeoutError as exc:
+            raise BrokerUnavailable(f"no confirm for {routing_key}") from exc
+
+    async def publish_routed(self, message: Message, routing_key: str) -> None:
+        """``publish``, declaring the work queue the key names if none is bound yet.
+
+        For triggers to a pool or Brain build that may not have started a worker yet: the
+        queue then holds the message until one does.
+        """
+        try:
+            await self.publish(message, routing_key)
+        except UnroutableMessage:
+            if not await self.declare_route(routing_key):
+                raise
+            await self.publish(message, routing_key)
+
+    async def declare_route(self, routing_key: str) -> bool:
+        """Declare the work queue ``routing_key`` names (see ``Topology.declare_route``),
+        within the publish bound: a declaration must never hang its caller in an outage."""
+        try:
+            async with asyncio.timeout(self._publish_timeout):
+                return await self._topology.declare_route(self._channel, routing_key)
+        except TimeoutError as exc:
+            raise BrokerUnavailable(f"could not declare {routing_key} in time") from exc
+        except _TRANSPORT_ERRORS as exc:
+            raise BrokerUnavailable(f"could not declare {routing_key}: {exc!r}") from exc
+
+    async def ready_count(self, queue: str) -> int:
+        """How many messages wait in ``queue`` for a consumer; 0 when it does not exist.
+
+        Delivered messages not yet settled are not counted. Answers within the publish bound
+        or raises ``BrokerUnavailable``; never declares the queue.
+        """
+        try:
+            async with asyncio.timeout(self._publish_timeout), self.side_channel() as channel:
+                # A channel of its own: the broker closes the channel of a passive declare
+                # that finds nothing, and a robust channel answers a repeated passive declare
+                # from its cache.
+                try:
+                    declared = await channel.declare_queue(queue, passive=True, robust=False)
+                except ChannelNotFoundEntity:
+                    return 0
+                return int(declared.declaration_result.message_count or 0)
+        except TimeoutError as exc:
+            raise BrokerUnavailable(f"no depth of {queue} within {self._publish_timeout}s") from exc
+
+    async def publish_body(
+        self,
+        body: bytes,
+        routing_key: str,
+        *,
+        exchange: str | None = None,
+        headers: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Publish raw bytes (to the work exchange by default) and wait, like ``publish``.
+
+        For bodies that are not (or no longer) valid protocol messages: parking and replay.
+        """
+        try:
+            async with asyncio.timeout(self._publish_timeout):
+                await self._send(body, routing_key, exchange or self._topology.exchange, headers)
+        except TimeoutError as exc:
+            raise BrokerUnavailable(
+                f"no confirm for {routing_key} within {self._publish_timeout}s"
+            ) from exc
+
+    async def publish_many(self, batch: Sequence[Outgoing]) -> list[BrokerError | None]:
+        """Publish a batch to the work exchange and await all its confirms together.
+
+        Returns one entry per message, in order: ``None`` once the broker confirmed it, else
+        the error ``publish`` would have raised. The whole batch shares one ``publish_timeout``.
+        """
+        if len(batch) == 1:
+            # The common case right after a commit: no task to schedule first.
+            return [await self._send_bounded(batch[0])]
+        # aiormq writes the frames one by one anyway; the gain is in not waiting for each
+        # confirm before sending the next message.
+        tasks = [
+            asyncio.create_task(
+                self._send(item.body, item.routing_key, self._topology.exchange, item.headers)
+            )
+            for item in batch
+        ]
+        _, pending = await asyncio.wait(tasks, timeout=self._publish_timeout)
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
+        outcomes = [_outcome(task, self._publish_timeout) for task in tasks]
+        for item, error in zip(batch, outcomes, strict=True):
+            if error is not None:
+                logger.warning("publish failed: %s", error, extra={"routing_key": item.routing_key})
+        return outcomes
+
+    async def _send_bounded(self, item: Outgoing) -> BrokerError | None:
+        """``_send`` within ``publish_timeout``; the error instead of raising it."""
+        error: BrokerError | None = None
+        try:
+            async with asyncio.timeout(self._publish_timeout):
+                await self._send(item.body, item.routing_key, self._topology.exchange, item.headers)
+        except TimeoutError:
+            error = BrokerUnavailable(f"no confirm within {self._publish_timeout}s")
+        except BrokerError as exc:
+            error = exc
+        if error is not None:
+            logger.warning("publish failed: %s", error, extra={"routing_key": item.routing_key})
+        return error
+
+    async def consume(
+        self, queue_name: str, handler: Handler, *, prefetch: int | None = None
+    ) -> Consumer:
+        """Start consuming a declared queue on a channel of its own; return the handle.
+
+        At most ``prefetch`` (default: the broker's) unsettled deliveries are in flight, each
+        handled in its own task. Raises ``BrokerError`` when the queue does not exist.
+        """
+        channel = await self._connection.channel(publisher_confirms=False)
+        try:
+            await channel.set_qos(prefetch_count=prefetch or self._prefetch)
+            try:
+                queue = await channel.declare_queue(queue_name, passive=True)
+            except ChannelNotFoundEntity as exc:
+                raise BrokerError(
+                    f"queue {queue_name} does not exist: declare it with Topology first"
+                ) from exc
+            consumer = Consumer(self, channel, queue, handler)
+            await consumer.start()
+        except BaseException:
+            await channel.close()
+            raise
+        self._consumers.add(consumer)
+        return consumer
+
+    async def close(self) -> None:
+        """Cancel every consumer (letting in-flight handlers finish) and disconnect."""
+        for consumer in list(self._consumers):
+            await consumer.cancel()
+        await self._connection.close()
+
+    async def _send(
+        self,
+        body: bytes,
+        routing_key: str,
+        exchange: str,
+        headers: Mapping[str, Any] | None,
+        *,
+        mandatory: bool = True,
+    ) -> None:
+        if self._channel.is_closed:
+            # The robust channel is being restored after a reconnect: wait for it (within the
+            # caller's bound) rather than fail a publish that would succeed a moment later.
+            await self._channel.ready()
+        properties = spec.Basic.Properties(
+            content_type="application/json",
+            delivery_mode=PERSISTENT,
+            headers=dict(headers) if headers else None,
+            timestamp=datetime.fromtimestamp(time.time(), tz=UTC),
+        )
+        try:
+            channel = cast(aiormq.Channel, await self._channel.get_underlay_channel())
+            # Straight to aiormq, not waiting for the frames to be written (wait=False), then
+            # for the confirm. aio-pika's publish waits for the write while holding the
+            # channel's lock, so the messages of a wave went out one event-loop turn apiece.
+            await channel.basic_publish(
+                body,
+                exchange=exchange,
+                routing_key=routing_key,
+                properties=properties,
+                mandatory=mandatory,
+                wait=False,
+            )
+        except PublishError as exc:
+            raise UnroutableMessage(
+                f"no queue is bound to {routing_key!r} on exchange {exchange!r}"
+            ) from exc
+        except DeliveryError as exc:
+            raise BrokerUnavailable(f"the broker refused the message for {routing_key}") from exc
+        except ChannelNotFoundEntity as exc:
+            raise BrokerError(f"exchange {exchange!r} does not exist: {exc}") from exc
+        except _TRANSPORT_ERRORS as exc:
+            raise BrokerUnavailable(f"cannot publish to {routing_key}: {exc!r}") from exc
+
+
+class Consumer:
+    """A running subscription to one queue; ``cancel`` stops it."""
+
+    def __init__(
+        self,
+        broker: Broker,
+        channel: AbstractRobustChannel,
+        queue: AbstractQueue,
+        handler: Handler,
+    ) -> None:
+        self.queue_name = queue.name
+        self._broker = broker
+        self._channel = channel
+        self._queue = queue
+        self._handler = handler
+        self._tag: str | None = None
+        self._in_flight: set[asyncio.Task[None]] = set()
+
+    async def start(self) -> None:
+        """Register with the broker; deliveries start arriving after this returns."""
+        self._tag = await self._queue.consume(self._on_message)
+
+    async def cancel(self, *, grace: float = 10.0) -> None:
+        """Stop deliveries, give in-flight handlers ``grace`` seconds, close the channel.
+
+        Handlers still running after that are cancelled; their deliveries go back to the queue.
+        """
+        self._broker._consumers.discard(self)
+        try:
+            async with asyncio.timeout(grace):
+                if self._tag is not None:
+                    await self._queue.cancel(self._tag)
+                if self._in_flight:
+                    await asyncio.wait(set(self._in_flight))
+        except _TRANSPORT_ERRORS:
+            logger.warning("consumer of %s did not stop cleanly", self.queue_name, exc_info=True)
+        for task in self._in_flight:
+            task.cancel()
+        await asyncio.gather(*self._in_flight, return_exceptions=True)
+        with contextlib.suppress(*_TRANSPORT_ERRORS):
+            async with asyncio.timeout(grace):
+                await self._channel.close()
+
+    async def _on_message(self, incoming: AbstractIncomingMessage) -> None:
+        # aiormq cancels its consumer tasks when the channel dies. The handler must not die
+        # with them: a tool call cut short is worse than an ack that is dropped and followed
+        # by a redelivery the store recognizes. So the handler runs in a task of our own.
+        task = asyncio.create_task(self._deliver(Delivery(incoming)))
+        self._in_flight.add(task)
+        task.add_done_callback(self._in_flight.discard)
+
+    async def _deliver(self, delivery: Delivery) -> None:
+        try:
+            message = decode(delivery.body)
+        except InvalidMessage as exc:
+            await parking.park(self._broker, delivery, str(exc))
+            return
+        extra = {**_fields(message, delivery.routing_key), "queue": self.queue_name}
+        try:
+            await self._handler(message, delivery)
+        except Exception:
+            logger.exception("handler failed; message requeued", extra=extra)
+        else:
+            if not delivery.settled:
+                logger.error("handler neither acked nor rejected; message requeued", extra=extra)
+        finally:
+            # A requeue counts against the delivery limit, so a poison message ends up parked.
+            if not delivery.settled:
+                await delivery.reject(requeue=True)
+
+
+def _outcome(task: asyncio.Task[None], timeout: float) -> BrokerError | None:
+    if task.cancelled():
+        return BrokerUnavailable(f"no confirm within {timeout}s")
+    error = task.exception()
+    if error is None or isinstance(error, BrokerError):
+        return error
+    raise error
+
+
+def _fields(message: Message, routing_key: str) -> dict[str, str]:
+    fields = {"message_type": message.type, "routing_key": routing_key}
+    fields["session_id"] = message.session_id
+    operation_id = getattr(message, "operation_id", None)
+    if operation_id is not None:
+        fields["operation_id"] = operation_id
+    return fields

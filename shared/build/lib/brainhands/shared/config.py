@@ -1,0 +1,108 @@
+"""Settings, parsed once at start-up from ``BRAINHANDS_*`` environment variables.
+
+Inner code never reads the environment: it takes the values it needs as arguments.
+Every setting has a default that works on one machine with the services on their
+standard local ports and the store in a SQLite file.
+"""
+
+from __future__ import annotations
+
+from typing import TypeVar
+
+from pydantic import Field, SecretStr, ValidationError, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from brainhands.shared.errors import ConfigurationError
+from brainhands.shared.tenancy import DEFAULT_TENANT, check_tenant
+
+ENV_PREFIX = "BRAINHANDS_"
+DEFAULT_DATABASE_URL = "sqlite+aiosqlite:///brainhands.db"
+
+
+def normalize_database_url(url: str) -> str:
+    """Map the URL forms users write to the async drivers the store runs on."""
+    if url.startswith(("postgres://", "postgresql://")):
+        return "postgresql+asyncpg://" + url.split("://", 1)[1]
+    if url.startswith("sqlite://") and not url.startswith("sqlite+aiosqlite://"):
+        return "sqlite+aiosqlite://" + url.split("://", 1)[1]
+    if url.startswith(("postgresql+asyncpg://", "sqlite+aiosqlite://")):
+        return url
+    raise ValueError(
+        "must be a PostgreSQL URL (postgresql://user@host/db) or a SQLite URL "
+        "(sqlite:///path/to/file.db)"
+    )
+
+
+class CommonSettings(BaseSettings):
+    """What every process needs: where the store, the broker and Redis are."""
+
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore")
+
+    database_url: str = DEFAULT_DATABASE_URL
+    database_schema: str | None = None
+    """PostgreSQL schema holding the tables (default: the database's search path)."""
+    rabbitmq_url: str = "amqp://guest:guest@127.0.0.1:5672/"
+    redis_url: str = "redis://127.0.0.1:6379/0"
+    namespace: str = "brainhands"
+    """Prefix of every queue, exchange and Redis key, so deployments can share services."""
+    otlp_endpoint: str | None = None
+    """OTLP/HTTP collector for traces (e.g. http://collector:4318); unset: no export."""
+    http_port: int = Field(default=0, ge=-1, le=65535)
+    """Port of /healthz, /readyz and /metrics: 0 picks a free one (logged), -1 turns it off."""
+    delivery_limit: int = Field(default=5, ge=1)
+    """Deliveries of a message before RabbitMQ parks it; the same in every process."""
+    tenant: str = DEFAULT_TENANT
+    """The tenant whose sessions the CLI and ``Client.from_settings`` act on."""
+    webhook_secret: SecretStr | None = None
+    """Key that signs the webhooks posted when a submission with a ``callback_url`` ends
+    (HMAC-SHA256); needed by the sweepers that post them and the API that accepts them."""
+    identity: str = Field(default="operator", min_length=1, max_length=128)
+    """Who the CLI's and ``Client.from_settings``'s acts are recorded as (a decision's
+    principal, a submission's)."""
+
+    @field_validator("database_url")
+    @classmethod
+    def _database_url(cls, value: str) -> str:
+        return normalize_database_url(value)
+
+    @field_validator("tenant")
+    @classmethod
+    def _tenant(cls, value: str) -> str:
+        return check_tenant(value)
+
+    @field_validator("rabbitmq_url")
+    @classmethod
+    def _rabbitmq_url(cls, value: str) -> str:
+        if not value.startswith(("amqp://", "amqps://")):
+            raise ValueError("must be an AMQP URL (amqp://user:password@host:5672/vhost)")
+        return value
+
+    @field_validator("redis_url")
+    @classmethod
+    def _redis_url(cls, value: str) -> str:
+        if not value.startswith(("redis://", "rediss://", "unix://")):
+            raise ValueError("must be a Redis URL (redis://host:6379/0)")
+        return value
+
+    @field_validator("namespace")
+    @classmethod
+    def _namespace(cls, value: str) -> str:
+        if not value or not all(c.isalnum() or c in "-_" for c in value):
+            raise ValueError("must be a non-empty name of letters, digits, '-' or '_'")
+        return value
+
+
+S = TypeVar("S", bound=BaseSettings)
+
+
+def load_settings(cls: type[S]) -> S:
+    """Parse settings of ``cls`` from the environment, or fail naming the variable to fix."""
+    try:
+        return cls()
+    except ValidationError as exc:
+        prefix = str(cls.model_config.get("env_prefix", ""))
+        problems = "; ".join(
+            f"{prefix}{'_'.join(str(p) for p in err['loc']).upper()}: {err['msg']}"
+            for err in exc.errors()
+        )
+        raise ConfigurationError(f"invalid configuration: {problems}") from exc

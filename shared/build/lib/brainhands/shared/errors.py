@@ -1,0 +1,193 @@
+"""The one exception tree of brainhands.
+
+    BrainhandsError
+    ├── ConfigurationError          a setting is missing or invalid (raised at start-up)
+    ├── StoreError                  the session store failed (driver errors are wrapped here)
+    │   ├── StoreUnavailable        connection-level failure; retryable
+    │   ├── ConflictError           the session changed since the draft was read (stale version)
+    │   ├── StaleLeaseError         the committer's fencing token was superseded
+    │   ├── CallCancelled           a tool call's cancellation is committed: it must not go out
+    │   └── NotFoundError           a row the caller named does not exist
+    ├── BrokerError                 RabbitMQ failed
+    │   ├── BrokerUnavailable       no connection, or no confirm within the bound; retryable
+    │   └── UnroutableMessage       a mandatory publish matched no queue
+    ├── LeaseError                  Redis lease operations failed
+    │   └── LeaseBackendError       Redis itself failed; retryable
+    ├── InvalidMessage              a message body failed decoding or validation
+    ├── UnknownToolError            no tool of that name is registered in this worker
+    ├── UnknownTaskKindError        no handler for that task kind/version in this build
+    ├── InvalidRequest              a client's request is malformed (also a ValueError)
+    ├── DecisionRefused             a decision on an approval cannot count
+    ├── SubmissionFailed            a submission a client waited for failed or was cancelled
+    ├── AnswerTimeout               a client stopped waiting for an answer (also a TimeoutError)
+    └── ToolError                   raised by tool code; carries its own retry behaviour
+        └── ToolUncertain           raised by tool code: the effect may or may not have
+                                    happened, and the tool cannot tell
+
+    BaseException
+    └── LeaseLost                   the holder lost its lease while working; derives from
+                                    BaseException so that a tool's ``except Exception``
+                                    cannot swallow it by accident
+
+What a tool's exception means for its call is decided in one place, ``hands.decide``
+(``judge_failure``): only a retryable ``ToolError`` says that nothing happened.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class BrainhandsError(Exception):
+    """Root of every error brainhands raises on purpose."""
+
+    retryable: bool = False
+
+
+class ConfigurationError(BrainhandsError):
+    """A setting is missing or invalid; the message names the variable to set."""
+
+
+class StoreError(BrainhandsError):
+    """The session store failed."""
+
+
+class StoreUnavailable(StoreError):
+    """The store could not be reached or dropped the connection."""
+
+    retryable = True
+
+
+class ConflictError(StoreError):
+    """The session's version moved since the draft was read: another commit won."""
+
+
+class StaleLeaseError(StoreError):
+    """A write carried a fencing token older than the one the store has seen."""
+
+    def __init__(self, resource: str, token: int, current: int | None) -> None:
+        self.resource = resource
+        self.token = token
+        self.current = current
+        super().__init__(
+            f"stale lease on {resource}: token {token} was superseded (store holds fence {current})"
+        )
+
+
+class CallCancelled(StoreError):
+    """The task that made a tool call has a committed cancel request: the call must not start."""
+
+    def __init__(self, operation_id: str) -> None:
+        self.operation_id = operation_id
+        super().__init__(f"operation {operation_id} was cancelled before it started")
+
+
+class NotFoundError(StoreError):
+    """A row the caller named does not exist."""
+
+
+class BrokerError(BrainhandsError):
+    """RabbitMQ failed."""
+
+
+class BrokerUnavailable(BrokerError):
+    """No connection to RabbitMQ, or no publisher confirm within the bound."""
+
+    retryable = True
+
+
+class UnroutableMessage(BrokerError):
+    """A mandatory publish was returned by the broker: no queue is bound to its route."""
+
+
+class LeaseError(BrainhandsError):
+    """A lease operation failed."""
+
+
+class LeaseBackendError(LeaseError):
+    """Redis failed while acquiring, renewing or releasing a lease."""
+
+    retryable = True
+
+
+class InvalidMessage(BrainhandsError):
+    """A message body could not be decoded or did not validate against the protocol."""
+
+
+class UnknownToolError(BrainhandsError):
+    """No tool of that name is registered in this worker."""
+
+
+class UnknownTaskKindError(BrainhandsError):
+    """No handler for that task kind and version is registered in this build."""
+
+
+class SubmissionFailed(BrainhandsError):
+    """The submission a client waited for ended ``failed`` or ``cancelled``; ``record`` is
+    the submission as it ended (its ``status`` and ``error``)."""
+
+    def __init__(self, record: Any) -> None:
+        self.record = record
+        super().__init__(
+            f"submission {record.request_id!r} of session {record.session_id} "
+            f"{record.status}: {record.error}"
+        )
+
+
+class InvalidRequest(BrainhandsError, ValueError):
+    """A client's request is malformed: a reserved signal name, a decision naming no call,
+    a tenant or session id out of form. The message says what to change."""
+
+
+class DecisionRefused(BrainhandsError):
+    """A decision on an approval that cannot count: the call was already decided otherwise
+    (or expired), or is no longer pending."""
+
+
+class AnswerTimeout(BrainhandsError, TimeoutError):
+    """A client's wait for an answer ended before the submission did; it goes on running.
+    ``record`` is the submission as last read."""
+
+    def __init__(self, record: Any, waited: float) -> None:
+        self.record = record
+        super().__init__(
+            f"submission {record.request_id!r} of session {record.session_id} is still "
+            f"{record.status} after {waited}s"
+        )
+
+
+class ToolError(BrainhandsError):
+    """Raised by tool code to report a failure with explicit retry behaviour.
+
+    ``retryable`` says whether another attempt may succeed; ``next_retry_delay`` (seconds)
+    overrides the tool's backoff for the next attempt.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        retryable: bool = False,
+        next_retry_delay: float | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.retryable = retryable
+        self.next_retry_delay = next_retry_delay
+
+
+class ToolUncertain(ToolError):
+    """Raised by tool code that cannot tell whether its effect happened (e.g. the request went
+    out and no answer came back). The call is recorded ``uncertain`` and never run again on
+    its own: the agent or a business rule decides."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, retryable=False)
+
+
+class LeaseLost(BaseException):
+    """The lease this work ran under was lost; the work must stop now."""
+
+    def __init__(self, resource: str, reason: str) -> None:
+        self.resource = resource
+        self.reason = reason
+        super().__init__(f"lease on {resource} lost: {reason}")

@@ -1,0 +1,465 @@
+"""Redis leases with fencing tokens.
+
+A lease says which worker may work on a resource right now; its fencing token says which
+holder the store must believe. Redis only caches the token counter: the store's fence is the
+truth. ``LeaseManager.acquire_fenced`` has the store confirm every token, and when Redis
+forgot its counter (a restart without persistence) it raises the counter past the store's
+fence and tries again, so tokens keep increasing whatever happened to Redis.
+
+The same recovery lets counters expire: a resource's counter is dropped after
+``counter_ttl_ms`` without an acquisition (a week by default), so Redis does not keep one key
+for every session and tool call there ever was. The next acquisition of such a resource costs
+one refusal by the store.
+
+Held leases are renewed by one task per ``LeaseManager``, in one script call for all of them,
+on a Redis connection of its own: with dozens of leases held in a busy process, one renewal
+per lease, each waiting for the event loop and for a pooled connection, came late enough to
+lose leases nobody else wanted (issue 14). Acquisitions and releases are batched the same
+way (``shared.batch``): those asked for while one is on its way to Redis share the next
+script call, each answered on its own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from importlib import resources
+from types import TracebackType
+from typing import Any
+
+from redis.asyncio import Redis
+from redis.commands.core import AsyncScript
+from redis.exceptions import RedisError
+
+from brainhands.shared import metrics
+from brainhands.shared.batch import Batcher
+from brainhands.shared.errors import LeaseBackendError, LeaseLost, StaleLeaseError
+from brainhands.shared.keys import Keys
+
+log = logging.getLogger("brainhands.lease")
+
+COUNTER_TTL_MS = 7 * 24 * 3600 * 1000
+"""How long a resource's token counter outlives its last acquisition in Redis."""
+
+
+@dataclass(frozen=True)
+class Lease:
+    """One acquisition of the lease on a resource.
+
+    ``token`` is the fencing token every store write made under this lease carries.
+    ``acquired_at`` is ``time.monotonic()`` taken before the acquire request was sent, so
+    unless renewed the lease is gone from Redis by ``acquired_at + ttl_ms / 1000``.
+    """
+
+    resource: str
+    owner: str
+    token: int
+    ttl_ms: int
+    acquired_at: float
+
+
+@dataclass(frozen=True)
+class _Asked:
+    """One acquisition asked for: a resource, the owner to hold it, the token's floor."""
+
+    resource: str
+    owner: str
+    floor: int
+
+
+class LeaseManager:
+    """Acquires, renews and releases fenced leases in one Redis.
+
+    ``renew_every``: seconds between renewals of a held lease, a quarter of the TTL by
+    default, so a renewal may come three quarters of the TTL late before the lease is lost.
+    """
+
+    def __init__(
+        self,
+        redis: Redis,
+        keys: Keys,
+        *,
+        ttl_ms: int = 10_000,
+        counter_ttl_ms: int = COUNTER_TTL_MS,
+        renew_every: float | None = None,
+    ) -> None:
+        if ttl_ms <= 0:
+            raise ValueError(f"ttl_ms must be positive, got {ttl_ms}")
+        if counter_ttl_ms <= 0:
+            raise ValueError(f"counter_ttl_ms must be positive, got {counter_ttl_ms}")
+        every = ttl_ms / 4000 if renew_every is None else renew_every
+        if not 0 < every < ttl_ms / 1000:
+            raise ValueError(f"renew_every must be between 0 and the TTL, got {every}s")
+        self.ttl_ms = ttl_ms
+        self.counter_ttl_ms = counter_ttl_ms
+        self.renew_every = every
+        self._redis = redis
+        self._keys = keys
+        self._acquire = _register(redis, "acquire.lua")
+        self._renew = _register(redis, "renew.lua")
+        self._release = _register(redis, "release.lua")
+        self._raise_floor = _register(redis, "raise_floor.lua")
+        self._renewer = _Renewer(self)
+        # Acquisitions and releases asked for while one is on its way share the next trip.
+        self._acquiring: Batcher[_Asked, int] = Batcher(
+            self._acquire_batch, what="lease_acquisitions"
+        )
+        self._releasing: Batcher[Lease, bool] = Batcher(self._release_batch, what="lease_releases")
+
+    async def acquire(
+        self, resource: str, *, floor: int = 0, owner: str | None = None
+    ) -> Lease | None:
+        """Take the lease on ``resource`` if it is free; None when another holder has it.
+
+        The token is greater than every token this Redis handed out for ``resource`` and
+        greater than ``floor``. ``owner`` names the holder (a fresh id by default).
+        """
+        owner = owner or uuid.uuid4().hex
+        sent = time.monotonic()
+        token = await self._acquiring(_Asked(resource, owner, floor))
+        if token == 0:
+            return None
+        metrics.LEASE_ACQUIRED.labels(resource.split(":", 1)[0]).inc()
+        return Lease(resource, owner, token, self.ttl_ms, sent)
+
+    async def _acquire_batch(self, batch: list[_Asked]) -> list[int]:
+        keys: list[str] = []
+        args: list[str | int] = [self.ttl_ms, self.counter_ttl_ms]
+        for asked in batch:
+            keys += [self._keys.lease(asked.resource), self._keys.fence(asked.resource)]
+            args += [asked.owner, asked.floor]
+        return [int(token) for token in await self._run(self._acquire, keys, args)]
+
+    async def renew(self, lease: Lease) -> bool:
+        """Extend ``lease`` by its TTL; False when it expired or another holder has it."""
+        [renewed] = await self.renew_all([lease])
+        return renewed
+
+    async def renew_all(self, leases: list[Lease], *, redis: Redis | None = None) -> list[bool]:
+        """Extend each of ``leases`` by its TTL in one round trip (on ``redis``, default the
+        manager's client); False for each that expired or another holder has."""
+        args: list[str | int] = []
+        for lease in leases:
+            args += [_holder(lease), lease.ttl_ms]
+        keys = [self._keys.lease(lease.resource) for lease in leases]
+        renewed = [n == 1 for n in await self._run(self._renew, keys, args, redis=redis)]
+        metrics.LEASE_RENEWED.inc(sum(renewed))
+        return renewed
+
+    async def release(self, lease: Lease) -> bool:
+        """Let go of ``lease``; False when it had already expired or another holder has it."""
+        return await self._releasing(lease)
+
+    async def _release_batch(self, leases: list[Lease]) -> list[bool]:
+        keys = [self._keys.lease(lease.resource) for lease in leases]
+        released = await self._run(self._release, keys, [_holder(lease) for lease in leases])
+        return [n == 1 for n in released]
+
+    async def held(self, resources: list[str]) -> set[str]:
+        """Which of ``resources`` some holder has a lease on right now (one round trip)."""
+        if not resources:
+            return set()
+        try:
+            values = await self._redis.mget([self._keys.lease(r) for r in resources])
+        except (RedisError, OSError) as exc:
+            raise LeaseBackendError(f"Redis failed reading leases: {exc!r}") from exc
+        return {r for r, v in zip(resources, values, strict=True) if v is not None}
+
+    async def raise_floor(self, resource: str, floor: int) -> None:
+        """Make every later token of ``resource`` greater than ``floor``."""
+        await self._run(
+            self._raise_floor, [self._keys.fence(resource)], [floor, self.counter_ttl_ms]
+        )
+
+    async def acquire_fenced(
+        self,
+        resource: str,
+        claim: Callable[[int], Awaitable[object]],
+        *,
+        attempts: int = 3,
+        owner: str | None = None,
+    ) -> Lease | None:
+        """Acquire ``resource`` with a token the store has accepted.
+
+        ``claim(token)`` is the store's fence claim: it moves the stored fence up to
+        ``token`` if it is strictly lower, and otherwise refuses by raising
+        ``StaleLeaseError`` carrying the stored fence. On refusal Redis is behind the store
+        (it restarted empty): the lease is released, the counter raised to the store's
+        fence, and the acquisition tried again, ``attempts`` times in all.
+
+        Returns None when another holder has the lease or the store kept refusing.
+        """
+        if attempts < 1:
+            raise ValueError(f"attempts must be at least 1, got {attempts}")
+        floor = 0
+        for _ in range(attempts):
+            lease = await self.acquire(resource, floor=floor, owner=owner)
+            if lease is None:
+                return None
+            try:
+                refused_at = await _refused_at(claim, lease)
+            except BaseException:
+                # The claim's own error matters more; an unreleased lease expires anyway.
+                with contextlib.suppress(LeaseBackendError):
+                    await self.release(lease)
+                raise
+            if refused_at is None:
+                return lease
+            # Raise the counter before letting go, so nobody acquires from the stale one.
+            await self.raise_floor(resource, refused_at)
+            await self.release(lease)
+            floor = refused_at
+        return None
+
+    def hold(self, lease: Lease) -> contextlib.AbstractAsyncContextManager[Lease]:
+        """Keep ``lease`` alive while the body of ``async with`` runs.
+
+        The manager's renewer extends it every ``renew_every`` seconds, counted from the
+        last renewal Redis confirmed (from the acquisition at first). When the lease is
+        found gone, a renewal fails, or none was confirmed before the lease ran out by the
+        local clock (the process was paused, Redis did not answer), the body is cancelled
+        and ``LeaseLost`` raised out of the ``async with``. A cancellation from elsewhere
+        propagates unchanged. Leaving the block stops renewing but does not release the
+        lease.
+        """
+        return _Hold(self._renewer, lease)
+
+    async def _run(
+        self,
+        script: AsyncScript,
+        keys: list[str],
+        args: list[str | int],
+        *,
+        redis: Redis | None = None,
+    ) -> Any:
+        try:
+            return await script(keys=keys, args=args, client=redis)
+        except (RedisError, OSError) as exc:  # OSError: socket errors the driver let through
+            raise LeaseBackendError(f"Redis failed on {keys[0]}: {exc!r}") from exc
+
+
+@dataclass(eq=False)
+class _Held:
+    """A lease inside ``hold()``, and the task that works under it."""
+
+    lease: Lease
+    body: asyncio.Task[Any]
+    renewed_at: float
+    """``time.monotonic()`` before the last confirmed request (acquisition or renewal) was
+    sent: Redis keeps the lease at least until one TTL later."""
+    expiry: asyncio.TimerHandle | None = None
+    """Loses the lease when it runs out by the local clock with no renewal confirmed."""
+    renewing: bool = False
+    """A renewal of it is on its way to Redis."""
+    lost: str | None = None
+
+    @property
+    def expires_at(self) -> float:
+        return self.renewed_at + self.lease.ttl_ms / 1000
+
+
+class _Renewer:
+    """Renews every lease held through one manager, all in one script call per round, on a
+    Redis connection no other request waits for; runs while any lease is held.
+
+    A round is due when the least recently renewed lease is ``renew_every`` old; it renews
+    every lease that would be due within half an interval, so rounds stay few however the
+    acquisitions are spread. How late the round starts (the event loop was busy) and its
+    round trip are exported, with a warning once half the margin is used up.
+    """
+
+    def __init__(self, manager: LeaseManager) -> None:
+        self._manager = manager
+        self._held: set[_Held] = set()
+        self._changed = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._running = False
+
+    def track(self, held: _Held) -> None:
+        self._held.add(held)
+        self._watch(held)
+        self._changed.set()  # its renewal may be due sooner than the renewer's next round
+        if not self._running:
+            self._running = True
+            self._task = asyncio.create_task(self._renew_while_held(), name="renew leases")
+
+    def untrack(self, held: _Held) -> None:
+        self._held.discard(held)
+        if held.expiry is not None:
+            held.expiry.cancel()
+        self._changed.set()
+
+    def _watch(self, held: _Held) -> None:
+        """(Re)arm the timer that loses ``held`` when it runs out unrenewed: a timer, not the
+        round's timeout, so that a late reply for one lease cannot cost the others their
+        renewal, and a lease is still given up at once."""
+        if held.expiry is not None:
+            held.expiry.cancel()
+        held.expiry = asyncio.get_running_loop().call_at(held.expires_at, self._expire, held)
+
+    def _expire(self, held: _Held) -> None:
+        if held.renewing:
+            self._lose(held, "Redis did not confirm a renewal before the lease expired")
+        else:
+            self._lose(held, "not renewed within its TTL (was the process paused?)")
+
+    async def _renew_while_held(self) -> None:
+        every = self._manager.renew_every
+        # One connection, taken at the first round for as long as this runs: most leases are
+        # let go of before their first renewal, and a client costs as much as a round.
+        redis: Redis | None = None
+        try:
+            while self._held:
+                due = min(h.renewed_at for h in self._held) + every
+                if (wait := due - time.monotonic()) > 0:
+                    self._changed.clear()
+                    with contextlib.suppress(TimeoutError):
+                        async with asyncio.timeout(wait):
+                            await self._changed.wait()
+                    continue
+                if redis is None:
+                    redis = self._manager._redis.client()
+                await self._renew_round(due, redis)
+        finally:
+            # Before any await: a lease tracked from now on starts a new renewer.
+            self._running = False
+            for held in list(self._held):  # left by an error or a cancel: nobody renews them
+                self._lose(held, "lease renewal stopped")
+            if redis is not None:
+                await redis.aclose()
+
+    async def _renew_round(self, due: float, redis: Redis) -> None:
+        every = self._manager.renew_every
+        started = time.monotonic()
+        metrics.LEASE_RENEWAL_LAG.observe(started - due)
+        for held in [h for h in self._held if h.expires_at <= started]:
+            self._expire(held)  # its timer is due too, but may come after this round
+        batch = [h for h in self._held if h.renewed_at + every / 2 <= started]
+        if not batch:
+            return
+        for held in batch:
+            held.renewing = True
+        try:
+            # Past the last of them, each lease's own timer has given it up.
+            async with asyncio.timeout(max(h.expires_at for h in batch) - started):
+                renewed = await self._manager.renew_all([h.lease for h in batch], redis=redis)
+        except TimeoutError:
+            return
+        except LeaseBackendError as exc:  # whatever broke, we can no longer vouch for them
+            for held in batch:
+                self._lose(held, f"renewal failed: {exc}")
+            return
+        finally:
+            for held in batch:
+                held.renewing = False
+        confirmed = time.monotonic()
+        metrics.LEASE_RENEWAL_SECONDS.observe(confirmed - started)
+        for held, still_ours in zip(batch, renewed, strict=True):
+            if held not in self._held:  # its block was left meanwhile
+                continue
+            if not still_ours:
+                self._lose(held, "it expired or another holder took it")
+            elif confirmed > held.expires_at:
+                self._lose(held, "the renewal was confirmed only after the lease had expired")
+            else:
+                held.renewed_at = started
+                self._watch(held)
+        margin = self._manager.ttl_ms / 1000 - every
+        if confirmed - due > margin / 2:
+            log.warning(
+                "lease renewal %.0f ms late (event loop lag %.0f ms, Redis %.0f ms); "
+                "leases are lost beyond %.0f ms",
+                (confirmed - due) * 1000,
+                (started - due) * 1000,
+                (confirmed - started) * 1000,
+                margin * 1000,
+                extra={
+                    "event": "lease_renewal_late",
+                    "lag": started - due,
+                    "round_trip": confirmed - started,
+                    "leases": len(batch),
+                },
+            )
+
+    def _lose(self, held: _Held, reason: str) -> None:
+        if held not in self._held:  # lost already, or its block was left
+            return
+        held.lost = reason
+        self.untrack(held)
+        held.body.cancel(f"lease on {held.lease.resource} lost: {reason}")
+
+
+class _Hold:
+    """The ``async with`` of ``LeaseManager.hold``: has the lease renewed, and the body
+    stopped on loss."""
+
+    def __init__(self, renewer: _Renewer, lease: Lease) -> None:
+        self._renewer = renewer
+        self._lease = lease
+
+    async def __aenter__(self) -> Lease:
+        body = asyncio.current_task()
+        if body is None:
+            raise RuntimeError("LeaseManager.hold() must be used inside a task")
+        self._cancelling = body.cancelling()
+        self._held = _Held(self._lease, body, self._lease.acquired_at)
+        self._renewer.track(self._held)
+        return self._lease
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        # Untracked before any await, so the renewer cannot cancel the body once it is left.
+        self._renewer.untrack(self._held)
+        if self._held.lost is None:
+            return
+        # Take back the renewer's cancel request, as asyncio.timeout does; one from
+        # elsewhere remains counted and must win.
+        if self._held.body.uncancel() > self._cancelling and exc_type is asyncio.CancelledError:
+            return
+        raise LeaseLost(self._lease.resource, self._held.lost) from exc
+
+
+async def _refused_at(claim: Callable[[int], Awaitable[object]], lease: Lease) -> int | None:
+    """None when the store accepted ``lease.token``; else the floor the next token needs."""
+    try:
+        await claim(lease.token)
+    except StaleLeaseError as exc:
+        return max(exc.current or 0, lease.token)
+    return None
+
+
+def _holder(lease: Lease) -> str:
+    """The value acquire.lua stored in the lease key for this acquisition."""
+    return f"{lease.owner}:{lease.token}"
+
+
+def _register(redis: Redis, name: str) -> AsyncScript:
+    source = (resources.files("brainhands.shared") / "lease_scripts" / name).read_text("utf-8")
+    return redis.register_script(source)
+
+
+def connect_redis(url: str) -> Redis:
+    """A Redis client for leases: short timeouts and a single quick retry.
+
+    The client's default retries back off for seconds; a lease holder must learn sooner that
+    Redis is gone, since its renewals are bounded by the TTL.
+    """
+    from redis.asyncio.retry import Retry
+    from redis.backoff import ConstantBackoff
+
+    return Redis.from_url(
+        url,
+        socket_timeout=2.0,
+        socket_connect_timeout=2.0,
+        retry=Retry(ConstantBackoff(0.05), 1),
+        health_check_interval=15,
+    )

@@ -1,0 +1,96 @@
+"""Opening a process's connections from its settings (once the store's schema is ready for
+this build), and stopping it on a signal."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+from redis.asyncio import Redis
+
+from brainhands.shared.broker import Broker
+from brainhands.shared.config import CommonSettings
+from brainhands.shared.keys import Keys
+from brainhands.shared.lease import LeaseManager, connect_redis
+from brainhands.shared.store import Store, migrate
+from brainhands.shared.topology import Topology
+
+log = logging.getLogger("brainhands.runtime")
+
+SCHEMA_POLL = 1.0
+"""Seconds between looks at the schema revision while it is behind this build."""
+SCHEMA_REMINDER = 30.0
+"""Seconds between warnings while waiting for the migration."""
+
+
+@dataclass
+class Services:
+    """The store, the broker and Redis, as one process uses them."""
+
+    store: Store
+    broker: Broker
+    redis: Redis
+    keys: Keys
+
+    def leases(self, ttl_ms: int) -> LeaseManager:
+        return LeaseManager(self.redis, self.keys, ttl_ms=ttl_ms)
+
+
+@contextlib.asynccontextmanager
+async def open_services(settings: CommonSettings, *, name: str) -> AsyncIterator[Services]:
+    """Connect to everything a worker needs; close it all on the way out."""
+    store = await Store.open(settings.database_url, db_schema=settings.database_schema)
+    try:
+        await wait_for_schema(store)
+        topology = Topology(settings.namespace, delivery_limit=settings.delivery_limit)
+        broker = await Broker.connect(settings.rabbitmq_url, topology, connection_name=name)
+        try:
+            redis = connect_redis(settings.redis_url)
+            try:
+                yield Services(store, broker, redis, Keys(settings.namespace))
+            finally:
+                await redis.aclose()
+        finally:
+            await broker.close()
+    finally:
+        await store.close()
+
+
+async def wait_for_schema(store: Store, *, poll: float = SCHEMA_POLL) -> None:
+    """Wait until the store's schema has every migration this build needs.
+
+    During a deploy the migration job and the new workers start together: a worker that
+    found the schema behind would fail on its first write, so it waits (not ready, saying
+    why) instead.
+    """
+    said = 0.0
+    while migrate.behind_head(revision := await migrate.current_revision(store.backend)):
+        if time.monotonic() - said > SCHEMA_REMINDER:
+            said = time.monotonic()
+            log.warning(
+                "the store's schema is at %s, this build needs %s: run `brainhands migrate`; "
+                "waiting",
+                revision or "nothing (empty)",
+                migrate.head_revision(),
+                extra={"event": "schema_behind", "revision": revision},
+            )
+        await asyncio.sleep(poll)
+
+
+def stop_on_signals() -> asyncio.Event:
+    """An event set by SIGTERM or SIGINT: the process drains and exits 0."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+
+        def on_signal(sig: signal.Signals = sig) -> None:
+            log.info("%s received; draining", sig.name, extra={"event": "signal"})
+            stop.set()
+
+        loop.add_signal_handler(sig, on_signal)
+    return stop

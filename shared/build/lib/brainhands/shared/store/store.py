@@ -1,0 +1,253 @@
+"""The session store: the one source of truth every recovery decision reads."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from sqlalchemy import exists, func, insert, or_, select, text
+
+from brainhands.shared.batch import Batcher
+from brainhands.shared.config import normalize_database_url
+from brainhands.shared.store import fence, migrate, schema
+from brainhands.shared.store.backend import Backend
+from brainhands.shared.store.commit import apply_draft_sync, apply_drafts_sync, one_round_trip
+from brainhands.shared.store.draft import Draft, new_id
+from brainhands.shared.store.group import GroupCommit
+from brainhands.shared.store.load import (
+    SessionClaim,
+    arrivals_sync,
+    claim_sessions_sync,
+    load_session_sync,
+    operations_by_ids_sync,
+    tasks_by_ids_sync,
+)
+from brainhands.shared.store.records import (
+    OPEN_SUBMISSION_STATUSES,
+    ClaimedSession,
+    CommitReceipt,
+    InboxRecord,
+    OperationRecord,
+    SessionRecord,
+    SessionState,
+    SubmissionRecord,
+    TaskRecord,
+)
+from brainhands.shared.tenancy import split_key
+
+log = logging.getLogger("brainhands.store")
+
+CommitListener = Callable[[CommitReceipt], None]
+
+
+class Store:
+    """Async access to the session store.
+
+    ``commit`` is the only way session state changes; listeners run after each successful
+    commit (the outbox relay uses one to publish without a polling delay).
+    """
+
+    def __init__(self, backend: Backend) -> None:
+        self.backend = backend
+        """The one door to the database, PostgreSQL or SQLite."""
+        self._listeners: list[CommitListener] = []
+        self.handoff: float | None = None
+        """While a relay runs in this process: seconds its outbox rows are left to it alone
+        (it publishes them right after each commit; other relays take them after that)."""
+        notify, chained = backend.notifies, backend.chains_writes
+        self._drafts: GroupCommit[Draft, CommitReceipt] = GroupCommit(
+            backend,
+            apply_one=lambda conn, draft: apply_draft_sync(
+                conn, draft, notify=notify, chained=chained, handoff=self.handoff
+            ),
+            apply_many=lambda conn, drafts: apply_drafts_sync(
+                conn, drafts, notify=notify, chained=chained, handoff=self.handoff
+            ),
+            order=lambda draft: draft.session_id,
+            what="drafts",
+            one_round_trip=lambda drafts: one_round_trip(drafts, chained=chained, notify=notify),
+        )
+        self._claims: Batcher[SessionClaim, ClaimedSession] = Batcher(
+            self._claim_batch, order=lambda claim: claim.session_id, what="session_claims"
+        )
+        self._arrivals: Batcher[
+            tuple[str, bool], tuple[list[InboxRecord], list[SubmissionRecord]]
+        ] = Batcher(
+            lambda asks: backend.read(lambda conn: arrivals_sync(conn, asks)), what="arrivals"
+        )
+        self._rows: Batcher[
+            tuple[list[str], list[str]],
+            tuple[dict[str, TaskRecord], dict[str, OperationRecord]],
+        ] = Batcher(self._rows_batch, what="rows")
+
+    @classmethod
+    async def open(
+        cls,
+        url: str,
+        *,
+        upgrade: bool | None = None,
+        pool_size: int = 10,
+        db_schema: str | None = None,
+    ) -> Store:
+        """Open the store at ``url``: any form ``normalize_database_url`` takes (a
+        ``ValueError`` saying which otherwise).
+
+        ``upgrade`` migrates the schema to head first; by default only the embedded SQLite
+        store does so on first use (a server database is migrated by ``brainhands migrate``).
+        """
+        try:
+            url = normalize_database_url(url)
+        except ValueError as exc:
+            raise ValueError(f"database URL: {exc}") from None
+        backend = await Backend.open(url, pool_size=pool_size, db_schema=db_schema)
+        if backend.embedded if upgrade is None else upgrade:
+            await migrate.upgrade(backend)
+        return cls(backend)
+
+    async def close(self) -> None:
+        await self.backend.close()
+
+    def add_commit_listener(self, listener: CommitListener) -> None:
+        self._listeners.append(listener)
+
+    async def create_session(self, session_id: str, *, compat: str) -> SessionRecord:
+        """Create an empty session that Brains of ``compat`` can run."""
+        now = time.time()
+        values: dict[str, Any] = {
+            "id": session_id,
+            "uid": new_id(),
+            "compat": compat,
+            "version": 0,
+            "fence": 0,
+            "status": "active",
+            "entry_count": 0,
+            "created_at": now,
+            "updated_at": now,
+            "tenant": split_key(session_id)[0],
+        }
+        async with self.backend.transaction() as conn:
+            await conn.execute(insert(schema.session).values(**values))
+        return SessionRecord(**values)
+
+    async def commit(self, draft: Draft) -> CommitReceipt:
+        """Apply ``draft`` atomically, in a transaction with the drafts of other sessions
+        that wait meanwhile (``shared.store.group``).
+
+        Raises ``ConflictError`` if the session moved past ``draft.version`` and
+        ``StaleLeaseError`` if its fence moved past ``draft.fence``; either way nothing of
+        the draft is written, and the other drafts are not affected.
+        """
+        receipt = await self._drafts.commit(draft)
+        self.notify(receipt)
+        return receipt
+
+    def notify(self, receipt: CommitReceipt) -> None:
+        """Tell the commit listeners about a transaction that committed (outbox rows...)."""
+        for listener in self._listeners:
+            listener(receipt)
+
+    async def load(self, session_id: str) -> SessionState:
+        """Read the session's state in one snapshot and a fixed number of queries."""
+        async with self.backend.snapshot() as conn:
+            return await conn.run_sync(load_session_sync, session_id)
+
+    async def claim_session(
+        self, session_id: str, token: int, known: SessionState | None = None
+    ) -> ClaimedSession:
+        """Claim the session for lease ``token`` and read its state, in one hop shared with
+        the claims asked for meanwhile (``shared.batch``).
+
+        ``known`` (the state kept from an earlier pass) is reused if the session is still at
+        its version; then only what arrives without a commit is read again: its open
+        submissions, its inbox and the operations its waiting calls refer to. Raises
+        ``StaleLeaseError`` if ``token`` is not above the fence.
+        """
+        return await self._claims(SessionClaim(session_id, token, known))
+
+    async def _claim_batch(
+        self, claims: list[SessionClaim]
+    ) -> list[ClaimedSession | BaseException]:
+        # Without BEGIN on PostgreSQL: once the claims are in, no older holder can commit,
+        # and the reads see each session as the last commit before it left it.
+        return await self.backend.write(
+            lambda conn: claim_sessions_sync(conn, claims), single_statement=True
+        )
+
+    async def arrivals(
+        self, session_id: str, *, queued: bool
+    ) -> tuple[list[InboxRecord], list[SubmissionRecord]]:
+        """What reached ``session_id`` without a commit: its inbox requests not applied yet,
+        and (``queued``) its submissions waiting for their turn, oldest first; read in one hop
+        shared with the reads of other sessions asked for meanwhile."""
+        return await self._arrivals((session_id, queued))
+
+    async def rows(
+        self, task_ids: list[str], operation_ids: list[str]
+    ) -> tuple[dict[str, TaskRecord], dict[str, OperationRecord]]:
+        """The tasks and operations of these ids that exist, read in one hop shared with the
+        reads asked for meanwhile."""
+        if not task_ids and not operation_ids:
+            return {}, {}
+        return await self._rows((task_ids, operation_ids))
+
+    async def _rows_batch(
+        self, asks: list[tuple[list[str], list[str]]]
+    ) -> list[tuple[dict[str, TaskRecord], dict[str, OperationRecord]]]:
+        task_ids = sorted({i for ids, _ in asks for i in ids})
+        op_ids = sorted({i for _, ids in asks for i in ids})
+        tasks, ops = await self.backend.read(
+            lambda conn: (tasks_by_ids_sync(conn, task_ids), operations_by_ids_sync(conn, op_ids))
+        )
+        return [
+            ({i: tasks[i] for i in t if i in tasks}, {i: ops[i] for i in o if i in ops})
+            for t, o in asks
+        ]
+
+    async def claim_session_fence(self, session_id: str, token: int) -> int:
+        """Claim the session for lease ``token``; ``StaleLeaseError`` if not above the fence."""
+        await self.backend.write(
+            lambda conn: fence.claim_session_fence(conn, session_id, token),
+            single_statement=True,
+        )
+        return token
+
+    async def ping(self) -> bool:
+        """Whether the store answers a trivial query."""
+        async with self.backend.snapshot() as conn:
+            await conn.execute(text("SELECT 1"))
+        return True
+
+    async def status(self) -> dict[str, Any]:
+        """Schema revision, row counts, and sessions with open work (tasks not terminal or
+        submissions not answered) per compatibility key, for ``brainhands status``."""
+        counts: dict[str, Any] = {"revision": await migrate.current_revision(self.backend)}
+        async with self.backend.snapshot() as conn:
+            tables = {
+                "sessions": schema.session,
+                "tasks": schema.task,
+                "operations": schema.operation,
+                "outbox_rows": schema.outbox,
+            }
+            for label, table in tables.items():
+                total = await conn.execute(select(func.count()).select_from(table))
+                counts[label] = total.scalar_one()
+            unsent = await conn.execute(
+                select(func.count())
+                .select_from(schema.outbox)
+                .where(schema.outbox.c.sent_at.is_(None))
+            )
+            counts["outbox_unsent"] = unsent.scalar_one()
+            s, t, sub = schema.session, schema.task, schema.submission
+            open_work = or_(
+                exists().where(t.c.session_id == s.c.id, t.c.status != "terminal"),
+                exists().where(
+                    sub.c.session_id == s.c.id, sub.c.status.in_(OPEN_SUBMISSION_STATUSES)
+                ),
+            )
+            by_key = await conn.execute(
+                select(s.c.compat, func.count()).where(open_work).group_by(s.c.compat)
+            )
+            counts["open_sessions_by_compat"] = {key: n for key, n in by_key}
+        return counts

@@ -1,0 +1,318 @@
+"""Accepted input: one submission per ``(session, request_id)``, however often it is sent.
+
+Submitting needs no session lease: it inserts the submission (and the session, on first
+contact) and the wake-up in one transaction, and a Brain picks the submission up from
+there. Re-submitting the same request id returns the original and wakes nobody.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import Insert, Table, bindparam, insert, literal, select, true, union_all
+from sqlalchemy.dialects import postgresql
+from sqlalchemy.engine import Connection
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from brainhands.shared.errors import NotFoundError
+from brainhands.shared.store import schema
+from brainhands.shared.store.commit import insert_outbox_sync, publish_after
+from brainhands.shared.store.draft import OutboxMessage, new_id
+from brainhands.shared.store.hot import HotStatement, hot, run
+from brainhands.shared.store.records import CommitReceipt, OutboxRow, SubmissionRecord
+from brainhands.shared.store.store import Store
+from brainhands.shared.tenancy import split_key
+
+
+@dataclass(frozen=True)
+class SubmitReceipt:
+    submission: SubmissionRecord
+    created: bool
+    """False when the request id was seen before: nothing new was started."""
+
+
+async def submit(
+    store: Store,
+    *,
+    session_id: str,
+    request_id: str,
+    input: Any,
+    compat: str,
+    wake: Callable[[str], OutboxMessage],
+    principal: str | None = None,
+    callback_url: str | None = None,
+) -> SubmitReceipt:
+    """Accept ``input`` once for ``(session_id, request_id)`` and wake the session's Brains.
+
+    A new session is created for the Brains of ``compat``, for the tenant its id says
+    (``shared/tenancy.py``); an existing one keeps the key it was created with, and
+    ``wake(key)`` builds the wake-up for that key. ``principal``: who submits, kept with
+    the submission; ``callback_url``: where its end is to be posted.
+
+    Where the backend chains writes (PostgreSQL), one statement in one hop, without BEGIN
+    and COMMIT (``_submit_chained``). Otherwise, or when that statement cannot decide alone,
+    one transaction in one hop, of statements built once: the session's insert (a no-op
+    when it exists), a read of its key, the submission's insert returning the
+    row (or, for a request id seen before, a read of the original), and the wake-up.
+    """
+    now = time.time()
+    tenant, _ = split_key(session_id)
+    handoff = store.handoff
+    if store.backend.chains_writes:
+        chained = await store.backend.write(
+            lambda conn: _submit_chained(
+                conn,
+                session_id,
+                request_id,
+                input,
+                compat,
+                wake(compat),
+                tenant,
+                principal,
+                callback_url,
+                now,
+                handoff,
+            ),
+            single_statement=True,
+        )
+        if chained is not None:
+            record, rows = chained
+            if rows:
+                store.notify(CommitReceipt(session_id, version=-1, entry_seqs=[], outbox=rows))
+            return SubmitReceipt(record, created=bool(rows))
+
+    def work(conn: Connection) -> tuple[SubmissionRecord, tuple[OutboxRow, ...]]:
+        inserts = _inserts(store.backend.insert)
+        conn.execute(
+            inserts.session,
+            {"id": session_id, "uid": new_id(), "compat": compat, "tenant": tenant, "now": now},
+        )
+        key: str = conn.execute(_SESSION_KEY, {"sid": session_id}).scalar_one()
+        params = {
+            "id": new_id(),
+            "sid": session_id,
+            "rid": request_id,
+            "input": input,
+            "principal": principal,
+            "callback_url": callback_url,
+            "now": now,
+        }
+        row = conn.execute(inserts.submission, params).one_or_none()
+        if row is None:  # seen before: the original, and no wake-up
+            return _by_request_sync(conn, session_id, request_id), ()
+        rows = insert_outbox_sync(conn, session_id, [wake(str(key))], now, handoff=handoff)
+        return SubmissionRecord(**dict(row._mapping)), rows
+
+    record, rows = await store.backend.write(work)
+    if rows:
+        store.notify(CommitReceipt(session_id, version=-1, entry_seqs=[], outbox=rows))
+    return SubmitReceipt(record, created=bool(rows))
+
+
+@dataclass(frozen=True)
+class _Inserts:
+    session: Insert
+    submission: Insert
+
+
+@functools.cache
+def _inserts(insert: Callable[[Table], Any]) -> _Inserts:
+    """A dialect's ``INSERT ... ON CONFLICT DO NOTHING`` of a session and a submission."""
+    s, sub = schema.session, schema.submission
+    now = bindparam("now", type_=s.c.created_at.type)
+    return _Inserts(
+        session=insert(s)
+        .values(
+            id=bindparam("id"),
+            uid=bindparam("uid"),
+            compat=bindparam("compat"),
+            tenant=bindparam("tenant"),
+            created_at=now,
+            updated_at=now,
+        )
+        .on_conflict_do_nothing(index_elements=["id"]),
+        submission=insert(sub)
+        .values(
+            id=bindparam("id"),
+            session_id=bindparam("sid"),
+            request_id=bindparam("rid"),
+            status="queued",
+            input=bindparam("input", type_=sub.c.input.type),
+            principal=bindparam("principal", type_=sub.c.principal.type),
+            callback_url=bindparam("callback_url", type_=sub.c.callback_url.type),
+            created_at=now,
+            updated_at=now,
+        )
+        .on_conflict_do_nothing(index_elements=["session_id", "request_id"])
+        .returning(*sub.c),
+    )
+
+
+def _submit_chained(
+    conn: Connection,
+    session_id: str,
+    request_id: str,
+    input: Any,
+    compat: str,
+    message: OutboxMessage,
+    tenant: str,
+    principal: str | None,
+    callback_url: str | None,
+    now: float,
+    handoff: float | None,
+) -> tuple[SubmissionRecord, tuple[OutboxRow, ...]] | None:
+    """``submit`` as one statement (``_SUBMIT``), for a session new or of key ``compat``:
+    the submission and its wake-up ``message`` (built for ``compat``), or, for a request id
+    seen before, the original and nothing new. None when the statement wrote nothing and
+    cannot tell why for sure (the session has another key, or was created by a transaction
+    that committed after this statement's snapshot): the caller takes the longer way."""
+    params = {
+        "id": new_id(),
+        "uid": new_id(),
+        "sid": session_id,
+        "rid": request_id,
+        "compat": compat,
+        "tenant": tenant,
+        "input": input,
+        "principal": principal,
+        "callback_url": callback_url,
+        "now": now,
+        "routing_key": message.routing_key,
+        "body": message.body,
+        "headers": message.headers,
+        "publish_after": publish_after(now, handoff),
+    }
+    row = run(conn, _SUBMIT, params).one_or_none()
+    if row is None or row.key != compat:
+        return None
+    if row.outbox_id is None:  # seen before: the original, and no wake-up
+        return _by_request_sync(conn, session_id, request_id), ()
+    fields = row._mapping
+    record = SubmissionRecord(**{c.name: fields[c.name] for c in schema.submission.c})
+    wake_row = OutboxRow(row.outbox_id, message.routing_key, message.body, message.headers)
+    return record, (wake_row,)
+
+
+def _submit_statement() -> HotStatement:
+    """The session's insert (a no-op when it exists), its key, the submission's insert
+    when the key is the caller's (a no-op for a request id seen before), and the wake-up
+    for a submission inserted; one row, with the submission and the wake-up's id, unless
+    the session is not in the statement's snapshot."""
+    s, sub, ob = schema.session, schema.submission, schema.outbox
+    now = bindparam("now", type_=s.c.created_at.type)
+    sid = bindparam("sid", type_=s.c.id.type)
+    tenant = bindparam("tenant", type_=s.c.tenant.type)
+    created = (
+        postgresql.insert(s)
+        .values(
+            id=sid,
+            uid=bindparam("uid"),
+            compat=bindparam("compat"),
+            tenant=tenant,
+            created_at=now,
+            updated_at=now,
+        )
+        .on_conflict_do_nothing(index_elements=["id"])
+        .returning(s.c.compat)
+        .cte("created")
+    )
+    # One of the two has the session's row: the statement's snapshot does not see a row
+    # its own insert wrote, and the insert writes none when the row was there.
+    key = union_all(
+        select(created.c.compat),
+        select(s.c.compat).where(s.c.id == sid),
+    ).cte("key")
+    columns = (
+        "id", "session_id", "request_id", "status", "input", "principal", "callback_url",
+        "created_at", "updated_at",
+    )  # fmt: skip
+    submitted = (
+        postgresql.insert(sub)
+        .from_select(
+            columns,
+            select(
+                bindparam("id", type_=sub.c.id.type),
+                sid,
+                bindparam("rid", type_=sub.c.request_id.type),
+                literal("queued", sub.c.status.type),
+                bindparam("input", type_=sub.c.input.type),
+                bindparam("principal", type_=sub.c.principal.type),
+                bindparam("callback_url", type_=sub.c.callback_url.type),
+                now,
+                now,
+            ).where(key.c.compat == bindparam("compat", type_=s.c.compat.type)),
+        )
+        .on_conflict_do_nothing(index_elements=["session_id", "request_id"])
+        .returning(*sub.c)
+        .cte("submitted")
+    )
+    woken = (
+        insert(ob)
+        .from_select(
+            ["session_id", "routing_key", "body", "headers", "created_at", "publish_after"],
+            select(
+                submitted.c.session_id,
+                bindparam("routing_key", type_=ob.c.routing_key.type),
+                bindparam("body", type_=ob.c.body.type),
+                bindparam("headers", type_=ob.c.headers.type),
+                now,
+                bindparam("publish_after", type_=ob.c.publish_after.type),
+            ),
+        )
+        .returning(ob.c.id)
+        .cte("woken")
+    )
+    return hot(
+        select(
+            key.c.compat.label("key"),
+            *(submitted.c[c.name] for c in sub.c),
+            woken.c.id.label("outbox_id"),
+        )
+        .select_from(key)
+        .outerjoin(submitted, true())
+        .outerjoin(woken, true())
+    )
+
+
+_SUBMIT = _submit_statement()
+
+
+_SESSION_KEY = select(schema.session.c.compat).where(schema.session.c.id == bindparam("sid"))
+
+
+_BY_REQUEST = select(schema.submission).where(
+    schema.submission.c.session_id == bindparam("sid"),
+    schema.submission.c.request_id == bindparam("rid"),
+)
+
+
+async def get_submission(store: Store, session_id: str, request_id: str) -> SubmissionRecord:
+    """The submission of ``request_id`` in ``session_id``, as it stands now: one statement,
+    in one hop (what a waiting client reads again at every notification)."""
+    return await store.backend.read(lambda conn: _by_request_sync(conn, session_id, request_id))
+
+
+def _by_request_sync(conn: Connection, session_id: str, request_id: str) -> SubmissionRecord:
+    row = conn.execute(_BY_REQUEST, {"sid": session_id, "rid": request_id}).one_or_none()
+    if row is None:
+        raise NotFoundError(f"no submission {request_id!r} in session {session_id}")
+    return SubmissionRecord(**dict(row._mapping))
+
+
+async def session_submissions(store: Store, session_id: str) -> list[SubmissionRecord]:
+    """Every submission of ``session_id``, oldest first."""
+    async with store.backend.snapshot() as conn:
+        return await submissions_in(conn, session_id)
+
+
+async def submissions_in(conn: AsyncConnection, session_id: str) -> list[SubmissionRecord]:
+    """``session_submissions``, read in the transaction of ``conn``."""
+    sub = schema.submission
+    rows = await conn.execute(
+        select(sub).where(sub.c.session_id == session_id).order_by(sub.c.created_at)
+    )
+    return [SubmissionRecord(**dict(r._mapping)) for r in rows]

@@ -1,0 +1,242 @@
+"""Tools: what a tool is called, which Hands pool runs it, how it may be replayed.
+
+Hands hold the registry of the functions they run (users register them with
+``hands.tool``) and publish each tool's declaration -- name, pool, policy, description,
+argument schema -- in the store when they start. A Brain knows tools only by those
+declarations (``shared.store.declarations.ToolCatalog``): it never imports tool code.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import functools
+import hashlib
+import importlib
+import inspect
+import json
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from brainhands.shared.errors import UnknownToolError
+
+ReplayPolicy = Literal["safe", "query", "unsafe"]
+REPLAY_POLICIES: tuple[ReplayPolicy, ...] = ("safe", "query", "unsafe")
+
+
+class RetryPolicy(BaseModel):
+    """How failed and interrupted calls are tried again; the counts live in the operation row.
+
+    ``max_attempts`` bounds the tool's own failures (a retryable ``ToolError``, or, for
+    ``safe`` and ``query`` tools, an exception after which the effect may have happened).
+    ``max_interruptions`` bounds something else: attempts cut short by their worker's death
+    or a lost lease. A flaky fleet spends that budget, never the tool's, and a call that
+    keeps killing its worker still ends once it is spent.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    max_attempts: int = Field(default=3, ge=1)
+    initial_delay: float = Field(default=0.5, ge=0)
+    multiplier: float = Field(default=2.0, ge=1)
+    max_delay: float = Field(default=30.0, ge=0)
+    max_interruptions: int = Field(default=20, ge=0)
+    interruption_delay: float = Field(default=0.25, ge=0)
+    max_interruption_delay: float = Field(default=10.0, ge=0)
+
+    def delay(self, attempt: int) -> float:
+        """Seconds to wait after failed attempt number ``attempt`` (1-based)."""
+        return float(min(self.max_delay, self.initial_delay * self.multiplier ** (attempt - 1)))
+
+    def delay_after_interruption(self, interruption: int) -> float:
+        """Seconds to wait before running again after interruption number ``interruption``."""
+        backoff = self.interruption_delay * self.multiplier ** (interruption - 1)
+        return float(min(self.max_interruption_delay, backoff))
+
+
+@dataclass(frozen=True)
+class QueryAnswer:
+    """What a tool's query function learned from the external system."""
+
+    happened: bool
+    result: Any = None
+
+
+class ToolContextLike(Protocol):
+    """What a tool sees of its run (implemented by ``hands.ToolContext``)."""
+
+    @property
+    def operation_id(self) -> str: ...
+    @property
+    def fence(self) -> int: ...
+    @property
+    def attempt(self) -> int: ...
+    async def progress(self, message: str, **data: Any) -> None: ...
+    def cancelled(self) -> bool: ...
+
+
+ToolFunction = Callable[[Any, Any], Awaitable[Any]]
+QueryFunction = Callable[[Any, Any], Awaitable[QueryAnswer]]
+
+
+def function_schema(name: str, description: str, parameters: dict[str, Any]) -> dict[str, Any]:
+    """A chat-completions ``tools`` entry: a function named ``name`` taking arguments
+    described by the JSON schema ``parameters`` (copied: the caller's stays untouched)."""
+    return {
+        "type": "function",
+        "function": {
+            "name": name,
+            "description": description,
+            "parameters": copy.deepcopy(parameters),
+        },
+    }
+
+
+def describe_invalid_arguments(exc: ValidationError) -> str:
+    """What is wrong with a call's arguments, one ``field: problem`` per error, in words a
+    model (or an operator) can act on."""
+    return "; ".join(
+        f"{'.'.join(str(p) for p in e['loc']) or 'arguments'}: {e['msg']}"
+        for e in exc.errors(include_url=False)
+    )
+
+
+@functools.cache
+def model_schema(args: type[BaseModel]) -> dict[str, Any]:
+    """The JSON schema of ``args`` (cached: do not change it)."""
+    # Generating a schema costs far more than copying it, and every model request needs one.
+    return args.model_json_schema()
+
+
+@dataclass(frozen=True)
+class ToolDeclaration:
+    """What a process that does not run a tool knows of it: what the Hands serving it
+    declared in the store (see ``brainhands.shared.store.declarations``)."""
+
+    name: str
+    pool: str
+    policy: ReplayPolicy
+    description: str
+    args_schema: dict[str, Any]
+    approval: bool = False
+    """A model's call of it waits for a decision (``Client.approve`` / ``deny``)."""
+
+    def schema(self) -> dict[str, Any]:
+        """The tool as a model sees it (chat-completions ``tools`` entry)."""
+        return function_schema(self.name, self.description, self.args_schema)
+
+    @property
+    def digest(self) -> str:
+        """Of the whole declaration: equal digests, equal declarations."""
+        content = json.dumps(dataclasses.asdict(self), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(content.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """One registered tool."""
+
+    name: str
+    pool: str
+    fn: ToolFunction
+    args_model: type[BaseModel]
+    policy: ReplayPolicy
+    query: QueryFunction | None
+    timeout: float
+    retry: RetryPolicy
+    description: str
+    approval: bool = False
+
+    def declaration(self) -> ToolDeclaration:
+        """What the Hands serving this tool declare of it in the store."""
+        schema = copy.deepcopy(model_schema(self.args_model))
+        return ToolDeclaration(
+            self.name, self.pool, self.policy, self.description, schema, self.approval
+        )
+
+
+@dataclass
+class ToolRegistry:
+    """Tools by name."""
+
+    tools: dict[str, ToolSpec] = field(default_factory=dict)
+
+    def add(self, spec: ToolSpec) -> None:
+        existing = self.tools.get(spec.name)
+        if existing is not None and existing.fn is not spec.fn:
+            raise ValueError(f"tool {spec.name!r} is registered twice")
+        self.tools[spec.name] = spec
+
+    def get(self, name: str) -> ToolSpec:
+        try:
+            return self.tools[name]
+        except KeyError:
+            known = ", ".join(sorted(self.tools)) or "none"
+            raise UnknownToolError(f"no tool named {name!r} (registered: {known})") from None
+
+    def in_pool(self, pool: str) -> list[ToolSpec]:
+        return [t for t in self.tools.values() if t.pool == pool]
+
+    def __iter__(self) -> Iterator[ToolSpec]:
+        return iter(self.tools.values())
+
+
+registry = ToolRegistry()
+"""The process-wide registry that ``hands.tool`` fills."""
+
+
+def load_tool_modules(paths: list[str]) -> ToolRegistry:
+    """Import each module path (e.g. ``brainhands.examples.notify.tools``) so its tools register."""
+    for path in paths:
+        try:
+            importlib.import_module(path)
+        except ImportError as exc:
+            raise UnknownToolError(f"cannot import tool module {path!r}: {exc}") from exc
+    return registry
+
+
+def declare(
+    fn: ToolFunction,
+    *,
+    name: str | None,
+    pool: str,
+    policy: ReplayPolicy,
+    query: QueryFunction | None,
+    timeout: float,
+    retry: RetryPolicy | None,
+    description: str | None,
+    approval: bool = False,
+) -> ToolSpec:
+    """Build a ToolSpec from an ``async def tool(args: Model, ctx)`` function; validate it."""
+    if not inspect.iscoroutinefunction(fn):
+        raise TypeError(f"tool {fn.__qualname__} must be an async function")
+    if policy not in REPLAY_POLICIES:
+        raise ValueError(f"policy must be one of {REPLAY_POLICIES}, not {policy!r}")
+    if policy == "query" and query is None:
+        raise ValueError(f"tool {fn.__qualname__} has policy 'query' but no query function")
+    if timeout <= 0:
+        raise ValueError("timeout must be positive")
+    params = list(inspect.signature(fn, eval_str=True).parameters.values())
+    if len(params) != 2:
+        raise TypeError(f"tool {fn.__qualname__} must take (args: <pydantic model>, ctx)")
+    args_model = params[0].annotation
+    if not (inspect.isclass(args_model) and issubclass(args_model, BaseModel)):
+        raise TypeError(
+            f"the first parameter of tool {fn.__qualname__} must be annotated with a "
+            "pydantic model (its schema is what the model sees)"
+        )
+    return ToolSpec(
+        name=name or fn.__name__,
+        pool=pool,
+        fn=fn,
+        args_model=args_model,
+        policy=policy,
+        query=query,
+        timeout=timeout,
+        retry=retry or RetryPolicy(),
+        description=description or inspect.getdoc(fn) or "",
+        approval=approval,
+    )

@@ -1,0 +1,87 @@
+"""Commands that act on running sessions through the client: signal, approve, deny, and the
+list of calls waiting for a decision."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from datetime import UTC, datetime
+
+from brainhands.client.approvals import ALL, Decision
+from brainhands.client.direct import Client
+from brainhands.shared.config import CommonSettings, load_settings
+from brainhands.shared.errors import ConfigurationError
+from brainhands.shared.tenancy import check_tenant
+
+
+def settings_for(args: argparse.Namespace) -> CommonSettings:
+    """The settings, with the tenant of ``--tenant`` when the command was given one."""
+    settings = load_settings(CommonSettings)
+    if getattr(args, "tenant", None) is None:
+        return settings
+    try:
+        return settings.model_copy(update={"tenant": check_tenant(args.tenant)})
+    except ValueError as exc:
+        raise ConfigurationError(f"--tenant: {exc}") from None
+
+
+async def signal(args: argparse.Namespace) -> int:
+    payload = json.loads(args.payload) if args.payload is not None else None
+    async with await Client.from_settings(settings_for(args)) as client:
+        receipt = await client.signal(
+            args.session, args.name, payload, signal_id=args.id, decision=args.decision
+        )
+    seen = "sent" if receipt.created else "already sent earlier: counted once"
+    print(f"signal {args.name!r} ({receipt.request.key}) to session {args.session}: {seen}")
+    return 0
+
+
+async def approve(args: argparse.Namespace) -> int:
+    async with await Client.from_settings(settings_for(args)) as client:
+        decisions = await client.approve(
+            args.session,
+            ALL if args.all else args.id,
+            by=args.by,
+            reason=args.reason,
+            decision_id=args.decision,
+        )
+    return _report(args.session, decisions)
+
+
+async def deny(args: argparse.Namespace) -> int:
+    async with await Client.from_settings(settings_for(args)) as client:
+        decisions = await client.deny(
+            args.session,
+            ALL if args.all else args.id,
+            by=args.by,
+            reason=args.reason,
+            decision_id=args.decision,
+        )
+    return _report(args.session, decisions)
+
+
+def _report(session_id: str, decisions: list[Decision]) -> int:
+    if not decisions:
+        print(f"session {session_id} has no call waiting for approval")
+    for d in decisions:
+        seen = "" if d.new else " (decided before: counted once)"
+        print(f"{d.approval_id}: {d.verdict} by {d.by}{seen}")
+    return 0
+
+
+async def pending(args: argparse.Namespace) -> int:
+    async with await Client.from_settings(settings_for(args)) as client:
+        waiting = await client.pending_approvals(args.session)
+    if args.json:
+        print(json.dumps([a.__dict__ for a in waiting], indent=2))
+        return 0
+    if not waiting:
+        print("no call is waiting for approval")
+    for a in waiting:
+        age = time.time() - a.since
+        since = datetime.fromtimestamp(a.since, UTC).isoformat(timespec="seconds")
+        flag = "  ESCALATED" if a.escalated else ""
+        print(f"{a.session_id}  {a.approval_id}  {a.tool} {json.dumps(a.arguments)}")
+        print(f"    asked by {a.agent} at {since} ({age:.0f}s ago){flag}")
+    return 0
