@@ -14,7 +14,7 @@ a. **Round trip.** One Brain and one Hands process; S one-call sessions (``--ses
 b. **Throughput.** Then on each schema in turn, 2 Brains and 2 Hands: B sessions
    (``--burst``) at once, timed until the last one is answered.
 c. **A sweep.** Once the workers have stopped: ``Sweeper.sweep_once()`` of this process,
-   built like a Brain's (``brain/brainhands/brain/main.py``), ``--sweeps`` times after one unmeasured.
+   built like a Brain's (``brainhands.brain.main``), ``--sweeps`` times after one unmeasured.
 
 The rounds (``--rounds``) alternate which schema goes first (empty, filled; filled, empty;
 ...). Then ``EXPLAIN (ANALYZE, BUFFERS)`` of the sweeper's queries, a Brain's load and claim
