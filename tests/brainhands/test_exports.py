@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 import brainhands
+from tests.helpers.distributions import copy_sources
 from tests.helpers.processes import ROOT, WORKDIR
 
 EXPORTED = [
@@ -116,7 +117,8 @@ def test_every_file_has_one_path() -> None:
 
 
 def test_each_folder_builds_a_wheel_of_its_own_part_of_brainhands(tmp_path: Path) -> None:
-    folders = [str(ROOT / folder) for folder in DISTRIBUTIONS]
+    sources = copy_sources(tmp_path / "sources")
+    folders = [str(sources / folder) for folder in DISTRIBUTIONS]
     subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(tmp_path), *folders],
         check=True,

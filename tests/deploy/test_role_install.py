@@ -14,8 +14,8 @@ import pytest
 
 from brainhands.shared.config import normalize_database_url
 from brainhands.shared.store import Store
+from tests.helpers.distributions import copy_sources
 from tests.helpers.harness import HandsHarness
-from tests.helpers.processes import ROOT
 from tests.helpers.rabbit import broker_env
 from tests.helpers.stores import StoreTarget, drop_schema
 
@@ -43,10 +43,11 @@ def hands_only(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A fresh environment with brainhands-core and brainhands-hands (and their
     dependencies) installed, not editable, from this checkout: its Python."""
     home = tmp_path_factory.mktemp("hands-only")
+    sources = copy_sources(home / "sources")
     venv.create(home / "venv", with_pip=True)
     python = home / "venv" / "bin" / "python"
     done = subprocess.run(
-        [python, "-m", "pip", "install", "--quiet", str(ROOT / "shared"), str(ROOT / "hands")],
+        [python, "-m", "pip", "install", "-q", str(sources / "shared"), str(sources / "hands")],
         capture_output=True,
         text=True,
         timeout=360,

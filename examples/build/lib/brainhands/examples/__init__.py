@@ -1,1 +1,0 @@
-"""Example applications built on the brainhands public API."""

@@ -1,1 +1,0 @@
-"""A small application on the brainhands public API: durable email notices."""
