@@ -41,8 +41,9 @@ from brainhands.brain.task import (
     WaitSignal,
 )
 from brainhands.shared import metrics
+from brainhands.shared.calls import ToolCallIntent
 from brainhands.shared.errors import UnknownToolError
-from brainhands.shared.messages import MAX_INLINE_JSON, ToolJob, encode
+from brainhands.shared.messages import MAX_INLINE_JSON, encode
 from brainhands.shared.store import Draft, SubmissionRecord, TaskRecord
 from brainhands.shared.store.declarations import ToolCatalog
 from brainhands.shared.store.draft import SubmissionChange, TaskChange
@@ -434,31 +435,24 @@ class SessionEdits:
             return task_id
         # Arguments too large to go inline are stored once, in this commit, and the task and
         # the job both refer to them.
-        arguments: dict[str, Any] = {"arguments": call.arguments}
+        arguments, blob_id = call.arguments, None
         encoded = json.dumps(call.arguments).encode()
         if len(encoded) > MAX_INLINE_JSON:
-            arguments = {"arguments": {}, "arguments_blob_id": draft.add_blob(encoded)}
-        tool_input = {"tool": call.tool, **arguments, "pool": pool}
+            arguments, blob_id = {}, draft.add_blob(encoded)
+        intent = ToolCallIntent(
+            operation_id, self.session_id, task_id, call.tool, pool, arguments, blob_id
+        )
         self._create(
             draft,
             task_id=task_id,
             kind=TOOL_KIND,
             kind_version=1,
-            input=tool_input,
+            input=intent.task_input(),
             parent_id=task.id,
             status="waiting",
             operation_id=operation_id,
         )
-        job = ToolJob(
-            operation_id=operation_id,
-            tool=call.tool,
-            **arguments,
-            session_id=self.session_id,
-            task_id=task_id,
-            compat=self.compat,
-            pool=pool,
-            trace=current_carrier(),
-        )
+        job = intent.job(compat=self.compat, trace=current_carrier())
         draft.add_outbox(self.topology.hands_queue(pool), encode(job))
         return task_id
 

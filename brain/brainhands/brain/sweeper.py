@@ -38,13 +38,13 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from pydantic import ValidationError
 from redis.exceptions import RedisError
 
 from brainhands.brain.callbacks import Callbacks
 from brainhands.brain.decide import TOOL_KIND
 from brainhands.shared import metrics
 from brainhands.shared.broker import Broker
+from brainhands.shared.calls import ToolCallIntent
 from brainhands.shared.errors import BrainhandsError, BrokerError
 from brainhands.shared.lease import Lease, LeaseManager
 from brainhands.shared.messages import SessionWake, ToolJob
@@ -298,17 +298,8 @@ class Sweeper:
         """The job of a tool call, as the Brain first sent it; None if its row is malformed."""
         task = call.task
         try:
-            return ToolJob(
-                operation_id=task.operation_id,
-                tool=task.input["tool"],
-                arguments=task.input["arguments"],
-                arguments_blob_id=task.input.get("arguments_blob_id"),
-                session_id=task.session_id,
-                task_id=task.id,
-                compat=call.compat,
-                pool=task.input["pool"],
-            )
-        except (KeyError, TypeError, ValidationError) as exc:
+            return ToolCallIntent.from_task(task).job(compat=call.compat)
+        except ValueError as exc:  # pydantic's ValidationError among them
             if task.id not in self._unsendable:
                 self._unsendable.add(task.id)
                 log.error(

@@ -25,6 +25,7 @@ from brainhands.hands.context import ToolContext
 from brainhands.hands.decide import after_interruption, judge_failure, next_step, retry_or_fail
 from brainhands.shared import metrics
 from brainhands.shared.broker import Broker, Delivery
+from brainhands.shared.calls import ToolCallIntent
 from brainhands.shared.errors import (
     BrainhandsError,
     CallCancelled,
@@ -148,10 +149,11 @@ class HandsWorker:
             },
         )
         claimed: list[OperationRecord] = []
+        intent = ToolCallIntent.of_job(job).operation_columns()
 
         async def claim(token: int) -> None:
             claimed.append(
-                (await self.ledger.claim(job.operation_id, token, intent=_intent(job))).operation
+                (await self.ledger.claim(job.operation_id, token, intent=intent)).operation
             )
 
         lease = await self._acquire(job, claim)
@@ -451,17 +453,6 @@ class _RunningCall:
     operation_id: str
     task_id: str
     cancel: asyncio.Event
-
-
-def _intent(job: ToolJob) -> dict[str, Any]:
-    return {
-        "session_id": job.session_id,
-        "task_id": job.task_id,
-        "tool": job.tool,
-        "pool": job.pool,
-        "arguments": job.arguments,
-        "arguments_blob_id": job.arguments_blob_id,
-    }
 
 
 def _result_event(job: ToolJob, status: OperationStatus) -> ToolResult:
