@@ -17,6 +17,7 @@ from brainhands.brain.decide import (
     Run,
     Settle,
     WindDown,
+    child_tool_outcome,
     evaluate_join,
     may_join,
     next_action,
@@ -26,6 +27,7 @@ from brainhands.brain.decide import (
 from brainhands.brain.task import (
     FOLLOW_UP,
     Child,
+    ChildOutcome,
     Dispatch,
     Fail,
     Finish,
@@ -34,6 +36,7 @@ from brainhands.brain.task import (
     Spawn,
     WaitSignal,
 )
+from brainhands.shared.calls import ToolOutcome
 from brainhands.shared.store.records import (
     InboxRecord,
     OperationRecord,
@@ -267,6 +270,44 @@ def test_tool_outcome_of_success_carries_the_result() -> None:
     assert tool_outcome(operation("succeeded", result={"r": 1})) == Settle(
         "succeeded", result={"status": "succeeded", "result": {"r": 1}}
     )
+
+
+@pytest.mark.parametrize(
+    ("status", "outcome"),
+    [("failed", "failed"), ("uncertain", "failed"), ("cancelled", "cancelled")],
+)
+def test_tool_outcome_of_a_failure_keeps_the_operations_status_and_error(
+    status: str, outcome: str
+) -> None:
+    assert tool_outcome(operation(status, error={"type": "X"})) == Settle(
+        outcome,  # type: ignore[arg-type]
+        error={"status": status, "error": {"type": "X"}},
+    )
+
+
+@pytest.mark.parametrize(
+    "op",
+    [
+        operation("succeeded", result={"r": 1}),
+        operation("uncertain", error={"type": "Interrupted"}),
+        operation("cancelled", error={"type": "Cancelled"}),
+    ],
+)
+def test_a_tool_childs_outcome_reads_back_as_its_operation_ended(op: OperationRecord) -> None:
+    settled = tool_outcome(op)
+    ended = ChildOutcome("t", TOOL_KIND, {}, settled.outcome, settled.result, settled.error)
+
+    assert child_tool_outcome(ended) == ToolOutcome.of_operation(op)
+
+
+def test_a_task_tools_outcome_is_read_as_the_task_ended() -> None:
+    succeeded = ChildOutcome("t", "emails.batch", {}, "succeeded", {"sent": 2}, None)
+    failed = ChildOutcome("t", "emails.batch", {}, "failed", None, {"reason": "a child failed"})
+    cancelled = ChildOutcome("t", TOOL_KIND, {}, "cancelled", None, {"reason": "cancelled"})
+
+    assert child_tool_outcome(succeeded) == ToolOutcome("succeeded", result={"sent": 2})
+    assert child_tool_outcome(failed) == ToolOutcome("failed", error={"reason": "a child failed"})
+    assert child_tool_outcome(cancelled) == ToolOutcome("cancelled", error={"reason": "cancelled"})
 
 
 def kept(n: int, name: str, key: str | None = None) -> InboxRecord:

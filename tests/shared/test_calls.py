@@ -6,7 +6,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from brainhands.shared.calls import ToolCallIntent
+from brainhands.shared.calls import ToolCallIntent, ToolOutcome
 from brainhands.shared.messages import ToolJob, decode, encode
 from brainhands.shared.store.records import TaskRecord
 
@@ -75,7 +75,7 @@ def test_a_job_is_the_wire_message_earlier_builds_sent() -> None:
 def test_a_row_that_holds_no_intent_is_refused_saying_why(
     input: Any, operation_id: str | None
 ) -> None:
-    with pytest.raises(ValueError, match="^it"):
+    with pytest.raises(ValueError, match=r"^its? "):
         ToolCallIntent.from_task(tool_task(input, operation_id))
 
 
@@ -93,3 +93,42 @@ def test_an_operation_row_takes_the_intents_columns() -> None:
         "arguments": {},
         "arguments_blob_id": "blob-1",
     }
+
+
+@pytest.mark.parametrize(
+    ("outcome", "task_outcome", "result", "error", "for_model"),
+    [
+        (
+            ToolOutcome("succeeded", result=[1]),
+            "succeeded",
+            {"status": "succeeded", "result": [1]},
+            None,
+            {"status": "succeeded", "result": [1]},
+        ),
+        (
+            ToolOutcome("uncertain", error={"type": "Interrupted"}),
+            "failed",
+            None,
+            {"status": "uncertain", "error": {"type": "Interrupted"}},
+            {"status": "uncertain", "error": {"type": "Interrupted"}},
+        ),
+        (
+            ToolOutcome("cancelled", error=None),
+            "cancelled",
+            None,
+            {"status": "cancelled", "error": None},
+            {"status": "cancelled", "error": None},
+        ),
+    ],
+)
+def test_an_outcome_is_stored_on_its_tool_task_read_back_and_shown_to_the_model(
+    outcome: ToolOutcome, task_outcome: str, result: Any, error: Any, for_model: Any
+) -> None:
+    assert (outcome.task_outcome, outcome.task_result(), outcome.task_error()) == (
+        task_outcome,
+        result,
+        error,
+    )
+    stored = (outcome.task_outcome, outcome.task_result(), outcome.task_error())
+    assert ToolOutcome.of_task(*stored, tool_task=True) == outcome
+    assert outcome.for_model() == for_model

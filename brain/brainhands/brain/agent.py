@@ -48,8 +48,8 @@ from brainhands.brain.approval import (
     ApprovalRequest,
     Expiry,
     approval_kinds,
-    call_result,
 )
+from brainhands.brain.decide import child_tool_outcome
 from brainhands.brain.edits import start_from_input
 from brainhands.brain.models.base import ModelAdapter, ModelError, TransientModelError
 from brainhands.brain.registry import TaskKind, TaskRegistry
@@ -360,7 +360,7 @@ def agent_kinds(
                     decided = {k: v for k, v in outcome.result.items() if k != "decision"}
                     result.update(decided)
                 else:
-                    result.update(call_result(outcome))
+                    result.update(child_tool_outcome(outcome).for_model())
             ctx.append_entry("tool_result", result)
         return Finish({"continue": True})
 

@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from brainhands.brain.task import (
     FOLLOW_UP,
+    ChildOutcome,
     Dispatch,
     Fail,
     Finish,
@@ -23,6 +24,7 @@ from brainhands.brain.task import (
     Spawn,
     WaitSignal,
 )
+from brainhands.shared.calls import ToolOutcome
 from brainhands.shared.store.draft import TaskChange
 from brainhands.shared.store.records import (
     FINAL_OPERATION_STATUSES,
@@ -263,10 +265,20 @@ def _join(facts: Facts) -> Action:
 
 def tool_outcome(op: OperationRecord) -> Settle:
     """A tool task ends as its operation did; ``uncertain`` stays visible as such."""
-    if op.status == "succeeded":
-        return Settle("succeeded", result={"status": "succeeded", "result": op.result})
-    outcome: Outcome = "cancelled" if op.status == "cancelled" else "failed"
-    return Settle(outcome, error={"status": op.status, "error": op.error})
+    return settle_tool(ToolOutcome.of_operation(op))
+
+
+def settle_tool(outcome: ToolOutcome) -> Settle:
+    """How a tool task ends with its call's ``outcome`` (stored as ``ToolOutcome.of_task``
+    reads it back)."""
+    return Settle(outcome.task_outcome, result=outcome.task_result(), error=outcome.task_error())
+
+
+def child_tool_outcome(child: ChildOutcome) -> ToolOutcome:
+    """How a child the model called as a tool ended: a tool task's call, or a task tool."""
+    return ToolOutcome.of_task(
+        child.outcome, child.result, child.error, tool_task=child.kind == TOOL_KIND
+    )
 
 
 def crash_loop_error(task: TaskRecord) -> dict[str, Any]:

@@ -1,10 +1,16 @@
-"""One tool call, in one type: what the Brain commits, the sweeper sends again and Hands run.
+"""One tool call and its outcome, each in one type, from the Brain's intent to the model.
 
-A Brain records a call as a tool task whose input is the intent's serialization
-(``task_input``) and puts its ``ToolJob`` in the outbox; the sweeper reads the intent back
-from that row (``from_task``) to send the same job again; Hands read it from the job
-(``of_job``) and create the operation row from it. So the call's fields are named once, here,
-and the stored input and the wire message stay what earlier builds wrote and read.
+``ToolCallIntent``: a Brain records a call as a tool task whose input is the intent's
+serialization (``task_input``) and puts its ``ToolJob`` in the outbox; the sweeper reads the
+intent back from that row (``from_task``) to send the same job again; Hands read it from the
+job (``of_job``) and create the operation row from it.
+
+``ToolOutcome``: how the call ended, read from its operation row (``of_operation``), stored
+as the tool task's result or error (``task_result``, ``task_error``), read back from the
+task (``of_task``) and handed to the model (``for_model``).
+
+So each is named once, here, and the stored rows and the wire message stay what earlier
+builds wrote and read.
 """
 
 from __future__ import annotations
@@ -15,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from brainhands.shared.messages import ToolJob
 
 if TYPE_CHECKING:
-    from brainhands.shared.store.records import TaskRecord
+    from brainhands.shared.store.records import OperationRecord, TaskOutcome, TaskRecord
 
 
 @dataclass(frozen=True)
@@ -101,3 +107,59 @@ class ToolCallIntent:
             "arguments": self.arguments,
             "arguments_blob_id": self.arguments_blob_id,
         }
+
+
+@dataclass(frozen=True)
+class ToolOutcome:
+    """How a tool call ended: ``status`` and, on success, ``result``, otherwise ``error``
+    (``uncertain`` stays uncertain: the model or a rule decides, never a retry)."""
+
+    status: str
+    """An operation's final status (``messages.ToolStatus``) for a call; for a task the
+    model called as a tool (an agent's task tool), the status its error names, else how the
+    task ended."""
+    result: Any = None
+    error: Any = None
+
+    @classmethod
+    def of_operation(cls, op: OperationRecord) -> ToolOutcome:
+        """The outcome an operation row in a final status records."""
+        if op.status == "succeeded":
+            return cls("succeeded", result=op.result)
+        return cls(op.status, error=op.error)
+
+    @classmethod
+    def of_task(
+        cls, outcome: TaskOutcome, result: Any, error: Any, *, tool_task: bool
+    ) -> ToolOutcome:
+        """The outcome an ended task records: a tool task's as ``task_result`` or
+        ``task_error`` stored it (``tool_task``), another's (a task tool) as it ended."""
+        if outcome == "succeeded":
+            return cls("succeeded", result=result["result"] if tool_task else result)
+        error = error or {}
+        return cls(error.get("status", outcome), error=error.get("error", error))
+
+    @property
+    def task_outcome(self) -> TaskOutcome:
+        """How the tool task that waited for the call ends."""
+        if self.status == "succeeded":
+            return "succeeded"
+        return "cancelled" if self.status == "cancelled" else "failed"
+
+    def task_result(self) -> Any:
+        """The tool task's stored result (None unless it succeeded)."""
+        return {"status": "succeeded", "result": self.result} if self.succeeded else None
+
+    def task_error(self) -> Any:
+        """The tool task's stored error (None when it succeeded)."""
+        return None if self.succeeded else {"status": self.status, "error": self.error}
+
+    @property
+    def succeeded(self) -> bool:
+        return self.status == "succeeded"
+
+    def for_model(self) -> dict[str, Any]:
+        """What the model reads of it (in a tool result entry)."""
+        if self.succeeded:
+            return {"status": "succeeded", "result": self.result}
+        return {"status": self.status, "error": self.error}
