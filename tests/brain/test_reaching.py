@@ -10,11 +10,9 @@ import time
 
 import pytest
 
-from brainhands.brain.approval import decision_signal
 from brainhands.client.approvals import ALL, PendingApproval
 from brainhands.shared.errors import DecisionRefused
-from brainhands.shared.store.inbox import session_inbox
-from brainhands.shared.store.queries import session_history
+from brainhands.shared.vocabulary import decision_signal
 from tests.helpers.agent_run import AgentRun, agent_run
 from tests.helpers.brains import BrainHarness
 from tests.helpers.polling import eventually
@@ -112,7 +110,7 @@ async def test_two_approvals_at_once_dispatch_once_and_a_denial_reaches_the_mode
     }
     assert (await agent_run.brains.store.status())["operations"] == 1
     # Who decided, when and why is kept: in the inbox and in the approval's result.
-    decisions = await session_inbox(agent_run.brains.store, "s1")
+    decisions = await agent_run.brains.store.inbox.of_session("s1")
     assert {r.key for r in decisions} == {
         decision_signal(first.approval_id),
         decision_signal(second.approval_id),
@@ -143,7 +141,7 @@ async def test_an_expiry_due_while_every_brain_is_down_is_decided_once_when_one_
     assert await sent_to(agent_run) == []
     [decision] = [
         r
-        for r in await session_inbox(agent_run.brains.store, "s1")
+        for r in await agent_run.brains.store.inbox.of_session("s1")
         if r.key == decision_signal(waiting.approval_id)
     ]
     assert decision.body == {"payload": None, "timed_out": True} and decision.applied_at
@@ -177,7 +175,7 @@ async def test_signals_sent_before_the_wait_and_while_the_brain_is_down_arrive_o
         {"name": "early", "payload": {"n": 1}, "signal_id": "e1", "timed_out": False},
         {"name": "late", "payload": {"n": 2}, "signal_id": "l1", "timed_out": False},
     ]
-    inbox = await session_inbox(brains.store, "s1")
+    inbox = await brains.store.inbox.of_session("s1")
     assert [(r.key, r.applied_at is not None) for r in inbox] == [("e1", True), ("l1", True)]
 
 
@@ -203,7 +201,7 @@ async def test_follow_ups_sent_while_a_tool_runs_join_the_loop_in_order_and_are_
     first = await brains.answer(within=60)
     expected = {"text": "Sent, and read your three notes.", "turns": 2}
     assert first.answer == expected and answers == [expected] * 3
-    tasks, _ = await session_history(brains.store, "s1")
+    tasks, _ = await brains.store.queries.history("s1")
     assert [t.kind for t in tasks if t.parent_id is None] == ["agent.session"]  # one loop
     second = json.loads(agent_run.requests()[1])["messages"]
     assert [m["role"] for m in second] == [

@@ -11,12 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from brainhands.brain.approval import (
-    APPROVAL_KIND,
-    ApprovalRequest,
-    approval_kinds,
-    decision_signal,
-)
+from brainhands.brain.approval import ApprovalRequest, approval_kinds
 from brainhands.brain.client import submit_input
 from brainhands.brain.decide import TOOL_KIND
 from brainhands.brain.edits import RunSummary
@@ -24,12 +19,10 @@ from brainhands.brain.registry import TaskKind, TaskRegistry
 from brainhands.brain.scheduler import SessionRunner
 from brainhands.shared.messages import ToolJob, decode
 from brainhands.shared.store import Draft, OperationLedger, Store, TaskRecord
-from brainhands.shared.store.declarations import ToolCatalog, declare_tools
-from brainhands.shared.store.inbox import send_signal, session_inbox
-from brainhands.shared.store.queries import sessions_needing_attention, tasks_by_ids
-from brainhands.shared.store.submissions import get_submission
+from brainhands.shared.store.declarations import ToolCatalog
 from brainhands.shared.tools import ToolRegistry, declare, load_tool_modules
 from brainhands.shared.topology import Topology
+from brainhands.shared.vocabulary import APPROVAL_KIND, decision_signal
 from tests.helpers import kinds
 
 pytestmark = pytest.mark.integration
@@ -48,7 +41,7 @@ async def run(
     """One Brain pass, holding a freshly claimed lease token; ``tools`` are declared first,
     as the Hands serving them would."""
     if tools is not None:
-        await declare_tools(store, [spec.declaration() for spec in tools])
+        await store.declarations.declare_tools([spec.declaration() for spec in tools])
     token = (await store.load(session_id)).session.fence + 1
     await store.claim_session_fence(session_id, token)
     runner = SessionRunner(
@@ -76,7 +69,7 @@ async def submit(store: Store, kind: str, input: object, request_id: str = "r1")
 
 
 async def answer(store: Store, request_id: str = "r1") -> object:
-    record = await get_submission(store, "s1", request_id)
+    record = await store.submissions.get("s1", request_id)
     assert record.status == "answered", (record.status, record.error)
     return record.answer
 
@@ -118,7 +111,7 @@ async def test_a_light_phase_that_always_raises_is_counted_and_fails(store: Stor
 
     summary = await run(store, max_restarts=3)
 
-    record = await get_submission(store, "s1", "r1")
+    record = await store.submissions.get("s1", "r1")
     assert record.status == "failed" and "light and always fails" in (record.error or "")
     assert summary.phases == 3 and summary.commits == 1
 
@@ -168,7 +161,7 @@ async def test_fail_fast_cancels_the_others_and_winds_down_before_failing(
 
     await run(store)
 
-    record = await get_submission(store, "s1", "r1")
+    record = await store.submissions.get("s1", "r1")
     assert record.status == "failed" and "a child failed" in (record.error or "")
     rows = await all_tasks(store)
     [parent] = [t for t in rows if t.kind == "parent"]
@@ -183,9 +176,9 @@ async def test_a_sleeping_task_runs_when_its_time_comes(store: Store) -> None:
 
     first = await run(store)
     assert first.next_wake is not None
-    assert (await get_submission(store, "s1", "r1")).status == "running"
+    assert (await store.submissions.get("s1", "r1")).status == "running"
     await run(store)  # too early: nothing happens
-    assert (await get_submission(store, "s1", "r1")).status == "running"
+    assert (await store.submissions.get("s1", "r1")).status == "running"
 
     await asyncio.sleep(max(0.0, first.next_wake - time.time()) + 0.05)
     await run(store)
@@ -197,7 +190,7 @@ async def test_a_phase_that_always_raises_fails_after_the_restart_limit(store: S
 
     summary = await run(store, max_restarts=3)
 
-    record = await get_submission(store, "s1", "r1")
+    record = await store.submissions.get("s1", "r1")
     assert record.status == "failed"
     assert "phase raised" in (record.error or "") and "always fails" in (record.error or "")
     assert summary.phases == 3
@@ -216,7 +209,7 @@ async def test_a_task_interrupted_too_often_in_one_phase_fails_without_running(
 
     summary = await run(store, max_restarts=3)
 
-    [row] = (await tasks_by_ids(store, [task_id])).values()
+    [row] = (await store.queries.tasks_by_ids([task_id])).values()
     assert (row.status, row.outcome) == ("terminal", "failed")
     assert row.error["reason"] == "crash loop"
     assert summary.phases == 0
@@ -258,7 +251,7 @@ async def test_an_unknown_kind_is_blocked_untouched_then_migrated_by_a_newer_bui
         return {**input, "migrated": True}, state
 
     await run(store, registry=registry_v2)
-    [done] = (await tasks_by_ids(store, [task_id])).values()
+    [done] = (await store.queries.tasks_by_ids([task_id])).values()
     assert (done.outcome, done.result) == (
         "succeeded",
         {"input": {"x": 2, "migrated": True}, "version": 2},
@@ -458,13 +451,13 @@ async def all_tasks(store: Store) -> list[TaskRecord]:
 
     async with store.backend.engine.connect() as conn:
         ids = [r.id for r in await conn.execute(select(schema.task.c.id))]
-    return list((await tasks_by_ids(store, ids)).values())
+    return list((await store.queries.tasks_by_ids(ids)).values())
 
 
 async def signal(store: Store, name: str, signal_id: str, payload: object = None) -> bool:
     """Send a signal as a client does (its wake-up left out: the test runs the passes)."""
-    receipt = await send_signal(
-        store, session_id="s1", name=name, signal_id=signal_id, payload=payload, wake=None
+    receipt = await store.inbox.send_signal(
+        session_id="s1", name=name, signal_id=signal_id, payload=payload, wake=None
     )
     return receipt.created
 
@@ -485,7 +478,7 @@ async def test_a_signal_sent_before_the_wait_is_kept_and_received_once(store: St
         {"name": "go", "payload": {"n": 1}, "signal_id": "sig-1", "timed_out": False},
         {"name": "go", "payload": None, "signal_id": None, "timed_out": True},
     ]
-    [request] = await session_inbox(store, "s1")
+    [request] = await store.inbox.of_session("s1")
     assert request.applied_at is not None
 
 
@@ -520,7 +513,7 @@ async def test_waits_entered_one_after_another_in_a_pass_share_one_read_of_the_s
     ]
     # Two loads (``run`` reads the fence, the pass its session), and no read of a wait's own.
     assert len(inbox_reads) == 2
-    assert all(r.applied_at is not None for r in await session_inbox(store, "s1"))
+    assert all(r.applied_at is not None for r in await store.inbox.of_session("s1"))
 
 
 async def test_a_kept_signal_wakes_its_session_only_once_a_task_waits_for_it(
@@ -531,10 +524,10 @@ async def test_a_kept_signal_wakes_its_session_only_once_a_task_waits_for_it(
     assert await signal(store, "other", "sig-1")
     now = time.time() + 100
 
-    assert [r.session_id for r in await sessions_needing_attention(store, now=now)] == []
+    assert [r.session_id for r in await store.queries.sessions_needing_attention(now=now)] == []
 
     assert await signal(store, "later", "sig-2")
-    assert [r.session_id for r in await sessions_needing_attention(store, now=now)] == ["s1"]
+    assert [r.session_id for r in await store.queries.sessions_needing_attention(now=now)] == ["s1"]
     await run(store)
     assert await answer(store) == [
         {"name": "later", "payload": None, "signal_id": "sig-2", "timed_out": False}
@@ -579,7 +572,7 @@ async def test_a_decision_sent_before_the_expiry_is_sent_counts_and_the_expiry_d
 
     [job] = await outbox_jobs(store)
     assert (job.tool, job.arguments) == ("send_safe", {"to": "ana@example.com"})
-    [made] = await session_inbox(store, "s1")
+    [made] = await store.inbox.of_session("s1")
     assert made.body["payload"]["verdict"] == "approved" and made.applied_at is not None  # type: ignore[index]
 
 
@@ -599,7 +592,7 @@ async def test_an_escalated_approval_stays_pending_with_no_expiry_until_decided(
         None,
     )
     assert gate.state == {"escalated": True}
-    assert await session_inbox(store, "s1") == []  # an escalation is not a decision
+    assert await store.inbox.of_session("s1") == []  # an escalation is not a decision
     assert await decision(store, gate.id, "denied")
     await run(store, registry=APPROVALS)
     result = await answer(store)

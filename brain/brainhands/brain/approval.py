@@ -31,18 +31,14 @@ from brainhands.brain.task import (
     TaskView,
     WaitSignal,
 )
+from brainhands.shared.vocabulary import APPROVAL_KIND as APPROVAL_KIND
+from brainhands.shared.vocabulary import Verdict as Verdict
+from brainhands.shared.vocabulary import decision_signal
 
-APPROVAL_KIND = "agent.approval"
+# APPROVAL_KIND and Verdict are re-exported only for brain/agent.py and client/direct.py,
+# until those import them from the core.
+
 Expiry = Literal["deny", "escalate"]
-Verdict = Literal["approved", "denied"]
-
-
-DECISION_PREFIX = "decision:"
-
-
-def decision_signal(approval_id: str) -> str:
-    """The name (and the id) of the one signal that decides approval ``approval_id``."""
-    return DECISION_PREFIX + approval_id
 
 
 @dataclass(frozen=True)

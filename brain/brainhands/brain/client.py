@@ -9,12 +9,10 @@ from typing import Any
 
 from brainhands.shared.errors import BrainhandsError
 from brainhands.shared.messages import SessionWake, encode
-from brainhands.shared.store import OutboxMessage, Store, SubmissionRecord
-from brainhands.shared.store.submissions import SubmitReceipt, get_submission, submit
+from brainhands.shared.statuses import FINAL_SUBMISSION_STATUSES
+from brainhands.shared.store import OutboxMessage, Store, SubmissionRecord, SubmitReceipt
 from brainhands.shared.topology import Topology
 from brainhands.shared.tracing import current_carrier, tracer
-
-FINAL_SUBMISSION = ("answered", "failed", "cancelled")
 
 
 async def submit_input(
@@ -40,8 +38,7 @@ async def submit_input(
             )
             return OutboxMessage(topology.brain_queue(key), encode(message))
 
-        return await submit(
-            store,
+        return await store.submissions.submit(
             session_id=session_id,
             request_id=request_id,
             input=input,
@@ -56,8 +53,8 @@ async def wait_for_answer(
     """Poll the store until the submission is answered, failed or cancelled."""
     deadline = time.monotonic() + within
     while True:
-        record = await get_submission(store, session_id, request_id)
-        if record.status in FINAL_SUBMISSION:
+        record = await store.submissions.get(session_id, request_id)
+        if record.status in FINAL_SUBMISSION_STATUSES:
             return record
         if time.monotonic() > deadline:
             raise BrainhandsError(

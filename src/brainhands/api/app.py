@@ -39,7 +39,6 @@ from brainhands.api.sse import PING, EventStream, frame
 from brainhands.api.stream_tokens import TTL_DEFAULT, TTL_MAX, StreamTokens
 from brainhands.api.views import SessionFilter, list_sessions, session_document
 from brainhands.api.watcher import Watchers
-from brainhands.brain.approval import Verdict
 from brainhands.client.approvals import pending_approvals
 from brainhands.client.direct import Client
 from brainhands.shared.errors import (
@@ -48,8 +47,9 @@ from brainhands.shared.errors import (
     InvalidRequest,
     NotFoundError,
 )
-from brainhands.shared.store.records import SubmissionRecord
+from brainhands.shared.store import SubmissionRecord
 from brainhands.shared.tenancy import session_key, split_key
+from brainhands.shared.vocabulary import Verdict
 
 log = logging.getLogger("brainhands.api")
 

@@ -8,10 +8,10 @@ from typing import Any
 
 from sqlalchemy import Select, and_, exists, literal, or_, select
 
-from brainhands.brain.approval import APPROVAL_KIND, DECISION_PREFIX
 from brainhands.client.direct import SessionView
 from brainhands.shared.store import Store, schema
 from brainhands.shared.tenancy import session_key, split_key
+from brainhands.shared.vocabulary import APPROVAL_KIND, DECISION_PREFIX
 
 
 def session_document(view: SessionView) -> dict[str, Any]:

@@ -1,7 +1,7 @@
 """Approvals as a client sees them: the calls waiting for a decision, and deciding them.
 
 A decision is the one exclusive signal its approval task waits for
-(``brain.approval.decision_signal``), put in the session's inbox with the session's
+(``shared.vocabulary.decision_signal``), put in the session's inbox with the session's
 wake-up; the inbox's unique key makes the first decision the only one. A decision sent
 again (same verdict) is answered with the decision that counted; the other verdict is
 refused (``DecisionRefused``), as is any decision once the call expired or ended.
@@ -18,13 +18,10 @@ from typing import Any
 from sqlalchemy import exists, literal, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from brainhands.brain.approval import APPROVAL_KIND, DECISION_PREFIX, Verdict, decision_signal
 from brainhands.shared.errors import DecisionRefused, NotFoundError
-from brainhands.shared.store import OutboxMessage, Store, schema
-from brainhands.shared.store.inbox import send_signal, session_inbox
+from brainhands.shared.store import InboxRecord, OutboxMessage, Store, TaskRecord, schema
 from brainhands.shared.store.load import task_record
-from brainhands.shared.store.queries import tasks_by_ids
-from brainhands.shared.store.records import InboxRecord, TaskRecord
+from brainhands.shared.vocabulary import APPROVAL_KIND, DECISION_PREFIX, Verdict, decision_signal
 
 
 class AllPending:
@@ -152,7 +149,7 @@ async def decide(
     """Record ``verdict`` on approval ``approval_id`` (once), for a Brain to carry out,
     made by ``principal``. ``four_eyes``: refused (``DecisionRefused``) when ``principal``
     submitted to the session."""
-    task = (await tasks_by_ids(store, [approval_id])).get(approval_id)
+    task = (await store.queries.tasks_by_ids([approval_id])).get(approval_id)
     if task is None or task.kind != APPROVAL_KIND or task.session_id != session_id:
         raise NotFoundError(f"session {session_id} has no approval {approval_id!r}")
     if four_eyes and await _submitted_by(store, session_id, principal):
@@ -163,7 +160,7 @@ async def decide(
     name = decision_signal(approval_id)
     decision_id = decision_id or uuid.uuid4().hex
     if task.status == "terminal":
-        made = next((r for r in await session_inbox(store, session_id) if r.key == name), None)
+        made = next((r for r in await store.inbox.of_session(session_id) if r.key == name), None)
         if made is None:
             raise DecisionRefused(
                 f"approval {approval_id!r} is no longer pending: its call ended {task.outcome}"
@@ -177,8 +174,8 @@ async def decide(
         "at": time.time(),
         "principal": principal,
     }
-    receipt = await send_signal(
-        store, session_id=session_id, name=name, signal_id=name, payload=payload, wake=wake
+    receipt = await store.inbox.send_signal(
+        session_id=session_id, name=name, signal_id=name, payload=payload, wake=wake
     )
     return _counted(approval_id, receipt.request, verdict, new=receipt.created)
 

@@ -1,0 +1,20 @@
+"""Which statuses of a submission and of an operation are final: once there, the row's
+outcome never changes again. Defined once, read by the store, the Brain, the Hands, the
+Client and the operator's tools."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+SubmissionStatus = Literal["queued", "running", "answered", "failed", "cancelled"]
+OperationStatus = Literal["intended", "started", "succeeded", "failed", "uncertain", "cancelled"]
+
+OPEN_SUBMISSION_STATUSES: tuple[SubmissionStatus, ...] = ("queued", "running")
+FINAL_SUBMISSION_STATUSES: frozenset[SubmissionStatus] = frozenset(
+    {"answered", "failed", "cancelled"}
+)
+"""A submission in one of these has ended: its answer (or failure) is what the caller gets."""
+FINAL_OPERATION_STATUSES: frozenset[OperationStatus] = frozenset(
+    {"succeeded", "failed", "uncertain", "cancelled"}
+)
+"""An operation in one of these has its outcome, which never changes again."""
