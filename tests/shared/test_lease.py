@@ -16,7 +16,7 @@ from redis.backoff import NoBackoff
 from redis.exceptions import RedisError
 
 from brainhands.shared.errors import LeaseBackendError, LeaseLost, StaleLeaseError
-from brainhands.shared.keys import Keys
+from brainhands.shared.keys import Keys, session_resource
 from brainhands.shared.lease import Lease, LeaseManager, connect_redis
 from tests.helpers.polling import eventually
 
@@ -24,7 +24,7 @@ pytestmark = pytest.mark.timeout(10)
 
 TTL_MS = 400
 _T = TypeVar("_T")
-RESOURCE = "session:s1"
+RESOURCE = session_resource("s1")
 
 
 @pytest.fixture
@@ -194,7 +194,7 @@ async def test_acquisitions_asked_together_share_one_script_call_each_answered_a
     manager: LeaseManager, redis: Redis, keys: Keys
 ) -> None:
     held = await acquired(manager)  # RESOURCE is taken: its acquisition below is refused alone
-    resources = [RESOURCE] + [f"session:batch-{i}" for i in range(9)]
+    resources = [RESOURCE] + [session_resource(f"batch-{i}") for i in range(9)]
     lease_keys = {keys.lease(r) for r in resources}
 
     async def lone_then_together() -> list[Lease | None]:
@@ -216,7 +216,7 @@ async def test_acquisitions_asked_together_share_one_script_call_each_answered_a
 async def test_releases_asked_together_share_one_script_call_each_answered_alone(
     manager: LeaseManager, redis: Redis, keys: Keys
 ) -> None:
-    leases = [await manager.acquire(f"session:free-{i}") for i in range(8)]
+    leases = [await manager.acquire(session_resource(f"free-{i}")) for i in range(8)]
     assert all(leases)
     mine = [lease for lease in leases if lease is not None]
     intruder = dataclasses.replace(mine[0], owner="intruder")
@@ -479,7 +479,7 @@ async def test_hold_loses_the_lease_when_redis_does_not_answer_before_it_expires
 async def test_the_renewals_of_all_held_leases_go_out_in_one_request(
     manager: LeaseManager, redis: Redis, keys: Keys
 ) -> None:
-    leases = [await manager.acquire(f"session:many-{i}") for i in range(20)]
+    leases = [await manager.acquire(session_resource(f"many-{i}")) for i in range(20)]
     lease_keys = {keys.lease(lease.resource) for lease in leases if lease is not None}
     assert len(lease_keys) == 20
     renewals: list[set[str]] = []

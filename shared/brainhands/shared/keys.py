@@ -8,13 +8,26 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+SWEEPER_RESOURCE = "sweeper"
+"""The resource of the one sweeper lease of a deployment."""
+
+
+def session_resource(session_id: str) -> str:
+    """The resource a Brain leases to run session ``session_id``."""
+    return f"session:{session_id}"
+
+
+def operation_resource(operation_id: str) -> str:
+    """The resource a Hands worker leases to run operation ``operation_id``."""
+    return f"operation:{operation_id}"
+
 
 @dataclass(frozen=True, slots=True)
 class Keys:
     """Builds the Redis key names of one namespace.
 
-    A resource is what a lease guards, named ``kind:id``: ``session:<id>``,
-    ``operation:<id>``, ``sweeper``.
+    A resource is what a lease guards, named by ``session_resource``,
+    ``operation_resource`` or ``SWEEPER_RESOURCE``.
     """
 
     namespace: str
