@@ -85,7 +85,6 @@ from brainhands.shared.lease import LeaseManager, connect_redis
 from brainhands.shared.progress import QueueProgress
 from brainhands.shared.relay import OutboxRelay
 from brainhands.shared.store import Store
-from brainhands.shared.store.outbox import prune_sent
 from brainhands.shared.topology import Topology
 
 BOUND = 1.2
@@ -276,7 +275,7 @@ async def prune(c: Open, fill: Prefill) -> tuple[int, int, float]:
     before = int(await c.db.fetchval("SELECT count(*) FROM outbox"))
     start = time.monotonic()
     middle = fill.start + HISTORY_SPAN / 2
-    pruned = await prune_sent(c.store, older_than=time.time() - middle)
+    pruned = await c.store.outbox.prune(older_than=time.time() - middle)
     return before, pruned, time.monotonic() - start
 
 

@@ -21,8 +21,7 @@ from sqlalchemy import event
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from brainhands.shared.store import Store
-from brainhands.shared.store.outbox import claim_unsent, outbox_backlog, sessions_with_unsent
-from brainhands.shared.store.queries import calls_without_outcome, sessions_needing_attention
+from brainhands.shared.store.outbox import claim_unsent
 
 EXPLAIN_RUNS = 3
 """Each statement is explained this many times; the fastest run is kept (a warm cache)."""
@@ -83,19 +82,22 @@ async def hot_statements(
             await claim_unsent(store.backend, conn, 100)
 
     def attention() -> Awaitable[object]:
-        return sessions_needing_attention(store, now=now, grace=1.0)
+        return store.queries.sessions_needing_attention(now=now, grace=1.0)
 
     def without_outcome() -> Awaitable[object]:
-        return calls_without_outcome(store, older_than=now - 15)
+        return store.queries.calls_without_outcome(older_than=now - 15)
 
     calls: list[tuple[str, Callable[[], Awaitable[object]]]] = [
         ("sweeper: sessions_needing_attention", attention),
-        ("sweeper: sessions_with_unsent", lambda: sessions_with_unsent(store, list(unsent_ids))),
+        (
+            "sweeper: sessions_with_unsent",
+            lambda: store.outbox.sessions_with_unsent(list(unsent_ids)),
+        ),
         ("sweeper: calls_without_outcome", without_outcome),
         ("Brain load", lambda: store.load(probe)),
         ("Brain claim", lambda: store.claim_session(probe, fence + 1)),
         ("relay: claim_unsent", claim_rows),
-        ("relay: outbox_backlog", lambda: outbox_backlog(store)),
+        ("relay: outbox_backlog", lambda: store.outbox.backlog()),
     ]
     found: list[Statement] = []
     for label, call in calls:

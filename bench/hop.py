@@ -47,13 +47,9 @@ from bench._rounds import run_rounds
 from bench._services import add_service_urls, asyncpg_dsn, drop_schemas, new_parser, open_store
 from bench._stats import machine, percentile, print_table
 from brainhands.shared.store import Draft
-from brainhands.shared.store.load import (
-    _OPEN_SUBMISSIONS,
-    _UNAPPLIED_INBOX,
-    _rows_as_json,
-    _rows_by_kind,
-)
-from brainhands.shared.store.outbox import _MARK_SENT, mark_sent_now
+from brainhands.shared.store.backends.postgres_rows import ROWS_AS_JSON
+from brainhands.shared.store.load import _OPEN_SUBMISSIONS, _UNAPPLIED_INBOX, ROWS_BY_KIND
+from brainhands.shared.store.outbox import _MARK_SENT
 from brainhands.shared.store.store import Store
 
 
@@ -130,7 +126,7 @@ async def measure(args: argparse.Namespace) -> list[Variant]:
                 return await store.backend.read(through_sqlalchemy)
 
             async def mark_hot() -> object:
-                return await mark_sent_now(store, [1])
+                return await store.outbox.mark_sent([1])
 
             async def mark_sqlalchemy() -> object:
                 return await store.backend.write(
@@ -139,10 +135,14 @@ async def measure(args: argparse.Namespace) -> list[Variant]:
                 )
 
             async def rows_as_json() -> object:
-                return await store.backend.read(lambda c: _rows_as_json(c, [session_id], []))
+                return await store.backend.read(
+                    lambda c: ROWS_AS_JSON.read(c, [session_id], [], False)
+                )
 
             async def rows_by_kind() -> object:
-                return await store.backend.read(lambda c: _rows_by_kind(c, [session_id], []))
+                return await store.backend.read(
+                    lambda c: ROWS_BY_KIND.read(c, [session_id], [], False)
+                )
 
             async def pooled() -> object:
                 async with pool.acquire() as conn:

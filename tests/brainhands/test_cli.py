@@ -18,8 +18,6 @@ from brainhands.brain.decide import TOOL_KIND
 from brainhands.shared.config import normalize_database_url
 from brainhands.shared.messages import ToolJob
 from brainhands.shared.store import Store, schema
-from brainhands.shared.store.inbox import session_inbox
-from brainhands.shared.store.queries import session_history
 from tests.helpers.agent_run import AgentRun, agent_run
 from tests.helpers.brains import BrainHarness
 from tests.helpers.polling import eventually
@@ -210,7 +208,7 @@ async def test_submit_waits_for_the_answer_and_show_prints_the_session(
     )
     assert as_json.returncode == 0, as_json.stderr
     document = json.loads(as_json.stdout)
-    tasks, _ = await session_history(brains.store, "cli")
+    tasks, _ = await brains.store.queries.history("cli")
     [task] = document["tasks"]
     assert task["id"] == tasks[0].id and task["id"] in shown.stdout  # whole, not cut short
     assert (task["kind"], task["status"], task["outcome"]) == ("steps", "terminal", "succeeded")
@@ -418,7 +416,7 @@ async def test_pending_show_approve_and_deny_from_the_command_line(agent_run: Ag
     assert f"{ana.approval_id}: approved by ops" in approved.stdout
     denied = run("deny", "--session", "s1", "--id", bo.approval_id, "--by", "ops", "--reason", "no")
     assert f"{bo.approval_id}: denied by ops" in denied.stdout
-    decided = {r.key: r.body for r in await session_inbox(brains.store, "s1")}
+    decided = {r.key: r.body for r in await brains.store.inbox.of_session("s1")}
     principals = {b["payload"]["principal"] for k, b in decided.items() if "decision:" in k}
     assert principals == {"operator"}  # BRAINHANDS_IDENTITY's default, not --by
     refused = run("approve", "--session", "s1", "--id", bo.approval_id, "--by", "eve")

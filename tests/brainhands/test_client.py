@@ -15,7 +15,6 @@ from sqlalchemy import func, select
 from brainhands import AnswerTimeout, Client, InvalidRequest, NotFoundError, SubmissionFailed
 from brainhands.shared.messages import SessionWake, encode
 from brainhands.shared.store import OutboxMessage, schema
-from brainhands.shared.store.inbox import send_request, session_inbox
 from tests.helpers.brains import BrainHarness
 from tests.helpers.polling import eventually
 from tests.helpers.processes import WORKDIR
@@ -102,7 +101,7 @@ async def test_a_cancel_waits_in_the_inbox_for_a_brain_and_is_applied_once(
         assert await nap.cancel() == "requested"
         assert await client.cancel("s1", nap.request_id) == "requested"  # the same request
         assert await queued.cancel() == "requested"
-        [request] = await session_inbox(client.store, "s1")
+        [request] = await client.store.inbox.of_session("s1")
         assert request.applied_at is None  # no Brain runs: it waits
 
         brains.start_brain()
@@ -118,7 +117,7 @@ async def test_a_cancel_waits_in_the_inbox_for_a_brain_and_is_applied_once(
         assert request.applied_at is not None
         assert (await client.session("s2")).tasks == []  # ended before it started
         assert await nap.cancel() == "cancelled"  # once ended, nothing more is requested
-        assert len(await session_inbox(client.store, "s1")) == 1
+        assert len(await client.store.inbox.of_session("s1")) == 1
 
 
 async def test_a_cancel_whose_wake_up_was_lost_is_found_by_the_sweeper(
@@ -138,13 +137,13 @@ async def test_a_cancel_whose_wake_up_was_lost_is_found_by_the_sweeper(
             wake = SessionWake(session_id="s1", compat=compat, reason="cancel")
             return OutboxMessage(brains.env.topology.brain_queue("nobody"), encode(wake))
 
-        await send_request(
-            brains.store, session_id="s1", kind="cancel", key=nap.request_id, wake=lost
+        await brains.store.inbox.send_request(
+            session_id="s1", kind="cancel", key=nap.request_id, wake=lost
         )
         with pytest.raises(SubmissionFailed):
             await nap.result(timeout=30)
         assert '"session_woken": 1' in brains.log(0)  # the sweeper's wake-up did it
-        [request] = await session_inbox(client.store, "s1")
+        [request] = await client.store.inbox.of_session("s1")
         assert request.applied_at is not None
 
 

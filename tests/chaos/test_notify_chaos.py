@@ -156,9 +156,8 @@ async def test_4_hands_killed_mid_tool(cluster: Cluster, tool: str) -> None:
 
 
 async def count_failed(cluster: Cluster) -> int:
-    from brainhands.shared.store.queries import session_history
 
-    tasks, _ = await session_history(cluster.store, cluster.sessions[0])
+    tasks, _ = await cluster.store.queries.history(cluster.sessions[0])
     return sum(t.kind == "send-notice" and t.outcome != "succeeded" for t in tasks)
 
 
@@ -323,9 +322,8 @@ async def test_10_the_service_accepts_a_send_and_drops_the_receipt(cluster: Clus
     start_pool(cluster, brains=1, hands=1)
     await cluster.submit_batches(1)
     await cluster.wait_done()
-    from brainhands.shared.store.queries import session_history
 
-    tasks, _ = await session_history(cluster.store, cluster.sessions[0])
+    tasks, _ = await cluster.store.queries.history(cluster.sessions[0])
     hows = sorted(t.result["how"] for t in tasks if t.kind == "send-notice")
     assert hows.count("confirmed by query") == 3  # asked, not sent again
     await cluster.check_invariants("10 receipt dropped in flight")

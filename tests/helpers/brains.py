@@ -13,7 +13,6 @@ from brainhands.brain.client import submit_input, wait_for_answer
 from brainhands.client.direct import Client
 from brainhands.shared.config import normalize_database_url
 from brainhands.shared.store import Store, SubmissionRecord
-from brainhands.shared.store.declarations import declare_tools
 from brainhands.shared.store.submissions import SubmitReceipt
 from brainhands.shared.tools import load_tool_modules
 from tests.helpers.processes import spawn_module
@@ -87,7 +86,7 @@ class BrainHarness:
         """Leave in the store what Hands serving ``module`` declare when they start (as if
         they had run once), for Brains that run with no Hands."""
         specs = load_tool_modules([module])
-        await declare_tools(self.store, [spec.declaration() for spec in specs])
+        await self.store.declarations.declare_tools([spec.declaration() for spec in specs])
 
     def log(self, n: int) -> str:
         return (self.tmp_path / f"brain{n}.log").read_text()

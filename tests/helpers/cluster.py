@@ -19,7 +19,6 @@ from sqlalchemy import func, select
 from brainhands.brain.client import submit_input
 from brainhands.examples.notify.email_client import EmailClient
 from brainhands.shared.store import Store, schema
-from brainhands.shared.store.queries import session_history
 from tests.helpers.polling import eventually
 from tests.helpers.processes import spawn_module
 from tests.helpers.rabbit import BrokerEnv
@@ -169,7 +168,7 @@ class Cluster:
         failed = applied_twice = 0
         emails = 0
         for session in self.sessions:
-            tasks, operations = await session_history(self.store, session)
+            tasks, operations = await self.store.queries.history(session)
             assert all(t.status == "terminal" for t in tasks), f"{session} has open tasks"
             ops_by_task = Counter(o.task_id for o in operations)
             applied_twice += sum(n > 1 for n in ops_by_task.values())
@@ -189,7 +188,7 @@ class Cluster:
             uncertain = [
                 o
                 for s in self.sessions
-                for o in (await session_history(self.store, s))[1]
+                for o in (await self.store.queries.history(s))[1]
                 if o.status != "succeeded"
             ]
             assert all(o.status in ("uncertain", "failed") for o in uncertain)

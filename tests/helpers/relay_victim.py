@@ -22,12 +22,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from brainhands.shared import relay as relay_module
 from brainhands.shared.config import CommonSettings, load_settings
 from brainhands.shared.messages import SessionWake, encode
 from brainhands.shared.relay import OutboxRelay
 from brainhands.shared.runtime import open_services
 from brainhands.shared.store import Draft
+from brainhands.shared.store.outbox import ClaimedRows
 
 HANDOFF = 2.0
 """Seconds the ``--commit`` victim's rows are left to its own relay."""
@@ -68,7 +68,7 @@ async def main(marker: Path, mode: str | None) -> None:
             if mode == "--mid-wave":
                 freeze_mid_wave(services.broker, marker)
             else:
-                relay_module.mark_sent = freezer(marker)  # type: ignore[assignment]
+                ClaimedRows.mark_sent = freezer(marker)  # type: ignore[method-assign]
             await OutboxRelay(services.store, services.broker).drain_once()
             return
         relay = OutboxRelay(services.store, services.broker, handoff=HANDOFF)

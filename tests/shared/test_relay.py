@@ -18,7 +18,6 @@ from brainhands.shared.config import normalize_database_url
 from brainhands.shared.messages import Message, SessionWake, encode
 from brainhands.shared.relay import OutboxRelay
 from brainhands.shared.store import Draft, Store
-from brainhands.shared.store.outbox import prune_sent
 from tests.helpers.polling import eventually
 from tests.helpers.processes import spawn_module
 from tests.helpers.rabbit import BrokerEnv, broker_env, broker_stopped
@@ -121,8 +120,8 @@ async def test_sent_rows_are_pruned_after_the_retention(store: Store, env: Broke
     await OutboxRelay(store, env.broker).drain_once()
     await commit_wakes_more(store, queue)
 
-    assert await prune_sent(store, older_than=3600) == 0
-    assert await prune_sent(store, older_than=0) == 5
+    assert await store.outbox.prune(older_than=3600) == 0
+    assert await store.outbox.prune(older_than=0) == 5
     status = await store.status()
     assert (status["outbox_rows"], status["outbox_unsent"]) == (1, 1)  # unsent rows stay
 

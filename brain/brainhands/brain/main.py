@@ -21,7 +21,7 @@ from brainhands.shared.lease import LeaseManager
 from brainhands.shared.progress import QueueProgress
 from brainhands.shared.runtime import Services, open_services
 from brainhands.shared.serving import serve
-from brainhands.shared.store.declarations import ToolCatalog, declare_agents
+from brainhands.shared.store import ToolCatalog
 
 
 async def brain(args: argparse.Namespace) -> int:
@@ -33,7 +33,7 @@ async def brain(args: argparse.Namespace) -> int:
     if not tasks.kinds and not agents.agents:
         raise ConfigurationError("nothing to run: give --tasks MODULE and/or --agents MODULE")
     async with open_services(settings, name=f"brain-{'-'.join(args.compat)}") as services:
-        await declare_agents(services.store, args.compat, agents.agents)
+        await services.store.declarations.declare_agents(args.compat, agents.agents)
         tools = ToolCatalog(services.store)
         grace = settings.tool_declaration_grace
         tasks = tasks.include(agent_kinds(agents, tools, declaration_grace=grace))

@@ -35,9 +35,6 @@ from brainhands.client.direct import Client
 from brainhands.examples.notify.email_client import EmailClient
 from brainhands.shared.config import CommonSettings, load_settings, normalize_database_url
 from brainhands.shared.store import Store, TaskRecord
-from brainhands.shared.store.inbox import session_inbox
-from brainhands.shared.store.queries import session_history
-from brainhands.shared.store.submissions import get_submission
 from brainhands.shared.topology import Topology
 
 SESSION = "demo"
@@ -301,7 +298,7 @@ class Demo:
             if line != last_line:
                 self.say(line)
                 last_line = line
-            record = await get_submission(store, SESSION, REQUEST)
+            record = await store.submissions.get(SESSION, REQUEST)
             if record.status in ("answered", "failed", "cancelled"):
                 self.say(f"submission {record.status} after {time.monotonic() - started:.1f}s")
                 return record.status == "answered"
@@ -339,7 +336,7 @@ class Demo:
             self.say(f"approved {call.approval_id} (new decision: {decision.new})")
 
     async def _progress(self, store: Store) -> str:
-        tasks, _ = await session_history(store, SESSION)
+        tasks, _ = await store.queries.history(SESSION)
         emails = [t for t in tasks if t.kind == "send-notice"]
         if not emails:
             return "emails: (the agent is planning)"
@@ -350,7 +347,7 @@ class Demo:
     # The verdict -----------------------------------------------------------------------
 
     async def _report(self, store: Store, email_url: str, answered: bool) -> int:
-        tasks, operations = await session_history(store, SESSION)
+        tasks, operations = await store.queries.history(SESSION)
         ledger = await EmailClient(email_url).ledger()
         sends = {s["key"]: s for s in ledger["sends"]}
         results = {t.input["key"]: t for t in tasks if t.kind == "send-notice"}
@@ -386,7 +383,7 @@ class Demo:
         print(f"summary: {summary}")
         verdict = answered and exactly_once and summary is not None
         if self.approve:
-            decisions = [r for r in await session_inbox(store, SESSION) if r.kind == "signal"]
+            decisions = [r for r in await store.inbox.of_session(SESSION) if r.kind == "signal"]
             approved_once = len(decisions) == 1 and decisions[0].applied_at is not None
             print(f"approval: {len(decisions)} decision(s) recorded, applied once: {approved_once}")
             verdict &= approved_once

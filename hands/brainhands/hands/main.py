@@ -15,8 +15,6 @@ from brainhands.shared.config import load_settings
 from brainhands.shared.errors import ConfigurationError
 from brainhands.shared.runtime import open_services
 from brainhands.shared.serving import serve
-from brainhands.shared.store import OperationLedger
-from brainhands.shared.store.declarations import declare_tools
 from brainhands.shared.tools import load_tool_modules
 
 log = logging.getLogger("brainhands.hands")
@@ -32,13 +30,13 @@ async def hands(args: argparse.Namespace) -> int:
         )
     async with open_services(settings, name=f"hands-{args.pool}") as services:
         served = [spec.declaration() for spec in registry if spec.pool == args.pool]
-        changed = await declare_tools(services.store, served)
+        changed = await services.store.declarations.declare_tools(served)
         log.info(
             "tools declared",
             extra={"event": "declared", "tools": [d.name for d in served], "changed": changed},
         )
         worker = HandsWorker(
-            ledger=OperationLedger(services.store),
+            ledger=services.store.ledger,
             broker=services.broker,
             leases=services.leases(settings.lease_ttl_ms),
             registry=registry,

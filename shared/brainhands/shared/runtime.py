@@ -17,7 +17,7 @@ from brainhands.shared.broker import Broker
 from brainhands.shared.config import CommonSettings
 from brainhands.shared.keys import Keys
 from brainhands.shared.lease import LeaseManager, connect_redis
-from brainhands.shared.store import Store, migrate
+from brainhands.shared.store import Store, behind_head, head_revision
 from brainhands.shared.topology import Topology
 
 log = logging.getLogger("brainhands.runtime")
@@ -69,14 +69,14 @@ async def wait_for_schema(store: Store, *, poll: float = SCHEMA_POLL) -> None:
     why) instead.
     """
     said = 0.0
-    while migrate.behind_head(revision := await migrate.current_revision(store.backend)):
+    while behind_head(revision := await store.revision()):
         if time.monotonic() - said > SCHEMA_REMINDER:
             said = time.monotonic()
             log.warning(
                 "the store's schema is at %s, this build needs %s: run `brainhands migrate`; "
                 "waiting",
                 revision or "nothing (empty)",
-                migrate.head_revision(),
+                head_revision(),
                 extra={"event": "schema_behind", "revision": revision},
             )
         await asyncio.sleep(poll)

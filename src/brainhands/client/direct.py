@@ -27,8 +27,6 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
 
-from brainhands.brain.approval import Verdict
-from brainhands.brain.task import SIGNAL_NAME_MAX
 from brainhands.client.approvals import (
     ALL,
     AllPending,
@@ -36,30 +34,29 @@ from brainhands.client.approvals import (
     PendingApproval,
     decide,
     pending_approvals,
-    pending_approvals_in,
+    pending_of,
 )
 from brainhands.shared.broker import Broker
 from brainhands.shared.config import CommonSettings
 from brainhands.shared.errors import AnswerTimeout, InvalidRequest, SubmissionFailed
 from brainhands.shared.messages import SessionWake, encode
 from brainhands.shared.relay import OutboxRelay
-from brainhands.shared.store import OutboxMessage, Store, SubmissionRecord
-from brainhands.shared.store.guard import ANSWER_CHANNEL, FINAL_SUBMISSION_STATUSES
-from brainhands.shared.store.inbox import (
+from brainhands.shared.store import (
+    ANSWER_CHANNEL,
     DECISION_SIGNAL,
+    FINAL_SUBMISSION_STATUSES,
+    EntryRecord,
     InboxReceipt,
-    inbox_in,
-    send_request,
-    send_signal,
+    InboxRecord,
+    OutboxMessage,
+    SessionRecord,
+    Store,
+    SubmissionRecord,
 )
-from brainhands.shared.store.load import load_session_sync
-from brainhands.shared.store.notifications import NotificationFeed
-from brainhands.shared.store.queries import history_in
-from brainhands.shared.store.records import EntryRecord, InboxRecord, SessionRecord
-from brainhands.shared.store.submissions import get_submission, submissions_in, submit
 from brainhands.shared.tenancy import DEFAULT_TENANT, check_tenant, session_key, split_key
 from brainhands.shared.topology import Topology
 from brainhands.shared.tracing import current_carrier, tracer
+from brainhands.shared.vocabulary import SIGNAL_NAME_MAX, Verdict
 
 POSTGRES_POLL = 1.0
 """Seconds between re-reads of a waited submission on PostgreSQL (notifications wake sooner)."""
@@ -136,7 +133,7 @@ class Submission:
     async def status(self) -> SubmissionRecord:
         """The submission as it stands now."""
         key = self.client.key(self.session_id)
-        return await get_submission(self.client.store, key, self.request_id)
+        return await self.client.store.submissions.get(key, self.request_id)
 
     # ``timeout`` as arq's ``Job.result`` and asyncio's ``wait_for`` name it: a caller's
     # ``asyncio.timeout`` would cancel the read mid-way instead of raising AnswerTimeout.
@@ -193,7 +190,7 @@ class Client:
         # its commits (others' rows are the deployment's relays' business).
         store.handoff = self._relay.handoff
         store.add_commit_listener(self._relay.wake)
-        self._feed = NotificationFeed(store.backend, ANSWER_CHANNEL, self._heard)
+        self._feed = store.listen(ANSWER_CHANNEL, self._heard)
         self._waiters: dict[str, set[asyncio.Event]] = {}
 
     @classmethod
@@ -327,8 +324,7 @@ class Client:
                 )
                 return OutboxMessage(self.broker.topology.brain_queue(compat), encode(message))
 
-            receipt = await submit(
-                self.store,
+            receipt = await self.store.submissions.submit(
                 session_id=key,
                 request_id=request_id,
                 input=payload,
@@ -353,12 +349,14 @@ class Client:
         submission.
         """
         key = self.key(session_id)
-        record = await get_submission(self.store, key, request_id)
+        record = await self.store.submissions.get(key, request_id)
         if record.status in FINAL_SUBMISSION_STATUSES:
             return record.status
 
         wake = self._wake(key, "cancel")
-        await send_request(self.store, session_id=key, kind="cancel", key=request_id, wake=wake)
+        await self.store.inbox.send_request(
+            session_id=key, kind="cancel", key=request_id, wake=wake
+        )
         await self._relay.flush()
         return "requested"
 
@@ -391,8 +389,7 @@ class Client:
             if not 0 < len(value) <= SIGNAL_NAME_MAX:
                 raise InvalidRequest(f"a signal's {what} has 1 to {SIGNAL_NAME_MAX} characters")
         key = self.key(session_id)
-        receipt = await send_signal(
-            self.store,
+        receipt = await self.store.inbox.send_signal(
             session_id=key,
             name=name,
             signal_id=signal_id,
@@ -517,7 +514,7 @@ class Client:
         try:
             while True:
                 heard.clear()
-                record = await get_submission(self.store, key, request_id)
+                record = await self.store.submissions.get(key, request_id)
                 if record.status in FINAL_SUBMISSION_STATUSES:
                     return record
                 wait = self.poll
@@ -538,17 +535,12 @@ class Client:
     async def session(self, session_id: str) -> SessionView:
         """The session as it stands (``NotFoundError`` if there is none). Its rows name
         the session by its store key (``key``)."""
-        key = self.key(session_id)
-        async with self.store.backend.snapshot() as conn:  # one snapshot of it all
-            state = await conn.run_sync(load_session_sync, key)
-            tasks, operations = await history_in(conn, key)
-            submissions = await submissions_in(conn, key)
-            inbox = await inbox_in(conn, key)
-            approvals = await pending_approvals_in(conn, key)
+        detail = await self.store.detail(self.key(session_id))
+        state, tasks, operations = detail.state, detail.tasks, detail.operations
         return SessionView(
             session=state.session,
             entries=state.entries,
-            submissions=submissions,
+            submissions=detail.submissions,
             tasks=[
                 TaskSummary(
                     id=t.id,
@@ -578,8 +570,8 @@ class Client:
                 )
                 for o in operations
             ],
-            inbox=inbox,
-            approvals=approvals,
+            inbox=detail.inbox,
+            approvals=[pending_of(task) for task in detail.waiting_approvals],
         )
 
     async def pending_approvals(self, session_id: str | None = None) -> list[PendingApproval]:

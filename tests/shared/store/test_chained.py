@@ -16,8 +16,6 @@ from brainhands.shared.store import Draft, Store, schema
 from brainhands.shared.store.chained import chainable
 from brainhands.shared.store.commit import apply_draft_sync
 from brainhands.shared.store.draft import DocumentWrite, SubmissionUpdate
-from brainhands.shared.store.inbox import send_request
-from brainhands.shared.store.submissions import session_submissions
 
 pytestmark = pytest.mark.integration
 
@@ -48,8 +46,8 @@ async def session_with_work(store: Store, session_id: str) -> tuple[str, str, in
     task_id = first.add_task(kind="k", kind_version=1, input={"n": 1}, status="waiting")
     submission_id = first.add_submission(request_id="r1", input={"text": "hi"})
     await store.commit(first)
-    sent = await send_request(
-        store, session_id=session_id, kind="signal", key="k1", name="go", body={"a": 1}, wake=None
+    sent = await store.inbox.send_request(
+        session_id=session_id, kind="signal", key="k1", name="go", body={"a": 1}, wake=None
     )
     return task_id, submission_id, sent.request.id
 
@@ -209,7 +207,7 @@ async def test_a_root_ending_answers_its_own_and_the_joined_submissions_once(
         await store.commit(ending)
 
     assert len(sent) == {"Postgres": 1, "Sqlite": 4}[type(store.backend).__name__]
-    by_id = {s.id: s for s in await session_submissions(store, "s1")}
+    by_id = {s.id: s for s in await store.submissions.of_session("s1")}
     assert (by_id[own].status, by_id[own].answer) == ("answered", {"text": "done"})
     assert (by_id[joined].status, by_id[joined].answer) == ("answered", {"text": "done"})
     assert by_id[queued].status == "queued"

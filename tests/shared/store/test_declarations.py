@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from brainhands.shared.store import Store
-from brainhands.shared.store.declarations import ToolCatalog, declare_tools, declared_tools
+from brainhands.shared.store.declarations import ToolCatalog
 from brainhands.shared.tools import ToolDeclaration
 
 SEND = ToolDeclaration("send", "email", "query", "Send one email.", {"type": "object"})
@@ -15,26 +15,28 @@ FETCH = ToolDeclaration("fetch", "default", "safe", "Fetch a page.", {"type": "o
 async def test_declarations_are_kept_by_name_and_rewritten_only_when_they_change(
     store: Store,
 ) -> None:
-    assert await declare_tools(store, [SEND, FETCH]) == []
-    assert await declared_tools(store) == [FETCH, SEND]  # by pool, then name
-    assert await declare_tools(store, [SEND]) == []  # the same build again: nothing changes
+    assert await store.declarations.declare_tools([SEND, FETCH]) == []
+    assert await store.declarations.tools() == [FETCH, SEND]  # by pool, then name
+    assert (
+        await store.declarations.declare_tools([SEND]) == []
+    )  # the same build again: nothing changes
 
     renamed = ToolDeclaration("send", "email", "unsafe", "Send one email.", {"type": "object"})
-    assert await declare_tools(store, [renamed]) == ["send"]
-    assert await declared_tools(store) == [FETCH, renamed]
+    assert await store.declarations.declare_tools([renamed]) == ["send"]
+    assert await store.declarations.tools() == [FETCH, renamed]
     assert renamed.digest != SEND.digest
 
 
 async def test_lookups_made_while_the_catalog_reads_share_that_read(store: Store) -> None:
     """Passes that look a tool up at once, on a fresh catalog or for a name it has not read
     yet, all find it: none takes the read still in flight for a read without the tool."""
-    await declare_tools(store, [SEND])
+    await store.declarations.declare_tools([SEND])
     catalog = ToolCatalog(store, refresh_interval=3600.0)
 
     found = await asyncio.gather(*(catalog.lookup(["send"]) for _ in range(8)))
 
     assert found == [{"send": SEND}] * 8
-    await declare_tools(store, [FETCH])
+    await store.declarations.declare_tools([FETCH])
     catalog.refresh_interval = 0.05  # now due for a name it does not know
     await asyncio.sleep(0.1)
     found = await asyncio.gather(*(catalog.lookup(["fetch"]) for _ in range(8)))

@@ -13,7 +13,7 @@ import pytest
 from sqlalchemy import text
 
 from brainhands.shared.config import normalize_database_url
-from brainhands.shared.store.backend import Backend
+from brainhands.shared.store.backends import open_backend
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
 
@@ -26,7 +26,7 @@ async def test_store_calls_cancelled_at_any_point_log_no_errors(
     transaction: Literal["snapshot", "transaction"],
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    backend = await Backend.open(normalize_database_url(postgres_url))
+    backend = await open_backend(normalize_database_url(postgres_url))
 
     async def call_again_and_again() -> None:
         while True:

@@ -19,7 +19,7 @@ from sqlalchemy.engine import Connection
 from brainhands.shared.config import normalize_database_url
 from brainhands.shared.errors import ConflictError, StoreError, StoreUnavailable
 from brainhands.shared.store import Store, schema
-from brainhands.shared.store import backend as backend_module
+from brainhands.shared.store.backends import postgres as backend_module
 from brainhands.shared.store.hot import hot, run
 from tests.helpers.stores import drop_schema
 

@@ -17,7 +17,7 @@ from brainhands.shared.store import (
     Store,
     schema,
 )
-from brainhands.shared.store.backend import Sqlite
+from brainhands.shared.store.backends import Sqlite
 
 pytestmark = pytest.mark.integration
 

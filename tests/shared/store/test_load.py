@@ -12,7 +12,7 @@ from sqlalchemy import event
 
 from brainhands.shared.errors import NotFoundError, StaleLeaseError
 from brainhands.shared.store import Draft, Store, load
-from brainhands.shared.store.inbox import send_signal
+from brainhands.shared.store.backends.postgres_rows import ROWS_AS_JSON
 from brainhands.shared.store.ledger import OperationLedger
 from tests.helpers.stores import StoreTarget, holding_a_transaction, until_waiting_on_a_lock
 
@@ -87,7 +87,9 @@ async def test_the_one_statement_read_gives_the_records_the_reads_by_kind_give(
         )
     await store.commit(draft)
     for sid in ("s1", "s2"):
-        await send_signal(store, session_id=sid, name="go", signal_id="g", payload=[1], wake=None)
+        await store.inbox.send_signal(
+            session_id=sid, name="go", signal_id="g", payload=[1], wake=None
+        )
     ledger = OperationLedger(store)
     intent = {"session_id": "s1", "task_id": "t", "tool": "echo", "pool": "p", "arguments": {}}
     for op in ("inline", "blob"):
@@ -98,8 +100,8 @@ async def test_the_one_statement_read_gives_the_records_the_reads_by_kind_give(
     def both(conn: Any) -> tuple[dict[str, Any], dict[str, Any]]:
         # s1 whole, s2 only its arrivals, as a claim that reuses a kept state reads them.
         return (
-            load._rows_as_json(conn, ["s1"], ["s2"], True),
-            load._rows_by_kind(conn, ["s1"], ["s2"], True),
+            ROWS_AS_JSON.read(conn, ["s1"], ["s2"], True),
+            load.ROWS_BY_KIND.read(conn, ["s1"], ["s2"], True),
         )
 
     by_json, by_kind = await store.backend.read(both)
@@ -168,7 +170,9 @@ async def test_a_state_still_at_its_version_is_reused_and_only_arrivals_are_read
     # The fence claim, then the open submissions, inbox and waited-for operations (all one
     # statement on PostgreSQL; on SQLite, after its BEGIN); the rest is reused.
     assert statements == (1 if store.backend.chains_writes else 5)
-    await send_signal(store, session_id="s1", name="go", signal_id="g", payload=None, wake=None)
+    await store.inbox.send_signal(
+        session_id="s1", name="go", signal_id="g", payload=None, wake=None
+    )
     claimed = await store.claim_session("s1", 7, known)
     assert claimed.state.entries is known.entries
     assert [s.request_id for s in claimed.state.open_submissions] == ["r-new"]
@@ -339,8 +343,8 @@ async def test_arrivals_asked_together_share_one_hop_each_answered_alone(store: 
         await store.claim_session_fence(sid, 1)
     for sid, n in (("a", 2), ("b", 1)):
         for i in range(n):
-            await send_signal(
-                store, session_id=sid, name="go", signal_id=f"{sid}{i}", payload=i, wake=None
+            await store.inbox.send_signal(
+                session_id=sid, name="go", signal_id=f"{sid}{i}", payload=i, wake=None
             )
     draft = Draft("c", version=0, fence=1)
     draft.add_submission(request_id="r1", input={}, status="queued")

@@ -6,7 +6,6 @@ import pytest
 from sqlalchemy import inspect, text
 
 from brainhands.shared.store import Store, migrate
-from brainhands.shared.store.submissions import get_submission
 from brainhands.shared.tenancy import DEFAULT_TENANT
 from tests.helpers.stores import StoreTarget
 
@@ -99,7 +98,7 @@ async def test_sessions_from_before_tenants_are_carried_to_their_tenants_keys(
             "acme", "a1b2", 3,
         )  # fmt: skip
         assert [e.kind for e in moved.entries] == ["user"]
-        assert (await get_submission(store, "acme/s1", "r1")).status == "queued"
+        assert (await store.submissions.get("acme/s1", "r1")).status == "queued"
         assert (await store.load("s0")).session.tenant == DEFAULT_TENANT
         async with store.backend.snapshot() as conn:
             for table in ("operation", "inbox", "outbox"):

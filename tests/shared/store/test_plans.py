@@ -13,9 +13,9 @@ import pytest
 from sqlalchemy.dialects import postgresql
 
 from brainhands.shared.store import Draft, OperationLedger, Store
+from brainhands.shared.store.backends.postgres_rows import _CLAIM
 from brainhands.shared.store.hot import HotStatement
 from brainhands.shared.store.ledger import _MARK_STARTED, _RECORD_OUTCOME_AND_EVENT
-from brainhands.shared.store.load import _CLAIM
 
 pytestmark = [
     pytest.mark.integration,

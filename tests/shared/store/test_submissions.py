@@ -11,7 +11,6 @@ from sqlalchemy import func, select
 from brainhands.shared.errors import InvalidRequest
 from brainhands.shared.store import Store, schema
 from brainhands.shared.store.draft import OutboxMessage
-from brainhands.shared.store.submissions import get_submission, submit
 from brainhands.shared.tenancy import DEFAULT_TENANT, check_tenant, session_key, split_key
 from tests.helpers.stores import StoreTarget, holding_a_transaction, until_waiting_on_a_lock
 
@@ -28,27 +27,27 @@ async def outbox_rows(store: Store) -> list[tuple[str, bytes]]:
 
 
 async def test_a_request_id_is_accepted_once_and_wakes_the_sessions_own_key(store: Store) -> None:
-    first = await submit(
-        store, session_id="s1", request_id="r1", input={"n": 1}, compat="v1", wake=wake
+    first = await store.submissions.submit(
+        session_id="s1", request_id="r1", input={"n": 1}, compat="v1", wake=wake
     )
     assert first.created and first.submission.status == "queued"
     assert first.submission.input == {"n": 1}
     assert await outbox_rows(store) == [("brain.v1", b"v1")]
 
-    again = await submit(
-        store, session_id="s1", request_id="r1", input={"n": 2}, compat="v2", wake=wake
+    again = await store.submissions.submit(
+        session_id="s1", request_id="r1", input={"n": 2}, compat="v2", wake=wake
     )
     assert not again.created
     assert again.submission == first.submission  # the original, input and all
     assert await outbox_rows(store) == [("brain.v1", b"v1")]  # nobody woken twice
 
     # A new request id in the existing session wakes the key the session was created with.
-    other = await submit(
-        store, session_id="s1", request_id="r2", input={"n": 3}, compat="v2", wake=wake
+    other = await store.submissions.submit(
+        session_id="s1", request_id="r2", input={"n": 3}, compat="v2", wake=wake
     )
     assert other.created and other.submission.id != first.submission.id
     assert await outbox_rows(store) == [("brain.v1", b"v1"), ("brain.v1", b"v1")]
-    assert await get_submission(store, "s1", "r2") == other.submission
+    assert await store.submissions.get("s1", "r2") == other.submission
 
 
 async def test_the_same_id_in_two_tenants_is_two_sessions_each_its_tenants(
@@ -57,12 +56,11 @@ async def test_the_same_id_in_two_tenants_is_two_sessions_each_its_tenants(
     keys = [session_key(t, "order-123") for t in ("acme", "globex", DEFAULT_TENANT)]
     assert keys == ["acme/order-123", "globex/order-123", "order-123"]
     receipts = [
-        await submit(
-            store, session_id=k, request_id="r1", input=n, compat="v1", wake=wake,
-            principal=f"key:{n}",
+        await store.submissions.submit(
+            session_id=k, request_id="r1", input=n, compat="v1", wake=wake, principal=f"key:{n}"
         )
         for n, k in enumerate(keys)
-    ]  # fmt: skip
+    ]
     # The first contact of each tenant created its own session: none was told "taken".
     assert all(r.created for r in receipts)
     s, sub = schema.session, schema.submission
@@ -73,7 +71,7 @@ async def test_the_same_id_in_two_tenants_is_two_sessions_each_its_tenants(
         "acme/order-123": "acme", "globex/order-123": "globex", "order-123": DEFAULT_TENANT,
     }  # fmt: skip
     assert principals == {k: f"key:{n}" for n, k in enumerate(keys)}
-    assert (await get_submission(store, "globex/order-123", "r1")).input == 1
+    assert (await store.submissions.get("globex/order-123", "r1")).input == 1
     assert (await store.load("acme/order-123")).session.tenant == "acme"
 
 
@@ -92,7 +90,9 @@ async def test_submissions_racing_to_create_one_session_are_each_accepted_once(
     # Twenty first contacts with one session at once: one session, each request once.
     receipts = await asyncio.gather(
         *(
-            submit(store, session_id="s1", request_id=f"r{n}", input=n, compat="v1", wake=wake)
+            store.submissions.submit(
+                session_id="s1", request_id=f"r{n}", input=n, compat="v1", wake=wake
+            )
             for n in range(20)
         )
     )
@@ -116,7 +116,9 @@ async def test_a_submission_that_waited_for_the_sessions_creator_takes_the_longe
             "created_at, updated_at) VALUES ('s1', 'u1', 'v1', 0, 0, 'active', 0, 1, 1)"
         )
         pending = asyncio.create_task(
-            submit(store, session_id="s1", request_id="r1", input=1, compat="v1", wake=wake)
+            store.submissions.submit(
+                session_id="s1", request_id="r1", input=1, compat="v1", wake=wake
+            )
         )
         await until_waiting_on_a_lock(holder, "the submission to wait on it")
         assert not pending.done()

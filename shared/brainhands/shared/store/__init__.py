@@ -1,32 +1,98 @@
-"""The session store: schema, migrations, atomic commits, fence claims and reads."""
+"""The session store: schema, migrations, atomic commits, fence claims and reads.
 
-from brainhands.shared.store.draft import Draft, OutboxMessage, new_id
+``Store`` is the one door to it: code outside this package calls its methods (and its
+parts': ``store.submissions``, ``store.inbox``, ``store.ledger``, ``store.outbox``,
+``store.declarations``, ``store.queries``) and reads the records and values named here; it
+never imports a module of this package, nor touches its tables (an import-linter contract
+keeps it so).
+"""
+
+from brainhands.shared.store.api_keys import ApiKeyRecord
+from brainhands.shared.store.declarations import ToolCatalog
+from brainhands.shared.store.details import SessionDetail
+from brainhands.shared.store.draft import (
+    Draft,
+    OutboxMessage,
+    SubmissionChange,
+    TaskChange,
+    new_id,
+)
+from brainhands.shared.store.guard import (
+    ANSWER_CHANNEL,
+    FINAL_SUBMISSION_STATUSES,
+    SESSION_CHANNEL,
+)
+from brainhands.shared.store.inbox import DECISION_SIGNAL, InboxReceipt
 from brainhands.shared.store.ledger import OperationClaim, OperationLedger
+from brainhands.shared.store.listings import SessionFilter, SessionSummary
+from brainhands.shared.store.migrate import behind_head, head_revision
+from brainhands.shared.store.notifications import NotificationFeed
+from brainhands.shared.store.queries import PendingCall, SessionRef
 from brainhands.shared.store.records import (
+    FINAL_OPERATION_STATUSES,
+    JSON,
+    ClaimedSession,
     CommitReceipt,
     DocumentRecord,
     EntryRecord,
+    InboxRecord,
+    JoinPolicy,
     OperationRecord,
+    OperationStatus,
+    OutboxRow,
     SessionRecord,
     SessionState,
     SubmissionRecord,
+    SubmissionStatus,
+    TaskOutcome,
     TaskRecord,
+    TaskStatus,
 )
 from brainhands.shared.store.store import Store
+from brainhands.shared.store.submissions import CallbackDue, SubmitReceipt
 
 __all__ = [
+    "ANSWER_CHANNEL",
+    "DECISION_SIGNAL",
+    "FINAL_OPERATION_STATUSES",
+    "FINAL_SUBMISSION_STATUSES",
+    "JSON",
+    "SESSION_CHANNEL",
+    "ApiKeyRecord",
+    "CallbackDue",
+    "ClaimedSession",
     "CommitReceipt",
     "DocumentRecord",
     "Draft",
     "EntryRecord",
+    "InboxReceipt",
+    "InboxRecord",
+    "JoinPolicy",
+    "NotificationFeed",
     "OperationClaim",
     "OperationLedger",
     "OperationRecord",
+    "OperationStatus",
     "OutboxMessage",
+    "OutboxRow",
+    "PendingCall",
+    "SessionDetail",
+    "SessionFilter",
     "SessionRecord",
+    "SessionRef",
     "SessionState",
+    "SessionSummary",
     "Store",
+    "SubmissionChange",
     "SubmissionRecord",
+    "SubmissionStatus",
+    "SubmitReceipt",
+    "TaskChange",
+    "TaskOutcome",
     "TaskRecord",
+    "TaskStatus",
+    "ToolCatalog",
+    "behind_head",
+    "head_revision",
     "new_id",
 ]

@@ -14,72 +14,18 @@ import asyncio
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from sqlalchemy import select
 
 from brainhands.shared.errors import UnknownToolError
 from brainhands.shared.store import schema
-from brainhands.shared.store.store import Store
 from brainhands.shared.tools import ToolDeclaration
 
+if TYPE_CHECKING:
+    from brainhands.shared.store.store import Store
+
 _t = schema.tool_declaration
-
-
-async def declare_tools(store: Store, declarations: Iterable[ToolDeclaration]) -> list[str]:
-    """Record ``declarations``; returns the names whose stored declaration changed."""
-    now = time.time()
-    changed: list[str] = []
-    async with store.backend.transaction() as conn:
-        rows = await conn.execute(select(_t.c.name, _t.c.digest))
-        stored = {str(row.name): str(row.digest) for row in rows}
-        for d in declarations:
-            if stored.get(d.name) == d.digest:
-                continue
-            if d.name in stored:
-                changed.append(d.name)
-            row = {
-                "name": d.name,
-                "pool": d.pool,
-                "policy": d.policy,
-                "description": d.description,
-                "args_schema": d.args_schema,
-                "approval": d.approval,
-                "digest": d.digest,
-                "declared_at": now,
-            }
-            upsert = store.backend.insert(_t).values(**row)
-            await conn.execute(upsert.on_conflict_do_update(index_elements=[_t.c.name], set_=row))
-    return changed
-
-
-async def declared_tools(store: Store) -> list[ToolDeclaration]:
-    """Every declared tool, by pool then name."""
-    query = select(_t).order_by(_t.c.pool, _t.c.name)
-    async with store.backend.snapshot() as conn:
-        rows = (await conn.execute(query)).all()
-    return [
-        ToolDeclaration(r.name, r.pool, r.policy, r.description, r.args_schema, r.approval)
-        for r in rows
-    ]
-
-
-async def declare_agents(store: Store, compats: Iterable[str], names: Iterable[str]) -> None:
-    """Record that Brains of each of ``compats`` serve the agents ``names`` (kept: a build
-    that drops an agent leaves its name, which a Brain then reports unknown as before)."""
-    rows = [{"compat": c, "name": n, "declared_at": time.time()} for c in compats for n in names]
-    if not rows:
-        return
-    _a = schema.agent_declaration
-    async with store.backend.transaction() as conn:
-        await conn.execute(store.backend.insert(_a).values(rows).on_conflict_do_nothing())
-
-
-async def declared_agents(store: Store, compat: str) -> set[str]:
-    """The agents Brains of ``compat`` have declared."""
-    _a = schema.agent_declaration
-    async with store.backend.snapshot() as conn:
-        rows = await conn.execute(select(_a.c.name).where(_a.c.compat == compat))
-        return {str(r.name) for r in rows}
 
 
 @dataclass
@@ -122,7 +68,7 @@ class ToolCatalog:
 
     async def _read(self) -> None:
         try:
-            self.known = {d.name: d for d in await declared_tools(self.store)}
+            self.known = {d.name: d for d in await self.store.declarations.tools()}
         finally:
             self._reading = None
 
@@ -143,3 +89,67 @@ class ToolCatalog:
 
     def _due(self) -> bool:
         return time.monotonic() - self._read_at >= self.refresh_interval
+
+
+class Declarations:
+    """The tools and agents declared, reached as ``store.declarations``."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+
+    async def declare_tools(self, declarations: Iterable[ToolDeclaration]) -> list[str]:
+        """Record ``declarations``; returns the names whose stored declaration changed."""
+        now = time.time()
+        changed: list[str] = []
+        async with self._store.backend.transaction() as conn:
+            rows = await conn.execute(select(_t.c.name, _t.c.digest))
+            stored = {str(row.name): str(row.digest) for row in rows}
+            for d in declarations:
+                if stored.get(d.name) == d.digest:
+                    continue
+                if d.name in stored:
+                    changed.append(d.name)
+                row = {
+                    "name": d.name,
+                    "pool": d.pool,
+                    "policy": d.policy,
+                    "description": d.description,
+                    "args_schema": d.args_schema,
+                    "approval": d.approval,
+                    "digest": d.digest,
+                    "declared_at": now,
+                }
+                upsert = self._store.backend.insert(_t).values(**row)
+                await conn.execute(
+                    upsert.on_conflict_do_update(index_elements=[_t.c.name], set_=row)
+                )
+        return changed
+
+    async def tools(self) -> list[ToolDeclaration]:
+        """Every declared tool, by pool then name."""
+        query = select(_t).order_by(_t.c.pool, _t.c.name)
+        async with self._store.backend.snapshot() as conn:
+            rows = (await conn.execute(query)).all()
+        return [
+            ToolDeclaration(r.name, r.pool, r.policy, r.description, r.args_schema, r.approval)
+            for r in rows
+        ]
+
+    async def declare_agents(self, compats: Iterable[str], names: Iterable[str]) -> None:
+        """Record that Brains of each of ``compats`` serve the agents ``names`` (kept: a build
+        that drops an agent leaves its name, which a Brain then reports unknown as before)."""
+        rows = [
+            {"compat": c, "name": n, "declared_at": time.time()} for c in compats for n in names
+        ]
+        if not rows:
+            return
+        _a = schema.agent_declaration
+        async with self._store.backend.transaction() as conn:
+            await conn.execute(self._store.backend.insert(_a).values(rows).on_conflict_do_nothing())
+
+    async def agents(self, compat: str) -> set[str]:
+        """The agents Brains of ``compat`` have declared."""
+        _a = schema.agent_declaration
+        async with self._store.backend.snapshot() as conn:
+            rows = await conn.execute(select(_a.c.name).where(_a.c.compat == compat))
+            return {str(r.name) for r in rows}

@@ -23,9 +23,20 @@ from sqlalchemy.exc import (
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import ConnectionPoolEntry, PoolProxiedConnection
 
-from brainhands.shared.errors import BrainhandsError, ConflictError, StoreError, StoreUnavailable
+from brainhands.shared.errors import (
+    BrainhandsError,
+    ConflictError,
+    NotFoundError,
+    StoreError,
+    StoreUnavailable,
+)
 from brainhands.shared.store import hot
-from brainhands.shared.store.chained import REFUSALS
+
+CONFLICT = "BH409"
+MISSING = "BH404"
+REFUSALS: dict[str, type[BrainhandsError]] = {CONFLICT: ConflictError, MISSING: NotFoundError}
+"""The SQLSTATEs a chained write raises when its guard refuses (``chained``), and the store
+error each one is."""
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 WAL_SWITCH_WAIT_MS = 100

@@ -14,7 +14,7 @@ import functools
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sqlalchemy import Insert, Table, bindparam, select, update
 from sqlalchemy.engine import Connection
@@ -22,9 +22,6 @@ from sqlalchemy.engine import Connection
 from brainhands.shared.errors import NotFoundError, StaleLeaseError, StoreError
 from brainhands.shared.store import schema
 from brainhands.shared.store.hot import HotStatement, hot, run
-
-if TYPE_CHECKING:
-    from brainhands.shared.store.backend import Backend
 
 _s = schema.session
 _CLAIM_SESSION = hot(
@@ -136,7 +133,7 @@ class OperationFenceClaim:
 
 
 def claim_operation_fences(
-    conn: Connection, backend: Backend, claims: Sequence[OperationFenceClaim]
+    conn: Connection, insert: Callable[[Table], Any], claims: Sequence[OperationFenceClaim]
 ) -> list[Any]:
     """Create each claim's operation row (``intended``) or raise its fence to the claim's
     token; refuse a claim whose token is not above the stored fence.
@@ -144,7 +141,8 @@ def claim_operation_fences(
     One statement per claim, all sent in one round trip where the backend pipelines them:
     the upsert returns the row as it stands after the claim, and nothing when it refused.
     Returns, for each claim in order, the row or the ``StaleLeaseError`` (with the stored
-    fence) refusing it. Runs on the caller's (sync) connection, inside its transaction.
+    fence) refusing it. Runs on the caller's (sync) connection, inside its transaction;
+    ``insert`` is the backend's (``Backend.insert``).
     """
     now = time.time()
     values = [
@@ -158,7 +156,7 @@ def claim_operation_fences(
         }
         for claim in claims
     ]
-    statement = _claim_operation(backend.insert)
+    statement = _claim_operation(insert)
     by_columns: dict[frozenset[str], list[dict[str, Any]]] = {}
     for row_values in values:  # one statement per set of columns
         by_columns.setdefault(frozenset(row_values), []).append(row_values)

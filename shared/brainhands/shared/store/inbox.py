@@ -13,17 +13,19 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import select
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from brainhands.shared.errors import NotFoundError
 from brainhands.shared.store import schema
 from brainhands.shared.store.commit import insert_outbox
+from brainhands.shared.store.details import inbox_in
 from brainhands.shared.store.draft import OutboxMessage
 from brainhands.shared.store.records import JSON, CommitReceipt, InboxRecord, OutboxRow
-from brainhands.shared.store.store import Store
+
+if TYPE_CHECKING:
+    from brainhands.shared.store.store import Store
 
 
 @dataclass(frozen=True)
@@ -33,83 +35,82 @@ class InboxReceipt:
     """False when the same request was made before: nothing new was written."""
 
 
-async def send_request(
-    store: Store,
-    *,
-    session_id: str,
-    kind: str,
-    key: str,
-    body: JSON = None,
-    name: str | None = None,
-    wake: Callable[[str], OutboxMessage] | None,
-) -> InboxReceipt:
-    """Put a request in the session's inbox, once per ``(kind, key)``, with the session's
-    wake-up (``wake(compat)`` builds it; None: the caller runs the session itself).
-    ``NotFoundError`` for an unknown session."""
-    now = time.time()
-    rows: tuple[OutboxRow, ...] = ()
-    i, s = schema.inbox, schema.session
-    async with store.backend.transaction() as conn:
-        compat = (await conn.execute(select(s.c.compat).where(s.c.id == session_id))).scalar()
-        if compat is None:
-            raise NotFoundError(f"session {session_id} does not exist")
-        inserted = await conn.execute(
-            store.backend.insert(i)
-            .values(session_id=session_id, kind=kind, key=key, body=body, name=name, created_at=now)
-            .on_conflict_do_nothing(index_elements=["session_id", "kind", "key"])
-        )
-        created = inserted.rowcount == 1
-        if created and wake is not None:
-            rows = await insert_outbox(
-                conn, session_id, [wake(str(compat))], now, handoff=store.handoff
-            )
-        row = (
-            await conn.execute(
-                select(i).where(i.c.session_id == session_id, i.c.kind == kind, i.c.key == key)
-            )
-        ).one()
-    if rows:
-        store.notify(CommitReceipt(session_id, version=-1, entry_seqs=[], outbox=rows))
-    return InboxReceipt(InboxRecord(**dict(row._mapping)), created)
-
-
-async def session_inbox(store: Store, session_id: str) -> list[InboxRecord]:
-    """Every request made to ``session_id``, applied or not, oldest first."""
-    async with store.backend.snapshot() as conn:
-        return await inbox_in(conn, session_id)
-
-
-async def inbox_in(conn: AsyncConnection, session_id: str) -> list[InboxRecord]:
-    """``session_inbox``, read in the transaction of ``conn``."""
-    i = schema.inbox
-    rows = await conn.execute(select(i).where(i.c.session_id == session_id).order_by(i.c.id))
-    return [InboxRecord(**dict(r._mapping)) for r in rows]
-
-
 DECISION_SIGNAL = "approval:"
 """Prefix of a signal declared a decision (``WaitSignal(..., decision=True)``): through
 the API, only a key that may approve sends one."""
 
 
-async def send_signal(
-    store: Store,
-    *,
-    session_id: str,
-    name: str,
-    signal_id: str,
-    payload: JSON,
-    wake: Callable[[str], OutboxMessage] | None,
-    timed_out: bool = False,
-    sender: str | None = None,
-) -> InboxReceipt:
-    """Keep a signal named ``name`` in the session's inbox until a wait receives it; the
-    same ``signal_id`` twice is one signal. ``timed_out``: an exclusive wait's timeout, sent
-    as its one signal. ``sender``: who sent it, as their credential says, kept with it."""
-    body: dict[str, Any] = {"payload": payload}
-    if timed_out:
-        body["timed_out"] = True
-    if sender is not None:
-        body["sender"] = sender
-    return await send_request(
-        store, session_id=session_id, kind="signal", key=signal_id, name=name, body=body, wake=wake
-    )
+class Inbox:
+    """A session's inbox, reached as ``store.inbox``: requests a Brain carries out."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+
+    async def send_request(
+        self,
+        *,
+        session_id: str,
+        kind: str,
+        key: str,
+        body: JSON = None,
+        name: str | None = None,
+        wake: Callable[[str], OutboxMessage] | None,
+    ) -> InboxReceipt:
+        """Put a request in the session's inbox, once per ``(kind, key)``, with the session's
+        wake-up (``wake(compat)`` builds it; None: the caller runs the session itself).
+        ``NotFoundError`` for an unknown session."""
+        now = time.time()
+        rows: tuple[OutboxRow, ...] = ()
+        i, s = schema.inbox, schema.session
+        async with self._store.backend.transaction() as conn:
+            compat = (await conn.execute(select(s.c.compat).where(s.c.id == session_id))).scalar()
+            if compat is None:
+                raise NotFoundError(f"session {session_id} does not exist")
+            inserted = await conn.execute(
+                self._store.backend.insert(i)
+                .values(
+                    session_id=session_id, kind=kind, key=key, body=body, name=name, created_at=now
+                )
+                .on_conflict_do_nothing(index_elements=["session_id", "kind", "key"])
+            )
+            created = inserted.rowcount == 1
+            if created and wake is not None:
+                rows = await insert_outbox(
+                    conn, session_id, [wake(str(compat))], now, handoff=self._store.handoff
+                )
+            row = (
+                await conn.execute(
+                    select(i).where(i.c.session_id == session_id, i.c.kind == kind, i.c.key == key)
+                )
+            ).one()
+        if rows:
+            self._store.notify(CommitReceipt(session_id, version=-1, entry_seqs=[], outbox=rows))
+        return InboxReceipt(InboxRecord(**dict(row._mapping)), created)
+
+    async def of_session(self, session_id: str) -> list[InboxRecord]:
+        """Every request made to ``session_id``, applied or not, oldest first."""
+        async with self._store.backend.snapshot() as conn:
+            return await inbox_in(conn, session_id)
+
+    async def send_signal(
+        self,
+        *,
+        session_id: str,
+        name: str,
+        signal_id: str,
+        payload: JSON,
+        wake: Callable[[str], OutboxMessage] | None,
+        timed_out: bool = False,
+        sender: str | None = None,
+    ) -> InboxReceipt:
+        """Keep a signal named ``name`` in the session's inbox until a wait receives it; the
+        same ``signal_id`` twice is one signal. ``timed_out``: an exclusive wait's timeout, sent
+        as its one signal. ``sender``: who sent it, as their credential says, kept with it."""
+        body: dict[str, Any] = {"payload": payload}
+        if timed_out:
+            body["timed_out"] = True
+        if sender is not None:
+            body["sender"] = sender
+        return await self.send_request(
+            session_id=session_id, kind="signal", key=signal_id, name=name, body=body, wake=wake
+        )

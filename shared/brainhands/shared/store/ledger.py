@@ -24,7 +24,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 from sqlalchemy import Update, bindparam, exists, insert, null, select, true, update
 from sqlalchemy.engine import Connection
@@ -50,7 +50,9 @@ from brainhands.shared.store.records import (
     OperationStatus,
     OutboxRow,
 )
-from brainhands.shared.store.store import Store
+
+if TYPE_CHECKING:
+    from brainhands.shared.store.store import Store
 
 _T = TypeVar("_T")
 _o = schema.operation
@@ -262,7 +264,7 @@ class OperationLedger:
     ) -> list[OperationRecord | BaseException]:
         backend = self.store.backend
         claimed = await self._write(
-            lambda conn: fence.claim_operation_fences(conn, backend, claims), single=True
+            lambda conn: fence.claim_operation_fences(conn, backend.insert, claims), single=True
         )
         return [c if isinstance(c, BaseException) else operation_record(c) for c in claimed]
 

@@ -27,20 +27,14 @@ import dataclasses
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from sqlalchemy import (
-    JSON,
     BindParameter,
-    Boolean,
-    Integer,
     Row,
-    String,
     bindparam,
-    column,
     or_,
     select,
-    text,
 )
 from sqlalchemy.engine import Connection
 
@@ -108,59 +102,8 @@ _WAITED_OPERATIONS = hot(
 )
 
 
-def _rows_object(whole: str, ops: str) -> str:
-    """PostgreSQL: what _ENTRIES, _DOCUMENTS, _OPEN_TASKS, _OPEN_SUBMISSIONS, _UNAPPLIED_INBOX
-    and _WAITED_OPERATIONS read for session ``:sid``, in their orders, as one JSON object (a
-    table's row aggregates to the object of its columns), decoded by the driver. Unless the
-    SQL condition ``whole`` holds, only the arrivals (submissions, inbox); unless ``ops``
-    does, no operations: the other kinds' subqueries are not run."""
-    return f"""json_build_object(
-  'entries', CASE WHEN {whole} THEN (SELECT coalesce(json_agg(
-      json_build_array(e.seq, e.kind, e.body, e.created_at) ORDER BY e.seq), '[]')
-      FROM {_e.name} e WHERE e.session_id = :sid) END,
-  'documents', CASE WHEN {whole} THEN (SELECT coalesce(json_agg(
-      json_build_array(d.name, d.version, d.body)), '[]')
-      FROM {_d.name} d WHERE d.session_id = :sid) END,
-  'tasks', CASE WHEN {whole} THEN (SELECT coalesce(json_agg(t ORDER BY t.created_at, t.id), '[]')
-      FROM {_t.name} t WHERE t.session_id = :sid AND t.status != 'terminal') END,
-  'submissions', (SELECT coalesce(json_agg(s ORDER BY s.created_at, s.id), '[]')
-      FROM {_sub.name} s WHERE s.session_id = :sid
-      AND s.status IN ({", ".join(f"'{status}'" for status in OPEN_SUBMISSION_STATUSES)})),
-  'inbox', (SELECT coalesce(json_agg(i ORDER BY i.id), '[]')
-      FROM {_i.name} i WHERE i.session_id = :sid AND i.applied_at IS NULL),
-  'operations', CASE WHEN {ops} THEN (SELECT coalesce(json_agg(
-      json_build_array(o, convert_from(b.data, 'UTF8')::json)), '[]')
-      FROM {_t.name} w JOIN {_o.name} o ON o.operation_id = w.operation_id
-      LEFT JOIN {_b.name} b ON b.id = o.blob_id
-      WHERE w.session_id = :sid AND w.status = 'waiting') END
-)"""
-
-
-# One statement instead of six: the rows of session ``:sid`` (all of them with ``whole``,
-# with the waited-for operations with ``ops``).
-_WHOLE = hot(
-    text(f"SELECT CAST(:sid AS VARCHAR) AS session_id, {_rows_object(':whole', ':ops')} AS rows")
-    .bindparams(bindparam("whole", type_=Boolean), bindparam("ops", type_=Boolean))
-    .columns(session_id=String, rows=JSON)
-)
-_SESSION_KEYS = tuple(c.name for c in _s.c)
-_SESSION_COLUMNS = ", ".join(_SESSION_KEYS)
-# A Brain's claim of a session on PostgreSQL, one statement: the fence claim (``fence``'s
-# _CLAIM_SESSION), and the rows with their waited-for operations -- all of them unless the
-# session is still at version ``:known``, the state the Brain kept. The rows are read in the
-# statement's snapshot, taken before the claim waited for the session's row lock, if it did:
-# ``seen_version`` is the version in that snapshot, which differs from the claimed row's when
-# a commit came in between (the rows are then read again).
-_CLAIM = hot(
-    text(
-        f"""WITH f AS (UPDATE {_s.name} SET fence = :token WHERE id = :sid AND fence < :token
-  RETURNING {_SESSION_COLUMNS})
-SELECT f.*, (SELECT s.version FROM {_s.name} s WHERE s.id = :sid) AS seen_version,
-  {_rows_object("f.version IS DISTINCT FROM :known", "TRUE")} AS rows FROM f"""
-    )
-    .bindparams(bindparam("token", type_=_s.c.fence.type), bindparam("known", type_=Integer))
-    .columns(*(column(c.name, c.type) for c in _s.c), column("seen_version", Integer), rows=JSON)
-)
+SESSION_KEYS = tuple(c.name for c in _s.c)
+"""The session row's columns, in order."""
 _TASKS_BY_ID = hot(select(_t).where(_t.c.id.in_(_IDS)))
 _OPERATIONS_BY_ID = hot(
     select(_o, _b.c.data.label("result_blob"))
@@ -189,7 +132,7 @@ def operation_record(row: Row[Any]) -> OperationRecord:
     return OperationRecord(**_fields(row))
 
 
-def _with_result(fields: dict[str, Any], blob: Any) -> OperationRecord:
+def operation_with_result(fields: dict[str, Any], blob: Any) -> OperationRecord:
     """An operation's record from its columns and its result blob's JSON, if it has one."""
     if blob is not None:
         fields["result"] = blob
@@ -200,17 +143,37 @@ def _waited_operation(row: Row[Any]) -> OperationRecord:
     fields = _fields(row)
     del fields["claimed_for"]
     blob = fields.pop("result_blob")
-    return _with_result(fields, None if blob is None else json.loads(blob))
+    return operation_with_result(fields, None if blob is None else json.loads(blob))
 
 
-def load_session_sync(conn: Connection, session_id: str) -> SessionState:
+class RowReader(Protocol):
+    """How a backend reads sessions' rows (``backends``): ``RowsByKind`` is SQL every
+    database runs; PostgreSQL reads them all in one statement."""
+
+    def read(
+        self, conn: Connection, sids: list[str], arrivals_too: Sequence[str], operations: bool
+    ) -> dict[str, SessionRows]:
+        """The rows of ``sids`` and the arrivals (open submissions, unapplied inbox) of
+        ``arrivals_too``; with ``operations``, of both the operations their waiting tool
+        calls refer to."""
+        ...
+
+    def claim(
+        self, conn: Connection, claims: Sequence[SessionClaim]
+    ) -> tuple[list[Any], dict[str, SessionRows]]:
+        """The fence claims of ``claims`` (per claim: the session's row as claimed, or
+        the error that refused it), and the rows already read with them, by session."""
+        ...
+
+
+def load_session_sync(conn: Connection, session_id: str, rows: RowReader) -> SessionState:
     """Everything a Brain needs to continue ``session_id``: the session, its rows (one
     statement on PostgreSQL, five on SQLite), and the settled tasks its waits refer to."""
     row = run(conn, _SESSION, {"sid": session_id}).one_or_none()
     if row is None:
         raise NotFoundError(f"session {session_id} does not exist")
     session = SessionRecord(**_fields(row))
-    return _read_states(conn, [session])[session.id]
+    return _read_states(conn, rows, [session])[session.id]
 
 
 @dataclass(frozen=True)
@@ -224,7 +187,7 @@ class SessionClaim:
 
 
 def claim_sessions_sync(
-    conn: Connection, claims: Sequence[SessionClaim]
+    conn: Connection, claims: Sequence[SessionClaim], rows: RowReader
 ) -> list[ClaimedSession | BaseException]:
     """Raise each claimed session's fence to its token and read what the holder needs.
 
@@ -239,26 +202,10 @@ def claim_sessions_sync(
     (with the stored fence) when the token is not above the fence, ``NotFoundError`` for an
     unknown session.
     """
-    pairs = [(c.session_id, c.token) for c in claims]
-    read: dict[str, _Rows] = {}
-    if conn.dialect.name == "postgresql":
-        params = [
-            {
-                "sid": c.session_id,
-                "token": c.token,
-                "known": None if c.known is None else c.known.session.version,
-            }
-            for c in claims
-        ]
-        found = run(conn, _CLAIM, params[0] if len(params) == 1 else params).all()
-        rows = fence.session_claims(conn, pairs, found)
-        # A commit between the statement's snapshot and its claim: read those rows again.
-        read = {r.id: _parse_rows(r.rows) for r in found if r.seen_version == r.version}
-    else:
-        rows = fence.claim_session_fences(conn, pairs)
+    fences, read = rows.claim(conn, claims)
     claimed = {
-        i: SessionRecord(**{k: getattr(row, k) for k in _SESSION_KEYS})
-        for i, row in enumerate(rows)
+        i: SessionRecord(**{k: getattr(row, k) for k in SESSION_KEYS})
+        for i, row in enumerate(fences)
         if not isinstance(row, BaseException)
     }
 
@@ -269,7 +216,7 @@ def claim_sessions_sync(
     whole = [claimed[i] for i in claimed if reusable(i) is None]
     # Requests and outcomes arrive without a commit (no new version): read them again too.
     again = [claimed[i].id for i in claimed if reusable(i) is not None]
-    states = _read_states(conn, whole, arrivals_too=again, operations=True, read=read)
+    states = _read_states(conn, rows, whole, arrivals_too=again, operations=True, read=read)
     for i, session in claimed.items():
         known = reusable(i)
         if known is not None:
@@ -281,23 +228,23 @@ def claim_sessions_sync(
         row
         if isinstance(row, BaseException)
         else ClaimedSession(states[claimed[i].id], states.operations(claimed[i].id))
-        for i, row in enumerate(rows)
+        for i, row in enumerate(fences)
     ]
 
 
 def arrivals_sync(
-    conn: Connection, asks: Sequence[tuple[str, bool]]
+    conn: Connection, asks: Sequence[tuple[str, bool]], rows: RowReader
 ) -> list[tuple[list[InboxRecord], list[SubmissionRecord]]]:
     """What reached each session of ``asks`` (a session id, and whether its waiting
     submissions are wanted too) without a commit: its inbox requests not applied yet, and
     its submissions waiting for their turn, oldest first. Read for every session asked
     about at once (one statement on PostgreSQL, one per kind on SQLite): what holders look at
     again in the middle of their passes."""
-    rows = _read_rows(conn)(conn, [], list(dict.fromkeys(sid for sid, _ in asks)), False)
+    found = rows.read(conn, [], list(dict.fromkeys(sid for sid, _ in asks)), False)
     return [
         (
-            rows[sid].inbox,
-            [r for r in rows[sid].submissions if r.status == "queued"] if wanted else [],
+            found[sid].inbox,
+            [r for r in found[sid].submissions if r.status == "queued"] if wanted else [],
         )
         for sid, wanted in asks
     ]
@@ -317,14 +264,16 @@ def operations_by_ids_sync(conn: Connection, ids: list[str]) -> dict[str, Operat
     for row in run(conn, _OPERATIONS_BY_ID, {"ids": ids}):
         fields = _fields(row)
         blob = fields.pop("result_blob")
-        found[row.operation_id] = _with_result(fields, None if blob is None else json.loads(blob))
+        found[row.operation_id] = operation_with_result(
+            fields, None if blob is None else json.loads(blob)
+        )
     return found
 
 
 class _States(dict[str, SessionState]):
-    """Sessions' states by id, and the rows read for each (``_Rows``)."""
+    """Sessions' states by id, and the rows read for each (``SessionRows``)."""
 
-    def __init__(self, rows: dict[str, _Rows]) -> None:
+    def __init__(self, rows: dict[str, SessionRows]) -> None:
         super().__init__()
         self._rows = rows
 
@@ -339,7 +288,7 @@ class _States(dict[str, SessionState]):
 
 
 @dataclass
-class _Rows:
+class SessionRows:
     """The rows of one session read besides its session row: all its kinds for a whole
     read; only submissions and inbox for a read of its arrivals."""
 
@@ -354,11 +303,12 @@ class _Rows:
 
 def _read_states(
     conn: Connection,
+    reader: RowReader,
     sessions: list[SessionRecord],
     *,
     arrivals_too: Sequence[str] = (),
     operations: bool = False,
-    read: dict[str, _Rows] | None = None,
+    read: dict[str, SessionRows] | None = None,
 ) -> _States:
     """The whole state of each of ``sessions``, and the arrivals of ``arrivals_too`` as
     well (with the operations their waiting calls refer to, if ``operations``): one
@@ -366,7 +316,7 @@ def _read_states(
     ``read`` (by session, read as asked) are not read again."""
     sids = [s.id for s in sessions]
     read = read or {}
-    rows = _read_rows(conn)(
+    rows = reader.read(
         conn,
         [sid for sid in sids if sid not in read],
         [sid for sid in arrivals_too if sid not in read],
@@ -396,16 +346,9 @@ def _read_states(
     return states
 
 
-def _read_rows(
-    conn: Connection,
-) -> Callable[[Connection, list[str], Sequence[str], bool], dict[str, _Rows]]:
-    """How ``conn``'s backend reads sessions' rows: one statement, or one per row kind."""
-    return _rows_as_json if conn.dialect.name == "postgresql" else _rows_by_kind
-
-
 def _rows_by_kind(
     conn: Connection, sids: list[str], arrivals_too: Sequence[str], operations: bool
-) -> dict[str, _Rows]:
+) -> dict[str, SessionRows]:
     """The rows of ``sids`` and the arrivals of ``arrivals_too`` (and of both, the waited-for
     operations if ``operations``): a statement per kind."""
     arrived = [*sids, *arrivals_too]
@@ -418,7 +361,7 @@ def _rows_by_kind(
         conn, _DOCUMENTS, sids, lambda r: DocumentRecord(r.name, r.version, r.body)
     )
     tasks = _per_session(conn, _OPEN_TASKS, sids, task_record)
-    found = {sid: _Rows(submissions[sid], inbox[sid]) for sid in arrived}
+    found = {sid: SessionRows(submissions[sid], inbox[sid]) for sid in arrived}
     if operations:
         waited = _per_session(conn, _WAITED_OPERATIONS, arrived, _waited_operation, "claimed_for")
         for sid in arrived:
@@ -430,31 +373,24 @@ def _rows_by_kind(
     return found
 
 
-def _rows_as_json(
-    conn: Connection, sids: list[str], arrivals_too: Sequence[str], operations: bool
-) -> dict[str, _Rows]:
-    """The rows of ``sids`` and the arrivals of ``arrivals_too`` (and of both, the waited-for
-    operations if ``operations``): one statement for all."""
-    params = [{"sid": s, "whole": True, "ops": operations} for s in sids]
-    params += [{"sid": s, "whole": False, "ops": operations} for s in arrivals_too]
-    if not params:
-        return {}
-    return {
-        row.session_id: _parse_rows(row.rows)
-        for row in run(conn, _WHOLE, params[0] if len(params) == 1 else params)
-    }
+class RowsByKind:
+    """Sessions' rows read by one statement per row kind (for each, pipelined for all the
+    sessions where the backend pipelines): SQL every database runs."""
+
+    @staticmethod
+    def read(
+        conn: Connection, sids: list[str], arrivals_too: Sequence[str], operations: bool
+    ) -> dict[str, SessionRows]:
+        return _rows_by_kind(conn, sids, arrivals_too, operations)
+
+    @staticmethod
+    def claim(
+        conn: Connection, claims: Sequence[SessionClaim]
+    ) -> tuple[list[Any], dict[str, SessionRows]]:
+        return fence.claim_session_fences(conn, [(c.session_id, c.token) for c in claims]), {}
 
 
-def _parse_rows(rows: dict[str, Any]) -> _Rows:
-    """The records in the JSON object of one session's rows (``_rows_object``)."""
-    return _Rows(
-        [SubmissionRecord(**r) for r in rows["submissions"]],
-        [InboxRecord(**r) for r in rows["inbox"]],
-        [EntryRecord(*e) for e in rows["entries"] or ()],
-        {d[0]: DocumentRecord(*d) for d in rows["documents"] or ()},
-        [TaskRecord(**t) for t in rows["tasks"] or ()],
-        {o["operation_id"]: _with_result(o, blob) for o, blob in rows["operations"] or ()},
-    )
+ROWS_BY_KIND = RowsByKind()
 
 
 def _per_session(

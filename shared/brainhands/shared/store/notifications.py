@@ -10,47 +10,33 @@ listeners poll.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 from collections.abc import Callable
-from typing import Any
 
-from sqlalchemy.util import greenlet_spawn
-
-from brainhands.shared.store.backend import Backend
-from brainhands.shared.store.engine import wrap_driver_errors
+from brainhands.shared.store.backends.base import Backend, Stop
 
 log = logging.getLogger("brainhands.store")
 
 
 class NotificationFeed:
-    """One ``LISTEN`` connection that calls ``on_session(session_id)`` for every
+    """One listening connection that calls ``on_session(session_id)`` for every
     notification on ``channel`` (``ANSWER_CHANNEL``, ``SESSION_CHANNEL``)."""
 
     def __init__(self, backend: Backend, channel: str, on_session: Callable[[str], None]) -> None:
         self.backend = backend
         self.channel = channel
         self.on_session = on_session
-        self._pooled: Any = None
+        self._stop: Stop | None = None
         self.listening = False
         """Whether notifications arrive (False on SQLite, or once the connection dropped)."""
 
     async def start(self) -> bool:
         """Start listening; False where the backend has no notifications."""
-        if not self.backend.notifies:
-            return False
-        with wrap_driver_errors():
-            self._pooled = await self.backend.engine.raw_connection()
-            driver = self._pooled.driver_connection
-            await driver.add_listener(self.channel, self._heard)
-            driver.add_termination_listener(self._lost)
-        self.listening = True
-        return True
+        self._stop = await self.backend.listen(self.channel, self.on_session, self._lost)
+        self.listening = self._stop is not None
+        return self.listening
 
-    def _heard(self, _conn: Any, _pid: int, _channel: str, payload: str) -> None:
-        self.on_session(payload)
-
-    def _lost(self, _conn: Any) -> None:
+    def _lost(self) -> None:
         self.listening = False
         log.warning(
             "the notifications' connection closed; listeners poll",
@@ -58,15 +44,8 @@ class NotificationFeed:
         )
 
     async def close(self) -> None:
-        if self._pooled is None:
+        if self._stop is None:
             return
-        pooled, self._pooled = self._pooled, None
+        stop, self._stop = self._stop, None
         self.listening = False
-        driver = pooled.driver_connection
-        with contextlib.suppress(Exception):  # closing: a dead connection is as good
-            driver.remove_termination_listener(self._lost)
-            await driver.remove_listener(self.channel, self._heard)
-        # Back to the pool once it listens to nothing (the last listener's removal UNLISTENs);
-        # the pool's return runs through the driver's sync adapter, hence the greenlet.
-        with contextlib.suppress(Exception):
-            await greenlet_spawn(pooled.close)
+        await stop()

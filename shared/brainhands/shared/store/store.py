@@ -12,10 +12,20 @@ from sqlalchemy import exists, func, insert, or_, select, text
 from brainhands.shared.batch import Batcher
 from brainhands.shared.config import normalize_database_url
 from brainhands.shared.store import fence, migrate, schema
-from brainhands.shared.store.backend import Backend
+from brainhands.shared.store.api_keys import ApiKeys
+from brainhands.shared.store.backends import Backend, open_backend
 from brainhands.shared.store.commit import apply_draft_sync, apply_drafts_sync, one_round_trip
+from brainhands.shared.store.declarations import Declarations
+from brainhands.shared.store.details import (
+    SessionDetail,
+    read_session_detail,
+    waiting_approvals_in,
+)
 from brainhands.shared.store.draft import Draft, new_id
 from brainhands.shared.store.group import GroupCommit
+from brainhands.shared.store.inbox import Inbox
+from brainhands.shared.store.ledger import OperationLedger
+from brainhands.shared.store.listings import Listings
 from brainhands.shared.store.load import (
     SessionClaim,
     arrivals_sync,
@@ -24,6 +34,9 @@ from brainhands.shared.store.load import (
     operations_by_ids_sync,
     tasks_by_ids_sync,
 )
+from brainhands.shared.store.notifications import NotificationFeed
+from brainhands.shared.store.outbox import Outbox
+from brainhands.shared.store.queries import Queries
 from brainhands.shared.store.records import (
     OPEN_SUBMISSION_STATUSES,
     ClaimedSession,
@@ -35,6 +48,7 @@ from brainhands.shared.store.records import (
     SubmissionRecord,
     TaskRecord,
 )
+from brainhands.shared.store.submissions import Submissions
 from brainhands.shared.tenancy import split_key
 
 log = logging.getLogger("brainhands.store")
@@ -43,10 +57,13 @@ CommitListener = Callable[[CommitReceipt], None]
 
 
 class Store:
-    """Async access to the session store.
+    """Async access to the session store: the one door to it from outside this package.
 
     ``commit`` is the only way session state changes; listeners run after each successful
-    commit (the outbox relay uses one to publish without a polling delay).
+    commit (the outbox relay uses one to publish without a polling delay). What else the
+    store keeps is reached through its parts, one per kind of row: ``submissions``,
+    ``inbox``, ``ledger`` (operations), ``outbox``, ``declarations``, ``api_keys``,
+    ``queries`` (reads across sessions) and ``listings`` (sessions as lists show them).
     """
 
     def __init__(self, backend: Backend) -> None:
@@ -75,8 +92,18 @@ class Store:
         self._arrivals: Batcher[
             tuple[str, bool], tuple[list[InboxRecord], list[SubmissionRecord]]
         ] = Batcher(
-            lambda asks: backend.read(lambda conn: arrivals_sync(conn, asks)), what="arrivals"
+            lambda asks: backend.read(lambda conn: arrivals_sync(conn, asks, backend.rows)),
+            what="arrivals",
         )
+        self.submissions = Submissions(self)
+        self.inbox = Inbox(self)
+        self.queries = Queries(self)
+        self.declarations = Declarations(self)
+        self.outbox = Outbox(self)
+        self.listings = Listings(self)
+        self.api_keys = ApiKeys(self)
+        self.ledger = OperationLedger(self)
+        """The operation ledger: what Hands claim and record (Brains only read it)."""
         self._rows: Batcher[
             tuple[list[str], list[str]],
             tuple[dict[str, TaskRecord], dict[str, OperationRecord]],
@@ -101,7 +128,7 @@ class Store:
             url = normalize_database_url(url)
         except ValueError as exc:
             raise ValueError(f"database URL: {exc}") from None
-        backend = await Backend.open(url, pool_size=pool_size, db_schema=db_schema)
+        backend = await open_backend(url, pool_size=pool_size, db_schema=db_schema)
         if backend.embedded if upgrade is None else upgrade:
             await migrate.upgrade(backend)
         return cls(backend)
@@ -111,6 +138,24 @@ class Store:
 
     def add_commit_listener(self, listener: CommitListener) -> None:
         self._listeners.append(listener)
+
+    def listen(self, channel: str, on_session: Callable[[str], None]) -> NotificationFeed:
+        """A feed calling ``on_session(session_id)`` for each commit notified on ``channel``
+        (``ANSWER_CHANNEL``, ``SESSION_CHANNEL``) once it is started; where the database
+        sends no notifications, its ``start`` says so and the caller polls."""
+        return NotificationFeed(self.backend, channel, on_session)
+
+    async def upgrade(self, revision: str = "head") -> None:
+        """Migrate the schema up to ``revision``."""
+        await migrate.upgrade(self.backend, revision)
+
+    async def downgrade(self, revision: str) -> None:
+        """Migrate the schema down to ``revision``."""
+        await migrate.downgrade(self.backend, revision)
+
+    async def revision(self) -> str | None:
+        """The schema revision the database is at (None before the first migration)."""
+        return await migrate.current_revision(self.backend)
 
     async def create_session(self, session_id: str, *, compat: str) -> SessionRecord:
         """Create an empty session that Brains of ``compat`` can run."""
@@ -151,7 +196,21 @@ class Store:
     async def load(self, session_id: str) -> SessionState:
         """Read the session's state in one snapshot and a fixed number of queries."""
         async with self.backend.snapshot() as conn:
-            return await conn.run_sync(load_session_sync, session_id)
+            return await conn.run_sync(load_session_sync, session_id, self.backend.rows)
+
+    async def detail(self, session_id: str) -> SessionDetail:
+        """The session as people look at it, in one snapshot (``NotFoundError`` if there is
+        none): its state, its whole task and operation history, its submissions, its inbox
+        and its approvals waiting for a decision."""
+        return await read_session_detail(self.backend, session_id)
+
+    async def waiting_approvals(
+        self, session_id: str | None = None, *, tenant: str | None = None, limit: int = 1000
+    ) -> list[TaskRecord]:
+        """The approval tasks waiting for a decision, of one session, of ``tenant``'s or of
+        all, oldest first."""
+        async with self.backend.snapshot() as conn:
+            return await waiting_approvals_in(conn, session_id, tenant=tenant, limit=limit)
 
     async def claim_session(
         self, session_id: str, token: int, known: SessionState | None = None
@@ -172,7 +231,7 @@ class Store:
         # Without BEGIN on PostgreSQL: once the claims are in, no older holder can commit,
         # and the reads see each session as the last commit before it left it.
         return await self.backend.write(
-            lambda conn: claim_sessions_sync(conn, claims), single_statement=True
+            lambda conn: claim_sessions_sync(conn, claims, self.backend.rows), single_statement=True
         )
 
     async def arrivals(

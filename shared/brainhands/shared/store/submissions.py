@@ -11,21 +11,50 @@ import functools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Insert, Table, bindparam, insert, literal, select, true, union_all
+from sqlalchemy import (
+    Insert,
+    Table,
+    bindparam,
+    exists,
+    func,
+    insert,
+    literal,
+    select,
+    true,
+    union_all,
+    update,
+)
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import Connection
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from brainhands.shared.errors import NotFoundError
 from brainhands.shared.store import schema
 from brainhands.shared.store.commit import insert_outbox_sync, publish_after
+from brainhands.shared.store.details import submissions_in
 from brainhands.shared.store.draft import OutboxMessage, new_id
+from brainhands.shared.store.guard import FINAL_SUBMISSION_STATUSES
 from brainhands.shared.store.hot import HotStatement, hot, run
 from brainhands.shared.store.records import CommitReceipt, OutboxRow, SubmissionRecord
-from brainhands.shared.store.store import Store
 from brainhands.shared.tenancy import split_key
+
+if TYPE_CHECKING:
+    from brainhands.shared.store.store import Store
+
+
+@dataclass(frozen=True)
+class CallbackDue:
+    """A submission whose end is to be posted to its ``callback_url``."""
+
+    id: str
+    session_id: str
+    request_id: str
+    status: str
+    answer: object
+    error: str | None
+    callback_url: str
+    callback_attempts: int
 
 
 @dataclass(frozen=True)
@@ -33,84 +62,6 @@ class SubmitReceipt:
     submission: SubmissionRecord
     created: bool
     """False when the request id was seen before: nothing new was started."""
-
-
-async def submit(
-    store: Store,
-    *,
-    session_id: str,
-    request_id: str,
-    input: Any,
-    compat: str,
-    wake: Callable[[str], OutboxMessage],
-    principal: str | None = None,
-    callback_url: str | None = None,
-) -> SubmitReceipt:
-    """Accept ``input`` once for ``(session_id, request_id)`` and wake the session's Brains.
-
-    A new session is created for the Brains of ``compat``, for the tenant its id says
-    (``shared/tenancy.py``); an existing one keeps the key it was created with, and
-    ``wake(key)`` builds the wake-up for that key. ``principal``: who submits, kept with
-    the submission; ``callback_url``: where its end is to be posted.
-
-    Where the backend chains writes (PostgreSQL), one statement in one hop, without BEGIN
-    and COMMIT (``_submit_chained``). Otherwise, or when that statement cannot decide alone,
-    one transaction in one hop, of statements built once: the session's insert (a no-op
-    when it exists), a read of its key, the submission's insert returning the
-    row (or, for a request id seen before, a read of the original), and the wake-up.
-    """
-    now = time.time()
-    tenant, _ = split_key(session_id)
-    handoff = store.handoff
-    if store.backend.chains_writes:
-        chained = await store.backend.write(
-            lambda conn: _submit_chained(
-                conn,
-                session_id,
-                request_id,
-                input,
-                compat,
-                wake(compat),
-                tenant,
-                principal,
-                callback_url,
-                now,
-                handoff,
-            ),
-            single_statement=True,
-        )
-        if chained is not None:
-            record, rows = chained
-            if rows:
-                store.notify(CommitReceipt(session_id, version=-1, entry_seqs=[], outbox=rows))
-            return SubmitReceipt(record, created=bool(rows))
-
-    def work(conn: Connection) -> tuple[SubmissionRecord, tuple[OutboxRow, ...]]:
-        inserts = _inserts(store.backend.insert)
-        conn.execute(
-            inserts.session,
-            {"id": session_id, "uid": new_id(), "compat": compat, "tenant": tenant, "now": now},
-        )
-        key: str = conn.execute(_SESSION_KEY, {"sid": session_id}).scalar_one()
-        params = {
-            "id": new_id(),
-            "sid": session_id,
-            "rid": request_id,
-            "input": input,
-            "principal": principal,
-            "callback_url": callback_url,
-            "now": now,
-        }
-        row = conn.execute(inserts.submission, params).one_or_none()
-        if row is None:  # seen before: the original, and no wake-up
-            return _by_request_sync(conn, session_id, request_id), ()
-        rows = insert_outbox_sync(conn, session_id, [wake(str(key))], now, handoff=handoff)
-        return SubmissionRecord(**dict(row._mapping)), rows
-
-    record, rows = await store.backend.write(work)
-    if rows:
-        store.notify(CommitReceipt(session_id, version=-1, entry_seqs=[], outbox=rows))
-    return SubmitReceipt(record, created=bool(rows))
 
 
 @dataclass(frozen=True)
@@ -290,12 +241,6 @@ _BY_REQUEST = select(schema.submission).where(
 )
 
 
-async def get_submission(store: Store, session_id: str, request_id: str) -> SubmissionRecord:
-    """The submission of ``request_id`` in ``session_id``, as it stands now: one statement,
-    in one hop (what a waiting client reads again at every notification)."""
-    return await store.backend.read(lambda conn: _by_request_sync(conn, session_id, request_id))
-
-
 def _by_request_sync(conn: Connection, session_id: str, request_id: str) -> SubmissionRecord:
     row = conn.execute(_BY_REQUEST, {"sid": session_id, "rid": request_id}).one_or_none()
     if row is None:
@@ -303,16 +248,157 @@ def _by_request_sync(conn: Connection, session_id: str, request_id: str) -> Subm
     return SubmissionRecord(**dict(row._mapping))
 
 
-async def session_submissions(store: Store, session_id: str) -> list[SubmissionRecord]:
-    """Every submission of ``session_id``, oldest first."""
-    async with store.backend.snapshot() as conn:
-        return await submissions_in(conn, session_id)
+class Submissions:
+    """Accepted input, reached as ``store.submissions``."""
 
+    def __init__(self, store: Store) -> None:
+        self._store = store
 
-async def submissions_in(conn: AsyncConnection, session_id: str) -> list[SubmissionRecord]:
-    """``session_submissions``, read in the transaction of ``conn``."""
-    sub = schema.submission
-    rows = await conn.execute(
-        select(sub).where(sub.c.session_id == session_id).order_by(sub.c.created_at)
-    )
-    return [SubmissionRecord(**dict(r._mapping)) for r in rows]
+    async def submit(
+        self,
+        *,
+        session_id: str,
+        request_id: str,
+        input: Any,
+        compat: str,
+        wake: Callable[[str], OutboxMessage],
+        principal: str | None = None,
+        callback_url: str | None = None,
+    ) -> SubmitReceipt:
+        """Accept ``input`` once for ``(session_id, request_id)`` and wake the session's Brains.
+
+        A new session is created for the Brains of ``compat``, for the tenant its id says
+        (``shared/tenancy.py``); an existing one keeps the key it was created with, and
+        ``wake(key)`` builds the wake-up for that key. ``principal``: who submits, kept with
+        the submission; ``callback_url``: where its end is to be posted.
+
+        Where the backend chains writes (PostgreSQL), one statement in one hop, without BEGIN
+        and COMMIT (``_submit_chained``). Otherwise, or when that statement cannot decide alone,
+        one transaction in one hop, of statements built once: the session's insert (a no-op
+        when it exists), a read of its key, the submission's insert returning the
+        row (or, for a request id seen before, a read of the original), and the wake-up.
+        """
+        now = time.time()
+        tenant, _ = split_key(session_id)
+        handoff = self._store.handoff
+        if self._store.backend.chains_writes:
+            chained = await self._store.backend.write(
+                lambda conn: _submit_chained(
+                    conn,
+                    session_id,
+                    request_id,
+                    input,
+                    compat,
+                    wake(compat),
+                    tenant,
+                    principal,
+                    callback_url,
+                    now,
+                    handoff,
+                ),
+                single_statement=True,
+            )
+            if chained is not None:
+                record, rows = chained
+                if rows:
+                    self._store.notify(
+                        CommitReceipt(session_id, version=-1, entry_seqs=[], outbox=rows)
+                    )
+                return SubmitReceipt(record, created=bool(rows))
+
+        def work(conn: Connection) -> tuple[SubmissionRecord, tuple[OutboxRow, ...]]:
+            inserts = _inserts(self._store.backend.insert)
+            conn.execute(
+                inserts.session,
+                {"id": session_id, "uid": new_id(), "compat": compat, "tenant": tenant, "now": now},
+            )
+            key: str = conn.execute(_SESSION_KEY, {"sid": session_id}).scalar_one()
+            params = {
+                "id": new_id(),
+                "sid": session_id,
+                "rid": request_id,
+                "input": input,
+                "principal": principal,
+                "callback_url": callback_url,
+                "now": now,
+            }
+            row = conn.execute(inserts.submission, params).one_or_none()
+            if row is None:  # seen before: the original, and no wake-up
+                return _by_request_sync(conn, session_id, request_id), ()
+            rows = insert_outbox_sync(conn, session_id, [wake(str(key))], now, handoff=handoff)
+            return SubmissionRecord(**dict(row._mapping)), rows
+
+        record, rows = await self._store.backend.write(work)
+        if rows:
+            self._store.notify(CommitReceipt(session_id, version=-1, entry_seqs=[], outbox=rows))
+        return SubmitReceipt(record, created=bool(rows))
+
+    async def get(self, session_id: str, request_id: str) -> SubmissionRecord:
+        """The submission of ``request_id`` in ``session_id``, as it stands now: one statement,
+        in one hop (what a waiting client reads again at every notification)."""
+        return await self._store.backend.read(
+            lambda conn: _by_request_sync(conn, session_id, request_id)
+        )
+
+    async def of_session(self, session_id: str) -> list[SubmissionRecord]:
+        """Every submission of ``session_id``, oldest first."""
+        async with self._store.backend.snapshot() as conn:
+            return await submissions_in(conn, session_id)
+
+    async def submitted_by(self, session_id: str, principal: str) -> bool:
+        """Whether ``principal`` submitted anything to ``session_id``."""
+        sub = schema.submission
+        query = select(exists().where(sub.c.session_id == session_id, sub.c.principal == principal))
+        async with self._store.backend.snapshot() as conn:
+            return bool(await conn.scalar(query))
+
+    async def callbacks_due(self, now: float, *, limit: int) -> list[CallbackDue]:
+        """Ended submissions whose end is still to be posted to their ``callback_url`` and
+        whose next attempt is due by ``now``, the longest ended first."""
+        sub = schema.submission
+        query = (
+            select(
+                sub.c.id,
+                sub.c.session_id,
+                sub.c.request_id,
+                sub.c.status,
+                sub.c.answer,
+                sub.c.error,
+                sub.c.callback_url,
+                sub.c.callback_attempts,
+            )
+            .where(
+                sub.c.callback_url.is_not(None),
+                sub.c.callback_done_at.is_(None),
+                sub.c.status.in_(sorted(FINAL_SUBMISSION_STATUSES)),
+                func.coalesce(sub.c.callback_next_at, 0) <= now,
+            )
+            .order_by(sub.c.updated_at)
+            .limit(limit)
+        )
+        async with self._store.backend.snapshot() as conn:
+            return [CallbackDue(**dict(r._mapping)) for r in await conn.execute(query)]
+
+    async def record_callback(
+        self,
+        submission_id: str,
+        *,
+        attempts: int,
+        error: str | None,
+        done_at: float | None = None,
+        next_at: float | None = None,
+    ) -> None:
+        """Record an attempt to post a submission's end: done (``done_at``), or to be tried
+        again at ``next_at``; a delivery recorded done is not changed again."""
+        sub = schema.submission
+        values: dict[str, object] = {"callback_attempts": attempts, "callback_error": error}
+        if done_at is not None:
+            values["callback_done_at"] = done_at
+        if next_at is not None:
+            values["callback_next_at"] = next_at
+        async with self._store.backend.transaction() as conn:
+            await conn.execute(
+                update(sub)
+                .where(sub.c.id == submission_id, sub.c.callback_done_at.is_(None))
+                .values(**values)
+            )

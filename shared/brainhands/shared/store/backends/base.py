@@ -1,0 +1,118 @@
+"""What every store backend is: one door to one database (``postgres``, ``sqlite``).
+
+Every store module reaches the database through its backend -- a transaction in one hop
+(``write``, ``read``), or ``transaction`` and ``snapshot`` for the paths that await between
+statements -- and asks it for what the two databases do differently: the INSERT with
+``ON CONFLICT`` (``insert``), how sessions' rows are read (``rows``), notifications of
+commits (``listen``), row locks that skip locked rows (``skip_locked``), a lock that
+serializes migrations (``lock``). No store module asks which database it runs on.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from abc import ABC, abstractmethod
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, ClassVar, TypeVar
+
+from sqlalchemy import Engine, Select, Table
+from sqlalchemy.engine import Connection
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from brainhands.shared.store.engine import READ_ONLY, wrap_driver_errors
+from brainhands.shared.store.load import RowReader
+
+_T = TypeVar("_T")
+_S = TypeVar("_S", bound=Select[Any])
+
+Heard = Callable[[str], None]
+"""Called with a notification's payload (a session id)."""
+Stop = Callable[[], Awaitable[None]]
+"""Stops listening and gives the connection back."""
+
+
+class Backend(ABC):
+    """The store's database: ``Postgres`` or ``Sqlite``."""
+
+    notifies: ClassVar[bool]
+    """Whether a commit sends notifications (``pg_notify``) to listeners (``listen``)."""
+    chains_writes: ClassVar[bool]
+    """Whether one statement can write from the rows another write returns (PostgreSQL's
+    data-modifying ``WITH``): writes that depend on a guard are then one statement, atomic
+    without a transaction around it."""
+    embedded: ClassVar[bool]
+    """Whether the database lives in this process's files, so the store migrates its own
+    schema on first use (a server database is migrated by ``brainhands migrate``)."""
+    snapshot_isolation: ClassVar[str | None]
+    """The isolation level that makes a transaction one snapshot (SQLite's always is)."""
+    rows: ClassVar[RowReader]
+    """How sessions' rows are read: one statement for all (PostgreSQL), or one per kind."""
+
+    def __init__(self, engine: AsyncEngine) -> None:
+        self.engine = engine
+        """The async engine; outside the store, only tests and benches read through it."""
+
+    @staticmethod
+    @abstractmethod
+    def insert(table: Table) -> Any:
+        """``INSERT`` into ``table`` in this database's dialect, with its ``ON CONFLICT``
+        clauses (the same function at every call, so statements built from it are cached)."""
+
+    @property
+    def writes_on(self) -> Engine:
+        """The sync engine whose connections run ``write`` (for event listeners)."""
+        return self.engine.sync_engine
+
+    @abstractmethod
+    async def write(
+        self, work: Callable[[Connection], _T], *, single_statement: bool = False
+    ) -> _T:
+        """Run ``work(conn)`` in a writing transaction of its own, in one hop.
+
+        ``single_statement`` work, whose writes are atomic on their own (one statement, or
+        one statement pipelined for many sets of parameters), may run without a transaction
+        around it. Driver errors leave as store errors.
+        """
+
+    @abstractmethod
+    async def read(self, work: Callable[[Connection], _T]) -> _T:
+        """Run reading ``work(conn)`` in one hop: on PostgreSQL without a transaction around
+        it (each statement sees the latest commits), on SQLite in a deferred one."""
+
+    @contextlib.asynccontextmanager
+    async def transaction(self) -> AsyncIterator[AsyncConnection]:
+        """One writing transaction; driver errors leave as store errors."""
+        with wrap_driver_errors():
+            async with self.engine.begin() as conn:
+                yield conn
+
+    @contextlib.asynccontextmanager
+    async def snapshot(self) -> AsyncIterator[AsyncConnection]:
+        """One consistent snapshot for several reads."""
+        with wrap_driver_errors():
+            async with self.engine.connect() as raw:
+                options: dict[str, Any] = {READ_ONLY: True}
+                if self.snapshot_isolation is not None:
+                    options["isolation_level"] = self.snapshot_isolation
+                conn = await raw.execution_options(**options)
+                async with conn.begin():
+                    yield conn
+
+    async def listen(self, channel: str, heard: Heard, lost: Callable[[], None]) -> Stop | None:
+        """Call ``heard(payload)`` for each notification a commit sends on ``channel``, and
+        ``lost()`` if the connection that listens closes; returns how to stop. None where the
+        database sends no notifications (listeners poll instead)."""
+        return None
+
+    def skip_locked(self, query: _S) -> _S:
+        """``query`` locking the rows it reads for this transaction, skipping rows another
+        transaction has locked (where the database locks rows)."""
+        return query
+
+    @abstractmethod
+    async def lock(self, conn: AsyncConnection, key: int) -> None:
+        """Take the lock ``key`` until ``conn``'s writing transaction ends, so that
+        transactions taking it run one at a time."""
+
+    async def close(self) -> None:
+        await self.engine.dispose()
