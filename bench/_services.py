@@ -5,7 +5,9 @@
 * the clean-up of what a run leaves behind: a namespace's queues and exchanges, its Redis
   keys and the PostgreSQL schemas, each part even when another fails;
 * the ``python -m brainhands`` worker processes a run starts (``Workers``), their logs,
-  their CPU time and their environment; ``stop_on_sigterm`` for the parent.
+  their CPU time and their environment; ``stop_on_sigterm`` for the parent;
+* another commit's tree (``extracted``) for workers to run its code (``code_env``), and
+  where that code really comes from (``module_origins``), to compare builds in one run.
 """
 
 from __future__ import annotations
@@ -298,7 +300,8 @@ class Workers:
         n = len(self.paths(role))
         path = self.logs / (log or f"{role}-{n}.log")
         tree = code or self.code
-        worker = Worker(role, spawn(["brainhands", *argv], self.env, path, cwd=tree), path)
+        env = code_env(self.env, tree)
+        worker = Worker(role, spawn(["brainhands", *argv], env, path, cwd=tree), path)
         self.procs.append(worker)
         return worker
 
@@ -345,3 +348,45 @@ def extracted(ref: str) -> Iterator[Path]:
         ).stdout
         subprocess.run(["tar", "-x", "-C", tmp], input=archive, check=True)
         yield Path(tmp)
+
+
+PACKAGE_FOLDERS = ("shared", "brain", "hands", "src", "examples")
+"""The workspace's distributions: each folder holds a portion of the ``brainhands`` package."""
+
+
+def code_env(env: dict[str, str], tree: Path) -> dict[str, str]:
+    """``env`` for a process started in ``tree`` to import that tree's ``brainhands``.
+
+    Its working directory puts its ``bench`` (and, in a tree from before the distributions,
+    its ``brainhands/``) first on the path; but the distributions' folders of this checkout
+    are on the path of every process (the editable install), so another tree's go in front
+    on ``PYTHONPATH``. Its ``brainhands/__init__`` then extends the package with those folders
+    first, this checkout's after them."""
+    if tree == ROOT:
+        return env
+    folders = [str(tree / f) for f in PACKAGE_FOLDERS if (tree / f / "brainhands").is_dir()]
+    inherited = [env["PYTHONPATH"]] if env.get("PYTHONPATH") else []
+    return {**env, "PYTHONPATH": os.pathsep.join([*folders, *inherited])} if folders else env
+
+
+FIND_ORIGINS = (
+    "import importlib.util, json, sys; "
+    "print(json.dumps({m: importlib.util.find_spec(m).origin for m in sys.argv[1:]}))"
+)
+
+
+def module_origins(env: dict[str, str], tree: Path, modules: Sequence[str]) -> dict[str, str]:
+    """The file each of ``modules`` comes from in a process ``Workers`` starts from ``tree``
+    with ``env`` (the same interpreter, directory and path; parents imported, not the modules),
+    to check which code a comparison really runs."""
+    found = subprocess.run(
+        [sys.executable, "-c", FIND_ORIGINS, *modules],
+        cwd=tree,
+        env=code_env(env, tree),
+        capture_output=True,
+        text=True,
+    )
+    if found.returncode:
+        raise RuntimeError(f"cannot find {', '.join(modules)} from {tree}:\n{found.stderr}")
+    origins: dict[str, str] = json.loads(found.stdout)
+    return origins

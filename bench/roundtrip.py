@@ -51,6 +51,15 @@ unique namespace; every process started is stopped and every queue deleted at th
    workflows of 10 steps at once both ways, to compare with part 2b. DBOS checkpoints every
    workflow and step in PostgreSQL, the durable peer closest to ours, without a broker.
 
+``--before REF`` measures parts 1 to 3 twice in the same run: first with the Brain and Hands
+processes running commit REF's code (its tree ``git archive``d to a temporary directory, its
+package folders first on their path, its ``bench`` agents and tools too; checked before they
+start), then with this tree's, each pass in a namespace and schema of its own. The report
+(parts 4 and 5 once, after both) is this tree's, then a table of both side by side with
+after / before: round trip p50, throughputs, and the CPU per session of the Brains, the Hands
+and the services (``bench/roundtrip_before.py``); the floor's own drift between the passes
+is the measure of the run's noise.
+
 Targets: round trip p50 <= 2x the floor's; throughput not less than 0.5x Celery's (no-op, as it
 comes) and 2x DBOS's best (direct or queue; the fan-out row against DBOS's fan-out). Ours does
 far more per call (durable commits on both sides, leases, fences, outbox relays), so the
@@ -60,6 +69,7 @@ part 3 by ``bench/roundtrip_floor.py``, part 4 by ``bench/roundtrip_celery.py``,
 
     .venv/bin/python -m bench.roundtrip [--sessions S] [--burst S2] [--fanout-burst S3]
         [--floor F] [--celery-burst N] [--dbos-burst N] [--no-celery] [--no-dbos]
+        [--before REF]
 """
 
 from __future__ import annotations
@@ -76,11 +86,13 @@ from pathlib import Path
 import asyncpg
 
 from bench._services import (
+    ROOT,
     SERVICE_PROCESSES,
     Workers,
     add_service_urls,
     asyncpg_dsn,
     clean_namespace,
+    extracted,
     new_parser,
     open_store,
     run_names,
@@ -89,6 +101,7 @@ from bench._services import (
 )
 from bench._stats import machine, percentile, print_table
 from bench.roundtrip_agents import COMPAT, FANOUT, FANOUT_AGENT
+from bench.roundtrip_before import check_code, compare
 from bench.roundtrip_celery import CeleryResult, bench_celery
 from bench.roundtrip_dbos import DbosResult, bench_dbos
 from bench.roundtrip_floor import (
@@ -152,6 +165,26 @@ class Results:
     celery: CeleryResult | None = None
     dbos: DbosResult | None = None
 
+    @property
+    def serial_p50(self) -> float:
+        """Seconds, model committed -> result applied, of the serial sessions (median)."""
+        return percentile([t.latency for t in self.serial], 50)
+
+    @property
+    def burst_rate(self) -> float:
+        """Sessions (and tool calls) per second of the burst."""
+        return len(self.burst) / self.burst_seconds
+
+    @property
+    def fanout_rate(self) -> float:
+        """Tool calls per second of the fan-out burst (0 without one)."""
+        return self.fanout_sessions * FANOUT / self.fanout_seconds if self.fanout_seconds else 0.0
+
+    @property
+    def floor_p50(self) -> float:
+        assert self.floor is not None
+        return percentile(self.floor.samples, 50)
+
 
 def start_brain_and_hands(workers: Workers) -> None:
     """One Brain and one Hands process more."""
@@ -160,8 +193,14 @@ def start_brain_and_hands(workers: Workers) -> None:
 
 
 async def bench_ours(
-    args: argparse.Namespace, namespace: str, schema: str, logs: Path, results: Results
+    args: argparse.Namespace,
+    namespace: str,
+    schema: str,
+    logs: Path,
+    results: Results,
+    code: Path = ROOT,
 ) -> None:
+    """Parts 1 to 3, the Brains and Hands running the code of the tree ``code``."""
     dsn = asyncpg_dsn(args.database_url)
     topology = Topology(namespace)
     async with contextlib.AsyncExitStack() as stack:
@@ -172,8 +211,9 @@ async def bench_ours(
         floor_store = await open_store(args.database_url, floor_schema(schema))
         await floor_store.close()
         workers = stack.enter_context(
-            Workers(worker_env(args, namespace, schema, args.concurrency), logs)
+            Workers(worker_env(args, namespace, schema, args.concurrency), logs, code=code)
         )
+        check_code(workers.env, code)
         broker = await Broker.connect(args.rabbitmq_url, topology, connection_name=namespace)
         stack.push_async_callback(broker.close)
         db = await asyncpg.connect(dsn, server_settings={"search_path": schema})
@@ -256,13 +296,13 @@ def fmt_ms(samples: Sequence[float], p: float) -> str:
 def report(args: argparse.Namespace, r: Results) -> None:
     assert r.floor is not None
     floor = r.floor.samples
-    floor_p50 = percentile(floor, 50)
+    floor_p50 = r.floor_p50
     strict = r.floor.strict
     strict_p50 = percentile(strict, 50)
     ours = [t.latency for t in r.serial]
-    ours_p50 = percentile(ours, 50)
-    ours_rate = len(r.burst) / r.burst_seconds
-    fanout_rate = r.fanout_sessions * FANOUT / r.fanout_seconds if r.fanout_seconds else 0.0
+    ours_p50 = r.serial_p50
+    ours_rate = r.burst_rate
+    fanout_rate = r.fanout_rate
     c = r.celery
     celery_rate = c.burst / c.burst_seconds if c else None
     d = r.dbos
@@ -651,6 +691,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--logs", help="keep the worker processes' logs in this directory")
     parser.add_argument("--no-celery", action="store_true", help="skip part 4")
     parser.add_argument("--no-dbos", action="store_true", help="skip part 5")
+    parser.add_argument(
+        "--before",
+        metavar="REF",
+        help="first measure parts 1 to 3 with the Brains and Hands of this commit, then this "
+        "tree's, and compare",
+    )
     add_service_urls(parser, "postgres", "rabbitmq", "redis")
     args = parser.parse_args(argv)
     counts = [args.sessions, args.burst, args.celery_serial, args.celery_burst, args.floor_lanes]
@@ -662,28 +708,43 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     return args
 
 
+async def measure(args: argparse.Namespace, logs: Path, code: Path) -> Results:
+    """Parts 1 to 3 with the Brains and Hands of the tree ``code``, in a namespace and schema
+    of their own, removed after."""
+    _, namespace, schema = run_names("roundtrip")
+    print(f"namespace {namespace}, PostgreSQL schema {schema}", flush=True)
+    results = Results()
+    try:
+        await bench_ours(args, namespace, schema, logs, results, code)
+    finally:
+        topology = Topology(namespace)
+        queues = [topology.hands_queue(POOL), *topology.brain_queues(COMPAT)]
+        queues += floor_queues(topology, args.floor_lanes)
+        await clean_namespace(args, namespace, queues, [schema, floor_schema(schema)])
+    return results
+
+
 async def main(args: argparse.Namespace) -> None:
     stop_on_sigterm()
-    tag, namespace, schema = run_names("roundtrip")
-    print(
-        f"roundtrip bench on {machine()}; namespace {namespace}, PostgreSQL schema {schema}",
-        flush=True,
-    )
-    results = Results()
+    tag, _, _ = run_names("roundtrip")
+    print(f"roundtrip bench on {machine()}", flush=True)
+    before: Results | None = None
     with tempfile.TemporaryDirectory(prefix="brainhands-bench-roundtrip-") as tmp:
         logs = Path(args.logs or tmp)
-        try:
-            await bench_ours(args, namespace, schema, logs, results)
-        finally:
-            topology = Topology(namespace)
-            queues = [topology.hands_queue(POOL), *topology.brain_queues(COMPAT)]
-            queues += floor_queues(topology, args.floor_lanes)
-            await clean_namespace(args, namespace, queues, [schema, floor_schema(schema)])
+        if args.before:
+            with extracted(args.before) as old:
+                print(f"\n== before: the Brains and Hands of {args.before}", flush=True)
+                before = await measure(args, logs / "before", old)
+            print("\n== after: the Brains and Hands of this tree", flush=True)
+            logs = logs / "after"
+        results = await measure(args, logs, ROOT)
         if not args.no_celery:
             results.celery = await bench_celery(args, tag, logs)
         if not args.no_dbos:
             results.dbos = await bench_dbos(args, tag, logs)
     report(args, results)
+    if before is not None:
+        compare(args.before, before, results)
     print(f"({machine()})")
 
 
