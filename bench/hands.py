@@ -56,7 +56,8 @@ from bench._services import (
 )
 from bench._stats import percentile, print_table
 from bench.noop_tools import COMPAT, POOL, noop_job
-from brainhands.shared.broker import Broker, Delivery, Outgoing
+from brainhands.shared.broker import Broker, Outgoing
+from brainhands.shared.delivery import Delivery
 from brainhands.shared.messages import Message, ToolResult, encode
 from brainhands.shared.topology import Topology
 

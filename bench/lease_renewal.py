@@ -60,7 +60,8 @@ from bench._services import (
 )
 from bench._stats import machine, print_table
 from bench.lease_tools import COMPAT, POOL, work_job
-from brainhands.shared.broker import Broker, Delivery, Outgoing
+from brainhands.shared.broker import Broker, Outgoing
+from brainhands.shared.delivery import Delivery
 from brainhands.shared.messages import Message, ToolResult, encode
 from brainhands.shared.topology import Topology
 

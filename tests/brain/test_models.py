@@ -265,9 +265,9 @@ def test_settings_from_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     settings = ModelSettings()
     assert "sk-env" not in repr(settings)
     assert settings.stream is True
-    model = OpenAIChatModel.from_settings(settings)
+    model = model_from_settings(settings)
+    assert isinstance(model, OpenAIChatModel)  # the default provider
     assert model.name == "qwen2.5"
-    assert isinstance(model_from_settings(settings), OpenAIChatModel)  # the default provider
 
 
 def test_the_provider_setting_picks_the_adapter(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -12,13 +12,10 @@ from pydantic import BaseModel
 from brainhands.brain.agent import Agent, AgentRegistry, TaskTool
 from brainhands.brain.models.openai import OpenAIChatModel
 from brainhands.brain.models.scripted import ScriptedModel
-from brainhands.brain.models.settings import ModelSettings
 
 SCRIPTS = Path(__file__).with_name("scripts")
 LOG = os.environ.get("TEST_MODEL_LOG") or None
-HTTP_MODEL = ModelSettings(
-    base_url=os.environ.get("TEST_MODEL_URL", "http://127.0.0.1:9/v1"), name="test-model", timeout=5
-)
+HTTP_MODEL_URL = os.environ.get("TEST_MODEL_URL", "http://127.0.0.1:9/v1")
 
 
 class ChildArgs(BaseModel):
@@ -110,7 +107,7 @@ agents.add(
 agents.add(
     Agent(
         name="http_retrier",
-        model=OpenAIChatModel.from_settings(HTTP_MODEL),
+        model=OpenAIChatModel(HTTP_MODEL_URL, "test-model", None, timeout=5),
         system="You answer briefly.",
         model_attempts=4,
         retry_delay=0.5,
@@ -119,7 +116,7 @@ agents.add(
 agents.add(
     Agent(
         name="http_giving_up",
-        model=OpenAIChatModel.from_settings(HTTP_MODEL),
+        model=OpenAIChatModel(HTTP_MODEL_URL, "test-model", None, timeout=5),
         system="You answer briefly.",
         model_attempts=3,
         retry_delay=0.75,

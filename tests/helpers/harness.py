@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from brainhands.examples.notify.email_client import EmailClient
-from brainhands.shared.broker import Delivery
+from brainhands.shared.delivery import Delivery
 from brainhands.shared.messages import Message, ToolJob, ToolResult
 from brainhands.shared.store import OperationLedger, OperationRecord, Store
 from tests.helpers.polling import eventually

@@ -11,10 +11,11 @@ from dataclasses import dataclass, field
 import aio_pika
 import pytest
 
-from brainhands.shared.broker import Broker, Delivery, Outgoing
+from brainhands.shared.broker import ORIGIN_HEADER, REASON_HEADER, Broker, Outgoing
+from brainhands.shared.delivery import Delivery
 from brainhands.shared.errors import BrokerError, BrokerUnavailable, UnroutableMessage
 from brainhands.shared.messages import Message, ToolJob, encode
-from brainhands.shared.parking import ORIGIN_HEADER, REASON_HEADER, list_parked, replay_parked
+from brainhands.shared.parking import list_parked, replay_parked
 from brainhands.shared.topology import Topology
 from tests.helpers.polling import eventually
 from tests.helpers.rabbit import (

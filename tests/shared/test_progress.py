@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 import pytest
 from redis.asyncio import Redis
 
-from brainhands.shared.broker import Delivery
+from brainhands.shared.delivery import Delivery
 from brainhands.shared.keys import Keys
 from brainhands.shared.messages import SessionWake
 from brainhands.shared.progress import MARKS_TTL_S, QueueProgress

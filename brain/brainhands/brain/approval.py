@@ -32,11 +32,9 @@ from brainhands.brain.task import (
     WaitSignal,
 )
 from brainhands.shared.vocabulary import APPROVAL_KIND as APPROVAL_KIND
-from brainhands.shared.vocabulary import Verdict as Verdict
 from brainhands.shared.vocabulary import decision_signal
 
-# APPROVAL_KIND and Verdict are re-exported only for brain/agent.py and client/direct.py,
-# until those import them from the core.
+# APPROVAL_KIND is re-exported only for brain/agent.py, until it imports it from the core.
 
 Expiry = Literal["deny", "escalate"]
 

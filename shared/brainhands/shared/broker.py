@@ -5,11 +5,10 @@ The broker only triggers (DESIGN §1), so this module promises little and keeps 
 - ``publish`` returns once the broker has confirmed the message, or raises within
   ``publish_timeout``: ``UnroutableMessage`` when no queue took it, ``BrokerUnavailable``
   when there is no connection, no confirm in time, or a nack. It never hangs in an outage.
-- ``consume`` hands each decoded message to a handler that acks or rejects it after its own
-  commit. A handler that raises gets the message requeued, and the queue's delivery limit
-  parks a poison message after a few tries. A body that does not decode is parked at once.
-- Settling a delivery whose channel died with a broker restart is logged and dropped: the
-  broker redelivers that message on a new channel, and the store makes that harmless.
+- ``consume`` starts a ``Consumer`` (``shared.consumer``) that hands each decoded message
+  to a handler, which settles its ``Delivery`` (``shared.delivery``) after its own commit.
+- ``park`` copies a delivery to the parking queue with its reason (``shared.parking`` is
+  what an operator reads and replays there).
 
 The connection is robust: after a broker restart it reconnects and restores the declared
 topology and every consumer on its own.
@@ -21,7 +20,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, cast
@@ -29,28 +28,25 @@ from typing import Any, cast
 import aio_pika
 import aiormq
 from aio_pika.abc import (
-    AbstractIncomingMessage,
-    AbstractQueue,
     AbstractRobustChannel,
     AbstractRobustConnection,
 )
 from aio_pika.exceptions import (
-    AMQPError,
-    ChannelInvalidStateError,
     ChannelNotFoundEntity,
     DeliveryError,
     PublishError,
 )
 from aiormq import spec
 
-from brainhands.shared import parking
-from brainhands.shared.errors import (
-    BrokerError,
-    BrokerUnavailable,
-    InvalidMessage,
-    UnroutableMessage,
-)
-from brainhands.shared.messages import Message, decode, encode
+from brainhands.shared import metrics
+from brainhands.shared.consumer import Consumer
+from brainhands.shared.delivery import TRANSPORT_ERRORS, Handler
+
+# Delivery is re-exported only for brain/worker.py and hands/worker.py, until they import
+# it from brainhands.shared.delivery.
+from brainhands.shared.delivery import Delivery as Delivery
+from brainhands.shared.errors import BrokerError, BrokerUnavailable, UnroutableMessage
+from brainhands.shared.messages import Message, encode
 from brainhands.shared.topology import Topology
 
 logger = logging.getLogger("brainhands.broker")
@@ -58,60 +54,12 @@ logger = logging.getLogger("brainhands.broker")
 PERSISTENT = int(aio_pika.DeliveryMode.PERSISTENT)
 """A message the broker keeps on disk (quorum queues keep every message anyway)."""
 
-# What aio-pika raises when the connection or channel is gone (or does not answer).
-_TRANSPORT_ERRORS = (AMQPError, ChannelInvalidStateError, ConnectionError, OSError, TimeoutError)
+REASON_HEADER = "x-brainhands-reason"
+"""Header of a message parked by brainhands: why (e.g. the validation error of its body)."""
+ORIGIN_HEADER = "x-brainhands-origin"
+"""Header of a message parked by brainhands: the routing key it was delivered with."""
 
-
-class Delivery:
-    """One received message and the means to settle it, once.
-
-    ``body``, ``headers``, ``routing_key`` (for work queues: the queue's name) and
-    ``redelivered`` are as received. ``delivery_count`` is the number of earlier failed
-    deliveries, as counted by a quorum queue (``x-delivery-count``); ``None`` elsewhere.
-    ``published_at`` is when the message was published (whole seconds), if it says so.
-    """
-
-    def __init__(self, incoming: AbstractIncomingMessage) -> None:
-        self._incoming = incoming
-        self.body: bytes = incoming.body
-        self.headers: Mapping[str, Any] = incoming.headers
-        self.routing_key: str = incoming.routing_key or ""
-        self.redelivered = bool(incoming.redelivered)
-        stamp = incoming.timestamp
-        self.published_at: float | None = stamp.timestamp() if stamp else None
-        count = incoming.headers.get("x-delivery-count")
-        self.delivery_count: int | None = count if isinstance(count, int) else None
-        self.settled = False
-        """Whether ``ack`` or ``reject`` has been called."""
-
-    async def ack(self) -> None:
-        """Acknowledge: the message is done with and leaves the queue."""
-        await self._settle("ack", self._incoming.ack)
-
-    async def reject(self, requeue: bool) -> None:
-        """Give the message back (``requeue=True``; counts as a failed delivery) or drop it
-        (``requeue=False``; a work queue dead-letters it to the parking queue)."""
-        await self._settle("reject", lambda: self._incoming.reject(requeue=requeue))
-
-    async def _settle(self, verb: str, settle: Callable[[], Awaitable[None]]) -> None:
-        if self.settled:
-            raise RuntimeError(f"cannot {verb}: the delivery is already settled")
-        self.settled = True
-        try:
-            await settle()
-        except _TRANSPORT_ERRORS:
-            # Retrying is pointless: the delivery tag died with its channel, and the broker
-            # has already put the message back for another delivery.
-            logger.warning(
-                "%s dropped: its channel is gone, the broker will redeliver",
-                verb,
-                extra={"routing_key": self.routing_key},
-                exc_info=True,
-            )
-
-
-Handler = Callable[[Message, Delivery], Awaitable[None]]
-"""Processes one message and settles its delivery (``ack`` after the commit, or ``reject``)."""
+_MAX_REASON_CHARS = 2000
 
 
 @dataclass(frozen=True)
@@ -169,7 +117,7 @@ class Broker:
                 reconnect_interval=reconnect_interval,
                 client_properties={"connection_name": connection_name},
             )
-        except _TRANSPORT_ERRORS as exc:
+        except TRANSPORT_ERRORS as exc:
             raise BrokerUnavailable(f"cannot connect to RabbitMQ: {exc!r}") from exc
         try:
             channel = await connection.channel(publisher_confirms=True, on_return_raises=True)
@@ -213,10 +161,10 @@ class Broker:
             finally:
                 # Bounded on its own: a caller's timeout that cut the block short has already
                 # fired, and a broker that does not answer must not hold the caller here.
-                with contextlib.suppress(*_TRANSPORT_ERRORS):
+                with contextlib.suppress(*TRANSPORT_ERRORS):
                     async with asyncio.timeout(self._publish_timeout):
                         await channel.close()
-        except _TRANSPORT_ERRORS as exc:
+        except TRANSPORT_ERRORS as exc:
             raise BrokerUnavailable(f"RabbitMQ channel failed: {exc!r}") from exc
 
     async def publish(
@@ -260,7 +208,7 @@ class Broker:
                 return await self._topology.declare_route(self._channel, routing_key)
         except TimeoutError as exc:
             raise BrokerUnavailable(f"could not declare {routing_key} in time") from exc
-        except _TRANSPORT_ERRORS as exc:
+        except TRANSPORT_ERRORS as exc:
             raise BrokerUnavailable(f"could not declare {routing_key}: {exc!r}") from exc
 
     async def ready_count(self, queue: str) -> int:
@@ -343,6 +291,34 @@ class Broker:
             logger.warning("publish failed: %s", error, extra={"routing_key": item.routing_key})
         return error
 
+    async def park(self, delivery: Delivery, reason: str) -> None:
+        """Copy a delivery to the parking queue with ``reason``, wait for the confirm, ack it.
+
+        The copy keeps body, headers and routing key (recorded as the origin, too). If the
+        copy is not confirmed the delivery is requeued: it comes back, and at the delivery
+        limit its queue dead-letters it to the parking queue anyway.
+        """
+        extra = {"routing_key": delivery.routing_key, "reason": reason}
+        headers = {
+            **delivery.headers,
+            REASON_HEADER: reason[:_MAX_REASON_CHARS],
+            ORIGIN_HEADER: delivery.routing_key,
+        }
+        try:
+            await self.publish_body(
+                delivery.body,
+                delivery.routing_key,
+                exchange=self._topology.dead_letter_exchange,
+                headers=headers,
+            )
+        except BrokerError:
+            logger.exception("could not park a message; requeued", extra=extra)
+            await delivery.reject(requeue=True)
+        else:
+            logger.warning("parked a message", extra=extra)
+            metrics.PARKED.labels("undecodable" if "invalid message" in reason else "other").inc()
+            await delivery.ack()
+
     async def consume(
         self, queue_name: str, handler: Handler, *, prefetch: int | None = None
     ) -> Consumer:
@@ -360,7 +336,9 @@ class Broker:
                 raise BrokerError(
                     f"queue {queue_name} does not exist: declare it with Topology first"
                 ) from exc
-            consumer = Consumer(self, channel, queue, handler)
+            consumer = Consumer(
+                channel, queue, handler, park=self.park, on_cancel=self._consumers.discard
+            )
             await consumer.start()
         except BaseException:
             await channel.close()
@@ -414,79 +392,8 @@ class Broker:
             raise BrokerUnavailable(f"the broker refused the message for {routing_key}") from exc
         except ChannelNotFoundEntity as exc:
             raise BrokerError(f"exchange {exchange!r} does not exist: {exc}") from exc
-        except _TRANSPORT_ERRORS as exc:
+        except TRANSPORT_ERRORS as exc:
             raise BrokerUnavailable(f"cannot publish to {routing_key}: {exc!r}") from exc
-
-
-class Consumer:
-    """A running subscription to one queue; ``cancel`` stops it."""
-
-    def __init__(
-        self,
-        broker: Broker,
-        channel: AbstractRobustChannel,
-        queue: AbstractQueue,
-        handler: Handler,
-    ) -> None:
-        self.queue_name = queue.name
-        self._broker = broker
-        self._channel = channel
-        self._queue = queue
-        self._handler = handler
-        self._tag: str | None = None
-        self._in_flight: set[asyncio.Task[None]] = set()
-
-    async def start(self) -> None:
-        """Register with the broker; deliveries start arriving after this returns."""
-        self._tag = await self._queue.consume(self._on_message)
-
-    async def cancel(self, *, grace: float = 10.0) -> None:
-        """Stop deliveries, give in-flight handlers ``grace`` seconds, close the channel.
-
-        Handlers still running after that are cancelled; their deliveries go back to the queue.
-        """
-        self._broker._consumers.discard(self)
-        try:
-            async with asyncio.timeout(grace):
-                if self._tag is not None:
-                    await self._queue.cancel(self._tag)
-                if self._in_flight:
-                    await asyncio.wait(set(self._in_flight))
-        except _TRANSPORT_ERRORS:
-            logger.warning("consumer of %s did not stop cleanly", self.queue_name, exc_info=True)
-        for task in self._in_flight:
-            task.cancel()
-        await asyncio.gather(*self._in_flight, return_exceptions=True)
-        with contextlib.suppress(*_TRANSPORT_ERRORS):
-            async with asyncio.timeout(grace):
-                await self._channel.close()
-
-    async def _on_message(self, incoming: AbstractIncomingMessage) -> None:
-        # aiormq cancels its consumer tasks when the channel dies. The handler must not die
-        # with them: a tool call cut short is worse than an ack that is dropped and followed
-        # by a redelivery the store recognizes. So the handler runs in a task of our own.
-        task = asyncio.create_task(self._deliver(Delivery(incoming)))
-        self._in_flight.add(task)
-        task.add_done_callback(self._in_flight.discard)
-
-    async def _deliver(self, delivery: Delivery) -> None:
-        try:
-            message = decode(delivery.body)
-        except InvalidMessage as exc:
-            await parking.park(self._broker, delivery, str(exc))
-            return
-        extra = {**_fields(message, delivery.routing_key), "queue": self.queue_name}
-        try:
-            await self._handler(message, delivery)
-        except Exception:
-            logger.exception("handler failed; message requeued", extra=extra)
-        else:
-            if not delivery.settled:
-                logger.error("handler neither acked nor rejected; message requeued", extra=extra)
-        finally:
-            # A requeue counts against the delivery limit, so a poison message ends up parked.
-            if not delivery.settled:
-                await delivery.reject(requeue=True)
 
 
 def _outcome(task: asyncio.Task[None], timeout: float) -> BrokerError | None:
@@ -496,12 +403,3 @@ def _outcome(task: asyncio.Task[None], timeout: float) -> BrokerError | None:
     if error is None or isinstance(error, BrokerError):
         return error
     raise error
-
-
-def _fields(message: Message, routing_key: str) -> dict[str, str]:
-    fields = {"message_type": message.type, "routing_key": routing_key}
-    fields["session_id"] = message.session_id
-    operation_id = getattr(message, "operation_id", None)
-    if operation_id is not None:
-        fields["operation_id"] = operation_id
-    return fields

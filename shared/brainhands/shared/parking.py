@@ -1,58 +1,35 @@
-"""The parking queue: how messages get there, what is there and why, and how they go back.
+"""The parking queue as an operator sees it: what is there and why, and how it goes back.
 
 Two roads lead to the parking queue (``Topology.parking_queue``):
 
 - a work queue dead-lettered the message, usually because it reached the delivery limit
   (RabbitMQ records why in the ``x-death`` header: ``delivery_limit``, ``rejected``, ...);
-- a consumer could not decode the body and parked it itself (``park``), recording the
-  validation error and the routing key in ``x-brainhands-*`` headers.
+- a consumer could not decode the body and parked it itself (``Broker.park``), recording
+  the validation error and the routing key in ``x-brainhands-*`` headers.
 
 Either way the parked message keeps its original routing key, which is where replay sends it.
-``list_parked``, ``replay_parked`` and ``purge_parked`` are what the ``brainhands dlq`` command
-runs.
-
-A parked message is never the only record of pending work: it is a trigger, and the store
-holds the facts it points to (a waiting tool task, an outcome not applied, a session with open
-work), which the sweeper finds again. ``judge_parked`` reads those facts to tell an operator
-whether a parked message's work has settled since, so that purging it loses nothing.
+``list_parked`` and ``replay_parked`` are what the ``brainhands dlq`` command runs; its purge
+holds parked messages (``held_parked``) while the operator's side judges them against the
+store (``brainhands.cli.parked``): messaging itself never reads the store.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any
 
-from aio_pika.abc import AbstractIncomingMessage, AbstractQueue
+from aio_pika.abc import AbstractIncomingMessage
 
-from brainhands.shared import metrics
-from brainhands.shared.errors import BrokerError, InvalidMessage, UnroutableMessage
-from brainhands.shared.messages import (
-    CancelNotice,
-    LiveNote,
-    Message,
-    SessionWake,
-    ToolJob,
-    ToolResult,
-    decode,
-)
-from brainhands.shared.store import OperationRecord, Store, TaskRecord
-from brainhands.shared.store.queries import sessions_with_open_work
-from brainhands.shared.store.records import FINAL_OPERATION_STATUSES
-
-if TYPE_CHECKING:
-    # The broker calls ``park``; this module only needs the broker's type.
-    from brainhands.shared.broker import Broker, Delivery
+from brainhands.shared.broker import ORIGIN_HEADER, REASON_HEADER, Broker
+from brainhands.shared.delivery import Delivery
+from brainhands.shared.errors import InvalidMessage, UnroutableMessage
+from brainhands.shared.messages import Message, decode
 
 logger = logging.getLogger("brainhands.broker")
 
-REASON_HEADER = "x-brainhands-reason"
-"""Header of a message parked by brainhands: why (e.g. the validation error of its body)."""
-ORIGIN_HEADER = "x-brainhands-origin"
-"""Header of a message parked by brainhands: the routing key it was delivered with."""
-
-_MAX_REASON_CHARS = 2000
 _PREVIEW_CHARS = 200
 # Set by RabbitMQ (or by us when parking); a replayed message starts afresh without them.
 _PARKING_HEADERS = frozenset(
@@ -97,161 +74,46 @@ class ParkedMessage:
 
 
 @dataclass(frozen=True)
-class ParkedWork:
-    """What the store says about the work a parked message stands for."""
+class HeldMessage:
+    """A parked message taken, unacked, by ``held_parked``."""
 
-    state: Literal["settled", "pending", "unknown"]
-    """``settled``: nothing waits for the message any more; ``pending``: its work is still
-    open (and recorded in the store, where the sweeper finds it); ``unknown``: the store
-    cannot tell (a body this build cannot read, rows not in this store)."""
-    detail: str
+    parked: ParkedMessage
+    incoming: AbstractIncomingMessage = field(repr=False)
 
-
-@dataclass(frozen=True)
-class PurgeFilter:
-    """Which parked messages a purge removes; a message matches every criterion given."""
-
-    settled: bool = False
-    session_id: str | None = None
-    message_type: str | None = None
-    """A protocol message type (``tool_job``, ``wake``...) or ``unreadable``."""
-
-    def matches(self, parked: ParkedMessage, work: ParkedWork) -> bool:
-        return (
-            (not self.settled or work.state == "settled")
-            and (self.session_id is None or parked.session_id == self.session_id)
-            and (self.message_type is None or parked.message_type == self.message_type)
-        )
-
-
-@dataclass(frozen=True)
-class PurgeReport:
-    purged: int
-    kept: int
-    """Messages that matched but were kept: their work is not known to be settled."""
+    async def remove(self) -> None:
+        """Delete it from the parking queue for good."""
+        await self.incoming.ack()
 
 
 async def park(broker: Broker, delivery: Delivery, reason: str) -> None:
-    """Copy a delivery to the parking queue with ``reason``, wait for the confirm, ack it.
-
-    The copy keeps body, headers and routing key (recorded as the origin, too). If the copy is
-    not confirmed the delivery is requeued: it comes back, and at the delivery limit its queue
-    dead-letters it to the parking queue anyway.
-    """
-    extra = {"routing_key": delivery.routing_key, "reason": reason}
-    headers = {
-        **delivery.headers,
-        REASON_HEADER: reason[:_MAX_REASON_CHARS],
-        ORIGIN_HEADER: delivery.routing_key,
-    }
-    try:
-        await broker.publish_body(
-            delivery.body,
-            delivery.routing_key,
-            exchange=broker.topology.dead_letter_exchange,
-            headers=headers,
-        )
-    except BrokerError:
-        logger.exception("could not park a message; requeued", extra=extra)
-        await delivery.reject(requeue=True)
-    else:
-        logger.warning("parked a message", extra=extra)
-        metrics.PARKED.labels("undecodable" if "invalid message" in reason else "other").inc()
-        await delivery.ack()
+    """``broker.park(delivery, reason)``: kept only for brain/worker.py and hands/worker.py,
+    until they call ``Broker.park``."""
+    await broker.park(delivery, reason)
 
 
 async def list_parked(broker: Broker, limit: int = 20) -> list[ParkedMessage]:
-    """Describe up to ``limit`` parked messages, oldest first, leaving them all parked.
+    """Describe up to ``limit`` parked messages, oldest first, leaving them all parked."""
+    async with held_parked(broker, limit) as held:
+        return [one.parked for one in held]
 
-    The messages are taken without ack and go back when the listing channel closes.
+
+@contextlib.asynccontextmanager
+async def held_parked(broker: Broker, limit: int = 20) -> AsyncIterator[list[HeldMessage]]:
+    """Up to ``limit`` parked messages, oldest first, held unacked while the block runs.
+
+    Those the block ``remove``s are gone; the rest go back to the parking queue when the
+    holding channel closes, at the end of the block.
     """
     async with broker.side_channel() as channel:
         queue = await channel.get_queue(broker.topology.parking_queue, ensure=False)
-        return [_describe(incoming) for incoming in await _take(queue, limit)]
-
-
-async def judge_parked(store: Store, parked: Sequence[ParkedMessage]) -> list[ParkedWork]:
-    """What the store says about the work of each of ``parked``, in two reads."""
-    messages = [p.message for p in parked]
-    tasks, operations = await store.rows(
-        [m.task_id for m in messages if isinstance(m, ToolJob | ToolResult)],
-        [m.operation_id for m in messages if isinstance(m, ToolJob | CancelNotice)],
-    )
-    sessions = await sessions_with_open_work(
-        store, [m.session_id for m in messages if isinstance(m, SessionWake)]
-    )
-    return [parked_work(m, tasks, operations, sessions) for m in messages]
-
-
-def parked_work(
-    message: Message | None,
-    tasks: Mapping[str, TaskRecord],
-    operations: Mapping[str, OperationRecord],
-    sessions: Mapping[str, bool],
-) -> ParkedWork:
-    """The state of a parked ``message``'s work, from the store's rows (``sessions``: whether
-    each session has open work)."""
-    if message is None:
-        return ParkedWork("unknown", "not a message this build reads")
-    if isinstance(message, LiveNote):
-        return ParkedWork("settled", "a live note: nothing depends on it")
-    if isinstance(message, SessionWake):
-        if message.session_id not in sessions:
-            return ParkedWork("unknown", "session not in this store")
-        if sessions[message.session_id]:
-            return ParkedWork("pending", "the session has open work")
-        return ParkedWork("settled", "the session has no open work")
-    op = operations.get(message.operation_id) if not isinstance(message, ToolResult) else None
-    if op is not None and op.status in FINAL_OPERATION_STATUSES:
-        return ParkedWork("settled", f"operation {op.status}")
-    op_state = f"operation {op.status}" if op is not None else "no operation yet"
-    if isinstance(message, CancelNotice):
-        return ParkedWork("pending", op_state)
-    task = tasks.get(message.task_id)
-    if task is None:
-        return ParkedWork("unknown", "task not in this store")
-    if task.status == "terminal":
-        return ParkedWork("settled", f"task {task.outcome}")
-    if isinstance(message, ToolResult):
-        return ParkedWork("pending", "outcome not applied yet")
-    return ParkedWork("pending", op_state)
-
-
-async def purge_parked(
-    broker: Broker, store: Store, which: PurgeFilter, *, force: bool = False, limit: int = 20
-) -> PurgeReport:
-    """Remove those of the first ``limit`` parked messages that ``which`` matches and whose
-    work has settled; with ``force``, those whose work is pending or unknown too."""
-    purged = kept = 0
-    async with broker.side_channel() as channel:
-        queue = await channel.get_queue(broker.topology.parking_queue, ensure=False)
-        taken = await _take(queue, limit)
-        parked = [_describe(incoming) for incoming in taken]
-        for incoming, one, work in zip(
-            taken, parked, await judge_parked(store, parked), strict=True
-        ):
-            if not which.matches(one, work):
-                continue
-            if work.state == "settled" or force:
-                await incoming.ack()
-                purged += 1
-            else:
-                kept += 1
-        # The rest, left unacked, go back to the parking queue when the channel closes.
-    logger.info("purged %d parked messages, kept %d still pending", purged, kept)
-    return PurgeReport(purged, kept)
-
-
-async def _take(queue: AbstractQueue, limit: int) -> list[AbstractIncomingMessage]:
-    """Up to ``limit`` messages from ``queue``, oldest first, unacked."""
-    taken: list[AbstractIncomingMessage] = []
-    # Holding each one unacked until the end is what makes the next get return the next.
-    while len(taken) < limit:
-        incoming = await queue.get(no_ack=False, fail=False)
-        if incoming is None:
-            break
-        taken.append(incoming)
-    return taken
+        taken: list[HeldMessage] = []
+        # Holding each one unacked until the end is what makes the next get return the next.
+        while len(taken) < limit:
+            incoming = await queue.get(no_ack=False, fail=False)
+            if incoming is None:
+                break
+            taken.append(HeldMessage(_describe(incoming), incoming))
+        yield taken
 
 
 async def replay_parked(broker: Broker, limit: int = 20) -> int:

@@ -9,7 +9,9 @@ import contextlib
 from collections.abc import Iterator
 
 from brainhands.api.watcher import Watcher
-from brainhands.shared.broker import Broker, Consumer, Delivery
+from brainhands.shared.broker import Broker
+from brainhands.shared.consumer import Consumer
+from brainhands.shared.delivery import Delivery
 from brainhands.shared.messages import LiveNote, Message
 
 

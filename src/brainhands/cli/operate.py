@@ -18,22 +18,13 @@ from pydantic_settings import BaseSettings
 
 from brainhands.api.keys import create_key, list_keys, revoke_key
 from brainhands.cli.acting import settings_for
+from brainhands.cli.parked import PurgeFilter, judge_parked, purge_parked
 from brainhands.client.approvals import pending_approvals
 from brainhands.client.direct import Client
 from brainhands.shared.broker import Broker
 from brainhands.shared.config import CommonSettings, load_settings
-from brainhands.shared.parking import (
-    PurgeFilter,
-    judge_parked,
-    list_parked,
-    purge_parked,
-    replay_parked,
-)
-from brainhands.shared.store import Store
-from brainhands.shared.store import migrate as schema_migrations
-from brainhands.shared.store.declarations import declared_tools
-from brainhands.shared.store.queries import session_history
-from brainhands.shared.store.records import OperationRecord, SessionState, TaskRecord
+from brainhands.shared.parking import list_parked, replay_parked
+from brainhands.shared.store import OperationRecord, SessionState, Store, TaskRecord, head_revision
 from brainhands.shared.tenancy import session_key
 from brainhands.shared.topology import Topology
 
@@ -44,9 +35,9 @@ async def migrate(args: argparse.Namespace) -> int:
         settings.database_url, upgrade=False, db_schema=settings.database_schema
     )
     try:
-        before = await schema_migrations.current_revision(store.backend)
-        await schema_migrations.upgrade(store.backend, args.revision)
-        after = await schema_migrations.current_revision(store.backend)
+        before = await store.revision()
+        await store.upgrade(args.revision)
+        after = await store.revision()
     finally:
         await store.close()
     print(f"store {_redacted(settings.database_url)}: {before or 'empty'} -> {after}")
@@ -61,7 +52,7 @@ async def status(args: argparse.Namespace) -> int:
     finally:
         await store.close()
     status["store"] = _redacted(settings.database_url)
-    status["head"] = schema_migrations.head_revision()
+    status["head"] = head_revision()
     print(json.dumps(status, indent=2) if args.json else _table(status))
     return 0
 
@@ -70,7 +61,7 @@ async def tools(args: argparse.Namespace) -> int:
     settings = load_settings(CommonSettings)
     store = await Store.open(settings.database_url, db_schema=settings.database_schema)
     try:
-        declared = await declared_tools(store)
+        declared = await store.declarations.tools()
     finally:
         await store.close()
     if args.json:
@@ -115,7 +106,7 @@ async def show(args: argparse.Namespace) -> int:
     store = await Store.open(settings.database_url, db_schema=settings.database_schema)
     try:
         state = await store.load(key)
-        tasks, operations = await session_history(store, key)
+        tasks, operations = await store.queries.history(key)
         approvals = await pending_approvals(store, key)
     finally:
         await store.close()

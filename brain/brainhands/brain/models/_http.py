@@ -16,14 +16,11 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Self
+from typing import Any, Self
 
 import httpx
 
 from brainhands.brain.models.base import ModelError, ModelResponse, TransientModelError
-
-if TYPE_CHECKING:
-    from brainhands.brain.models.settings import ModelSettings
 
 
 class HttpModel(ABC):
@@ -37,13 +34,6 @@ class HttpModel(ABC):
         self._api_key = api_key
         self._timeout = timeout
         self._client: httpx.AsyncClient | None = None
-
-    @classmethod
-    def from_settings(cls, settings: ModelSettings) -> Self:
-        """The adapter at ``settings``' URL (``model_from_settings`` is the one that reads
-        their ``provider``)."""
-        api_key = settings.api_key.get_secret_value() if settings.api_key else None
-        return cls(settings.base_url, settings.name, api_key, timeout=settings.timeout)
 
     @property
     def name(self) -> str:

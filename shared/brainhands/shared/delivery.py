@@ -1,0 +1,73 @@
+"""One received message and the means to settle it, once.
+
+Settling a delivery whose channel died with a broker restart is logged and dropped: the
+broker redelivers that message on a new channel, and the store makes that harmless.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+from aio_pika.abc import AbstractIncomingMessage
+from aio_pika.exceptions import AMQPError, ChannelInvalidStateError
+
+from brainhands.shared.messages import Message
+
+logger = logging.getLogger("brainhands.broker")
+
+TRANSPORT_ERRORS = (AMQPError, ChannelInvalidStateError, ConnectionError, OSError, TimeoutError)
+"""What aio-pika raises when the connection or channel is gone (or does not answer)."""
+
+
+class Delivery:
+    """One received message and the means to settle it, once.
+
+    ``body``, ``headers``, ``routing_key`` (for work queues: the queue's name) and
+    ``redelivered`` are as received. ``delivery_count`` is the number of earlier failed
+    deliveries, as counted by a quorum queue (``x-delivery-count``); ``None`` elsewhere.
+    ``published_at`` is when the message was published (whole seconds), if it says so.
+    """
+
+    def __init__(self, incoming: AbstractIncomingMessage) -> None:
+        self._incoming = incoming
+        self.body: bytes = incoming.body
+        self.headers: Mapping[str, Any] = incoming.headers
+        self.routing_key: str = incoming.routing_key or ""
+        self.redelivered = bool(incoming.redelivered)
+        stamp = incoming.timestamp
+        self.published_at: float | None = stamp.timestamp() if stamp else None
+        count = incoming.headers.get("x-delivery-count")
+        self.delivery_count: int | None = count if isinstance(count, int) else None
+        self.settled = False
+        """Whether ``ack`` or ``reject`` has been called."""
+
+    async def ack(self) -> None:
+        """Acknowledge: the message is done with and leaves the queue."""
+        await self._settle("ack", self._incoming.ack)
+
+    async def reject(self, requeue: bool) -> None:
+        """Give the message back (``requeue=True``; counts as a failed delivery) or drop it
+        (``requeue=False``; a work queue dead-letters it to the parking queue)."""
+        await self._settle("reject", lambda: self._incoming.reject(requeue=requeue))
+
+    async def _settle(self, verb: str, settle: Callable[[], Awaitable[None]]) -> None:
+        if self.settled:
+            raise RuntimeError(f"cannot {verb}: the delivery is already settled")
+        self.settled = True
+        try:
+            await settle()
+        except TRANSPORT_ERRORS:
+            # Retrying is pointless: the delivery tag died with its channel, and the broker
+            # has already put the message back for another delivery.
+            logger.warning(
+                "%s dropped: its channel is gone, the broker will redeliver",
+                verb,
+                extra={"routing_key": self.routing_key},
+                exc_info=True,
+            )
+
+
+Handler = Callable[[Message, Delivery], Awaitable[None]]
+"""Processes one message and settles its delivery (``ack`` after the commit, or ``reject``)."""
