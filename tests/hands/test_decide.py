@@ -11,9 +11,11 @@ from brainhands.hands.decide import (
     FailureVerdict,
     Step,
     after_interruption,
+    interruption_error,
     judge_failure,
     next_step,
     retry_or_fail,
+    tool_failures,
 )
 from brainhands.shared.errors import StoreUnavailable, ToolError, ToolUncertain
 from brainhands.shared.tools import REPLAY_POLICIES, ReplayPolicy, RetryPolicy
@@ -132,3 +134,27 @@ def test_a_query_that_found_nothing_retries_within_the_budget() -> None:
 def test_retry_delay_is_capped() -> None:
     policy = RetryPolicy(initial_delay=1, multiplier=10, max_delay=30)
     assert [policy.delay(n) for n in (1, 2, 3, 4)] == [1, 10, 30, 30]
+
+
+def test_interruptions_are_not_counted_as_the_tools_failures() -> None:
+    assert tool_failures(attempts=1, interruptions=0) == 1
+    # Two attempts died with their worker, the third raised: the tool failed once.
+    assert tool_failures(attempts=3, interruptions=2) == 1
+
+
+def test_an_interruption_is_recorded_with_its_count_and_why_the_call_ends() -> None:
+    cut = interruption_error(attempts=2, interruptions=0, policy="unsafe", retry=RETRY, spent=False)
+    assert cut == {
+        "type": "Interrupted",
+        "message": "attempt 2 was interrupted (its worker died or lost its lease mid-call); "
+        "the effect may or may not have happened (replay policy 'unsafe')",
+        "retryable": False,
+        "attempt": 2,
+        "interruptions": 1,
+    }
+    spent = interruption_error(attempts=5, interruptions=4, policy="safe", retry=RETRY, spent=True)
+    assert spent["interruptions"] == 5
+    assert spent["message"] == (
+        "interrupted 5 times (its worker died or lost its lease mid-call); "
+        "the budget of 4 interruptions is spent"
+    )

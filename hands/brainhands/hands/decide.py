@@ -1,5 +1,5 @@
-"""Pure decisions of a Hands worker: what to do with an operation in a given state, and with
-a call that raised.
+"""Pure decisions of a Hands worker: what to do with an operation in a given state, with a
+call that raised, and how a call's attempts count.
 
 No I/O here: the worker reads the operation row, asks these functions, and acts.
 """
@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from brainhands.shared.errors import ToolError, ToolUncertain
-from brainhands.shared.store.records import FINAL_OPERATION_STATUSES, OperationStatus
+from brainhands.shared.store import FINAL_OPERATION_STATUSES, OperationStatus
 from brainhands.shared.tools import ReplayPolicy, RetryPolicy
 
 Action = Literal["republish", "run", "query", "rerun", "record_uncertain", "record_interrupted"]
@@ -113,3 +113,36 @@ def retry_or_fail(
     if isinstance(exc, ToolError) and exc.next_retry_delay is not None:
         delay = exc.next_retry_delay
     return FailureVerdict("retry", delay, error)
+
+
+def tool_failures(attempts: int, interruptions: int) -> int:
+    """How many of a call's ``attempts`` failed by the tool's own doing, the figure
+    ``max_attempts`` bounds: an attempt cut short by its worker's death or a lost lease is an
+    interruption, spent from a budget of its own (``max_interruptions``)."""
+    return attempts - interruptions
+
+
+def interruption_error(
+    *, attempts: int, interruptions: int, policy: ReplayPolicy, retry: RetryPolicy, spent: bool
+) -> dict[str, Any]:
+    """The error record of attempt ``attempts``, cut short by its worker's death or a lost
+    lease after ``interruptions`` earlier ones; ``spent``: it was one too many, and the call
+    ends ``failed`` (``record_interrupted``)."""
+    interruptions += 1
+    if spent:
+        message = (
+            f"interrupted {interruptions} times (its worker died or lost its lease mid-call); "
+            f"the budget of {retry.max_interruptions} interruptions is spent"
+        )
+    else:
+        message = (
+            f"attempt {attempts} was interrupted (its worker died or lost its lease "
+            f"mid-call); the effect may or may not have happened (replay policy {policy!r})"
+        )
+    return {
+        "type": "Interrupted",
+        "message": message,
+        "retryable": False,
+        "attempt": attempts,
+        "interruptions": interruptions,
+    }
