@@ -46,8 +46,8 @@ from brainhands.shared.errors import BrainhandsError, LeaseLost, NotFoundError, 
 from brainhands.shared.lease import Lease, LeaseManager
 from brainhands.shared.live import LivePublisher
 from brainhands.shared.messages import CancelNotice, Message, SessionWake, ToolResult
-from brainhands.shared.parking import park
 from brainhands.shared.progress import QueueProgress
+from brainhands.shared.settlement import judge_delivery, misplaced, settle
 from brainhands.shared.store import SessionState, Store
 from brainhands.shared.store.declarations import ToolCatalog
 from brainhands.shared.store.queries import tasks_by_ids
@@ -155,7 +155,7 @@ class BrainWorker:
         if self.progress is not None:
             self.progress.note(delivery.routing_key, delivery.published_at)
         if not isinstance(message, SessionWake | ToolResult):
-            await park(self.broker, delivery, f"a {message.type} message has no place here")
+            await settle(self.broker, delivery, judge_delivery(misplaced(message)))
             return
         if delivery.redelivered:
             metrics.REDELIVERIES.labels("brain").inc()
@@ -166,32 +166,30 @@ class BrainWorker:
         )
         # A redelivered result always gets a pass (see the module's docstring).
         result = message if isinstance(message, ToolResult) and not delivery.redelivered else None
-        if result is not None and await self._already_applied(result, trigger):
-            await delivery.ack()
-            return
-        try:
-            # Results first: a pass waiting for a slot goes before waiting wake-ups.
-            async with self._gate.slot(urgent=isinstance(message, ToolResult)):
-                with message_span(
-                    "brainhands.brain.pass",
-                    message.trace,
-                    {"session_id": message.session_id, "trigger": message.type},
-                ):
-                    await self.advance(message.session_id, trigger, result=result)
-        except LeaseLost as exc:
-            metrics.LEASE_LOST.inc()
-            log.warning(
-                "session lease lost; handing back",
-                extra={
-                    "event": "lease_lost",
-                    "session_id": message.session_id,
-                    "reason": exc.reason,
-                    **trigger.log(),
-                },
-            )
-            await delivery.reject(requeue=True)
-            return
-        await delivery.ack()
+        ended: LeaseLost | None = None
+        if result is None or not await self._already_applied(result, trigger):
+            try:
+                # Results first: a pass waiting for a slot goes before waiting wake-ups.
+                async with self._gate.slot(urgent=isinstance(message, ToolResult)):
+                    with message_span(
+                        "brainhands.brain.pass",
+                        message.trace,
+                        {"session_id": message.session_id, "trigger": message.type},
+                    ):
+                        await self.advance(message.session_id, trigger, result=result)
+            except LeaseLost as exc:
+                metrics.LEASE_LOST.inc()
+                log.warning(
+                    "session lease lost; handing back",
+                    extra={
+                        "event": "lease_lost",
+                        "session_id": message.session_id,
+                        "reason": exc.reason,
+                        **trigger.log(),
+                    },
+                )
+                ended = exc
+        await settle(self.broker, delivery, judge_delivery(ended))
 
     async def advance(
         self, session_id: str, trigger: Trigger, *, result: ToolResult | None = None

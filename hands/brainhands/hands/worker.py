@@ -15,17 +15,24 @@ import contextlib
 import json
 import logging
 import time
-from dataclasses import dataclass
 from typing import Any
 
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 from pydantic_core import to_jsonable_python
 
-from brainhands.hands.context import ToolContext
-from brainhands.hands.decide import after_interruption, judge_failure, next_step, retry_or_fail
+from brainhands.hands.decide import (
+    after_interruption,
+    interruption_error,
+    judge_failure,
+    next_step,
+    retry_or_fail,
+    tool_failures,
+)
+from brainhands.hands.running import HeldJob, RunningCall, RunningCalls
 from brainhands.shared import metrics
-from brainhands.shared.broker import Broker, Delivery
+from brainhands.shared.broker import Broker
 from brainhands.shared.calls import ToolCallIntent
+from brainhands.shared.delivery import Delivery
 from brainhands.shared.errors import (
     BrainhandsError,
     CallCancelled,
@@ -43,10 +50,9 @@ from brainhands.shared.messages import (
     ToolResult,
     encode,
 )
-from brainhands.shared.parking import park
-from brainhands.shared.store import OperationLedger, OperationRecord, OutboxMessage
-from brainhands.shared.store.records import OperationStatus
-from brainhands.shared.tools import QueryAnswer, ToolRegistry, ToolSpec, describe_invalid_arguments
+from brainhands.shared.settlement import judge_delivery, misplaced, settle
+from brainhands.shared.store import OperationLedger, OperationRecord, OperationStatus, OutboxMessage
+from brainhands.shared.tools import QueryAnswer, ToolRegistry, describe_invalid_arguments
 from brainhands.shared.tracing import current_carrier, message_span
 
 log = logging.getLogger("brainhands.hands")
@@ -80,7 +86,7 @@ class HandsWorker:
         """True while the pool's queue is consumed (readiness)."""
         self.cancel_check_period = cancel_check_period
         self._live = LivePublisher(broker)
-        self._running: dict[str, _RunningCall] = {}
+        self._running = RunningCalls()
 
     async def run(self, stop: asyncio.Event) -> None:
         """Consume until ``stop`` is set, then drain: running tools get the grace period."""
@@ -89,7 +95,7 @@ class HandsWorker:
         consumer = await self.broker.consume(queue, self.handle, prefetch=self.concurrency)
         notices = await topology.declare_cancel_listener(self.broker.channel)
         listener = await self.broker.consume(notices, self.on_cancel)
-        watcher = asyncio.create_task(self._watch_cancels())
+        watcher = asyncio.create_task(self._running.watch(self.ledger, self.cancel_check_period))
         log.info("consuming", extra={"event": "consuming", "queue": queue, "pool": self.pool})
         self.consuming = True
         await stop.wait()
@@ -97,35 +103,13 @@ class HandsWorker:
         await listener.cancel()
         watcher.cancel()
         log.info("draining", extra={"event": "draining", "running": len(self._running)})
-        for call in self._running.values():
-            call.cancel.set()
+        self._running.cancel_all()
         await consumer.cancel(grace=self.shutdown_grace)
-
-    async def _watch_cancels(self) -> None:
-        """Tell running calls of their cancel from the store, where it is committed: a cancel
-        notice is only the fast path, and it may be lost."""
-        while True:
-            await asyncio.sleep(self.cancel_check_period)
-            waiting = [c for c in self._running.values() if not c.cancel.is_set()]
-            try:
-                cancelled = await self.ledger.cancelled_tasks([c.task_id for c in waiting])
-            except BrainhandsError as exc:
-                log.warning(
-                    "cancel check failed", extra={"event": "cancel_check", "error": str(exc)}
-                )
-                continue
-            for call in waiting:
-                if call.task_id in cancelled:
-                    call.cancel.set()
-                    log.info(
-                        "cancel found in the store",
-                        extra={"event": "cancel_requested", "operation_id": call.operation_id},
-                    )
 
     async def handle(self, message: Message, delivery: Delivery) -> None:
         """Process one delivery; ack only after the outcome is durable."""
         if not isinstance(message, ToolJob):
-            await park(self.broker, delivery, f"a {message.type} message has no place here")
+            await settle(self.broker, delivery, judge_delivery(misplaced(message)))
             return
         with message_span(
             "brainhands.hands.job",
@@ -157,47 +141,51 @@ class HandsWorker:
             )
 
         lease = await self._acquire(job, claim)
+        ended: BaseException | None = None
         if lease is None:
             # A live holder renews the lease and will publish the result itself.
             log.info("held by another worker", extra={**fields, "event": "skipped"})
-            await delivery.ack()
-            return
-        log.debug("claimed", extra={**fields, "event": "claimed", "fence": lease.token})
+        else:
+            log.debug("claimed", extra={**fields, "event": "claimed", "fence": lease.token})
+            ended = await self._hold(lease, HeldJob(job, lease.token), claimed[-1], fields)
+        await settle(self.broker, delivery, judge_delivery(ended))
+        if lease is not None and ended is None:
+            metrics.JOBS_ACKED.labels(self.pool).inc()
+            log.debug("acked", extra={**fields, "event": "acked"})
+
+    async def _hold(
+        self, lease: Lease, held: HeldJob, op: OperationRecord, fields: dict[str, str]
+    ) -> LeaseLost | StaleLeaseError | None:
+        """Process the job under its lease, then let go; what it ended with, if it was
+        refused for the lease (``settlement.judge_delivery`` settles the delivery by it)."""
         try:
             async with self.leases.hold(lease):
-                await self._process(job, claimed[-1], lease.token)
+                await self._process(held, op)
         except LeaseLost as exc:
             metrics.LEASE_LOST.inc()
             log.warning(
                 "lease lost; job handed back",
                 extra={**fields, "event": "lease_lost", "reason": exc.reason},
             )
-            await delivery.reject(requeue=True)
-            return
+            return exc
         except StaleLeaseError as exc:
             metrics.STALE_REJECTED.inc()
             log.warning(
                 "superseded by a newer holder; nothing recorded",
                 extra={**fields, "event": "stale", "fence": lease.token, "current": exc.current},
             )
-            await delivery.ack()
-            return
+            return exc
         finally:
             with contextlib.suppress(BrainhandsError):
                 await self.leases.release(lease)
-        await delivery.ack()
-        metrics.JOBS_ACKED.labels(self.pool).inc()
-        log.debug("acked", extra={**fields, "event": "acked"})
+        return None
 
     async def on_cancel(self, message: Message, delivery: Delivery) -> None:
         """A cancel notice: if the call runs here, its context now says ``cancelled()``."""
-        if isinstance(message, CancelNotice) and message.operation_id in self._running:
-            self._running[message.operation_id].cancel.set()
-            log.info(
-                "cancel requested",
-                extra={"event": "cancel_requested", "operation_id": message.operation_id},
-            )
-        await delivery.ack()
+        if isinstance(message, CancelNotice):
+            self._running.cancel(message.operation_id)
+        # Whatever it was, it is done with: a notice is only the fast path to a stored fact.
+        await settle(self.broker, delivery, judge_delivery(None))
 
     async def _acquire(self, job: ToolJob, claim: Any) -> Lease | None:
         """The operation's lease, waiting up to one TTL for a holder that may have died."""
@@ -209,19 +197,19 @@ class HandsWorker:
                 return lease
             await asyncio.sleep(self.leases.ttl_ms / 5000)
 
-    async def _process(self, job: ToolJob, op: OperationRecord, token: int) -> None:
+    async def _process(self, held: HeldJob, op: OperationRecord) -> None:
+        job = held.job
         try:
             spec = self.registry.get(job.tool)
         except UnknownToolError as exc:
-            await self._record_failure(job, token, "UnknownToolError", str(exc))
+            await self._record_failure(held, "UnknownToolError", str(exc))
             return
         try:
             args = spec.args_model.model_validate(await self._arguments(job))
         except ValidationError as exc:
-            await self._record_failure(
-                job, token, "InvalidArguments", describe_invalid_arguments(exc)
-            )
+            await self._record_failure(held, "InvalidArguments", describe_invalid_arguments(exc))
             return
+        call = RunningCall(job, held.fence, spec, args)
         step = next_step(
             op.status,
             spec.policy,
@@ -231,27 +219,32 @@ class HandsWorker:
             now=time.time(),
         )
         if step.action == "query":
-            if await self._found_by_query(job, spec, args, op, token):
+            if await self._found_by_query(call, op.attempts):
                 return
             step = after_interruption(op.interruptions, spec.retry)
         if step.action == "republish":
-            await self._republish(job, op)
+            await self._republish(call, op)
             return
         if op.status == "started":
             metrics.INTERRUPTIONS.labels(spec.name).inc()
-        if step.action == "record_uncertain":
-            error = _interrupted(op, spec)
-            await self._record(job, token, "uncertain", error=error, interrupted=True)
-            return
-        if step.action == "record_interrupted":
-            error = _interrupted(op, spec, spent=True)
-            await self._record(job, token, "failed", error=error, interrupted=True)
-            return
-        if step.action == "rerun":
+        if step.action != "run":  # the call was cut short: say so in the record
+            error = interruption_error(
+                attempts=op.attempts,
+                interruptions=op.interruptions,
+                policy=spec.policy,
+                retry=spec.retry,
+                spent=step.action == "record_interrupted",
+            )
+            if step.action == "record_uncertain":
+                await self._record(call, "uncertain", error=error, interrupted=True)
+                return
+            if step.action == "record_interrupted":
+                await self._record(call, "failed", error=error, interrupted=True)
+                return
             await self.ledger.schedule_retry(
                 job.operation_id,
-                token,
-                error=_interrupted(op, spec),
+                call.fence,
+                error=error,
                 retry_at=time.time() + step.delay,
                 interrupted=True,
             )
@@ -260,13 +253,13 @@ class HandsWorker:
                 extra={
                     "event": "rerun",
                     "operation_id": job.operation_id,
-                    "interruptions": op.interruptions + 1,
+                    "interruptions": error["interruptions"],
                     "delay": step.delay,
                 },
             )
         if step.delay:
             await asyncio.sleep(step.delay)
-        await self._run(job, spec, args, token)
+        await self._run(call)
 
     async def _arguments(self, job: ToolJob) -> Any:
         """The job's arguments, read from their blob when they travel by reference."""
@@ -274,14 +267,15 @@ class HandsWorker:
             return job.arguments
         return json.loads(await self.ledger.read_blob(job.arguments_blob_id))
 
-    async def _run(self, job: ToolJob, spec: ToolSpec, args: BaseModel, token: int) -> None:
+    async def _run(self, call: RunningCall) -> None:
         """Call the tool; each failure is judged by the tool's replay and retry policies."""
+        job, spec = call.job, call.spec
         while True:
             try:
-                op = await self.ledger.mark_started(job.operation_id, token)
+                op = await self.ledger.mark_started(job.operation_id, call.fence)
             except CallCancelled:
                 error = {"type": "Cancelled", "message": "cancelled before the call went out"}
-                await self._record(job, token, "cancelled", error=error)
+                await self._record(call, "cancelled", error=error)
                 return
             log.info(
                 "started",
@@ -292,47 +286,40 @@ class HandsWorker:
                     "attempt": op.attempts,
                 },
             )
-            call = self._running.setdefault(
-                job.operation_id, _RunningCall(job.operation_id, job.task_id, asyncio.Event())
-            )
-            cancel = call.cancel
-            ctx = ToolContext(
-                operation_id=job.operation_id,
-                session_id=job.session_id,
-                fence=token,
-                attempt=op.attempts,
-                cancel=cancel,
-                live=self._live.publish,
-            )
-            try:
-                async with asyncio.timeout(spec.timeout) as deadline:
-                    with metrics.TOOL_SECONDS.labels(spec.name).time():
-                        value = await spec.fn(args, ctx)
-            except Exception as exc:  # the tool's failure is data; LeaseLost is not an Exception
-                failure: Exception = exc
-                if isinstance(exc, TimeoutError) and deadline.expired():
-                    failure = TimeoutError(f"cancelled after its timeout of {spec.timeout}s")
-                failures = op.attempts - op.interruptions
-                verdict = judge_failure(failure, spec.policy, failures=failures, retry=spec.retry)
-            else:
-                await self._record_success(job, token, value)
-                return
-            finally:
-                self._running.pop(job.operation_id, None)
+            with self._running.attempt(call) as cancel:
+                ctx = call.context(op.attempts, cancel, self._live.publish)
+                try:
+                    async with asyncio.timeout(spec.timeout) as deadline:
+                        with metrics.TOOL_SECONDS.labels(spec.name).time():
+                            value = await spec.fn(call.args, ctx)
+                except Exception as exc:  # the tool's failure is data; LeaseLost is not one
+                    failure: Exception = exc
+                    if isinstance(exc, TimeoutError) and deadline.expired():
+                        failure = TimeoutError(f"cancelled after its timeout of {spec.timeout}s")
+                    failures = tool_failures(op.attempts, op.interruptions)
+                    verdict = judge_failure(
+                        failure, spec.policy, failures=failures, retry=spec.retry
+                    )
+                else:
+                    await self._record_success(call, value)
+                    return
             if verdict.action == "query":
-                if await self._found_by_query(job, spec, args, op, token):
+                if await self._found_by_query(call, op.attempts):
                     return
                 verdict = retry_or_fail(
                     failure, failures=failures, retry=spec.retry, error=verdict.error
                 )
             if verdict.action == "uncertain":
-                await self._record(job, token, "uncertain", error=verdict.error)
+                await self._record(call, "uncertain", error=verdict.error)
                 return
             if verdict.action == "fail":
-                await self._record(job, token, "failed", error=verdict.error)
+                await self._record(call, "failed", error=verdict.error)
                 return
             await self.ledger.schedule_retry(
-                job.operation_id, token, error=verdict.error, retry_at=time.time() + verdict.delay
+                job.operation_id,
+                call.fence,
+                error=verdict.error,
+                retry_at=time.time() + verdict.delay,
             )
             log.info(
                 "retry scheduled",
@@ -345,56 +332,44 @@ class HandsWorker:
             )
             await asyncio.sleep(verdict.delay)
 
-    async def _found_by_query(
-        self, job: ToolJob, spec: ToolSpec, args: BaseModel, op: OperationRecord, token: int
-    ) -> bool:
+    async def _found_by_query(self, call: RunningCall, attempt: int) -> bool:
         """Ask the external system whether the interrupted call took effect; record it if so."""
-        assert spec.query is not None
-        ctx = ToolContext(
-            operation_id=job.operation_id,
-            session_id=job.session_id,
-            fence=token,
-            attempt=op.attempts,
-            cancel=asyncio.Event(),
-        )
-        async with asyncio.timeout(spec.timeout):
-            answer: QueryAnswer = await spec.query(args, ctx)
+        assert call.spec.query is not None
+        # An event of its own: a query is no attempt, and nothing asks it to stop.
+        ctx = call.context(attempt, asyncio.Event())
+        async with asyncio.timeout(call.spec.timeout):
+            answer: QueryAnswer = await call.spec.query(call.args, ctx)
         log.info(
             "queried",
             extra={
                 "event": "queried",
-                "operation_id": job.operation_id,
+                "operation_id": call.job.operation_id,
                 "happened": answer.happened,
             },
         )
         if answer.happened:
-            await self._record_success(job, token, answer.result, via="query")
+            await self._record_success(call, answer.result, via="query")
         return answer.happened
 
-    async def _record_success(
-        self, job: ToolJob, token: int, value: Any, *, via: str | None = None
-    ) -> None:
+    async def _record_success(self, held: HeldJob, value: Any, *, via: str | None = None) -> None:
         try:
             result = to_jsonable_python(value)
             encoded = json.dumps(result).encode()
         except (TypeError, ValueError) as exc:
             await self._record_failure(
-                job, token, "InvalidResult", f"the tool returned a value that is not JSON: {exc}"
+                held, "InvalidResult", f"the tool returned a value that is not JSON: {exc}"
             )
             return
         blob = encoded if len(encoded) > self.max_inline_result else None
-        await self._record(
-            job, token, "succeeded", result=None if blob else result, blob=blob, via=via
-        )
+        await self._record(held, "succeeded", result=None if blob else result, blob=blob, via=via)
 
-    async def _record_failure(self, job: ToolJob, token: int, kind: str, message: str) -> None:
+    async def _record_failure(self, held: HeldJob, kind: str, message: str) -> None:
         error = {"type": kind, "message": message, "retryable": False}
-        await self._record(job, token, "failed", error=error)
+        await self._record(held, "failed", error=error)
 
     async def _record(
         self,
-        job: ToolJob,
-        token: int,
+        held: HeldJob,
         status: OperationStatus,
         *,
         result: Any = None,
@@ -405,11 +380,12 @@ class HandsWorker:
     ) -> None:
         """Commit the outcome with its result event (``interrupted``: it follows an attempt
         cut short, counted as an interruption)."""
+        job = held.job
         event = _result_event(job, status)
         notify = OutboxMessage(self.broker.topology.results_queue(job.compat), encode(event))
         await self.ledger.record_outcome(
             job.operation_id,
-            token,
+            held.fence,
             status=status,
             result=result,
             error=error,
@@ -431,7 +407,8 @@ class HandsWorker:
             },
         )
 
-    async def _republish(self, job: ToolJob, op: OperationRecord) -> None:
+    async def _republish(self, held: HeldJob, op: OperationRecord) -> None:
+        job = held.job
         await self.broker.publish_routed(
             _result_event(job, op.status), self.broker.topology.results_queue(job.compat)
         )
@@ -446,15 +423,6 @@ class HandsWorker:
         )
 
 
-@dataclass(frozen=True)
-class _RunningCall:
-    """A call in flight in this worker, and the event its context reads as ``cancelled()``."""
-
-    operation_id: str
-    task_id: str
-    cancel: asyncio.Event
-
-
 def _result_event(job: ToolJob, status: OperationStatus) -> ToolResult:
     return ToolResult(
         operation_id=job.operation_id,
@@ -464,25 +432,3 @@ def _result_event(job: ToolJob, status: OperationStatus) -> ToolResult:
         status=status,
         trace=current_carrier(),
     )
-
-
-def _interrupted(op: OperationRecord, spec: ToolSpec, *, spent: bool = False) -> dict[str, Any]:
-    """The error record of an attempt cut short by its worker's death or a lost lease."""
-    interruptions = op.interruptions + 1
-    if spent:
-        message = (
-            f"interrupted {interruptions} times (its worker died or lost its lease mid-call); "
-            f"the budget of {spec.retry.max_interruptions} interruptions is spent"
-        )
-    else:
-        message = (
-            f"attempt {op.attempts} was interrupted (its worker died or lost its lease "
-            f"mid-call); the effect may or may not have happened (replay policy {spec.policy!r})"
-        )
-    return {
-        "type": "Interrupted",
-        "message": message,
-        "retryable": False,
-        "attempt": op.attempts,
-        "interruptions": interruptions,
-    }
