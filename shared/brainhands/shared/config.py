@@ -20,17 +20,40 @@ DEFAULT_DATABASE_URL = "sqlite+aiosqlite:///brainhands.db"
 
 
 def normalize_database_url(url: str) -> str:
-    """Map the URL forms users write to the async drivers the store runs on."""
+    """Map the URL forms users write to the async drivers the store runs on.
+
+    A PostgreSQL URL may name several servers, as libpq does
+    (``postgresql://user@host1:5432,host2:5432/db?target_session_attrs=read-write``): each
+    connection then goes to the first that answers as asked, so a store that fails over to
+    its standby is found again without a restart.
+    """
     if url.startswith(("postgres://", "postgresql://")):
-        return "postgresql+asyncpg://" + url.split("://", 1)[1]
+        return _hosts_as_parameters("postgresql+asyncpg://" + url.split("://", 1)[1])
     if url.startswith("sqlite://") and not url.startswith("sqlite+aiosqlite://"):
         return "sqlite+aiosqlite://" + url.split("://", 1)[1]
-    if url.startswith(("postgresql+asyncpg://", "sqlite+aiosqlite://")):
+    if url.startswith("postgresql+asyncpg://"):
+        return _hosts_as_parameters(url)
+    if url.startswith("sqlite+aiosqlite://"):
         return url
     raise ValueError(
         "must be a PostgreSQL URL (postgresql://user@host/db) or a SQLite URL "
         "(sqlite:///path/to/file.db)"
     )
+
+
+def _hosts_as_parameters(url: str) -> str:
+    """libpq's hosts list (``host1:port1,host2:port2`` before the path) as the ``host`` query
+    parameters the asyncpg driver's URLs carry it in; a URL of one host as it is."""
+    scheme, rest = url.split("://", 1)
+    authority, slash, path = rest.partition("/")
+    userinfo, at, hosts = authority.rpartition("@")
+    if "," not in hosts:
+        return url
+    database, _, query = path.partition("?")
+    parameters = [f"host={host}" for host in hosts.split(",") if host]
+    if query:
+        parameters.append(query)
+    return f"{scheme}://{userinfo}{at}{slash or '/'}{database}?{'&'.join(parameters)}"
 
 
 class CommonSettings(BaseSettings):

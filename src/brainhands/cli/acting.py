@@ -13,6 +13,7 @@ from brainhands.client.direct import Client
 from brainhands.shared.config import CommonSettings, load_settings
 from brainhands.shared.errors import ConfigurationError
 from brainhands.shared.tenancy import check_tenant
+from brainhands.shared.vocabulary import Verdict
 
 
 def settings_for(args: argparse.Namespace) -> CommonSettings:
@@ -38,22 +39,19 @@ async def signal(args: argparse.Namespace) -> int:
 
 
 async def approve(args: argparse.Namespace) -> int:
-    async with await Client.from_settings(settings_for(args)) as client:
-        decisions = await client.approve(
-            args.session,
-            ALL if args.all else args.id,
-            by=args.by,
-            reason=args.reason,
-            decision_id=args.decision,
-        )
-    return _report(args.session, decisions)
+    return await _decide(args, "approved")
 
 
 async def deny(args: argparse.Namespace) -> int:
+    return await _decide(args, "denied")
+
+
+async def _decide(args: argparse.Namespace, verdict: Verdict) -> int:
     async with await Client.from_settings(settings_for(args)) as client:
-        decisions = await client.deny(
+        decisions = await client.decide(
             args.session,
             ALL if args.all else args.id,
+            verdict,
             by=args.by,
             reason=args.reason,
             decision_id=args.decision,
