@@ -98,9 +98,15 @@ class RunningCalls:
         where it is committed: a cancel notice is only the fast path, and it may be lost."""
         while True:
             await asyncio.sleep(period)
-            waiting = {op: call for op, call in self._cancels.items() if not call[1].is_set()}
+            waiting = {
+                operation_id: (task_id, cancel)
+                for operation_id, (task_id, cancel) in self._cancels.items()
+                if not cancel.is_set()
+            }
             try:
-                cancelled = await ledger.cancelled_tasks([task for task, _ in waiting.values()])
+                cancelled = await ledger.cancelled_tasks(
+                    [task_id for task_id, _ in waiting.values()]
+                )
             except BrainhandsError as exc:
                 log.warning(
                     "cancel check failed", extra={"event": "cancel_check", "error": str(exc)}

@@ -5,7 +5,8 @@ Per job: take the operation's lease (Redis) and claim its row with the lease's f
 (store), then decide from the row alone (``hands.decide``) whether to publish an existing
 outcome again, run the tool, ask the tool's query function, or record ``uncertain``. The
 outcome and its result event are committed together, guarded by the token; the job is
-acked only after that commit.
+acked only after that commit (``shared.settlement`` decides how each delivery is settled).
+A call in progress is one object (``hands.running``).
 """
 
 from __future__ import annotations
