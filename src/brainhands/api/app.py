@@ -10,197 +10,54 @@ nothing a key sends reaches or reveals another tenant's. Every error is answered
 
 from __future__ import annotations
 
-import logging
 import secrets
-import uuid
-from collections.abc import AsyncIterator
 from dataclasses import asdict
 from typing import Annotated, Any, Literal
 
-from fastapi import FastAPI, Header, Path, Query, Request
-from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, PlainTextResponse, Response
+from fastapi import FastAPI, Query, Request
+from fastapi.responses import PlainTextResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
-from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException
 
+from brainhands.api.bodies import (
+    CURSOR,
+    NAME,
+    ApprovalId,
+    CancelOut,
+    DecisionBody,
+    DecisionOut,
+    DenyBody,
+    InputSubmission,
+    RequestId,
+    SessionId,
+    SessionPage,
+    SignalBody,
+    SignalOut,
+    SubmissionOut,
+    TextSubmission,
+)
 from brainhands.api.changes import SessionChanges
 from brainhands.api.console import mount_console
 from brainhands.api.guard import DEV, Guarded, caller, document_keys, needs
 from brainhands.api.keys import Principal, VerifiedKeys
 from brainhands.api.known import KnownAgents, KnownSessions
 from brainhands.api.live import LiveNotes
+from brainhands.api.problems import PROBLEMS, answer_problems
 from brainhands.api.protect import protect
 from brainhands.api.quota import Quotas
 from brainhands.api.settings import ApiSettings
 from brainhands.api.shared_lists import SharedLists
 from brainhands.api.shared_views import SharedViews
-from brainhands.api.sse import PING, EventStream, frame
-from brainhands.api.stream_tokens import TTL_DEFAULT, TTL_MAX, StreamTokens
+from brainhands.api.stream_tokens import StreamTokens
+from brainhands.api.streams import stream_routes
 from brainhands.api.views import SessionFilter, list_sessions, session_document
 from brainhands.api.watcher import Watchers
 from brainhands.client.approvals import pending_approvals
 from brainhands.client.direct import Client
-from brainhands.shared.errors import (
-    AnswerTimeout,
-    DecisionRefused,
-    InvalidRequest,
-    NotFoundError,
-)
+from brainhands.shared.errors import AnswerTimeout
 from brainhands.shared.store import SubmissionRecord
 from brainhands.shared.tenancy import session_key, split_key
 from brainhands.shared.vocabulary import Verdict
-
-log = logging.getLogger("brainhands.api")
-
-PROBLEM = "application/problem+json"
-NAME = r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$"
-"""Ids and names a client chooses: 1 to 128 plain characters."""
-
-CURSOR = r"^[0-9]{1,12}(\.[0-9]{1,9})?:[A-Za-z0-9][A-Za-z0-9._:@-]{0,63}$"
-"""A page cursor: the last page's ``updated_at:id``."""
-
-SessionId = Annotated[str, Path(pattern=NAME, max_length=64)]
-StreamToken = Annotated[
-    str | None,
-    Query(max_length=2048, description="a stream token (POST /stream-tokens), for EventSource"),
-]
-"""Read by the route's guard, before the route runs: declared for the document."""
-RequestId = Annotated[str, Path(pattern=NAME, max_length=128)]
-ApprovalId = Annotated[str, Path(pattern=NAME, max_length=64)]
-
-
-class Closed(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class Callback(Closed):
-    callback_url: str | None = Field(
-        default=None, max_length=2000, pattern=r"^https?://[^\s/?#]+[^\s]*$"
-    )
-    """Where the submission's end is posted (JSON, signed ``X-Brainhands-Signature``,
-    ``Idempotency-Key`` the submission's id), at least once, retried with backoff."""
-
-
-class TextSubmission(Callback):
-    """A message, for an agent."""
-
-    text: str = Field(max_length=100_000)
-    agent: str = Field(pattern=NAME)
-    """The agent the message is for: one the deployment's Brains serve."""
-    request_id: str | None = Field(default=None, pattern=NAME)
-    """The same id never starts a second run (default: a random one)."""
-
-
-class InputSubmission(Callback):
-    """A submission's input as it is, e.g. ``{"kind": ..., "input": ...}`` for a task."""
-
-    input: dict[str, Any]
-    request_id: str | None = Field(default=None, pattern=NAME)
-    """The same id never starts a second run (default: a random one)."""
-
-
-class DecisionBody(Closed):
-    by: str | None = Field(default=None, min_length=1, max_length=128)
-    """A name shown with the decision (default: the API key's name); who decided is
-    recorded from the key, as ``principal``."""
-    reason: str | None = Field(default=None, max_length=2000)
-    decision_id: str | None = Field(default=None, pattern=NAME)
-
-
-class DenyBody(DecisionBody):
-    reason: str = Field(min_length=1, max_length=2000)
-
-
-class SignalBody(Closed):
-    name: str = Field(pattern=NAME)
-    payload: Any = None
-    signal_id: str | None = Field(default=None, pattern=NAME)
-    decision: bool = False
-    """For a wait declared a decision (``WaitSignal(..., decision=True)``): needs a key
-    that may approve."""
-
-
-class SubmissionOut(BaseModel):
-    session_id: str
-    request_id: str
-    status: str
-    answer: Any = None
-    error: str | None = None
-    created: bool | None = None
-    """On submit: False when this request id was submitted before (nothing new started)."""
-
-
-class DecisionOut(BaseModel):
-    approval_id: str
-    verdict: str
-    by: str
-    reason: str | None
-    decision_id: str
-    decided_at: float
-    new: bool
-    principal: str | None
-    """Who decided, as their credential says (``key:<id>``)."""
-
-
-class StreamTokenBody(Closed):
-    session_id: str | None = Field(default=None, pattern=NAME, max_length=64)
-    """The one session whose events it opens (default: any of the tenant's, and the list)."""
-    ttl: int = Field(default=TTL_DEFAULT, ge=1, le=TTL_MAX)
-    """Seconds it is good for."""
-
-
-class StreamTokenOut(BaseModel):
-    token: str
-    """For ``?token=`` of ``/sessions/{id}/events`` and ``/events``: reads, nothing else."""
-    expires_at: float
-
-
-class SignalOut(BaseModel):
-    signal_id: str
-    created: bool
-
-
-class CancelOut(BaseModel):
-    status: str
-
-
-class Problem(BaseModel):
-    """What is wrong with a request (RFC 9457 ``application/problem+json``)."""
-
-    type: str = "about:blank"
-    title: str
-    status: int
-    detail: str
-    errors: list[dict[str, str]] | None = None
-    """For invalid input: each field (``where``) and what is wrong with it."""
-
-
-PROBLEMS: dict[int | str, dict[str, Any]] = {
-    status: {"model": Problem, "content": {PROBLEM: {}}, "description": what}
-    for status, what in (
-        (400, "the body could not be read (not JSON, or not in the encoding it claims)"),
-        (401, "no API key, or an unknown, revoked or malformed one"),
-        (403, "the key lacks the scope this needs, or the request's Host is not served"),
-        (404, "no such session, submission or approval (for this key's tenant)"),
-        (409, "the call was already decided otherwise, or is no longer pending"),
-        (413, "the request body is larger than the configured limit"),
-        (422, "malformed JSON, unknown fields or invalid values"),
-        (429, "the key is over its request rate or its open streams (see Retry-After)"),
-        (500, "the API failed; the problem names the request to report"),
-    )
-}
-
-
-class SessionPage(BaseModel):
-    sessions: list[dict[str, Any]]
-    next: str | None
-    """The cursor of the next page (``?after=``), or None on the last."""
-
-
-def problem(status: int, title: str, detail: str, **extra: Any) -> JSONResponse:
-    body = {"type": "about:blank", "title": title, "status": status, "detail": detail, **extra}
-    return JSONResponse(body, status_code=status, media_type=PROBLEM)
 
 
 def submission_out(
@@ -251,64 +108,7 @@ def create_app(
     known = KnownSessions(store)
     agents = KnownAgents(store, settings.api_compat)
 
-    async def existing(session_id: str, who: Principal) -> str:
-        """The store key of the caller's session ``session_id``; 404 if it has none."""
-        key = session_key(who.tenant, session_id)
-        if not await known.exists(key):
-            raise NotFoundError(f"session {session_id} does not exist")
-        return key
-
-    # Problems ------------------------------------------------------------------------------
-
-    @app.exception_handler(HTTPException)
-    async def http_problem(request: Request, exc: HTTPException) -> Response:
-        titles = {
-            400: "Bad Request",
-            401: "Unauthorized",
-            403: "Forbidden",
-            404: "Not Found",
-            405: "Not Allowed",
-            429: "Too Many Requests",
-        }
-        headers = {"WWW-Authenticate": "Bearer"} if exc.status_code == 401 else {}
-        headers.update(exc.headers or {})
-        response = problem(exc.status_code, titles.get(exc.status_code, "Error"), str(exc.detail))
-        response.headers.update(headers)
-        return response
-
-    @app.exception_handler(RequestValidationError)
-    async def invalid(request: Request, exc: RequestValidationError) -> Response:
-        errors = [
-            {"where": ".".join(str(p) for p in e["loc"]), "problem": e["msg"]} for e in exc.errors()
-        ]
-        detail = "; ".join(f"{e['where']}: {e['problem']}" for e in errors)
-        return problem(422, "Invalid Request", detail, errors=errors)
-
-    @app.exception_handler(NotFoundError)
-    async def not_found(request: Request, exc: NotFoundError) -> Response:
-        # Said of the store's key: said to the tenant of its own id.
-        who: Principal | None = getattr(request.state, "principal", None)
-        detail = str(exc) if who is None else str(exc).replace(f"{who.tenant}/", "")
-        return problem(404, "Not Found", detail)
-
-    @app.exception_handler(DecisionRefused)
-    async def refused(request: Request, exc: DecisionRefused) -> Response:
-        return problem(409, "Conflict", str(exc))
-
-    @app.exception_handler(InvalidRequest)
-    async def bad_request(request: Request, exc: InvalidRequest) -> Response:
-        return problem(422, "Invalid Request", str(exc))
-
-    @app.exception_handler(Exception)
-    async def failed(request: Request, exc: Exception) -> Response:
-        incident = uuid.uuid4().hex[:12]
-        log.error(
-            "request failed",
-            exc_info=exc,
-            extra={"event": "request_failed", "incident": incident, "path": request.url.path},
-        )
-        detail = f"the API failed on this request; report incident {incident}"
-        return problem(500, "Internal Server Error", detail, incident=incident)
+    answer_problems(app)
 
     # Health --------------------------------------------------------------------------------
 
@@ -446,90 +246,18 @@ def create_app(
         key = session_key(caller(request).tenant, session_id)
         return session_document(await client.session(key))
 
-    @app.get(
-        "/sessions/{session_id}/events",
-        tags=["sessions"],
-        response_class=EventStream,
-        status_code=200,
-        responses={200: {"content": {"text/event-stream": {}}}},
-        openapi_extra=needs("read", stream_token=True),
+    app.include_router(
+        stream_routes(
+            known=known,
+            views=views,
+            lists=lists,
+            changes=changes,
+            live=live,
+            watchers=watchers,
+            quotas=quotas,
+            tokens=tokens,
+        )
     )
-    async def events(
-        session_id: SessionId,
-        request: Request,
-        last_event_id: Annotated[str | None, Header()] = None,
-        token: StreamToken = None,
-    ) -> EventStream:
-        """Server-sent events: the session's view now, then again at every commit
-        (``event: view``). Each view's id is the session's version; reconnect with
-        ``Last-Event-ID`` and the stream resumes after it (nothing repeated, the current
-        state at once). Between them, live notes that are never stored: a tool's progress
-        (``event: progress``), a model's text as it comes (``event: model``)."""
-        who = caller(request)
-        key = await existing(session_id, who)
-        seen = _version(last_event_id)
-        return EventStream(_stream(key, seen), release=quotas.open_stream(who.key_id))
-
-    async def _stream(key: str, seen: int | None) -> AsyncIterator[bytes]:
-        with watchers.open() as watcher, views.watch(key, watcher), live.watch(key, watcher):
-            while True:
-                snapshot = await views.read(key)
-                if seen is None or snapshot.version > seen:
-                    yield snapshot.frame
-                    seen = snapshot.version
-                # Until the next commit, pass on the live notes (no id: they are not part of
-                # what a reconnecting watcher resumes).
-                while True:
-                    news = await watcher.next()
-                    if news == "closed":
-                        return
-                    if news == "changed":
-                        break
-                    if news == "ping":
-                        yield PING
-                        if not changes.pushed:
-                            break  # without notifications, look anyway
-                        continue
-                    note = news.model_copy(update={"session_id": split_key(key)[1]})
-                    yield frame(note.model_dump_json(), event=news.kind)
-
-    @app.get(
-        "/events",
-        tags=["sessions"],
-        response_class=EventStream,
-        status_code=200,
-        responses={200: {"content": {"text/event-stream": {}}}},
-        openapi_extra=needs("read", stream_token=True),
-    )
-    async def session_list_events(request: Request, token: StreamToken = None) -> EventStream:
-        """Server-sent events of the sessions list: the tenant's latest sessions now, then
-        again whenever one of them is created or changes (``event: sessions``)."""
-        who = caller(request)
-        release = quotas.open_stream(who.key_id)
-        return EventStream(_list_stream(who.tenant), release=release)
-
-    async def _list_stream(tenant: str) -> AsyncIterator[bytes]:
-        sent = None
-        with watchers.open() as watcher, lists.watch(tenant, watcher):
-            while True:
-                event = await lists.read(tenant)
-                if event != sent:
-                    yield event
-                    sent = event
-                news = await watcher.next()
-                if news == "closed":
-                    return
-                if news == "ping":
-                    yield PING
-
-    @app.post("/stream-tokens", tags=["sessions"], openapi_extra=needs("read"))
-    async def stream_token(request: Request, body: StreamTokenBody | None = None) -> StreamTokenOut:
-        """A short-lived token that opens event streams in ``?token=``, for a browser's
-        ``EventSource``, which sends no ``Authorization`` header. It reads, nothing else,
-        for this key's tenant (or one session), and stops working with the key."""
-        body = body or StreamTokenBody()
-        made, expires_at = tokens.mint(caller(request).key_id, body.session_id, body.ttl)
-        return StreamTokenOut(token=made, expires_at=expires_at)
 
     # Approvals and signals -----------------------------------------------------------------
 
@@ -541,7 +269,7 @@ def create_app(
         """Calls waiting for a decision, oldest first (of one session, or of the tenant)."""
         who = caller(request)
         if session_id is not None:
-            pending = await pending_approvals(store, await existing(session_id, who))
+            pending = await pending_approvals(store, await known.existing(who.tenant, session_id))
         else:
             pending = await pending_approvals(store, tenant=who.tenant)
         return [{**asdict(p), "session_id": split_key(p.session_id)[1]} for p in pending]
@@ -551,7 +279,7 @@ def create_app(
     ) -> DecisionOut:
         who = caller(request)
         [made] = await client.decide(
-            await existing(session_id, who),
+            await known.existing(who.tenant, session_id),
             [approval_id],
             verdict,
             by=body.by or who.name,
@@ -596,7 +324,7 @@ def create_app(
         if body.decision and not who.may("approve"):
             raise HTTPException(403, "a decision needs a key with the 'approve' scope")
         receipt = await client.signal(
-            await existing(session_id, who),
+            await known.existing(who.tenant, session_id),
             body.name,
             body.payload,
             signal_id=body.signal_id,
@@ -606,12 +334,3 @@ def create_app(
         return SignalOut(signal_id=receipt.request.key, created=receipt.created)
 
     return app
-
-
-def _version(last_event_id: str | None) -> int | None:
-    if last_event_id is None or last_event_id == "":
-        return None
-    try:
-        return int(last_event_id)
-    except ValueError:
-        raise InvalidRequest("Last-Event-ID: not an event id of this stream") from None

@@ -7,8 +7,9 @@ import time
 
 from sqlalchemy import exists, select
 
+from brainhands.shared.errors import NotFoundError
 from brainhands.shared.store import Store, schema
-from brainhands.shared.store.declarations import declared_agents
+from brainhands.shared.tenancy import session_key
 
 
 class KnownSessions:
@@ -33,6 +34,14 @@ class KnownSessions:
             self.learn(key)
         return found
 
+    async def existing(self, tenant: str, session_id: str) -> str:
+        """The store key of ``tenant``'s session ``session_id``; ``NotFoundError`` if it
+        has none."""
+        key = session_key(tenant, session_id)
+        if not await self.exists(key):
+            raise NotFoundError(f"session {session_id} does not exist")
+        return key
+
     def learn(self, key: str) -> None:
         """The session of store key ``key`` exists."""
         if len(self._known) >= self.limit:
@@ -56,6 +65,6 @@ class KnownAgents:
         """The declared agents, read again if ``wanted`` is not among them."""
         age = time.monotonic() - self._read_at
         if age >= self.ttl or (wanted not in self._names and age >= 1.0):
-            self._names = await declared_agents(self.store, self.compat)
+            self._names = await self.store.declarations.agents(self.compat)
             self._read_at = time.monotonic()
         return self._names

@@ -1,0 +1,127 @@
+"""What the API's routes read and answer: request bodies, responses, and the ids and names
+a client chooses (checked before a route runs)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import Path, Query
+from pydantic import BaseModel, ConfigDict, Field
+
+from brainhands.api.stream_tokens import TTL_DEFAULT, TTL_MAX
+
+NAME = r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$"
+"""Ids and names a client chooses: 1 to 128 plain characters."""
+
+CURSOR = r"^[0-9]{1,12}(\.[0-9]{1,9})?:[A-Za-z0-9][A-Za-z0-9._:@-]{0,63}$"
+"""A page cursor: the last page's ``updated_at:id``."""
+
+SessionId = Annotated[str, Path(pattern=NAME, max_length=64)]
+StreamToken = Annotated[
+    str | None,
+    Query(max_length=2048, description="a stream token (POST /stream-tokens), for EventSource"),
+]
+"""Read by the route's guard, before the route runs: declared for the document."""
+RequestId = Annotated[str, Path(pattern=NAME, max_length=128)]
+ApprovalId = Annotated[str, Path(pattern=NAME, max_length=64)]
+
+
+class Closed(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Callback(Closed):
+    callback_url: str | None = Field(
+        default=None, max_length=2000, pattern=r"^https?://[^\s/?#]+[^\s]*$"
+    )
+    """Where the submission's end is posted (JSON, signed ``X-Brainhands-Signature``,
+    ``Idempotency-Key`` the submission's id), at least once, retried with backoff."""
+
+
+class TextSubmission(Callback):
+    """A message, for an agent."""
+
+    text: str = Field(max_length=100_000)
+    agent: str = Field(pattern=NAME)
+    """The agent the message is for: one the deployment's Brains serve."""
+    request_id: str | None = Field(default=None, pattern=NAME)
+    """The same id never starts a second run (default: a random one)."""
+
+
+class InputSubmission(Callback):
+    """A submission's input as it is, e.g. ``{"kind": ..., "input": ...}`` for a task."""
+
+    input: dict[str, Any]
+    request_id: str | None = Field(default=None, pattern=NAME)
+    """The same id never starts a second run (default: a random one)."""
+
+
+class DecisionBody(Closed):
+    by: str | None = Field(default=None, min_length=1, max_length=128)
+    """A name shown with the decision (default: the API key's name); who decided is
+    recorded from the key, as ``principal``."""
+    reason: str | None = Field(default=None, max_length=2000)
+    decision_id: str | None = Field(default=None, pattern=NAME)
+
+
+class DenyBody(DecisionBody):
+    reason: str = Field(min_length=1, max_length=2000)
+
+
+class SignalBody(Closed):
+    name: str = Field(pattern=NAME)
+    payload: Any = None
+    signal_id: str | None = Field(default=None, pattern=NAME)
+    decision: bool = False
+    """For a wait declared a decision (``WaitSignal(..., decision=True)``): needs a key
+    that may approve."""
+
+
+class SubmissionOut(BaseModel):
+    session_id: str
+    request_id: str
+    status: str
+    answer: Any = None
+    error: str | None = None
+    created: bool | None = None
+    """On submit: False when this request id was submitted before (nothing new started)."""
+
+
+class DecisionOut(BaseModel):
+    approval_id: str
+    verdict: str
+    by: str
+    reason: str | None
+    decision_id: str
+    decided_at: float
+    new: bool
+    principal: str | None
+    """Who decided, as their credential says (``key:<id>``)."""
+
+
+class StreamTokenBody(Closed):
+    session_id: str | None = Field(default=None, pattern=NAME, max_length=64)
+    """The one session whose events it opens (default: any of the tenant's, and the list)."""
+    ttl: int = Field(default=TTL_DEFAULT, ge=1, le=TTL_MAX)
+    """Seconds it is good for."""
+
+
+class StreamTokenOut(BaseModel):
+    token: str
+    """For ``?token=`` of ``/sessions/{id}/events`` and ``/events``: reads, nothing else."""
+    expires_at: float
+
+
+class SignalOut(BaseModel):
+    signal_id: str
+    created: bool
+
+
+class CancelOut(BaseModel):
+    status: str
+
+
+class SessionPage(BaseModel):
+    sessions: list[dict[str, Any]]
+    next: str | None
+    """The cursor of the next page (``?after=``), or None on the last."""
