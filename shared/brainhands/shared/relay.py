@@ -26,15 +26,7 @@ import time
 from brainhands.shared import metrics
 from brainhands.shared.broker import Broker, Outgoing
 from brainhands.shared.errors import BrainhandsError, UnroutableMessage
-from brainhands.shared.store import CommitReceipt, Store
-from brainhands.shared.store.outbox import (
-    claim_unsent,
-    mark_sent,
-    mark_sent_now,
-    outbox_backlog,
-    prune_sent,
-)
-from brainhands.shared.store.records import OutboxRow
+from brainhands.shared.store import CommitReceipt, OutboxRow, Store
 
 log = logging.getLogger("brainhands.relay")
 
@@ -161,7 +153,7 @@ class OutboxRelay:
         while self._confirmed:
             ids, self._confirmed = self._confirmed, []
             try:
-                await mark_sent_now(self.store, ids)
+                await self.store.outbox.mark_sent(ids)
             except BrainhandsError as exc:
                 # They are polled, and published again, once their handoff period is over.
                 log.warning(
@@ -173,12 +165,11 @@ class OutboxRelay:
 
     async def drain_once(self) -> int:
         """Publish one batch of unsent rows; return how many were confirmed and marked."""
-        async with self.store.backend.transaction() as conn:
-            rows = await claim_unsent(self.store.backend, conn, self.batch_size)
-            if not rows:
+        async with self.store.outbox.claim(self.batch_size) as claimed:
+            if not claimed.rows:
                 return 0
-            confirmed = await self._publish(rows)
-            await mark_sent(conn, confirmed)
+            confirmed = await self._publish(claimed.rows)
+            await claimed.mark_sent(confirmed)
         return len(confirmed)
 
     async def _publish(self, rows: list[OutboxRow]) -> list[int]:
@@ -215,12 +206,12 @@ class OutboxRelay:
         now = time.monotonic()
         if now >= self._next_measure:
             self._next_measure = now + MEASURE_EVERY
-            backlog, oldest = await outbox_backlog(self.store)
+            backlog, oldest = await self.store.outbox.backlog()
             metrics.OUTBOX_BACKLOG.set(backlog)
             metrics.RELAY_LAG.set(time.time() - oldest if oldest is not None else 0.0)
         if now < self._next_prune:
             return
         self._next_prune = now + self.prune_interval
-        pruned = await prune_sent(self.store, older_than=self.retention)
+        pruned = await self.store.outbox.prune(older_than=self.retention)
         if pruned:
             log.info("pruned %d sent outbox rows", pruned, extra={"event": "relay_pruned"})
