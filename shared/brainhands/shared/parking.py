@@ -24,7 +24,6 @@ from typing import Any
 from aio_pika.abc import AbstractIncomingMessage
 
 from brainhands.shared.broker import ORIGIN_HEADER, REASON_HEADER, Broker
-from brainhands.shared.delivery import Delivery
 from brainhands.shared.errors import InvalidMessage, UnroutableMessage
 from brainhands.shared.messages import Message, decode
 
@@ -83,12 +82,6 @@ class HeldMessage:
     async def remove(self) -> None:
         """Delete it from the parking queue for good."""
         await self.incoming.ack()
-
-
-async def park(broker: Broker, delivery: Delivery, reason: str) -> None:
-    """``broker.park(delivery, reason)``: kept only for brain/worker.py and hands/worker.py,
-    until they call ``Broker.park``."""
-    await broker.park(delivery, reason)
 
 
 async def list_parked(broker: Broker, limit: int = 20) -> list[ParkedMessage]:
