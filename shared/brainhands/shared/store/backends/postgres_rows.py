@@ -12,7 +12,7 @@ from typing import Any
 from sqlalchemy import JSON, Boolean, Integer, String, bindparam, column, text
 from sqlalchemy.engine import Connection
 
-from brainhands.shared.store import fence, schema
+from brainhands.shared.store import fence
 from brainhands.shared.store.hot import hot, run
 from brainhands.shared.store.load import (
     SESSION_KEYS,
@@ -28,16 +28,15 @@ from brainhands.shared.store.records import (
     SubmissionRecord,
     TaskRecord,
 )
-
-_s, _e, _d, _t, _sub, _o, _b, _i = (
-    schema.session,
-    schema.entry,
-    schema.document,
-    schema.task,
-    schema.submission,
-    schema.operation,
-    schema.blob,
-    schema.inbox,
+from brainhands.shared.store.schema import (
+    blob,
+    document,
+    entry,
+    inbox,
+    operation,
+    session,
+    submission,
+    task,
 )
 
 
@@ -50,21 +49,21 @@ def _rows_object(whole: str, ops: str) -> str:
     return f"""json_build_object(
   'entries', CASE WHEN {whole} THEN (SELECT coalesce(json_agg(
       json_build_array(e.seq, e.kind, e.body, e.created_at) ORDER BY e.seq), '[]')
-      FROM {_e.name} e WHERE e.session_id = :sid) END,
+      FROM {entry.name} e WHERE e.session_id = :sid) END,
   'documents', CASE WHEN {whole} THEN (SELECT coalesce(json_agg(
       json_build_array(d.name, d.version, d.body)), '[]')
-      FROM {_d.name} d WHERE d.session_id = :sid) END,
+      FROM {document.name} d WHERE d.session_id = :sid) END,
   'tasks', CASE WHEN {whole} THEN (SELECT coalesce(json_agg(t ORDER BY t.created_at, t.id), '[]')
-      FROM {_t.name} t WHERE t.session_id = :sid AND t.status != 'terminal') END,
+      FROM {task.name} t WHERE t.session_id = :sid AND t.status != 'terminal') END,
   'submissions', (SELECT coalesce(json_agg(s ORDER BY s.created_at, s.id), '[]')
-      FROM {_sub.name} s WHERE s.session_id = :sid
+      FROM {submission.name} s WHERE s.session_id = :sid
       AND s.status IN ({", ".join(f"'{status}'" for status in OPEN_SUBMISSION_STATUSES)})),
   'inbox', (SELECT coalesce(json_agg(i ORDER BY i.id), '[]')
-      FROM {_i.name} i WHERE i.session_id = :sid AND i.applied_at IS NULL),
+      FROM {inbox.name} i WHERE i.session_id = :sid AND i.applied_at IS NULL),
   'operations', CASE WHEN {ops} THEN (SELECT coalesce(json_agg(
       json_build_array(o, convert_from(b.data, 'UTF8')::json)), '[]')
-      FROM {_t.name} w JOIN {_o.name} o ON o.operation_id = w.operation_id
-      LEFT JOIN {_b.name} b ON b.id = o.blob_id
+      FROM {task.name} w JOIN {operation.name} o ON o.operation_id = w.operation_id
+      LEFT JOIN {blob.name} b ON b.id = o.blob_id
       WHERE w.session_id = :sid AND w.status = 'waiting') END
 )"""
 
@@ -85,13 +84,15 @@ _SESSION_COLUMNS = ", ".join(SESSION_KEYS)
 # a commit came in between (the rows are then read again).
 _CLAIM = hot(
     text(
-        f"""WITH f AS (UPDATE {_s.name} SET fence = :token WHERE id = :sid AND fence < :token
+        f"""WITH f AS (UPDATE {session.name} SET fence = :token WHERE id = :sid AND fence < :token
   RETURNING {_SESSION_COLUMNS})
-SELECT f.*, (SELECT s.version FROM {_s.name} s WHERE s.id = :sid) AS seen_version,
+SELECT f.*, (SELECT s.version FROM {session.name} s WHERE s.id = :sid) AS seen_version,
   {_rows_object("f.version IS DISTINCT FROM :known", "TRUE")} AS rows FROM f"""
     )
-    .bindparams(bindparam("token", type_=_s.c.fence.type), bindparam("known", type_=Integer))
-    .columns(*(column(c.name, c.type) for c in _s.c), column("seen_version", Integer), rows=JSON)
+    .bindparams(bindparam("token", type_=session.c.fence.type), bindparam("known", type_=Integer))
+    .columns(
+        *(column(c.name, c.type) for c in session.c), column("seen_version", Integer), rows=JSON
+    )
 )
 
 
