@@ -1,6 +1,6 @@
 """Which statuses of a submission and of an operation are final: once there, the row's
-outcome never changes again. Defined once, read by the store, the Brain, the Hands, the
-Client and the operator's tools."""
+outcome never changes again. The one definition: the store's records, its guard, the Brain,
+the Hands, the Client and the operator's tools all read these sets, none keeps its own."""
 
 from __future__ import annotations
 
