@@ -13,8 +13,6 @@ import pytest
 from sqlalchemy import select
 
 from brainhands.shared.store import schema
-from brainhands.shared.store.declarations import declared_agents
-from brainhands.shared.store.inbox import session_inbox
 from brainhands.shared.tenancy import DEFAULT_TENANT
 from tests.helpers.agent_run import AgentRun, agent_run
 from tests.helpers.api import events, key_for, start_api, watched_message
@@ -329,7 +327,7 @@ async def test_approve_and_deny_over_http(agent_run: AgentRun) -> None:
     key = await key_for(brains, "acme", "read", "submit", "approve")
 
     async def declared() -> bool:
-        return "guarded" in await declared_agents(brains.store, "v1")
+        return "guarded" in await brains.store.declarations.agents("v1")
 
     await eventually(declared, within=30, what="the Brain to declare its agents")
     async with api.http(key) as http:
@@ -420,7 +418,7 @@ async def test_a_wait_declared_a_decision_is_reached_only_by_a_key_that_may_appr
     record = await brains.answer(within=60)
     [heard] = record.answer
     assert (heard["name"], heard["payload"]) == ("approval:manager-ok", {"ok": True})
-    inbox = {r.name: r for r in await session_inbox(brains.store, "s1")}
+    inbox = {r.name: r for r in await brains.store.inbox.of_session("s1")}
     assert inbox["manager-ok"].applied_at is None  # the plain one reached nothing
     assert inbox["approval:manager-ok"].body["sender"] == f"key:{manager.split('_')[1]}"
 

@@ -15,9 +15,7 @@ from typing import Protocol
 
 from sqlalchemy import func, select
 
-from brainhands.shared.store import Store, schema
-from brainhands.shared.store.guard import SESSION_CHANNEL
-from brainhands.shared.store.notifications import NotificationFeed
+from brainhands.shared.store import SESSION_CHANNEL, Store, schema
 from brainhands.shared.tenancy import split_key
 
 POLL = 0.25
@@ -34,7 +32,7 @@ class SessionChanges:
         self.store = store
         self._watchers: dict[str, set[Listener]] = {}
         self._tenants: dict[str, set[Listener]] = {}
-        self._feed = NotificationFeed(store.backend, SESSION_CHANNEL, self._heard)
+        self._feed = store.listen(SESSION_CHANNEL, self._heard)
         self._poller: asyncio.Task[None] | None = None
         self._heard_count: dict[str, int] = {}
 
