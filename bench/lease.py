@@ -39,7 +39,7 @@ from bench._services import (
     run_names,
 )
 from bench._stats import percentile, print_table
-from brainhands.shared.keys import Keys
+from brainhands.shared.keys import Keys, operation_resource, session_resource
 from brainhands.shared.lease import LeaseManager, connect_redis
 from brainhands.shared.store import Store
 
@@ -105,7 +105,7 @@ async def main(args: argparse.Namespace) -> None:
         leases = LeaseManager(lease_redis, keys, ttl_ms=TTL_MS)
 
         async def manager_step() -> None:
-            lease = await leases.acquire(f"operation:bench-{next(numbers)}")
+            lease = await leases.acquire(operation_resource(f"bench-{next(numbers)}"))
             if lease is None or not await leases.release(lease):
                 raise RuntimeError("LeaseManager: acquire or release refused")
 
@@ -126,7 +126,7 @@ async def main(args: argparse.Namespace) -> None:
                 await claim_store.claim_session_fence(session_id, token)
 
             async def fenced_step() -> None:
-                lease = await leases.acquire_fenced(f"session:{session_id}", claim)
+                lease = await leases.acquire_fenced(session_resource(session_id), claim)
                 if lease is None or not await leases.release(lease):
                     raise RuntimeError("acquire_fenced: acquire or release refused")
 

@@ -20,11 +20,11 @@ from bench._services import Workers, log_events
 from bench.roundtrip_agents import AGENT, COMPAT
 from bench.roundtrip_tools import POOL
 from brainhands.brain.client import submit_input, wait_for_answer
-from brainhands.shared.store import Store
+from brainhands.shared.store import FINAL_SUBMISSION_STATUSES, Store
 from brainhands.shared.store.schema import metadata
 from brainhands.shared.topology import Topology
 
-FINAL = ("answered", "failed", "cancelled")
+FINAL = tuple(sorted(FINAL_SUBMISSION_STATUSES))
 POLL = 0.2
 """Seconds between a burst's polls for its answered sessions. The burst's time comes from
 the store's timestamps, not from when a poll saw it end."""

@@ -14,7 +14,12 @@ from typing import Any
 from brainhands.examples.notify.email_client import EmailClient
 from brainhands.shared.delivery import Delivery
 from brainhands.shared.messages import Message, ToolJob, ToolResult
-from brainhands.shared.store import OperationLedger, OperationRecord, Store
+from brainhands.shared.store import (
+    FINAL_OPERATION_STATUSES,
+    OperationLedger,
+    OperationRecord,
+    Store,
+)
 from tests.helpers.polling import eventually
 from tests.helpers.processes import spawn_email_hands, spawn_module
 from tests.helpers.rabbit import BrokerEnv
@@ -122,7 +127,7 @@ class HandsHarness:
                 op = await self.ledger.get(operation_id)
             except Exception:
                 return False
-            return op.status in ("succeeded", "failed", "uncertain", "cancelled") and any(
+            return op.status in FINAL_OPERATION_STATUSES and any(
                 r.operation_id == operation_id for r in self.results
             )
 

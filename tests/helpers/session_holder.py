@@ -15,7 +15,7 @@ from pathlib import Path
 
 from brainhands.shared.config import CommonSettings, load_settings
 from brainhands.shared.errors import StaleLeaseError
-from brainhands.shared.keys import Keys
+from brainhands.shared.keys import Keys, session_resource
 from brainhands.shared.lease import LeaseManager, connect_redis
 from brainhands.shared.store import Draft, Store
 
@@ -25,7 +25,7 @@ async def main(session_id: str, token_file: Path, go_file: Path, result_file: Pa
     store = await Store.open(settings.database_url, db_schema=settings.database_schema)
     leases = LeaseManager(connect_redis(settings.redis_url), Keys(settings.namespace), ttl_ms=1000)
     lease = await leases.acquire_fenced(
-        f"session:{session_id}", lambda t: store.claim_session_fence(session_id, t)
+        session_resource(session_id), lambda t: store.claim_session_fence(session_id, t)
     )
     assert lease is not None
     version = (await store.load(session_id)).session.version

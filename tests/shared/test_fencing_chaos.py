@@ -13,7 +13,7 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from brainhands.shared.errors import StaleLeaseError
-from brainhands.shared.keys import Keys
+from brainhands.shared.keys import Keys, session_resource
 from brainhands.shared.lease import LeaseManager, connect_redis
 from brainhands.shared.store import Draft, OperationLedger, Store
 from tests.helpers.polling import eventually
@@ -56,7 +56,7 @@ def leases(redis: Redis, namespace: str) -> LeaseManager:
 
 async def claimed(store: Store, leases: LeaseManager, session_id: str) -> int:
     lease = await leases.acquire_fenced(
-        f"session:{session_id}", lambda t: store.claim_session_fence(session_id, t)
+        session_resource(session_id), lambda t: store.claim_session_fence(session_id, t)
     )
     assert lease is not None
     return lease.token

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from brainhands.shared.broker import Delivery
 from brainhands.shared.config import normalize_database_url
+from brainhands.shared.delivery import Delivery
 from brainhands.shared.messages import Message, SessionWake, encode
 from brainhands.shared.relay import OutboxRelay
 from brainhands.shared.store import Draft, Store

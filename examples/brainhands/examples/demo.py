@@ -34,7 +34,7 @@ from brainhands.brain.client import submit_input
 from brainhands.client.direct import Client
 from brainhands.examples.notify.email_client import EmailClient
 from brainhands.shared.config import CommonSettings, load_settings, normalize_database_url
-from brainhands.shared.store import Store, TaskRecord
+from brainhands.shared.store import FINAL_SUBMISSION_STATUSES, Store, TaskRecord
 from brainhands.shared.topology import Topology
 
 SESSION = "demo"
@@ -299,7 +299,7 @@ class Demo:
                 self.say(line)
                 last_line = line
             record = await store.submissions.get(SESSION, REQUEST)
-            if record.status in ("answered", "failed", "cancelled"):
+            if record.status in FINAL_SUBMISSION_STATUSES:
                 self.say(f"submission {record.status} after {time.monotonic() - started:.1f}s")
                 return record.status == "answered"
             await asyncio.sleep(0.1)

@@ -28,9 +28,9 @@ from brainhands.shared.errors import (
     NotFoundError,
     SubmissionFailed,
 )
+from brainhands.shared.statuses import FINAL_SUBMISSION_STATUSES
 
 T = TypeVar("T")
-FINAL = {"answered", "failed", "cancelled"}
 WAIT_MAX = 60.0
 """The longest wait the API holds one request for; longer waits take several."""
 
@@ -215,7 +215,7 @@ class HttpClient:
             left = WAIT_MAX if deadline is None else max(0.0, deadline - loop.time())
             got = await self._call("GET", path, params={"wait": min(WAIT_MAX, left)})
             record = _record(got)
-            if record.status in FINAL or timeout == 0:
+            if record.status in FINAL_SUBMISSION_STATUSES or timeout == 0:
                 return record
             if deadline is not None and loop.time() >= deadline:
                 raise AnswerTimeout(record, timeout or 0.0)

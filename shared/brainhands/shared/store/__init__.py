@@ -17,11 +17,7 @@ from brainhands.shared.store.draft import (
     TaskChange,
     new_id,
 )
-from brainhands.shared.store.guard import (
-    ANSWER_CHANNEL,
-    FINAL_SUBMISSION_STATUSES,
-    SESSION_CHANNEL,
-)
+from brainhands.shared.store.guard import ANSWER_CHANNEL, SESSION_CHANNEL
 from brainhands.shared.store.inbox import DECISION_SIGNAL, InboxReceipt
 from brainhands.shared.store.ledger import OperationClaim, OperationLedger
 from brainhands.shared.store.listings import SessionFilter, SessionSummary
@@ -30,6 +26,7 @@ from brainhands.shared.store.notifications import NotificationFeed
 from brainhands.shared.store.queries import PendingCall, SessionRef
 from brainhands.shared.store.records import (
     FINAL_OPERATION_STATUSES,
+    FINAL_SUBMISSION_STATUSES,
     JSON,
     ClaimedSession,
     CommitReceipt,

@@ -20,6 +20,7 @@ from sqlalchemy import Insert, Table, bindparam, select, update
 from sqlalchemy.engine import Connection
 
 from brainhands.shared.errors import NotFoundError, StaleLeaseError, StoreError
+from brainhands.shared.keys import operation_resource
 from brainhands.shared.store import schema
 from brainhands.shared.store.hot import HotStatement, hot, run
 
@@ -170,7 +171,8 @@ def claim_operation_fences(
         conn, [c.operation_id for c, row in zip(claims, claimed, strict=True) if row is None]
     )
     return [
-        row or StaleLeaseError(f"operation:{c.operation_id}", c.token, current.get(c.operation_id))
+        row
+        or StaleLeaseError(operation_resource(c.operation_id), c.token, current.get(c.operation_id))
         for c, row in zip(claims, claimed, strict=True)
     ]
 

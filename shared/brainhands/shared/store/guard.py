@@ -15,8 +15,10 @@ from sqlalchemy import bindparam, func, select, update
 from sqlalchemy.engine import Connection
 
 from brainhands.shared.errors import ConflictError, NotFoundError, StaleLeaseError
+from brainhands.shared.keys import session_resource
 from brainhands.shared.store import schema
 from brainhands.shared.store.draft import Draft
+from brainhands.shared.store.records import FINAL_SUBMISSION_STATUSES
 
 SESSION_CHANNEL = "brainhands_sessions"
 """The PostgreSQL channel every commit notifies (payload: the session id): what the API's
@@ -24,7 +26,6 @@ event streams hear."""
 ANSWER_CHANNEL = "brainhands_answers"
 """The PostgreSQL channel a commit that ends a submission notifies (payload: the session id),
 so that a waiting client re-reads it at once instead of polling."""
-FINAL_SUBMISSION_STATUSES = frozenset({"answered", "failed", "cancelled"})
 
 _s = schema.session
 GUARD = (
@@ -76,7 +77,7 @@ def raise_guard_failure(conn: Connection, draft: Draft) -> None:
     if row is None:
         raise NotFoundError(f"session {draft.session_id} does not exist")
     if row.fence != draft.fence:
-        raise StaleLeaseError(f"session:{draft.session_id}", draft.fence, row.fence)
+        raise StaleLeaseError(session_resource(draft.session_id), draft.fence, row.fence)
     raise ConflictError(
         f"session {draft.session_id} is at version {row.version}, the draft was read at "
         f"{draft.version}"

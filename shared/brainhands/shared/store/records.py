@@ -6,20 +6,18 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+# The final statuses are the core's (``statuses``); the records name them for the store.
+from brainhands.shared.statuses import FINAL_OPERATION_STATUSES as FINAL_OPERATION_STATUSES
+from brainhands.shared.statuses import FINAL_SUBMISSION_STATUSES as FINAL_SUBMISSION_STATUSES
+from brainhands.shared.statuses import OPEN_SUBMISSION_STATUSES as OPEN_SUBMISSION_STATUSES
+from brainhands.shared.statuses import OperationStatus as OperationStatus
+from brainhands.shared.statuses import SubmissionStatus as SubmissionStatus
 from brainhands.shared.tenancy import DEFAULT_TENANT
 
 JSON = Any
 TaskStatus = Literal["pending", "running", "waiting", "sleeping", "completing", "terminal"]
 TaskOutcome = Literal["succeeded", "failed", "cancelled"]
 JoinPolicy = Literal["all_settled", "fail_fast"]
-SubmissionStatus = Literal["queued", "running", "answered", "failed", "cancelled"]
-OperationStatus = Literal["intended", "started", "succeeded", "failed", "uncertain", "cancelled"]
-
-OPEN_SUBMISSION_STATUSES: tuple[SubmissionStatus, ...] = ("queued", "running")
-FINAL_OPERATION_STATUSES: frozenset[OperationStatus] = frozenset(
-    {"succeeded", "failed", "uncertain", "cancelled"}
-)
-"""An operation in one of these has its outcome, which never changes again."""
 
 
 @dataclass(frozen=True)

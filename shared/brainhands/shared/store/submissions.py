@@ -34,9 +34,13 @@ from brainhands.shared.store import schema
 from brainhands.shared.store.commit import insert_outbox_sync, publish_after
 from brainhands.shared.store.details import submissions_in
 from brainhands.shared.store.draft import OutboxMessage, new_id
-from brainhands.shared.store.guard import FINAL_SUBMISSION_STATUSES
 from brainhands.shared.store.hot import HotStatement, hot, run
-from brainhands.shared.store.records import CommitReceipt, OutboxRow, SubmissionRecord
+from brainhands.shared.store.records import (
+    FINAL_SUBMISSION_STATUSES,
+    CommitReceipt,
+    OutboxRow,
+    SubmissionRecord,
+)
 from brainhands.shared.tenancy import split_key
 
 if TYPE_CHECKING:
