@@ -11,6 +11,7 @@ from brainhands.shared.errors import (
     StaleLeaseError,
     StoreUnavailable,
 )
+from brainhands.shared.keys import operation_resource, session_resource
 from brainhands.shared.messages import SessionWake
 from brainhands.shared.settlement import Settlement, judge_delivery, misplaced
 
@@ -20,7 +21,7 @@ def test_a_handled_delivery_is_acked() -> None:
 
 
 def test_a_holder_superseded_by_a_newer_one_acks_its_work_is_done_there() -> None:
-    assert judge_delivery(StaleLeaseError("operation:op-1", 3, 4)) == Settlement("ack")
+    assert judge_delivery(StaleLeaseError(operation_resource("op-1"), 3, 4)) == Settlement("ack")
 
 
 def test_a_message_with_no_place_on_its_queue_is_parked_saying_why() -> None:
@@ -34,7 +35,7 @@ def test_a_message_with_no_place_on_its_queue_is_parked_saying_why() -> None:
 @pytest.mark.parametrize(
     "ended",
     [
-        LeaseLost("session:s-1", "renewal failed"),
+        LeaseLost(session_resource("s-1"), "renewal failed"),
         StoreUnavailable("down"),
         BrokerUnavailable("no confirm"),
         ValueError("a bug"),

@@ -41,6 +41,7 @@ from brainhands.shared.errors import (
     StaleLeaseError,
     UnknownToolError,
 )
+from brainhands.shared.keys import operation_resource
 from brainhands.shared.lease import Lease, LeaseManager
 from brainhands.shared.live import LivePublisher
 from brainhands.shared.messages import (
@@ -190,7 +191,7 @@ class HandsWorker:
 
     async def _acquire(self, job: ToolJob, claim: Any) -> Lease | None:
         """The operation's lease, waiting up to one TTL for a holder that may have died."""
-        resource = f"operation:{job.operation_id}"
+        resource = operation_resource(job.operation_id)
         deadline = time.monotonic() + self.leases.ttl_ms / 1000 + 1.0
         while True:
             lease = await self.leases.acquire_fenced(resource, claim)
