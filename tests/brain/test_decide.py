@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from typing import Any
+from unittest.mock import ANY
 
 import pytest
 
@@ -17,12 +18,17 @@ from brainhands.brain.decide import (
     Run,
     Settle,
     WindDown,
+    answer,
     child_tool_outcome,
+    entry_changes,
     evaluate_join,
+    exclusive_signal_reused,
     may_join,
     next_action,
+    phase_failed,
     tool_outcome,
     transition,
+    unknown_tool,
 )
 from brainhands.brain.task import (
     FOLLOW_UP,
@@ -37,6 +43,7 @@ from brainhands.brain.task import (
     WaitSignal,
 )
 from brainhands.shared.calls import ToolOutcome
+from brainhands.shared.errors import UnknownToolError
 from brainhands.shared.store.records import (
     InboxRecord,
     OperationRecord,
@@ -418,3 +425,63 @@ def test_a_follow_up_joins_only_the_loop_of_its_own_agent() -> None:
     assert not may_join({"agent": "support", "text": "hello"}, root)
     assert not may_join({"agent": "payments", "text": "x", "extra": 1}, root)
     assert not may_join("plain text", root)
+
+
+def test_a_failed_phase_runs_again_until_its_attempts_are_spent_then_fails() -> None:
+    assert phase_failed(task(status="running", attempt=2), ValueError("x"), max_restarts=3) == {
+        "attempt": 3
+    }
+    spent = phase_failed(task(status="running", attempt=3), ValueError("x"), max_restarts=3)
+    assert spent == Settle(
+        "failed",
+        error={
+            "reason": "phase raised",
+            "message": "phase 'p' raised ValueError: x",
+            "phase": "p",
+            "attempts": 3,
+        },
+    )
+
+
+def test_an_entry_counts_a_first_attempt_or_one_more_after_an_interruption() -> None:
+    assert entry_changes(task(status="pending", attempt=0, restarts=2)) == {
+        "status": "running",
+        "attempt": 1,
+        "restarts": 2,
+    }
+    assert entry_changes(task(status="running", attempt=2, restarts=2)) == {
+        "status": "running",
+        "attempt": 3,
+        "restarts": 3,
+    }
+
+
+def test_a_call_of_an_unknown_tool_is_a_failed_call() -> None:
+    settled = unknown_tool(UnknownToolError("no tool 'x'"))
+
+    assert settled == Settle(
+        "failed",
+        error={"status": "failed", "error": {"type": "UnknownToolError", "message": "no tool 'x'"}},
+    )
+
+
+@pytest.mark.parametrize(
+    ("outcome", "result", "error", "ending"),
+    [
+        ("succeeded", {"text": "hi"}, None, {"status": "answered", "answer": {"text": "hi"}}),
+        ("failed", None, {"reason": "x"}, {"status": "failed", "error": "{'reason': 'x'}"}),
+        ("cancelled", None, {"reason": "cancelled"}, {"status": "cancelled", "error": ANY}),
+    ],
+)
+def test_a_root_tasks_end_answers_its_submission(
+    outcome: str, result: Any, error: Any, ending: dict[str, Any]
+) -> None:
+    ended = task(status="terminal", outcome=outcome, result=result, error=error)
+
+    assert answer(ended) == ending
+
+
+def test_a_reused_exclusive_signal_fails_the_wait() -> None:
+    settled = exclusive_signal_reused(waiting_for("go", exclusive=True))
+
+    assert (settled.outcome, settled.error["reason"]) == ("failed", "exclusive signal reused")

@@ -24,11 +24,10 @@ from __future__ import annotations
 
 import time
 
-from brainhands.brain.decide import TOOL_KIND
+from brainhands.brain.decide import TOOL_KIND, exclusive_signal_reused
 from brainhands.brain.edits import SessionEdits
 from brainhands.brain.task import FOLLOW_UP
 from brainhands.shared.store import Draft, Store, SubmissionRecord, TaskRecord
-from brainhands.shared.store.inbox import send_signal
 
 LEASE_WAIT_MARGIN = 1.0
 """Seconds past the lease's time a pass waits for a busy session before it leaves the session
@@ -57,8 +56,9 @@ class Arrivals:
     def note_dispatched(self, draft: Draft, sent_at: float) -> None:
         """``draft``, sent at ``sent_at``, has committed: note the calls it dispatched."""
         for row in draft.new_tasks:
-            if row.get("operation_id") and row.get("status") == "waiting":
-                self.dispatched[row["operation_id"]] = sent_at
+            operation_id = row.get("operation_id")
+            if operation_id is not None and row["status"] == "waiting":
+                self.dispatched[operation_id] = sent_at
 
     @property
     def signals_read(self) -> bool:
@@ -131,8 +131,7 @@ class Arrivals:
             assert task.wait_signal is not None
             if not task.wait_exclusive:
                 continue
-            await send_signal(
-                self.store,
+            await self.store.inbox.send_signal(
                 session_id=edits.session_id,
                 name=task.wait_signal,
                 signal_id=task.wait_signal,
@@ -145,12 +144,7 @@ class Arrivals:
         for task in timed_out:
             if task.wait_exclusive and task.wait_signal not in names:
                 # Its one signal was received before (by an earlier wait of this name).
-                error = {
-                    "reason": "exclusive signal reused",
-                    "message": f"exclusive signal {task.wait_signal!r} was received before: "
-                    "an exclusive name can be waited for once",
-                }
-                edits.fail(draft, task, error)
+                edits.settle(draft, task, exclusive_signal_reused(task))
 
     async def for_next_turn(self, draft: Draft) -> None:
         """A root task ended: read the submissions waiting for their turn, unless this pass

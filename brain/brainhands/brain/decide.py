@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from brainhands.brain.registry import Migration
 from brainhands.brain.task import (
     FOLLOW_UP,
     ChildOutcome,
@@ -25,12 +26,15 @@ from brainhands.brain.task import (
     WaitSignal,
 )
 from brainhands.shared.calls import ToolOutcome
-from brainhands.shared.store.draft import TaskChange
-from brainhands.shared.store.records import (
+from brainhands.shared.errors import UnknownToolError
+from brainhands.shared.store import (
     FINAL_OPERATION_STATUSES,
     InboxRecord,
     OperationRecord,
+    SubmissionChange,
     SubmissionRecord,
+    SubmissionStatus,
+    TaskChange,
     TaskRecord,
 )
 
@@ -211,6 +215,19 @@ def _signal_wait(facts: Facts) -> Action:
     return Receive(None, timed_out)
 
 
+def exclusive_signal_reused(task: TaskRecord) -> Settle:
+    """A wait for an exclusive signal that an earlier wait of its name received fails: an
+    exclusive name is waited for once."""
+    return Settle(
+        "failed",
+        error={
+            "reason": "exclusive signal reused",
+            "message": f"exclusive signal {task.wait_signal!r} was received before: "
+            "an exclusive name can be waited for once",
+        },
+    )
+
+
 def may_join(follow_up: Any, root_input: Any) -> bool:
     """Whether a submission's input may join a root task started from ``root_input`` (of
     its kind) as a follow-up: all but its ``text`` agree, so an agent's message joins the
@@ -289,13 +306,36 @@ def crash_loop_error(task: TaskRecord) -> dict[str, Any]:
     }
 
 
-def failed_phase_error(task: TaskRecord, exc: BaseException) -> dict[str, Any]:
+def phase_failed(task: TaskRecord, exc: BaseException, *, max_restarts: int) -> Settle | TaskChange:
+    """A phase raised ``exc``: it runs again, one more attempt counted, until it has been
+    entered ``max_restarts`` times; then the task fails."""
+    if task.attempt >= max_restarts:
+        return Settle("failed", error=_failed_phase_error(task, exc))
+    return {"attempt": task.attempt + 1}
+
+
+def _failed_phase_error(task: TaskRecord, exc: BaseException) -> dict[str, Any]:
     return {
         "reason": "phase raised",
         "message": f"phase {task.phase!r} raised {type(exc).__name__}: {exc}",
         "phase": task.phase,
         "attempts": task.attempt,
     }
+
+
+def unknown_tool(exc: UnknownToolError) -> Settle:
+    """A call of a tool no Hands pool declared: its tool task is created ended, as a failed
+    call the phase sees; nothing is sent."""
+    error = {"type": "UnknownToolError", "message": str(exc)}
+    return settle_tool(ToolOutcome("failed", error=error))
+
+
+def answer(task: TaskRecord) -> SubmissionChange:
+    """How a root task that ended answers its submission (and those that joined it)."""
+    if task.outcome == "succeeded":
+        return {"status": "answered", "answer": task.result}
+    status: SubmissionStatus = "cancelled" if task.outcome == "cancelled" else "failed"
+    return {"status": status, "error": str(task.error)}
 
 
 # Transitions -----------------------------------------------------------------------------
@@ -354,6 +394,31 @@ def transition(nxt: Next, *, now: float, spawned: list[str]) -> TaskChange:
     if isinstance(nxt, Fail):
         return {**base, "status": "terminal", "outcome": "failed", "error": nxt.error}
     raise TypeError(f"a phase returned {nxt!r}, which is not a Next")
+
+
+def upgrade(task: TaskRecord, path: list[Migration]) -> TaskChange:
+    """A task of an old version, migrated along ``path`` to the version this build runs:
+    its input and state as the migrations leave them, no longer blocked."""
+    input_, state = task.input, task.state
+    for step in path:
+        input_, state = step(input_, state)
+    return {
+        "kind_version": task.kind_version + len(path),
+        "input": input_,
+        "state": state,
+        "blocked_reason": None,
+    }
+
+
+def entry_changes(task: TaskRecord) -> TaskChange:
+    """Entering the task's phase: a first attempt, or, when it was running (whoever ran it
+    lost it), one more attempt and one more restart -- so a crash loop is counted."""
+    again = task.status == "running"
+    return {
+        "status": "running",
+        "attempt": task.attempt + 1 if again else 1,
+        "restarts": task.restarts + again,
+    }
 
 
 def settle_changes(action: Settle) -> TaskChange:

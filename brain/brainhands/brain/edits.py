@@ -3,14 +3,16 @@
 Every change the kernel makes -- a task entered, moved, settled or created, a tool call's
 job, an answer, a cancel carried out, a signal received -- goes into the commit's draft and
 into the picture in the same step (``update``, ``create``), so that the decisions after it
-in the same pass see the rows as the commit will leave them. Nothing here reads or writes
-the store: the scheduler does, and runs the phases.
+in the same pass see the rows as the commit will leave them. The rules that decide each
+change are the kernel's (``brain.decide``); ``brain.dispatch`` (a tool call) and
+``brain.submissions`` (a submission's turn, a cancel) make theirs through ``create`` and
+``update`` too. Nothing here reads or writes the store: the scheduler does, and runs the
+phases.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -22,12 +24,16 @@ from brainhands.brain.decide import (
     Receive,
     Settle,
     WindDown,
-    failed_phase_error,
+    answer,
+    entry_changes,
+    phase_failed,
     settle_changes,
     transition,
+    upgrade,
     wind_down_changes,
 )
-from brainhands.brain.ids import derive_operation_id, derive_task_id
+from brainhands.brain.dispatch import dispatch
+from brainhands.brain.ids import derive_task_id
 from brainhands.brain.phase import RunAgain
 from brainhands.brain.registry import TaskKind, TaskRegistry
 from brainhands.brain.task import (
@@ -41,24 +47,21 @@ from brainhands.brain.task import (
     WaitSignal,
 )
 from brainhands.shared import metrics
-from brainhands.shared.calls import ToolCallIntent
-from brainhands.shared.errors import UnknownToolError
-from brainhands.shared.messages import MAX_INLINE_JSON, encode
-from brainhands.shared.store import Draft, SubmissionRecord, TaskRecord
-from brainhands.shared.store.declarations import ToolCatalog
-from brainhands.shared.store.draft import SubmissionChange, TaskChange
-from brainhands.shared.store.records import (
+from brainhands.shared.store import (
     DocumentRecord,
+    Draft,
     EntryRecord,
     InboxRecord,
     OperationRecord,
     SessionRecord,
     SessionState,
-    SubmissionStatus,
+    SubmissionRecord,
+    TaskRecord,
     TaskStatus,
+    ToolCatalog,
 )
+from brainhands.shared.store.draft import TaskChange, TaskOrigin
 from brainhands.shared.topology import Topology
-from brainhands.shared.tracing import current_carrier
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -183,7 +186,7 @@ class SessionEdits:
             self.summary.settled.append(row.id)
         return row
 
-    def _create(
+    def create(
         self,
         draft: Draft,
         *,
@@ -191,8 +194,10 @@ class SessionEdits:
         kind: str,
         kind_version: int,
         input: Any,
+        parent_id: str | None,
         status: TaskStatus = "pending",
-        **fields: Any,
+        phase: str | None = None,
+        **origin: Unpack[TaskOrigin],
     ) -> None:
         """Create a task in ``draft`` and keep its row as the commit will leave it."""
         draft.add_task(
@@ -200,22 +205,14 @@ class SessionEdits:
             kind=kind,
             kind_version=kind_version,
             input=input,
+            parent_id=parent_id,
             status=status,
-            **fields,
+            phase=phase,
+            **origin,
         )
-        self._adopt(
-            TaskRecord.new(
-                id=task_id,
-                session_id=self.session_id,
-                kind=kind,
-                kind_version=kind_version,
-                input=input,
-                status=status,
-                **fields,
-            )
-        )
+        self._adopt(TaskRecord.new(session_id=self.session_id, **draft.new_tasks[-1]))
 
-    def _new_id(self, draft: Draft) -> str:
+    def new_id(self, draft: Draft) -> str:
         # The commit that creates it and the task's place in it, under the session's uid.
         return derive_task_id(self.session.uid, draft.version + 1, len(draft.new_tasks))
 
@@ -223,13 +220,7 @@ class SessionEdits:
 
     def enter(self, draft: Draft, task: TaskRecord) -> None:
         """Record the entry into the task's phase (counted: a crash loop ends in failure)."""
-        self.update(
-            draft,
-            task,
-            status="running",
-            attempt=task.attempt + 1 if task.status == "running" else 1,
-            restarts=task.restarts + (task.status == "running"),
-        )
+        self.update(draft, task, **entry_changes(task))
 
     def settle(self, draft: Draft, task: TaskRecord, action: Settle) -> None:
         if action.notify_cancel and task.operation_id:
@@ -284,22 +275,12 @@ class SessionEdits:
             },
         )
 
-    def fail(self, draft: Draft, task: TaskRecord, error: dict[str, Any]) -> None:
-        """Settle ``task`` failed with ``error`` (and answer its submission, for a root)."""
-        self.answer(
-            draft, self.update(draft, task, **settle_changes(Settle("failed", error=error)))
-        )
-
     def answer(self, draft: Draft, task: TaskRecord) -> None:
         """A root task ended: its submission, and those that joined it, are answered."""
         if task.submission_id is None:
             return
         self.root_ended = True
-        if task.outcome == "succeeded":
-            ending: SubmissionChange = {"status": "answered", "answer": task.result}
-        else:
-            status: SubmissionStatus = "cancelled" if task.outcome == "cancelled" else "failed"
-            ending = {"status": status, "error": str(task.error)}
+        ending = answer(task)
         draft.update_submission(task.submission_id, **ending)
         draft.answer_joined(task.id, **ending)
 
@@ -332,10 +313,11 @@ class SessionEdits:
         if isinstance(result, RunAgain):
             self.update(draft, current, status="sleeping", wake_at=time.time() + result.seconds)
         elif isinstance(result, BaseException):
-            if current.attempt >= self.max_restarts:
-                self.fail(draft, current, failed_phase_error(current, result))
+            failed = phase_failed(current, result, max_restarts=self.max_restarts)
+            if isinstance(failed, Settle):
+                self.settle(draft, current, failed)
             else:
-                self.update(draft, current, attempt=current.attempt + 1)
+                self.update(draft, current, **failed)
         else:
             self._apply(draft, current, result, docs, appended)
 
@@ -375,16 +357,16 @@ class SessionEdits:
         if isinstance(result, Spawn):
             for child in result.children:
                 if isinstance(child, Call):
-                    spawned.append(self._call(draft, task, child))
+                    spawned.append(dispatch(self, draft, task, child))
                 else:
-                    spawned.append(self._spawn(draft, child, parent=task.id))
+                    spawned.append(self.spawn(draft, child, parent=task.id))
         self.wait_entered |= isinstance(result, WaitSignal)
         changes = transition(result, now=time.time(), spawned=spawned)
         updated = self.update(draft, task, **changes)
         if updated.status == "terminal":
             self.answer(draft, updated)
 
-    def _spawn(
+    def spawn(
         self,
         draft: Draft,
         child: Child,
@@ -398,9 +380,9 @@ class SessionEdits:
             else self.tasks.newest(child.kind)
         )
         version = child.version or (kind.version if kind else 1)
-        task_id = self._new_id(draft)
+        task_id = self.new_id(draft)
         phase = kind.first_phase if kind else None
-        self._create(
+        self.create(
             draft,
             task_id=task_id,
             kind=child.kind,
@@ -412,110 +394,7 @@ class SessionEdits:
         )
         return task_id
 
-    def _call(self, draft: Draft, task: TaskRecord, call: Call) -> str:
-        task_id = self._new_id(draft)
-        operation_id = derive_operation_id(self.session.uid, task_id, call.operation_id)
-        try:
-            pool = self.tools.get(call.tool).pool
-        except UnknownToolError as exc:
-            # Recorded as a failed call the phase will see; nothing is sent.
-            error = {"status": "failed", "error": {"type": "UnknownToolError", "message": str(exc)}}
-            self._create(
-                draft,
-                task_id=task_id,
-                kind=TOOL_KIND,
-                kind_version=1,
-                input={"tool": call.tool, "arguments": call.arguments},
-                parent_id=task.id,
-                status="terminal",
-                outcome="failed",
-                error=error,
-                operation_id=operation_id,
-            )
-            return task_id
-        # Arguments too large to go inline are stored once, in this commit, and the task and
-        # the job both refer to them.
-        arguments, blob_id = call.arguments, None
-        encoded = json.dumps(call.arguments).encode()
-        if len(encoded) > MAX_INLINE_JSON:
-            arguments, blob_id = {}, draft.add_blob(encoded)
-        intent = ToolCallIntent(
-            operation_id, self.session_id, task_id, call.tool, pool, arguments, blob_id
-        )
-        self._create(
-            draft,
-            task_id=task_id,
-            kind=TOOL_KIND,
-            kind_version=1,
-            input=intent.task_input(),
-            parent_id=task.id,
-            status="waiting",
-            operation_id=operation_id,
-        )
-        job = intent.job(compat=self.compat, trace=current_carrier())
-        draft.add_outbox(self.topology.hands_queue(pool), encode(job))
-        return task_id
-
-    # Submissions, cancels, versions --------------------------------------------------------
-
-    def start_next_submission(self, draft: Draft) -> bool:
-        """Start the oldest submission waiting for its turn, if no root task is open: a
-        session runs one submission's task at a time (later ones wait, or join it as
-        follow-ups)."""
-        if not self.queued or any(t.parent_id is None for t in self.open_tasks()):
-            return False
-        submission = self.queued.pop(0)
-        try:
-            child = self.start_submission(submission)
-            root = self._spawn(draft, child, parent=None, submission_id=submission.id)
-        except Exception as exc:  # bad input is the submitter's problem, reported to it
-            draft.update_submission(submission.id, status="failed", error=str(exc))
-            self.root_ended = True  # the next one may start
-            return True
-        draft.update_submission(submission.id, status="running", task_id=root)
-        return True
-
-    def cancels(self, draft: Draft, state: SessionState) -> set[str]:
-        """Carry out the inbox's cancel requests in ``draft`` (each marked applied in it);
-        return the request ids of the queued submissions they end before they start.
-
-        A running submission's root task gets ``cancel_requested`` (the kernel winds it
-        down); one that has not started ends ``cancelled``; one already ended, or unknown,
-        leaves the request applied with nothing to do.
-        """
-        ended: set[str] = set()
-        by_request = {s.request_id: s for s in state.open_submissions}
-        for request in state.inbox:
-            if request.kind != "cancel":
-                continue  # a kind this build does not know: left for one that does
-            draft.mark_applied(request.id)
-            submission = by_request.get(request.key)
-            if submission is None:
-                continue
-            # A follow-up that joined a loop is that loop's (its text shapes the work now).
-            root = next(
-                (
-                    t
-                    for t in self.open_tasks()
-                    if t.submission_id == submission.id or t.id == submission.task_id
-                ),
-                None,
-            )
-            if root is None:
-                draft.update_submission(submission.id, status="cancelled", error="cancelled")
-                ended.add(submission.request_id)
-            elif not root.cancel_requested:
-                self.update(draft, root, cancel_requested=True)
-            log.info(
-                "cancel requested",
-                extra={
-                    "event": "cancel_requested",
-                    "session_id": self.session_id,
-                    "request_id": request.key,
-                    "started": root is not None,
-                },
-            )
-        return ended
+    # Versions ----------------------------------------------------------------------------
 
     def upgrade_versions(self, draft: Draft) -> None:
         """Tasks of an old version this build can migrate are upgraded before they run."""
@@ -525,17 +404,7 @@ class SessionEdits:
             path = self.tasks.upgrade_path(task.kind, task.kind_version)
             if not path:
                 continue
-            input_, state = task.input, task.state
-            for step in path:
-                input_, state = step(input_, state)
-            self.update(
-                draft,
-                task,
-                kind_version=task.kind_version + len(path),
-                input=input_,
-                state=state,
-                blocked_reason=None,
-            )
+            self.update(draft, task, **upgrade(task, path))
             log.info(
                 "task upgraded",
                 extra={

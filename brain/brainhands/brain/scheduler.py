@@ -38,11 +38,19 @@ from brainhands.brain.decide import (
 from brainhands.brain.edits import RunSummary, SessionEdits, StartSubmission, start_from_input
 from brainhands.brain.phase import PhaseDone, PhaseRunner, RunAgain
 from brainhands.brain.registry import TaskRegistry
+from brainhands.brain.submissions import carry_out_cancels, start_next_submission
 from brainhands.brain.task import FOLLOW_UP, Next
 from brainhands.shared.live import LivePublisher
-from brainhands.shared.store import Draft, Store, SubmissionRecord, TaskRecord
-from brainhands.shared.store.declarations import ToolCatalog
-from brainhands.shared.store.records import ClaimedSession, CommitReceipt, SessionState
+from brainhands.shared.store import (
+    ClaimedSession,
+    CommitReceipt,
+    Draft,
+    SessionState,
+    Store,
+    SubmissionRecord,
+    TaskRecord,
+    ToolCatalog,
+)
 from brainhands.shared.topology import Topology
 
 log = logging.getLogger("brainhands.brain")
@@ -122,14 +130,14 @@ class SessionRunner:
         running: dict[str, asyncio.Task[PhaseDone]] = {}
         try:
             draft = edits.draft()
-            cancels = edits.cancels(draft, state)
+            cancels = carry_out_cancels(edits, draft, state)
             queued = [
                 s
                 for s in state.open_submissions
                 if s.status == "queued" and s.request_id not in cancels
             ]
             edits.queued = queued or None
-            edits.start_next_submission(draft)
+            start_next_submission(edits, draft)
             edits.upgrade_versions(draft)
             while True:
                 progressed, idle_until = await self._decide_and_commit(draft, running)
@@ -307,7 +315,7 @@ class SessionRunner:
             return False
         edits.root_ended = False
         await self.arrivals.for_next_turn(draft)
-        return edits.start_next_submission(draft)
+        return start_next_submission(edits, draft)
 
     # Running phases and committing ---------------------------------------------------------
 

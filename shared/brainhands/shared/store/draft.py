@@ -13,9 +13,8 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import TYPE_CHECKING, Any, Required, TypedDict, cast
 
-from brainhands.shared.store import schema
 from brainhands.shared.store.records import (
     JSON,
     JoinPolicy,
@@ -27,19 +26,14 @@ from brainhands.shared.store.records import (
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
-_TASK_COLUMNS = frozenset(c.name for c in schema.task.columns) - {"id", "session_id", "created_at"}
 _SUBMISSION_COLUMNS = frozenset({"status", "answer", "error", "task_id"})
 
 
-class TaskChange(TypedDict, total=False):
-    """The fields of a task one commit may change, each typed as its ``TaskRecord`` field:
-    what the kernel's rules return, the draft writes and a pass's picture adopts."""
+class TaskProgress(TypedDict, total=False):
+    """The fields of a task that record how it is getting on, each typed as its
+    ``TaskRecord`` field: set when it is created, changed as it runs."""
 
-    kind_version: int
-    input: JSON
     state: JSON
-    status: TaskStatus
-    phase: str | None
     wake_at: float | None
     wait_for: list[str] | None
     join_policy: JoinPolicy | None
@@ -53,6 +47,37 @@ class TaskChange(TypedDict, total=False):
     wait_signal: str | None
     wait_exclusive: bool
     signal: JSON
+
+
+class TaskChange(TaskProgress, total=False):
+    """The fields of a task one commit may change: what the kernel's rules return, the
+    draft writes and a pass's picture adopts."""
+
+    kind_version: int
+    input: JSON
+    status: TaskStatus
+    phase: str | None
+
+
+class TaskOrigin(TaskProgress, total=False):
+    """What a new task may start with besides its kind, input, status and phase: its
+    progress, and the submission or the tool call it stands for."""
+
+    submission_id: str | None
+    operation_id: str | None
+
+
+class NewTask(TaskOrigin, total=False):
+    """A task a commit creates: its row, but for the session and the timestamps the commit
+    adds (fields left out take the column's default)."""
+
+    id: Required[str]
+    parent_id: Required[str | None]
+    kind: Required[str]
+    kind_version: Required[int]
+    input: Required[JSON]
+    status: Required[TaskStatus]
+    phase: Required[str | None]
 
 
 class SubmissionChange(TypedDict, total=False):
@@ -120,7 +145,7 @@ class Draft:
     fence: int
     entries: list[NewEntry] = field(default_factory=list)
     documents: list[DocumentWrite] = field(default_factory=list)
-    new_tasks: list[dict[str, Any]] = field(default_factory=list)
+    new_tasks: list[NewTask] = field(default_factory=list)
     task_updates: list[TaskUpdate] = field(default_factory=list)
     new_submissions: list[dict[str, Any]] = field(default_factory=list)
     submission_updates: list[SubmissionUpdate] = field(default_factory=list)
@@ -132,7 +157,7 @@ class Draft:
     # By task id, where ``update_task`` finds this draft's earlier writes of a task: its row
     # in ``new_tasks``, its latest place in ``task_updates`` (a pass updates its tasks at
     # every decision, so these are looked up often).
-    _created: dict[str, dict[str, Any]] = field(
+    _created: dict[str, NewTask] = field(
         default_factory=dict, init=False, repr=False, compare=False
     )
     _updated_at: dict[str, int] = field(default_factory=dict, init=False, repr=False, compare=False)
@@ -170,16 +195,13 @@ class Draft:
         input: JSON,
         task_id: str | None = None,
         parent_id: str | None = None,
-        status: str = "pending",
+        status: TaskStatus = "pending",
         phase: str | None = None,
-        **extra: Any,
+        **origin: Unpack[TaskOrigin],
     ) -> str:
         """Create a task in this commit and return its id."""
-        unknown = set(extra) - _TASK_COLUMNS
-        if unknown:
-            raise ValueError(f"unknown task fields: {sorted(unknown)}")
         task_id = task_id or new_id()
-        row = {
+        row: NewTask = {
             "id": task_id,
             "parent_id": parent_id,
             "kind": kind,
@@ -187,7 +209,7 @@ class Draft:
             "input": input,
             "status": status,
             "phase": phase,
-            **extra,
+            **origin,
         }
         self.new_tasks.append(row)
         self._created[task_id] = row
@@ -201,12 +223,9 @@ class Draft:
         Folded into this draft's earlier write of the task when that write leaves the task in
         ``expected_status`` (or none is expected), so the outcome is the same either way.
         """
-        unknown = set(changes) - _TASK_COLUMNS
-        if unknown:
-            raise ValueError(f"unknown task fields: {sorted(unknown)}")
         row = self._created.get(task_id)
         if row is not None and expected_status in (None, row["status"]):
-            row.update(changes)
+            row.update(cast("NewTask", changes))  # each field of a change is one of the row's
             return
         at = self._updated_at.get(task_id)
         if at is not None:

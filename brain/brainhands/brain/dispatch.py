@@ -1,0 +1,69 @@
+"""A tool call a phase makes, committed: its intent, and the job that asks Hands to run it.
+
+The call becomes a tool task whose input is its ``ToolCallIntent`` and whose job goes into
+the outbox of the same commit, so no job is ever sent for a call that was not recorded, and
+the sweeper can send it again from the row. Arguments too large to go inline are stored once,
+as a blob of that commit, and both refer to it.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING
+
+from brainhands.brain.decide import TOOL_KIND, unknown_tool
+from brainhands.brain.ids import derive_operation_id
+from brainhands.brain.task import Call
+from brainhands.shared.calls import ToolCallIntent
+from brainhands.shared.errors import UnknownToolError
+from brainhands.shared.messages import MAX_INLINE_JSON, encode
+from brainhands.shared.store import Draft, TaskRecord
+from brainhands.shared.tracing import current_carrier
+
+if TYPE_CHECKING:
+    from brainhands.brain.edits import SessionEdits
+
+
+def dispatch(edits: SessionEdits, draft: Draft, task: TaskRecord, call: Call) -> str:
+    """Record ``call``, made by ``task``, in ``draft``: its tool task (waiting, its input the
+    call's intent) and its job in the outbox; or, for a tool no pool declared, its tool task
+    ended failed. Returns the tool task's id."""
+    task_id = edits.new_id(draft)
+    operation_id = derive_operation_id(edits.session.uid, task_id, call.operation_id)
+    try:
+        pool = edits.tools.get(call.tool).pool
+    except UnknownToolError as exc:
+        ended = unknown_tool(exc)
+        edits.create(
+            draft,
+            task_id=task_id,
+            kind=TOOL_KIND,
+            kind_version=1,
+            input={"tool": call.tool, "arguments": call.arguments},
+            parent_id=task.id,
+            status="terminal",
+            outcome=ended.outcome,
+            error=ended.error,
+            operation_id=operation_id,
+        )
+        return task_id
+    arguments, blob_id = call.arguments, None
+    encoded = json.dumps(call.arguments).encode()
+    if len(encoded) > MAX_INLINE_JSON:
+        arguments, blob_id = {}, draft.add_blob(encoded)
+    intent = ToolCallIntent(
+        operation_id, edits.session_id, task_id, call.tool, pool, arguments, blob_id
+    )
+    edits.create(
+        draft,
+        task_id=task_id,
+        kind=TOOL_KIND,
+        kind_version=1,
+        input=intent.task_input(),
+        parent_id=task.id,
+        status="waiting",
+        operation_id=operation_id,
+    )
+    job = intent.job(compat=edits.compat, trace=current_carrier())
+    draft.add_outbox(edits.topology.hands_queue(pool), encode(job))
+    return task_id
