@@ -43,12 +43,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from brainhands.brain.approval import (
-    APPROVAL_KIND,
-    ApprovalRequest,
-    Expiry,
-    approval_kinds,
-)
+from brainhands.brain.approval import ApprovalRequest, Expiry, approval_kinds
 from brainhands.brain.decide import child_tool_outcome
 from brainhands.brain.edits import start_from_input
 from brainhands.brain.models.base import ModelAdapter, ModelError, TransientModelError
@@ -69,9 +64,9 @@ from brainhands.brain.task import (
 )
 from brainhands.shared import metrics
 from brainhands.shared.errors import ConfigurationError
-from brainhands.shared.store import EntryRecord, SubmissionRecord
-from brainhands.shared.store.declarations import ToolCatalog
+from brainhands.shared.store import EntryRecord, SubmissionRecord, ToolCatalog
 from brainhands.shared.tools import describe_invalid_arguments, function_schema, model_schema
+from brainhands.shared.vocabulary import APPROVAL_KIND
 
 log = logging.getLogger("brainhands.brain")
 
