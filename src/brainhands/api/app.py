@@ -50,12 +50,12 @@ from brainhands.api.shared_lists import SharedLists
 from brainhands.api.shared_views import SharedViews
 from brainhands.api.stream_tokens import StreamTokens
 from brainhands.api.streams import stream_routes
-from brainhands.api.views import SessionFilter, list_sessions, session_document
+from brainhands.api.views import list_sessions, session_document
 from brainhands.api.watcher import Watchers
 from brainhands.client.approvals import pending_approvals
 from brainhands.client.direct import Client
 from brainhands.shared.errors import AnswerTimeout
-from brainhands.shared.store import SubmissionRecord
+from brainhands.shared.store import SessionFilter, SubmissionRecord
 from brainhands.shared.tenancy import session_key, split_key
 from brainhands.shared.vocabulary import Verdict
 

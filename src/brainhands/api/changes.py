@@ -13,9 +13,7 @@ import contextlib
 from collections.abc import Iterator
 from typing import Protocol
 
-from sqlalchemy import func, select
-
-from brainhands.shared.store import SESSION_CHANNEL, Store, schema
+from brainhands.shared.store import SESSION_CHANNEL, Store
 from brainhands.shared.tenancy import split_key
 
 POLL = 0.25
@@ -92,28 +90,19 @@ class SessionChanges:
             watcher.changed()
 
     async def _poll(self) -> None:
-        s = schema.session
         seen: dict[str, int] = {}
-        latest: dict[str, tuple[object, ...]] = {}
+        latest: dict[str, tuple[int, float | None]] = {}
         while True:
             await asyncio.sleep(POLL)
-            ids = list(self._watchers)
-            async with self.store.backend.snapshot() as conn:
-                if ids:
-                    rows = await conn.execute(select(s.c.id, s.c.version).where(s.c.id.in_(ids)))
-                    for row in rows:
-                        if seen.get(row.id) != row.version:
-                            seen[row.id] = row.version
-                            self._heard(row.id)
-                if self._tenants:
-                    query = (
-                        select(s.c.tenant, func.count(), func.max(s.c.updated_at))
-                        .where(s.c.tenant.in_(list(self._tenants)))
-                        .group_by(s.c.tenant)
-                    )
-                    for row in await conn.execute(query):
-                        tenant, now = str(row[0]), tuple(row[1:])
-                        if latest.get(tenant) != now:
-                            latest[tenant] = now
-                            for watcher in list(self._tenants.get(tenant, ())):
-                                watcher.changed()
+            versions, tenants = await self.store.listings.marks(
+                list(self._watchers), list(self._tenants)
+            )
+            for session_id, version in versions.items():
+                if seen.get(session_id) != version:
+                    seen[session_id] = version
+                    self._heard(session_id)
+            for tenant, mark in tenants.items():
+                if latest.get(tenant) != mark:
+                    latest[tenant] = mark
+                    for watcher in list(self._tenants.get(tenant, ())):
+                        watcher.changed()

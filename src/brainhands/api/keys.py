@@ -15,10 +15,8 @@ import time
 from dataclasses import dataclass
 from typing import Literal
 
-from sqlalchemy import insert, select, update
-
 from brainhands.shared.errors import NotFoundError
-from brainhands.shared.store import Store, schema
+from brainhands.shared.store import ApiKeyRecord, Store
 from brainhands.shared.tenancy import check_tenant
 
 Scope = Literal["read", "submit", "signal", "approve", "admin"]
@@ -42,64 +40,30 @@ class Principal:
         return scope in self.scopes or "admin" in self.scopes
 
 
-@dataclass(frozen=True)
-class KeyRecord:
-    id: str
-    tenant: str
-    name: str
-    scopes: list[str]
-    created_at: float
-    revoked_at: float | None
-
-
 def _digest(secret: str) -> str:
     return hashlib.sha256(secret.encode()).hexdigest()
 
 
 async def create_key(
     store: Store, *, tenant: str, scopes: list[Scope], name: str
-) -> tuple[KeyRecord, str]:
+) -> tuple[ApiKeyRecord, str]:
     """A new key for ``tenant``; returns its record and the key itself (shown only now)."""
     check_tenant(tenant)
     unknown = set(scopes) - set(SCOPES)
     if unknown or not scopes:
         raise ValueError(f"scopes must be some of {', '.join(SCOPES)}, not {sorted(unknown)}")
     key_id, secret = secrets.token_hex(8), secrets.token_urlsafe(32)
-    record = KeyRecord(key_id, tenant, name, sorted(set(scopes)), time.time(), None)
-    async with store.backend.transaction() as conn:
-        await conn.execute(
-            insert(schema.api_key).values(
-                id=record.id,
-                tenant=tenant,
-                name=name,
-                scopes=record.scopes,
-                secret_hash=_digest(secret),
-                created_at=record.created_at,
-            )
-        )
+    record = ApiKeyRecord(key_id, tenant, name, sorted(set(scopes)), time.time(), None)
+    await store.api_keys.add(record, secret_hash=_digest(secret))
     return record, f"{PREFIX}{key_id}_{secret}"
 
 
-async def list_keys(store: Store) -> list[KeyRecord]:
-    k = schema.api_key
-    query = select(k.c.id, k.c.tenant, k.c.name, k.c.scopes, k.c.created_at, k.c.revoked_at)
-    async with store.backend.snapshot() as conn:
-        rows = await conn.execute(query.order_by(k.c.tenant, k.c.created_at))
-        return [
-            KeyRecord(r.id, r.tenant, r.name, list(r.scopes), r.created_at, r.revoked_at)
-            for r in rows
-        ]
+async def list_keys(store: Store) -> list[ApiKeyRecord]:
+    return await store.api_keys.all()
 
 
 async def revoke_key(store: Store, key_id: str) -> None:
-    k = schema.api_key
-    async with store.backend.transaction() as conn:
-        done = await conn.execute(
-            update(k)
-            .where(k.c.id == key_id, k.c.revoked_at.is_(None))
-            .values(revoked_at=time.time())
-        )
-    if done.rowcount != 1:
+    if not await store.api_keys.revoke(key_id):
         raise NotFoundError(f"no active API key {key_id!r}")
 
 
@@ -139,14 +103,8 @@ class VerifiedKeys:
         async with self._reading:  # one read for every request that found the table old
             if time.monotonic() - self._read_at < self.ttl:
                 return
-            k = schema.api_key
-            query = select(k.c.id, k.c.tenant, k.c.name, k.c.scopes, k.c.secret_hash).where(
-                k.c.revoked_at.is_(None)
-            )
-            async with self.store.backend.snapshot() as conn:
-                rows = (await conn.execute(query)).all()
             self._records = {
-                r.id: (Principal(r.id, r.tenant, r.name, frozenset(r.scopes)), r.secret_hash)
-                for r in rows
+                r.id: (Principal(r.id, r.tenant, r.name, frozenset(r.scopes)), secret_hash)
+                for r, secret_hash in await self.store.api_keys.active()
             }
             self._read_at = time.monotonic()

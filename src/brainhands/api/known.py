@@ -5,10 +5,8 @@ from __future__ import annotations
 
 import time
 
-from sqlalchemy import exists, select
-
 from brainhands.shared.errors import NotFoundError
-from brainhands.shared.store import Store, schema
+from brainhands.shared.store import Store
 from brainhands.shared.tenancy import session_key
 
 
@@ -27,9 +25,7 @@ class KnownSessions:
         """Whether the session of store key ``key`` exists."""
         if key in self._known:
             return True
-        s = schema.session
-        async with self.store.backend.snapshot() as conn:
-            found = bool(await conn.scalar(select(exists().where(s.c.id == key))))
+        found = await self.store.listings.exists(key)
         if found:
             self.learn(key)
         return found

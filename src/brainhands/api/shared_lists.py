@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 
 from brainhands.api.changes import SessionChanges
 from brainhands.api.sse import frame
-from brainhands.api.views import SessionFilter, list_sessions
+from brainhands.api.views import list_sessions
 from brainhands.api.watcher import Watcher
-from brainhands.shared.store import Store
+from brainhands.shared.store import SessionFilter, Store
 
 log = logging.getLogger("brainhands.api")
 

@@ -15,13 +15,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import exists, literal, select
-from sqlalchemy.ext.asyncio import AsyncConnection
-
 from brainhands.shared.errors import DecisionRefused, NotFoundError
-from brainhands.shared.store import InboxRecord, OutboxMessage, Store, TaskRecord, schema
-from brainhands.shared.store.load import task_record
-from brainhands.shared.vocabulary import APPROVAL_KIND, DECISION_PREFIX, Verdict, decision_signal
+from brainhands.shared.store import InboxRecord, OutboxMessage, Store, TaskRecord
+from brainhands.shared.vocabulary import APPROVAL_KIND, Verdict, decision_signal
 
 
 class AllPending:
@@ -104,33 +100,8 @@ async def pending_approvals(
     """Calls waiting for a decision (of one session, or of all, or of all of ``tenant``),
     oldest first. A call whose decision is recorded is no longer listed, even before a
     Brain carries it out."""
-    async with store.backend.snapshot() as conn:
-        return await pending_approvals_in(conn, session_id, tenant=tenant, limit=limit)
-
-
-async def pending_approvals_in(
-    conn: AsyncConnection,
-    session_id: str | None = None,
-    *,
-    tenant: str | None = None,
-    limit: int = 1000,
-) -> list[PendingApproval]:
-    """``pending_approvals``, read in the transaction of ``conn``."""
-    t, i = schema.task, schema.inbox
-    decided = exists().where(
-        i.c.session_id == t.c.session_id,
-        i.c.kind == "signal",
-        i.c.key == literal(DECISION_PREFIX) + t.c.id,
-    )
-    query = select(t).where(t.c.kind == APPROVAL_KIND, t.c.status == "waiting", ~decided)
-    if session_id is not None:
-        query = query.where(t.c.session_id == session_id)
-    if tenant is not None:
-        s = schema.session
-        query = query.where(exists().where(s.c.id == t.c.session_id, s.c.tenant == tenant))
-    query = query.order_by(t.c.created_at, t.c.id).limit(limit)
-    rows = (await conn.execute(query)).all()
-    return [pending_of(task_record(row)) for row in rows]
+    tasks = await store.waiting_approvals(session_id, tenant=tenant, limit=limit)
+    return [pending_of(task) for task in tasks]
 
 
 async def decide(
@@ -152,7 +123,7 @@ async def decide(
     task = (await store.queries.tasks_by_ids([approval_id])).get(approval_id)
     if task is None or task.kind != APPROVAL_KIND or task.session_id != session_id:
         raise NotFoundError(f"session {session_id} has no approval {approval_id!r}")
-    if four_eyes and await _submitted_by(store, session_id, principal):
+    if four_eyes and await store.submissions.submitted_by(session_id, principal):
         raise DecisionRefused(
             f"approval {approval_id!r}: {principal} submitted to this session, and a call "
             "is decided by someone other than who asked for it (four eyes)"
@@ -178,13 +149,6 @@ async def decide(
         session_id=session_id, name=name, signal_id=name, payload=payload, wake=wake
     )
     return _counted(approval_id, receipt.request, verdict, new=receipt.created)
-
-
-async def _submitted_by(store: Store, session_id: str, principal: str) -> bool:
-    sub = schema.submission
-    query = select(exists().where(sub.c.session_id == session_id, sub.c.principal == principal))
-    async with store.backend.snapshot() as conn:
-        return bool(await conn.scalar(query))
 
 
 def _counted(approval_id: str, made: InboxRecord, verdict: Verdict, *, new: bool) -> Decision:
