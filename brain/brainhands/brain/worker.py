@@ -41,17 +41,16 @@ from brainhands.brain.gate import PassGate
 from brainhands.brain.registry import TaskRegistry
 from brainhands.brain.scheduler import SessionRunner
 from brainhands.shared import metrics
-from brainhands.shared.broker import Broker, Delivery
+from brainhands.shared.broker import Broker
+from brainhands.shared.delivery import Delivery
 from brainhands.shared.errors import BrainhandsError, LeaseLost, NotFoundError, StaleLeaseError
+from brainhands.shared.keys import session_resource
 from brainhands.shared.lease import Lease, LeaseManager
 from brainhands.shared.live import LivePublisher
 from brainhands.shared.messages import CancelNotice, Message, SessionWake, ToolResult
 from brainhands.shared.progress import QueueProgress
 from brainhands.shared.settlement import judge_delivery, misplaced, settle
-from brainhands.shared.store import SessionState, Store
-from brainhands.shared.store.declarations import ToolCatalog
-from brainhands.shared.store.queries import tasks_by_ids
-from brainhands.shared.store.records import ClaimedSession
+from brainhands.shared.store import ClaimedSession, SessionState, Store, ToolCatalog
 from brainhands.shared.tracing import message_span
 
 log = logging.getLogger("brainhands.brain")
@@ -296,7 +295,7 @@ class BrainWorker:
         None if another pass holds it past the lease's time (its holder re-checks for new
         results before letting go), or, while waiting for it, ``result`` was applied.
         """
-        resource = f"session:{session_id}"
+        resource = session_resource(session_id)
         deadline = time.monotonic() + self.leases.ttl_ms / 1000 + LEASE_WAIT_MARGIN
 
         async def claim(token: int) -> None:
@@ -341,7 +340,7 @@ class BrainWorker:
                 kept is None or any(t.id == result.task_id for t in kept.open_tasks)
             ):
                 return False  # unknown session, or waiting as far as this worker knows
-            found = await tasks_by_ids(self.store, [result.task_id])
+            found = await self.store.queries.tasks_by_ids([result.task_id])
             task = found.get(result.task_id)
             if task is None or task.session_id != result.session_id or task.status != "terminal":
                 return False
