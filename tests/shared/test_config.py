@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from brainhands.shared.config import normalize_database_url
+from brainhands.shared.config import (
+    CommonSettings,
+    load_settings,
+    normalize_database_url,
+    parse_addresses,
+)
+from brainhands.shared.errors import ConfigurationError
 
 
 @pytest.mark.parametrize(
@@ -30,3 +36,19 @@ def test_the_url_forms_users_write_are_the_drivers(written: str, taken: str) -> 
 def test_a_url_of_another_database_is_refused_saying_what_is_taken() -> None:
     with pytest.raises(ValueError, match=r"PostgreSQL URL .* or a SQLite URL"):
         normalize_database_url("mysql://u@db/app")
+
+
+def test_addresses_are_host_port_pairs_and_a_bad_one_is_named() -> None:
+    assert parse_addresses("a:26379, 10.0.0.2:26380") == [("a", 26379), ("10.0.0.2", 26380)]
+    with pytest.raises(ValueError, match="'b' is not host:port"):
+        parse_addresses("a:1,b")
+
+
+def test_invalid_sentinels_fail_at_start_up_naming_the_variable(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("BRAINHANDS_REDIS_SENTINELS", "s1:26379,s2")
+    with pytest.raises(ConfigurationError, match="BRAINHANDS_REDIS_SENTINELS"):
+        load_settings(CommonSettings)
+    monkeypatch.setenv("BRAINHANDS_REDIS_SENTINELS", "s1:26379,s2:26379")
+    assert load_settings(CommonSettings).sentinel_addresses == [("s1", 26379), ("s2", 26379)]

@@ -56,6 +56,17 @@ def _hosts_as_parameters(url: str) -> str:
     return f"{scheme}://{userinfo}{at}{slash or '/'}{database}?{'&'.join(parameters)}"
 
 
+def parse_addresses(value: str) -> list[tuple[str, int]]:
+    """``host:port,host:port`` as (host, port) pairs; ``ValueError`` saying which is not."""
+    found = []
+    for item in (part.strip() for part in value.split(",")):
+        host, _, port = item.rpartition(":")
+        if not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError(f"{item!r} is not host:port (expected host:port,host:port)")
+        found.append((host, int(port)))
+    return found
+
+
 class CommonSettings(BaseSettings):
     """What every process needs: where the store, the broker and Redis are."""
 
@@ -66,6 +77,12 @@ class CommonSettings(BaseSettings):
     """PostgreSQL schema holding the tables (default: the database's search path)."""
     rabbitmq_url: str = "amqp://guest:guest@127.0.0.1:5672/"
     redis_url: str = "redis://127.0.0.1:6379/0"
+    redis_sentinels: str = ""
+    """Redis Sentinels (``host:port,host:port``) that say where the primary is, followed
+    through failovers; empty: ``redis_url`` names the server itself (with Sentinels it gives
+    the database and password only)."""
+    redis_sentinel_master: str = Field(default="brainhands", min_length=1)
+    """The name the Sentinels monitor the Redis primary under."""
     namespace: str = "brainhands"
     """Prefix of every queue, exchange and Redis key, so deployments can share services."""
     otlp_endpoint: str | None = None
@@ -106,6 +123,18 @@ class CommonSettings(BaseSettings):
         if not value.startswith(("redis://", "rediss://", "unix://")):
             raise ValueError("must be a Redis URL (redis://host:6379/0)")
         return value
+
+    @field_validator("redis_sentinels")
+    @classmethod
+    def _redis_sentinels(cls, value: str) -> str:
+        if value.strip():
+            parse_addresses(value)
+        return value.strip()
+
+    @property
+    def sentinel_addresses(self) -> list[tuple[str, int]]:
+        """The Sentinels' addresses (none: Redis is ``redis_url`` itself)."""
+        return parse_addresses(self.redis_sentinels) if self.redis_sentinels else []
 
     @field_validator("namespace")
     @classmethod

@@ -22,7 +22,7 @@ from __future__ import annotations
 import contextlib
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
@@ -261,19 +261,39 @@ def _register(redis: Redis, name: str) -> AsyncScript:
     return redis.register_script(source)
 
 
-def connect_redis(url: str) -> Redis:
+def connect_redis(
+    url: str, *, sentinels: Sequence[tuple[str, int]] = (), sentinel_master: str = "brainhands"
+) -> Redis:
     """A Redis client for leases: short timeouts and a single quick retry.
 
     The client's default retries back off for seconds; a lease holder must learn sooner that
     Redis is gone, since its renewals are bounded by the TTL.
+
+    With ``sentinels``, the client asks them where the primary of ``sentinel_master`` is, and
+    asks again when a connection to it fails: after a failover it follows the promoted
+    replica without a restart (``url`` then gives only the database and the password). A
+    replica promoted without the primary's last writes may hand out a token again; the
+    store's fence refuses it and the counter is raised past it (``acquire_fenced``), as
+    after a restart that lost everything.
     """
     from redis.asyncio.retry import Retry
+    from redis.asyncio.sentinel import Sentinel
     from redis.backoff import ConstantBackoff
 
-    return Redis.from_url(
-        url,
-        socket_timeout=2.0,
-        socket_connect_timeout=2.0,
-        retry=Retry(ConstantBackoff(0.05), 1),
-        health_check_interval=15,
+    options: dict[str, Any] = {
+        "socket_timeout": 2.0,
+        "socket_connect_timeout": 2.0,
+        "retry": Retry(ConstantBackoff(0.05), 1),
+        "health_check_interval": 15,
+    }
+    if not sentinels:
+        return Redis.from_url(url, **options)
+    target = Redis.from_url(url).connection_pool.connection_kwargs
+    for key in ("db", "username", "password"):
+        if target.get(key) is not None:
+            options[key] = target[key]
+    sentinel = Sentinel(
+        list(sentinels), socket_timeout=2.0, socket_connect_timeout=2.0, sentinel_kwargs={}
     )
+    client: Redis = sentinel.master_for(sentinel_master, redis_class=Redis, **options)
+    return client

@@ -50,7 +50,11 @@ async def open_services(settings: CommonSettings, *, name: str) -> AsyncIterator
         topology = Topology(settings.namespace, delivery_limit=settings.delivery_limit)
         broker = await Broker.connect(settings.rabbitmq_url, topology, connection_name=name)
         try:
-            redis = connect_redis(settings.redis_url)
+            redis = connect_redis(
+                settings.redis_url,
+                sentinels=settings.sentinel_addresses,
+                sentinel_master=settings.redis_sentinel_master,
+            )
             try:
                 yield Services(store, broker, redis, Keys(settings.namespace))
             finally:
