@@ -154,7 +154,7 @@ class BrainWorker:
         if self.progress is not None:
             self.progress.note(delivery.routing_key, delivery.published_at)
         if not isinstance(message, SessionWake | ToolResult):
-            await settle(self.broker, delivery, judge_delivery(misplaced(message)))
+            await settle(self.broker.park, delivery, judge_delivery(misplaced(message)))
             return
         if delivery.redelivered:
             metrics.REDELIVERIES.labels("brain").inc()
@@ -188,7 +188,7 @@ class BrainWorker:
                     },
                 )
                 ended = exc
-        await settle(self.broker, delivery, judge_delivery(ended))
+        await settle(self.broker.park, delivery, judge_delivery(ended))
 
     async def advance(
         self, session_id: str, trigger: Trigger, *, result: ToolResult | None = None

@@ -111,7 +111,7 @@ class HandsWorker:
     async def handle(self, message: Message, delivery: Delivery) -> None:
         """Process one delivery; ack only after the outcome is durable."""
         if not isinstance(message, ToolJob):
-            await settle(self.broker, delivery, judge_delivery(misplaced(message)))
+            await settle(self.broker.park, delivery, judge_delivery(misplaced(message)))
             return
         with message_span(
             "brainhands.hands.job",
@@ -150,7 +150,7 @@ class HandsWorker:
         else:
             log.debug("claimed", extra={**fields, "event": "claimed", "fence": lease.token})
             ended = await self._hold(lease, HeldJob(job, lease.token), claimed[-1], fields)
-        await settle(self.broker, delivery, judge_delivery(ended))
+        await settle(self.broker.park, delivery, judge_delivery(ended))
         if lease is not None and ended is None:
             metrics.JOBS_ACKED.labels(self.pool).inc()
             log.debug("acked", extra={**fields, "event": "acked"})
@@ -187,7 +187,7 @@ class HandsWorker:
         if isinstance(message, CancelNotice):
             self._running.cancel(message.operation_id)
         # Whatever it was, it is done with: a notice is only the fast path to a stored fact.
-        await settle(self.broker, delivery, judge_delivery(None))
+        await settle(self.broker.park, delivery, judge_delivery(None))
 
     async def _acquire(self, job: ToolJob, claim: Any) -> Lease | None:
         """The operation's lease, waiting up to one TTL for a holder that may have died."""

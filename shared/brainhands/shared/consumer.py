@@ -1,7 +1,9 @@
 """A running subscription to one queue: each delivery decoded and handed to its handler.
 
 A handler that raises gets the message requeued, and the queue's delivery limit parks a
-poison message after a few tries. A body that does not decode is parked at once.
+poison message after a few tries; one that met an outage (the store, Redis or RabbitMQ not
+answering) has it held and run again, with pauses, until they answer (``Outage``). A body
+that does not decode is parked at once.
 """
 
 from __future__ import annotations
@@ -9,18 +11,54 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable
+import time
+from collections.abc import Callable
 
 from aio_pika.abc import AbstractIncomingMessage, AbstractQueue, AbstractRobustChannel
 
-from brainhands.shared.delivery import TRANSPORT_ERRORS, Delivery, Handler
+from brainhands.shared.delivery import TRANSPORT_ERRORS, Delivery, Handler, Park
 from brainhands.shared.errors import InvalidMessage
 from brainhands.shared.messages import Message, decode
+from brainhands.shared.settlement import judge_delivery, settle
 
 logger = logging.getLogger("brainhands.broker")
 
-Park = Callable[[Delivery, str], Awaitable[None]]
-"""Copies a delivery to the parking queue with a reason, and settles it (``Broker.park``)."""
+
+HOLD_FOR = 300.0
+"""Seconds a message met by an outage is held and run again, at most; then it is requeued."""
+PAUSE_FIRST = 0.25
+PAUSE_MAX = 5.0
+
+
+class Outage:
+    """How long one delivery has been held through an outage, and the pause before its next
+    run: ``PAUSE_FIRST`` seconds, doubled each time up to ``PAUSE_MAX``, for ``HOLD_FOR``
+    seconds in all."""
+
+    def __init__(self) -> None:
+        self.since: float | None = None
+        self._pause = PAUSE_FIRST / 2
+
+    def wait_more(self, now: float | None = None) -> bool:
+        """Whether to hold the delivery once more (the outage began, or has not lasted too
+        long)."""
+        now = time.monotonic() if now is None else now
+        if self.since is None:
+            self.since = now
+        return now - self.since < HOLD_FOR
+
+    def next_pause(self) -> float:
+        self._pause = min(PAUSE_MAX, self._pause * 2)
+        return self._pause
+
+    def log(self, reason: str, extra: dict[str, str]) -> None:
+        level = logging.WARNING if self._pause < PAUSE_FIRST else logging.DEBUG
+        logger.log(
+            level,
+            "a service did not answer (%s); the message is held and run again",
+            reason,
+            extra={**extra, "event": "held"},
+        )
 
 
 class Consumer:
@@ -88,13 +126,26 @@ class Consumer:
             await self._park(delivery, str(exc))
             return
         extra = {**_fields(message, delivery.routing_key), "queue": self.queue_name}
+        held = Outage()
         try:
-            await self._handler(message, delivery)
-        except Exception:
-            logger.exception("handler failed; message requeued", extra=extra)
-        else:
-            if not delivery.settled:
-                logger.error("handler neither acked nor rejected; message requeued", extra=extra)
+            while True:
+                try:
+                    await self._handler(message, delivery)
+                except Exception as exc:
+                    verdict = judge_delivery(exc)
+                    if verdict.action == "hold" and held.wait_more():
+                        held.log(verdict.reason, extra)
+                        await asyncio.sleep(held.next_pause())
+                        continue
+                    logger.exception("handler failed; message requeued", extra=extra)
+                    if verdict.action != "hold":
+                        await settle(self._park, delivery, verdict)
+                else:
+                    if not delivery.settled:
+                        logger.error(
+                            "handler neither acked nor rejected; message requeued", extra=extra
+                        )
+                break
         finally:
             # A requeue counts against the delivery limit, so a poison message ends up parked.
             if not delivery.settled:

@@ -69,5 +69,8 @@ class Delivery:
             )
 
 
+Park = Callable[[Delivery, str], Awaitable[None]]
+"""Copies a delivery to the parking queue with a reason, and settles it (``Broker.park``)."""
+
 Handler = Callable[[Message, Delivery], Awaitable[None]]
 """Processes one message and settles its delivery (``ack`` after the commit, or ``reject``)."""

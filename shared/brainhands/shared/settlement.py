@@ -8,6 +8,10 @@ does it. The rules:
 - superseded (``StaleLeaseError``): a newer holder of the lease does the work: ack;
 - a message with no place here (``InvalidMessage``, see ``misplaced``): park it with the
   reason, so an operator can see it;
+- the store, Redis or RabbitMQ did not answer (``outage``): nothing is wrong with the
+  message, so hold it -- the consumer runs it again once they answer (``Consumer``), which
+  costs none of its deliveries: an outage longer than a few redeliveries does not park
+  every message that met it;
 - the lease lost mid-work (``LeaseLost``) or any other failure: requeue, so it is tried
   again; a requeue counts against the queue's delivery limit, which parks a poison message.
 """
@@ -17,18 +21,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from brainhands.shared.broker import Broker
-from brainhands.shared.delivery import Delivery
-from brainhands.shared.errors import InvalidMessage, StaleLeaseError
+from brainhands.shared.delivery import Delivery, Park
+from brainhands.shared.errors import BrainhandsError, InvalidMessage, StaleLeaseError, ToolError
 from brainhands.shared.messages import Message
 
-SettleAction = Literal["ack", "requeue", "park"]
+SettleAction = Literal["ack", "requeue", "park", "hold"]
 
 
 @dataclass(frozen=True)
 class Settlement:
     """What to do with a delivery: ``ack`` it (it leaves the queue), ``requeue`` it (it
-    comes back, counted as a failed delivery) or ``park`` it, saying why (``reason``)."""
+    comes back, counted as a failed delivery), ``park`` it, saying why (``reason``), or
+    ``hold`` it unsettled to run it again once the service that failed answers."""
 
     action: SettleAction
     reason: str = ""
@@ -40,7 +44,17 @@ def judge_delivery(ended: BaseException | None) -> Settlement:
         return Settlement("ack")
     if isinstance(ended, InvalidMessage):
         return Settlement("park", str(ended))
+    if outage(ended):
+        return Settlement("hold", str(ended))
     return Settlement("requeue")
+
+
+def outage(ended: BaseException) -> bool:
+    """Whether ``ended`` says a service did not answer (the store, Redis, RabbitMQ), as
+    opposed to something wrong with the work: a tool's own errors are the tool's."""
+    return (
+        isinstance(ended, BrainhandsError) and ended.retryable and not isinstance(ended, ToolError)
+    )
 
 
 def misplaced(message: Message) -> InvalidMessage:
@@ -48,11 +62,12 @@ def misplaced(message: Message) -> InvalidMessage:
     return InvalidMessage(f"a {message.type} message has no place here")
 
 
-async def settle(broker: Broker, delivery: Delivery, settlement: Settlement) -> None:
-    """Apply ``settlement`` to ``delivery`` (``broker`` parks it)."""
+async def settle(park: Park, delivery: Delivery, settlement: Settlement) -> None:
+    """Apply ``settlement`` to ``delivery`` (``park``: ``Broker.park``). A delivery held is
+    left unsettled: its consumer runs it again."""
     if settlement.action == "park":
-        await broker.park(delivery, settlement.reason)
+        await park(delivery, settlement.reason)
     elif settlement.action == "requeue":
         await delivery.reject(requeue=True)
-    else:
+    elif settlement.action == "ack":
         await delivery.ack()
