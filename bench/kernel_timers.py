@@ -20,12 +20,12 @@ from sqlalchemy import func, select
 from bench._services import Workers, clean_namespace, log_events, open_store, worker_env
 from bench._stats import percentile, print_table
 from bench.kernel_tasks import COMPAT, NAP_KIND
-from brainhands.brain.client import submit_input
 from brainhands.shared.broker import Broker
 from brainhands.shared.relay import OutboxRelay
 from brainhands.shared.store import Store
 from brainhands.shared.store import schema as tables
 from brainhands.shared.topology import Topology
+from tests.helpers.submitting import submit_input
 
 PILOT_SESSIONS = 50
 TASKS_MODULE = "bench.kernel_tasks"

@@ -19,10 +19,10 @@ import asyncpg
 from bench._services import Workers, log_events
 from bench.roundtrip_agents import AGENT, COMPAT
 from bench.roundtrip_tools import POOL
-from brainhands.brain.client import submit_input, wait_for_answer
 from brainhands.shared.store import FINAL_SUBMISSION_STATUSES, Store
 from brainhands.shared.store.schema import metadata
 from brainhands.shared.topology import Topology
+from tests.helpers.submitting import submit_input, wait_for_answer
 
 FINAL = tuple(sorted(FINAL_SUBMISSION_STATUSES))
 POLL = 0.2

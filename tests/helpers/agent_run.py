@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from brainhands.brain.client import submit_input
 from brainhands.examples.notify.email_client import EmailClient
 from brainhands.shared.store import SubmissionRecord
 from tests.helpers.brains import BrainHarness
 from tests.helpers.harness import start_email_service
 from tests.helpers.processes import spawn_email_hands
+from tests.helpers.submitting import submit_input
 
 
 @dataclass

@@ -9,7 +9,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from brainhands.brain.client import submit_input, wait_for_answer
 from brainhands.client.direct import Client
 from brainhands.shared.config import normalize_database_url
 from brainhands.shared.store import Store, SubmissionRecord
@@ -18,6 +17,7 @@ from brainhands.shared.tools import load_tool_modules
 from tests.helpers.processes import spawn_module
 from tests.helpers.rabbit import BrokerEnv, broker_env
 from tests.helpers.stores import StoreTarget, drop_schema
+from tests.helpers.submitting import submit_input, wait_for_answer
 
 
 @dataclass

@@ -80,9 +80,9 @@ async def with_client(n: int) -> dict[str, Any]:
 
 
 async def the_old_way(n: int) -> dict[str, Any]:
-    from brainhands.brain.client import submit_input, wait_for_answer
     from brainhands.shared.store import Store
     from brainhands.shared.topology import Topology
+    from tests.helpers.submitting import submit_input, wait_for_answer
 
     env = os.environ
     store = await Store.open(

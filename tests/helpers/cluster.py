@@ -16,13 +16,13 @@ from typing import Any
 
 from sqlalchemy import func, select
 
-from brainhands.brain.client import submit_input
 from brainhands.examples.notify.email_client import EmailClient
 from brainhands.shared.store import Store, schema
 from tests.helpers.polling import eventually
 from tests.helpers.processes import spawn_module
 from tests.helpers.rabbit import BrokerEnv
 from tests.helpers.stores import StoreTarget
+from tests.helpers.submitting import submit_input
 
 RECIPIENTS = ["ana", "bo", "chen", "dana", "eli"]
 BRAIN = [

@@ -30,7 +30,6 @@ from urllib.parse import urlparse
 import aio_pika
 
 import brainhands.examples.notify
-from brainhands.brain.client import submit_input
 from brainhands.client.direct import Client
 from brainhands.examples.notify.email_client import EmailClient
 from brainhands.shared.config import CommonSettings, load_settings, normalize_database_url
@@ -134,19 +133,12 @@ class Demo:
                 self._start(worker, env)
             console = f"http://127.0.0.1:{env['BRAINHANDS_API_PORT']}/console/sessions/{SESSION}"
             self.say(f"console (no login, local only): {console}")
-            topology = Topology(self.namespace)
-            await submit_input(
-                store,
-                topology,
-                session_id=SESSION,
-                request_id=REQUEST,
-                input={"agent": "notifier", "text": PROMPT.format(n=self.recipients)},
-                compat="v1",
-            )
-            self.say(f"submitted: {PROMPT.format(n=self.recipients)!r}")
             async with await Client.connect(
                 database_url=store_url, rabbitmq_url=self.rabbitmq_url, namespace=self.namespace
             ) as client:
+                prompt = PROMPT.format(n=self.recipients)
+                await client.submit(SESSION, prompt, agent="notifier", request_id=REQUEST)
+                self.say(f"submitted: {prompt!r}")
                 answered = await self._watch(store, client, env, rng)
                 code = await self._report(store, email_url, answered)
         finally:
