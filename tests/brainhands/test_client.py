@@ -28,7 +28,8 @@ def run_app(brains: BrainHarness, *args: str) -> dict[str, object]:
     done = subprocess.run(
         [sys.executable, str(APP), *args],
         cwd=WORKDIR,
-        env={**__import__("os").environ, **brains.settings()},
+        # The root on the path for ``--old``, whose baseline is the tests' store-level submit.
+        env={**__import__("os").environ, **brains.settings(), "PYTHONPATH": str(WORKDIR)},
         capture_output=True,
         text=True,
         timeout=150,
