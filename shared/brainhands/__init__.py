@@ -75,8 +75,10 @@ if TYPE_CHECKING:
         TransientModelError,
     )
     from brainhands.client.approvals import ALL, Decision, PendingApproval
-    from brainhands.client.direct import Client, SessionView, Submission
+    from brainhands.client.direct import Client
     from brainhands.client.http import ApiError, HttpClient, HttpSubmission, SyncHttpClient
+    from brainhands.client.submission import Submission
+    from brainhands.client.views import SessionView
     from brainhands.hands import ToolContext, tool
     from brainhands.shared.errors import (
         AnswerTimeout,
@@ -103,7 +105,9 @@ _HOMES: dict[str, tuple[str, ...]] = {
         "AnthropicModel", "ModelAdapter", "ModelError", "ModelResponse", "ModelSettings",
         "OpenAIChatModel", "ScriptedModel", "ToolCall", "TransientModelError",
     ),
-    "brainhands.client.direct": ("Client", "SessionView", "Submission"),
+    "brainhands.client.direct": ("Client",),
+    "brainhands.client.submission": ("Submission",),
+    "brainhands.client.views": ("SessionView",),
     "brainhands.hands": ("ToolContext", "tool"),
     "brainhands.client.http": ("ApiError", "HttpClient", "HttpSubmission", "SyncHttpClient"),
     "brainhands.shared.errors": (

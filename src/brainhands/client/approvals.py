@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from brainhands.shared.errors import DecisionRefused, NotFoundError
+from brainhands.shared.errors import DecisionRefused, InvalidRequest, NotFoundError
 from brainhands.shared.store import InboxRecord, OutboxMessage, Store, TaskRecord
 from brainhands.shared.vocabulary import APPROVAL_KIND, Verdict, decision_signal
 
@@ -102,6 +102,21 @@ async def pending_approvals(
     Brain carries it out."""
     tasks = await store.waiting_approvals(session_id, tenant=tenant, limit=limit)
     return [pending_of(task) for task in tasks]
+
+
+async def approval_ids(
+    store: Store, session_id: str, approvals: str | Sequence[str] | AllPending
+) -> list[str]:
+    """The approvals a decision names: one id, several, or ``ALL`` (those pending now).
+    ``InvalidRequest`` when it names none: every pending call is decided only when asked
+    for by ``ALL``, never by omission."""
+    if approvals is ALL:
+        return [p.approval_id for p in await pending_approvals(store, session_id)]
+    if isinstance(approvals, str):
+        return [approvals]
+    if isinstance(approvals, AllPending) or not approvals:
+        raise InvalidRequest("name the calls to decide, or ALL for every pending one")
+    return list(approvals)
 
 
 async def decide(

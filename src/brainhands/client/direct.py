@@ -23,134 +23,41 @@ import contextlib
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
 
 from brainhands.client.approvals import (
-    ALL,
     AllPending,
     Decision,
     PendingApproval,
+    approval_ids,
     decide,
     pending_approvals,
-    pending_of,
 )
+from brainhands.client.submission import Submission
+from brainhands.client.views import SessionView, session_view
 from brainhands.shared.broker import Broker
 from brainhands.shared.config import CommonSettings
-from brainhands.shared.errors import AnswerTimeout, InvalidRequest, SubmissionFailed
+from brainhands.shared.errors import AnswerTimeout
 from brainhands.shared.messages import SessionWake, encode
 from brainhands.shared.relay import OutboxRelay
 from brainhands.shared.store import (
     ANSWER_CHANNEL,
-    DECISION_SIGNAL,
     FINAL_SUBMISSION_STATUSES,
-    EntryRecord,
     InboxReceipt,
-    InboxRecord,
     OutboxMessage,
-    SessionRecord,
     Store,
     SubmissionRecord,
 )
 from brainhands.shared.tenancy import DEFAULT_TENANT, check_tenant, session_key, split_key
 from brainhands.shared.topology import Topology
 from brainhands.shared.tracing import current_carrier, tracer
-from brainhands.shared.vocabulary import SIGNAL_NAME_MAX, Verdict
+from brainhands.shared.vocabulary import Verdict, signal_name
 
 POSTGRES_POLL = 1.0
 """Seconds between re-reads of a waited submission on PostgreSQL (notifications wake sooner)."""
 SQLITE_POLL = 0.2
 """Seconds between re-reads on SQLite, which has no notifications."""
-
-
-@dataclass(frozen=True)
-class TaskSummary:
-    """A task of a session, as a reader sees it."""
-
-    id: str
-    kind: str
-    status: str
-    phase: str | None
-    outcome: str | None
-    parent_id: str | None
-    submission_id: str | None
-    cancel_requested: bool
-    blocked_reason: str | None
-    error: Any
-    wait_signal: str | None = None
-    """The signal it waits for (status ``waiting``), if any."""
-    wake_at: float | None = None
-    """When it wakes (a sleep), or when its signal wait times out."""
-
-
-@dataclass(frozen=True)
-class OperationSummary:
-    """A tool call of a session, as Hands record it."""
-
-    operation_id: str
-    task_id: str | None
-    tool: str
-    status: str
-    attempts: int
-    interruptions: int
-    error: Any
-
-
-@dataclass(frozen=True)
-class SessionView:
-    """A session as it stands: its entries, submissions, task tree, tool calls and the
-    requests made to it (``inbox``)."""
-
-    session: SessionRecord
-    entries: list[EntryRecord]
-    submissions: list[SubmissionRecord]
-    tasks: list[TaskSummary]
-    operations: list[OperationSummary]
-    inbox: list[InboxRecord]
-    approvals: list[PendingApproval] = field(default_factory=list)
-    """Tool calls waiting for a decision: the session needs action while there are any."""
-
-    @property
-    def needs_action(self) -> bool:
-        return bool(self.approvals)
-
-    def children(self, task_id: str | None) -> list[TaskSummary]:
-        """The tasks ``task_id`` owns (None: the root tasks, one per started submission)."""
-        return [t for t in self.tasks if t.parent_id == task_id]
-
-
-@dataclass(frozen=True)
-class Submission:
-    """A handle on one submission: ``result``, ``status``, ``cancel``."""
-
-    client: Client = field(repr=False)
-    session_id: str
-    request_id: str
-    created: bool
-    """False when this request id was submitted before: the handle is the original's."""
-
-    async def status(self) -> SubmissionRecord:
-        """The submission as it stands now."""
-        key = self.client.key(self.session_id)
-        return await self.client.store.submissions.get(key, self.request_id)
-
-    # ``timeout`` as arq's ``Job.result`` and asyncio's ``wait_for`` name it: a caller's
-    # ``asyncio.timeout`` would cancel the read mid-way instead of raising AnswerTimeout.
-    async def result(self, timeout: float | None = None) -> Any:  # noqa: ASYNC109
-        """Wait for the answer and return it.
-
-        Raises ``SubmissionFailed`` (with the record) if the submission failed or was
-        cancelled, ``AnswerTimeout`` (a ``TimeoutError``) if ``timeout`` seconds pass first.
-        """
-        record = await self.client.wait(self.session_id, self.request_id, timeout=timeout)
-        if record.status != "answered":
-            raise SubmissionFailed(record)
-        return record.answer
-
-    async def cancel(self) -> str:
-        """Request the cancellation; see ``Client.cancel``."""
-        return await self.client.cancel(self.session_id, self.request_id)
 
 
 class Client:
@@ -378,16 +285,7 @@ class Client:
         ``principal``: who sends it (default: the client's). ``NotFoundError`` for an
         unknown session."""
         signal_id = signal_id or uuid.uuid4().hex
-        if name.startswith(("decision:", "brainhands.", DECISION_SIGNAL)):
-            raise InvalidRequest(
-                f"signal names starting 'decision:', 'brainhands.' or {DECISION_SIGNAL!r} are "
-                "the runtime's own (approvals: use approve and deny; a decision: decision=True)"
-            )
-        if decision:
-            name = DECISION_SIGNAL + name
-        for what, value in (("name", name), ("signal_id", signal_id)):
-            if not 0 < len(value) <= SIGNAL_NAME_MAX:
-                raise InvalidRequest(f"a signal's {what} has 1 to {SIGNAL_NAME_MAX} characters")
+        name = signal_name(name, signal_id, decision=decision)
         key = self.key(session_id)
         receipt = await self.store.inbox.send_signal(
             session_id=key,
@@ -458,14 +356,7 @@ class Client:
         what it decides.
         """
         key = self.key(session_id)
-        if approvals is ALL:
-            ids = [p.approval_id for p in await pending_approvals(self.store, key)]
-        elif isinstance(approvals, str):
-            ids = [approvals]
-        elif isinstance(approvals, AllPending) or not approvals:
-            raise InvalidRequest("name the calls to decide, or ALL for every pending one")
-        else:
-            ids = list(approvals)
+        ids = await approval_ids(self.store, key, approvals)
         wake = self._wake(key, "decision")
         principal = principal or self.principal
         decisions = [
@@ -535,44 +426,7 @@ class Client:
     async def session(self, session_id: str) -> SessionView:
         """The session as it stands (``NotFoundError`` if there is none). Its rows name
         the session by its store key (``key``)."""
-        detail = await self.store.detail(self.key(session_id))
-        state, tasks, operations = detail.state, detail.tasks, detail.operations
-        return SessionView(
-            session=state.session,
-            entries=state.entries,
-            submissions=detail.submissions,
-            tasks=[
-                TaskSummary(
-                    id=t.id,
-                    kind=t.kind,
-                    status=t.status,
-                    phase=t.phase,
-                    outcome=t.outcome,
-                    parent_id=t.parent_id,
-                    submission_id=t.submission_id,
-                    cancel_requested=t.cancel_requested,
-                    blocked_reason=t.blocked_reason,
-                    error=t.error,
-                    wait_signal=t.wait_signal,
-                    wake_at=t.wake_at,
-                )
-                for t in tasks
-            ],
-            operations=[
-                OperationSummary(
-                    operation_id=o.operation_id,
-                    task_id=o.task_id,
-                    tool=o.tool,
-                    status=o.status,
-                    attempts=o.attempts,
-                    interruptions=o.interruptions,
-                    error=o.error,
-                )
-                for o in operations
-            ],
-            inbox=detail.inbox,
-            approvals=[pending_of(task) for task in detail.waiting_approvals],
-        )
+        return session_view(await self.store.detail(self.key(session_id)))
 
     async def pending_approvals(self, session_id: str | None = None) -> list[PendingApproval]:
         """Tool calls waiting for a decision, of one session or of every one of the

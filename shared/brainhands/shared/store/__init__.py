@@ -18,7 +18,7 @@ from brainhands.shared.store.draft import (
     new_id,
 )
 from brainhands.shared.store.guard import ANSWER_CHANNEL, SESSION_CHANNEL
-from brainhands.shared.store.inbox import DECISION_SIGNAL, InboxReceipt
+from brainhands.shared.store.inbox import InboxReceipt
 from brainhands.shared.store.ledger import OperationClaim, OperationLedger
 from brainhands.shared.store.listings import SessionFilter, SessionSummary
 from brainhands.shared.store.migrate import behind_head, head_revision
@@ -50,7 +50,6 @@ from brainhands.shared.store.submissions import CallbackDue, SubmitReceipt
 
 __all__ = [
     "ANSWER_CHANNEL",
-    "DECISION_SIGNAL",
     "FINAL_OPERATION_STATUSES",
     "FINAL_SUBMISSION_STATUSES",
     "JSON",

@@ -35,11 +35,6 @@ class InboxReceipt:
     """False when the same request was made before: nothing new was written."""
 
 
-DECISION_SIGNAL = "approval:"
-"""Prefix of a signal declared a decision (``WaitSignal(..., decision=True)``): through
-the API, only a key that may approve sends one."""
-
-
 class Inbox:
     """A session's inbox, reached as ``store.inbox``: requests a Brain carries out."""
 

@@ -1,0 +1,112 @@
+"""What a reader sees of a session: its task tree and tool calls, summarized from the
+store's rows, with the calls waiting for a decision."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from brainhands.client.approvals import PendingApproval, pending_of
+from brainhands.shared.store import (
+    EntryRecord,
+    InboxRecord,
+    SessionDetail,
+    SessionRecord,
+    SubmissionRecord,
+)
+
+
+@dataclass(frozen=True)
+class TaskSummary:
+    """A task of a session, as a reader sees it."""
+
+    id: str
+    kind: str
+    status: str
+    phase: str | None
+    outcome: str | None
+    parent_id: str | None
+    submission_id: str | None
+    cancel_requested: bool
+    blocked_reason: str | None
+    error: Any
+    wait_signal: str | None = None
+    """The signal it waits for (status ``waiting``), if any."""
+    wake_at: float | None = None
+    """When it wakes (a sleep), or when its signal wait times out."""
+
+
+@dataclass(frozen=True)
+class OperationSummary:
+    """A tool call of a session, as Hands record it."""
+
+    operation_id: str
+    task_id: str | None
+    tool: str
+    status: str
+    attempts: int
+    interruptions: int
+    error: Any
+
+
+@dataclass(frozen=True)
+class SessionView:
+    """A session as it stands: its entries, submissions, task tree, tool calls and the
+    requests made to it (``inbox``)."""
+
+    session: SessionRecord
+    entries: list[EntryRecord]
+    submissions: list[SubmissionRecord]
+    tasks: list[TaskSummary]
+    operations: list[OperationSummary]
+    inbox: list[InboxRecord]
+    approvals: list[PendingApproval] = field(default_factory=list)
+    """Tool calls waiting for a decision: the session needs action while there are any."""
+
+    @property
+    def needs_action(self) -> bool:
+        return bool(self.approvals)
+
+    def children(self, task_id: str | None) -> list[TaskSummary]:
+        """The tasks ``task_id`` owns (None: the root tasks, one per started submission)."""
+        return [t for t in self.tasks if t.parent_id == task_id]
+
+
+def session_view(detail: SessionDetail) -> SessionView:
+    """The view of a session read in full (``Store.detail``)."""
+    return SessionView(
+        session=detail.state.session,
+        entries=detail.state.entries,
+        submissions=detail.submissions,
+        tasks=[
+            TaskSummary(
+                id=t.id,
+                kind=t.kind,
+                status=t.status,
+                phase=t.phase,
+                outcome=t.outcome,
+                parent_id=t.parent_id,
+                submission_id=t.submission_id,
+                cancel_requested=t.cancel_requested,
+                blocked_reason=t.blocked_reason,
+                error=t.error,
+                wait_signal=t.wait_signal,
+                wake_at=t.wake_at,
+            )
+            for t in detail.tasks
+        ],
+        operations=[
+            OperationSummary(
+                operation_id=o.operation_id,
+                task_id=o.task_id,
+                tool=o.tool,
+                status=o.status,
+                attempts=o.attempts,
+                interruptions=o.interruptions,
+                error=o.error,
+            )
+            for o in detail.operations
+        ],
+        inbox=detail.inbox,
+        approvals=[pending_of(task) for task in detail.waiting_approvals],
+    )
