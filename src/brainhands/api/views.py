@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from brainhands.client.direct import SessionView
+from brainhands.client.views import SessionView
 from brainhands.shared.store import SessionFilter, Store
 from brainhands.shared.tenancy import session_key, split_key
 
