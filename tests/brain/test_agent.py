@@ -12,7 +12,6 @@ import pytest
 
 from brainhands.brain.decide import TOOL_KIND
 from brainhands.shared.messages import ToolResult
-from brainhands.shared.store.queries import session_history
 from tests.helpers.agent_run import AgentRun, agent_run
 from tests.helpers.polling import eventually
 
@@ -61,7 +60,7 @@ async def test_a_result_for_a_call_already_applied_costs_no_pass(agent_run: Agen
     agent_run.start_hands()
     await eventually(lambda: '"consuming"' in brains.log(0), what="the Brain")
     assert (await agent_run.ask("errand")).status == "answered"
-    tasks, _ = await session_history(brains.store, "s1")
+    tasks, _ = await brains.store.queries.history("s1")
     call = next(t for t in tasks if t.kind == TOOL_KIND)
     assert call.status == "terminal" and call.operation_id
     queue = brains.env.topology.results_queue("v1")
@@ -261,7 +260,7 @@ async def test_task_tool_arguments_its_model_rejects_are_refused_visibly_and_sta
     assert refused["status"] == "refused"
     assert refused["error"].startswith("invalid arguments for 'delegate': n: Input should be")
     assert ran == {"status": "succeeded", "result": 20}
-    tasks, _ = await session_history(agent_run.brains.store, "s1")
+    tasks, _ = await agent_run.brains.store.queries.history("s1")
     assert [t.input for t in tasks if t.kind == "child"] == [{"n": 2}]
 
 

@@ -13,7 +13,6 @@ from collections.abc import Iterator
 import pytest
 
 from brainhands.brain.agent import Agent, AgentRegistry, agent_kinds
-from brainhands.brain.client import submit_input
 from brainhands.brain.models import ScriptedModel
 from brainhands.shared.errors import ConfigurationError
 from brainhands.shared.store import Store
@@ -22,6 +21,7 @@ from tests.helpers.agents import SCRIPTS
 from tests.helpers.brains import BrainHarness
 from tests.helpers.chat_server import ChatServer, completion, message, text, tool_use
 from tests.helpers.processes import WORKDIR, spawn_email_hands
+from tests.helpers.submitting import submit_input
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -9,12 +9,11 @@ from collections.abc import Iterator
 
 import pytest
 
-from brainhands.brain.client import submit_input
 from brainhands.shared.store import TaskRecord
-from brainhands.shared.store.queries import session_history
 from tests.helpers.brains import BrainHarness
 from tests.helpers.chat_server import ChatServer, completion
 from tests.helpers.polling import eventually
+from tests.helpers.submitting import submit_input
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
@@ -42,7 +41,7 @@ async def ask(brains: BrainHarness, agent: str) -> None:
 
 
 async def generation(brains: BrainHarness) -> TaskRecord | None:
-    tasks, _ = await session_history(brains.store, "s1")
+    tasks, _ = await brains.store.queries.history("s1")
     return next((t for t in tasks if t.kind == "agent.generate"), None)
 
 

@@ -11,16 +11,15 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select
 
-from brainhands.brain.client import submit_input
 from brainhands.brain.decide import TOOL_KIND
 from brainhands.shared.messages import MAX_INLINE_JSON, ToolJob, decode
 from brainhands.shared.store import Store, schema
-from brainhands.shared.store.queries import session_history
 from tests.helpers.brains import BrainHarness
 from tests.helpers.large_values import POOL, SIZE, digest, text_of
 from tests.helpers.processes import spawn_module
 from tests.helpers.rabbit import broker_env
 from tests.helpers.stores import StoreTarget
+from tests.helpers.submitting import submit_input
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
@@ -77,7 +76,7 @@ async def test_a_large_result_reaches_the_phase_that_reads_it(deployment: BrainH
         "error": None,
         "sha256": digest({"text": text_of(SIZE)}),
     }
-    _, [op] = await session_history(deployment.store, "s1")
+    _, [op] = await deployment.store.queries.history("s1")
     assert op.result is None and op.blob_id is not None  # Hands stored it by reference
 
 
@@ -94,7 +93,7 @@ async def test_a_large_argument_reaches_the_tool_whole(deployment: BrainHarness)
         "error": None,
     }
     # Stored once, by the Brain: the task, the job and the operation refer to the same blob.
-    tasks, [op] = await session_history(deployment.store, "s1")
+    tasks, [op] = await deployment.store.queries.history("s1")
     [call] = [t for t in tasks if t.kind == TOOL_KIND]
     [(size, job)] = await tool_jobs(deployment.store)
     blob_id = call.input["arguments_blob_id"]

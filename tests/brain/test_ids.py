@@ -11,7 +11,6 @@ import pytest
 from brainhands.brain import Call, Dispatch
 from brainhands.brain.ids import CHOSEN_OPERATION_ID_MAX, derive_operation_id, derive_task_id
 from brainhands.examples.notify.email_client import EmailClient
-from brainhands.shared.store.queries import session_history
 from tests.helpers.brains import BrainHarness
 from tests.helpers.harness import start_email_service
 from tests.helpers.processes import spawn_email_hands
@@ -94,7 +93,7 @@ async def test_two_deployments_serving_one_session_id_send_distinct_keys(
     for deployment, answer in zip(deployments, answers, strict=True):
         assert answer.status == "answered"
         uid = (await deployment.store.load("cust-42")).session.uid
-        _, operations = await session_history(deployment.store, "cust-42")
+        _, operations = await deployment.store.queries.history("cust-42")
         keys = {o.operation_id for o in operations}
         assert f"{uid}:pay-1" in keys and len(keys) == 2
         assert keys <= sends.keys()

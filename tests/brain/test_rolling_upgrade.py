@@ -6,7 +6,6 @@ from __future__ import annotations
 import pytest
 
 from brainhands.shared.store import Draft
-from brainhands.shared.store.queries import tasks_by_ids
 from tests.helpers.brains import BrainHarness
 from tests.helpers.polling import eventually
 
@@ -48,11 +47,11 @@ async def test_a_new_build_that_serves_both_keys_migrates_old_sessions(
     brains.start_brain(tasks="tests.helpers.kinds_v2", compats=("v1", "v2"))
 
     async def finished() -> bool:
-        row = (await tasks_by_ids(store, [task_id]))[task_id]
+        row = (await store.queries.tasks_by_ids([task_id]))[task_id]
         return row.status == "terminal"
 
     await eventually(finished, within=30, what="the v2 build to finish the v1 task")
-    row = (await tasks_by_ids(store, [task_id]))[task_id]
+    row = (await store.queries.tasks_by_ids([task_id]))[task_id]
     assert (row.kind_version, row.outcome) == (2, "succeeded")
     assert row.result == {"build": 2, "input": {"n": 9, "migrated": True}, "state": {"from": "one"}}
     assert '"event": "upgraded"' in brains.log(0)

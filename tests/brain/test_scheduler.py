@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 
 from brainhands.brain.approval import ApprovalRequest, approval_kinds
-from brainhands.brain.client import submit_input
 from brainhands.brain.decide import TOOL_KIND
 from brainhands.brain.edits import RunSummary
 from brainhands.brain.registry import TaskKind, TaskRegistry
@@ -24,6 +23,7 @@ from brainhands.shared.tools import ToolRegistry, declare, load_tool_modules
 from brainhands.shared.topology import Topology
 from brainhands.shared.vocabulary import APPROVAL_KIND, decision_signal
 from tests.helpers import kinds
+from tests.helpers.submitting import submit_input
 
 pytestmark = pytest.mark.integration
 

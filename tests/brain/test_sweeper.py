@@ -18,7 +18,6 @@ from aio_pika.exceptions import ChannelNotFoundEntity
 from redis.asyncio import Redis
 from sqlalchemy import insert, update
 
-from brainhands.brain.client import submit_input
 from brainhands.brain.decide import TOOL_KIND
 from brainhands.brain.sweeper import (
     MARK_MARGIN,
@@ -29,20 +28,17 @@ from brainhands.brain.sweeper import (
     plan_wake_ups,
     watch_sessions,
 )
-from brainhands.shared.broker import Delivery
+from brainhands.shared.delivery import Delivery
 from brainhands.shared.keys import Keys
 from brainhands.shared.lease import LeaseManager
 from brainhands.shared.messages import SessionWake, ToolJob, ToolResult, decode
 from brainhands.shared.progress import QueueProgress
 from brainhands.shared.store import Draft, Store, schema
-from brainhands.shared.store.queries import (
-    SessionRef,
-    calls_without_outcome,
-    sessions_needing_attention,
-)
+from brainhands.shared.store.queries import SessionRef
 from tests.helpers.brains import BrainHarness
 from tests.helpers.polling import eventually
 from tests.helpers.rabbit import BrokerEnv, broker_env
+from tests.helpers.submitting import submit_input
 
 PERIOD = 1.0
 BACKLOG_GRACE = 30.0
@@ -287,7 +283,7 @@ async def test_sessions_needing_attention_say_since_when(store: Store, env: Brok
     await needs_attention(store, env, "old", "v2", 60)
     now = time.time()
 
-    found = await sessions_needing_attention(store, now=now, grace=PERIOD)
+    found = await store.queries.sessions_needing_attention(now=now, grace=PERIOD)
 
     assert [(r.session_id, r.compat) for r in found] == [("old", "v2"), ("recent", "v1")]
     assert now - 61 < found[0].since <= now - 60
@@ -529,7 +525,7 @@ async def test_a_parked_job_is_not_the_only_record_of_its_call_which_is_sent_aga
     )
     await env.park_after_the_delivery_limit(queue, [job])
     # What says the call is still to be made is the store, not the parked message.
-    [call] = await calls_without_outcome(store, older_than=time.time())
+    [call] = await store.queries.calls_without_outcome(older_than=time.time())
     assert call.task.id == "t-parked" and call.operation_status is None
     assert await env.message_count(queue) == 0
 

@@ -13,12 +13,12 @@ from opentelemetry import trace
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.sdk.trace import TracerProvider
 
-from brainhands.brain.client import submit_input
 from brainhands.shared.relay import OutboxRelay
 from tests.helpers.brains import BrainHarness
 from tests.helpers.harness import start_email_service
 from tests.helpers.polling import eventually
 from tests.helpers.processes import spawn_email_hands
+from tests.helpers.submitting import submit_input
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 

@@ -18,11 +18,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from brainhands.brain.decide import TOOL_KIND
+from brainhands.brain.decide import child_tool_outcome
 from brainhands.brain.registry import TaskKind, TaskRegistry
 from brainhands.brain.task import (
     Child,
-    ChildOutcome,
     Dispatch,
     Finish,
     Next,
@@ -31,10 +30,7 @@ from brainhands.brain.task import (
     TaskView,
     WaitSignal,
 )
-from brainhands.shared.vocabulary import APPROVAL_KIND as APPROVAL_KIND
-from brainhands.shared.vocabulary import decision_signal
-
-# APPROVAL_KIND is re-exported only for brain/agent.py, until it imports it from the core.
+from brainhands.shared.vocabulary import APPROVAL_KIND, decision_signal
 
 Expiry = Literal["deny", "escalate"]
 
@@ -62,16 +58,6 @@ class ApprovalRequest:
             "on_expiry": self.on_expiry,
             "task_kind": self.task_kind,
         }
-
-
-def call_result(outcome: ChildOutcome) -> dict[str, Any]:
-    """A finished tool task as the model reads it: ``status`` and ``result`` or ``error``
-    (``uncertain`` stays uncertain: the model or a rule decides, never a retry)."""
-    if outcome.outcome == "succeeded":
-        value = outcome.result["result"] if outcome.kind == TOOL_KIND else outcome.result
-        return {"status": "succeeded", "result": value}
-    error = outcome.error or {}
-    return {"status": error.get("status", outcome.outcome), "error": error.get("error", error)}
 
 
 def approval_kinds() -> TaskRegistry:
@@ -123,6 +109,6 @@ def approval_kinds() -> TaskRegistry:
     @approval.phase("done", light=True)
     async def done(task: TaskView, docs: dict[str, Any], ctx: PhaseContext) -> Next:
         [outcome] = task.children
-        return Finish({**call_result(outcome), "decision": task.state})
+        return Finish({**child_tool_outcome(outcome).for_model(), "decision": task.state})
 
     return registry

@@ -23,13 +23,10 @@ import hmac
 import json
 import logging
 import time
-from dataclasses import dataclass
 
 import httpx
-from sqlalchemy import func, select, update
 
-from brainhands.shared.store import Store, schema
-from brainhands.shared.store.guard import FINAL_SUBMISSION_STATUSES
+from brainhands.shared.store import CallbackDue, Store
 from brainhands.shared.tenancy import split_key
 
 log = logging.getLogger("brainhands.callbacks")
@@ -51,18 +48,6 @@ def next_attempt_at(attempts: int, now: float) -> float:
     return now + min(BACKOFF_MAX, 2.0**attempts)
 
 
-@dataclass(frozen=True)
-class _Due:
-    id: str
-    session_id: str
-    request_id: str
-    status: str
-    answer: object
-    error: str | None
-    callback_url: str
-    callback_attempts: int
-
-
 class Callbacks:
     def __init__(
         self, store: Store, secret: bytes, *, max_attempts: int = 20, timeout: float = 10.0
@@ -77,34 +62,11 @@ class Callbacks:
 
     async def deliver_due(self) -> int:
         """Post every delivery due now (up to ``BATCH``); returns how many were done."""
-        now = time.time()
-        sub = schema.submission
-        query = (
-            select(
-                sub.c.id,
-                sub.c.session_id,
-                sub.c.request_id,
-                sub.c.status,
-                sub.c.answer,
-                sub.c.error,
-                sub.c.callback_url,
-                sub.c.callback_attempts,
-            )
-            .where(
-                sub.c.callback_url.is_not(None),
-                sub.c.callback_done_at.is_(None),
-                sub.c.status.in_(sorted(FINAL_SUBMISSION_STATUSES)),
-                func.coalesce(sub.c.callback_next_at, 0) <= now,
-            )
-            .order_by(sub.c.updated_at)
-            .limit(BATCH)
-        )
-        async with self.store.backend.snapshot() as conn:
-            due = [_Due(**dict(r._mapping)) for r in await conn.execute(query)]
+        due = await self.store.submissions.callbacks_due(time.time(), limit=BATCH)
         done = await asyncio.gather(*(self._deliver(d) for d in due))
         return sum(done)
 
-    async def _deliver(self, due: _Due) -> bool:
+    async def _deliver(self, due: CallbackDue) -> bool:
         tenant, session_id = split_key(due.session_id)
         body = json.dumps(
             {
@@ -131,26 +93,22 @@ class Callbacks:
             failure = f"{type(exc).__name__}: {exc}"
         attempts = due.callback_attempts + 1
         now = time.time()
-        sub = schema.submission
-        values: dict[str, object] = {"callback_attempts": attempts, "callback_error": failure}
+        done_at = next_at = None
         if failure is None:
-            values["callback_done_at"] = now
+            done_at = now
         elif attempts >= self.max_attempts:
-            values["callback_done_at"] = now
+            done_at = now
             log.warning(
                 "webhook given up after %d attempts: %s", attempts, failure,
                 extra={"event": "callback_given_up", "submission_id": due.id},
             )  # fmt: skip
         else:
-            values["callback_next_at"] = next_attempt_at(attempts, now)
+            next_at = next_attempt_at(attempts, now)
             log.info(
                 "webhook failed (attempt %d), tried again later: %s", attempts, failure,
                 extra={"event": "callback_failed", "submission_id": due.id},
             )  # fmt: skip
-        async with self.store.backend.transaction() as conn:
-            await conn.execute(
-                update(sub)
-                .where(sub.c.id == due.id, sub.c.callback_done_at.is_(None))
-                .values(**values)
-            )
+        await self.store.submissions.record_callback(
+            due.id, attempts=attempts, error=failure, done_at=done_at, next_at=next_at
+        )
         return failure is None

@@ -56,11 +56,12 @@ from brainhands.shared.store import (
     SessionRecord,
     SessionState,
     SubmissionRecord,
+    TaskChange,
+    TaskOrigin,
     TaskRecord,
     TaskStatus,
     ToolCatalog,
 )
-from brainhands.shared.store.draft import TaskChange, TaskOrigin
 from brainhands.shared.topology import Topology
 
 if TYPE_CHECKING:

@@ -25,9 +25,7 @@ from brainhands.brain.task import (
     TaskView,
 )
 from brainhands.shared.live import LivePublisher, TextStream
-from brainhands.shared.store import TaskRecord
-from brainhands.shared.store.declarations import ToolCatalog
-from brainhands.shared.store.records import EntryRecord
+from brainhands.shared.store import EntryRecord, TaskRecord, ToolCatalog
 
 log = logging.getLogger("brainhands.brain")
 

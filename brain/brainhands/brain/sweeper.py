@@ -46,21 +46,14 @@ from brainhands.shared import metrics
 from brainhands.shared.broker import Broker
 from brainhands.shared.calls import ToolCallIntent
 from brainhands.shared.errors import BrainhandsError, BrokerError
+from brainhands.shared.keys import SWEEPER_RESOURCE, operation_resource, session_resource
 from brainhands.shared.lease import Lease, LeaseManager
 from brainhands.shared.messages import SessionWake, ToolJob
 from brainhands.shared.progress import QueueProgress
-from brainhands.shared.store import Store
-from brainhands.shared.store.outbox import sessions_with_unsent
-from brainhands.shared.store.queries import (
-    PendingCall,
-    SessionRef,
-    calls_without_outcome,
-    sessions_needing_attention,
-)
+from brainhands.shared.store import PendingCall, SessionRef, Store
 
 log = logging.getLogger("brainhands.sweeper")
 
-RESOURCE = "sweeper"
 MAX_BACKLOG_BACKOFF = 8
 """The longest hold of a wake-up, in backlog graces."""
 MARK_MARGIN = 2.0
@@ -218,7 +211,7 @@ class Sweeper:
     async def _hold(self) -> bool:
         if self._lease is not None and await self.leases.renew(self._lease):
             return True
-        self._lease = await self.leases.acquire(RESOURCE)
+        self._lease = await self.leases.acquire(SWEEPER_RESOURCE)
         if self._lease is not None:
             log.info("sweeping", extra={"event": "sweeper_active"})
         return self._lease is not None
@@ -228,11 +221,11 @@ class Sweeper:
         sent: Counter[str] = Counter()
         now = time.time()
         # Work is only re-triggered once its own trigger had a period to land.
-        sessions = await sessions_needing_attention(self.store, now=now, grace=self.period)
-        unsent = await sessions_with_unsent(self.store, [s.session_id for s in sessions])
+        sessions = await self.store.queries.sessions_needing_attention(now=now, grace=self.period)
+        unsent = await self.store.outbox.sessions_with_unsent([s.session_id for s in sessions])
         self._watched = watch_sessions(self._watched, sessions, unsent, now)
-        busy = await self.leases.held([f"session:{s.session_id}" for s in sessions])
-        idle = [ref for ref in sessions if f"session:{ref.session_id}" not in busy]
+        busy = await self.leases.held([session_resource(s.session_id) for s in sessions])
+        idle = [ref for ref in sessions if session_resource(ref.session_id) not in busy]
         blocked = [ref for ref in idle if ref.blocked]
         idle = [ref for ref in idle if not ref.blocked]
         depths = await self._depths({ref.compat for ref in idle})
@@ -272,11 +265,15 @@ class Sweeper:
                 watch, woken_at=now, woken=watch.woken + 1
             )
             sent["blocked_rechecked" if ref.blocked else "session_woken"] += 1
-        calls = await calls_without_outcome(self.store, older_than=now - self.redispatch_after)
-        running = await self.leases.held([f"operation:{c.task.operation_id}" for c in calls])
+        calls = await self.store.queries.calls_without_outcome(
+            older_than=now - self.redispatch_after
+        )
+        running = await self.leases.held(
+            [operation_resource(str(c.task.operation_id)) for c in calls]
+        )
         for call in calls:
             task = call.task
-            if task.kind != TOOL_KIND or f"operation:{task.operation_id}" in running:
+            if task.kind != TOOL_KIND or operation_resource(str(task.operation_id)) in running:
                 continue
             job = self._job(call)
             if job is None:

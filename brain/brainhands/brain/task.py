@@ -16,11 +16,10 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from brainhands.brain.ids import CHOSEN_OPERATION_ID_MAX
-from brainhands.shared.store.inbox import DECISION_SIGNAL
-from brainhands.shared.store.records import EntryRecord
+from brainhands.shared.store import EntryRecord
+from brainhands.shared.vocabulary import DECISION_SIGNAL, SIGNAL_NAME_MAX
 
 JoinPolicy = Literal["all_settled", "fail_fast"]
-SIGNAL_NAME_MAX = 128
 Outcome = Literal["succeeded", "failed", "cancelled"]
 
 

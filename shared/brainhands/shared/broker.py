@@ -40,11 +40,7 @@ from aiormq import spec
 
 from brainhands.shared import metrics
 from brainhands.shared.consumer import Consumer
-from brainhands.shared.delivery import TRANSPORT_ERRORS, Handler
-
-# Delivery is re-exported only for brain/worker.py, until it imports it from
-# brainhands.shared.delivery.
-from brainhands.shared.delivery import Delivery as Delivery
+from brainhands.shared.delivery import TRANSPORT_ERRORS, Delivery, Handler
 from brainhands.shared.errors import BrokerError, BrokerUnavailable, UnroutableMessage
 from brainhands.shared.messages import Message, encode
 from brainhands.shared.topology import Topology

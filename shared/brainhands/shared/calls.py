@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from brainhands.shared.messages import ToolJob
 
 if TYPE_CHECKING:
-    from brainhands.shared.store.records import OperationRecord, TaskOutcome, TaskRecord
+    from brainhands.shared.store import OperationRecord, TaskOutcome, TaskRecord
 
 
 @dataclass(frozen=True)

@@ -12,9 +12,11 @@ from brainhands.shared.store.declarations import ToolCatalog
 from brainhands.shared.store.details import SessionDetail
 from brainhands.shared.store.draft import (
     Draft,
+    NewTask,
     OutboxMessage,
     SubmissionChange,
     TaskChange,
+    TaskOrigin,
     new_id,
 )
 from brainhands.shared.store.guard import ANSWER_CHANNEL, SESSION_CHANNEL
@@ -64,6 +66,7 @@ __all__ = [
     "InboxReceipt",
     "InboxRecord",
     "JoinPolicy",
+    "NewTask",
     "NotificationFeed",
     "OperationClaim",
     "OperationLedger",
@@ -84,6 +87,7 @@ __all__ = [
     "SubmissionStatus",
     "SubmitReceipt",
     "TaskChange",
+    "TaskOrigin",
     "TaskOutcome",
     "TaskRecord",
     "TaskStatus",
