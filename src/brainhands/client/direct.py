@@ -23,7 +23,6 @@ import contextlib
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from types import TracebackType
 from typing import Any
 
 from brainhands.client.approvals import (
@@ -164,12 +163,7 @@ class Client:
     async def __aenter__(self) -> Client:
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         await self.close()
 
     async def close(self) -> None:

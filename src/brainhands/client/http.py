@@ -15,7 +15,6 @@ import json
 import threading
 from collections.abc import AsyncIterator, Coroutine, Sequence
 from dataclasses import dataclass, field
-from types import TracebackType
 from typing import Any, TypeVar
 
 import httpx
@@ -101,12 +100,7 @@ class HttpClient:
     async def __aenter__(self) -> HttpClient:
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         await self.close()
 
     async def close(self) -> None:

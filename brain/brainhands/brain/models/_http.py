@@ -15,7 +15,6 @@ from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Callable, Iterator
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
-from types import TracebackType
 from typing import Any, Self
 
 import httpx
@@ -53,12 +52,7 @@ class HttpModel(ABC):
     async def __aenter__(self) -> Self:
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
 
     @abstractmethod
