@@ -44,8 +44,10 @@ async def test_submit_wait_read_and_follow_a_session_over_http(brains: BrainHarn
         view = await client.session("s1")
         assert view["session"]["id"] == "s1" and view["session"]["tenant"] == "acme"
         for n in range(2, 5):
-            await client.submit(f"s{n}", STEPS)
-        listed = [s["id"] async for s in client.sessions(limit=2)]  # page after page
+            await (await client.submit(f"s{n}", STEPS)).result(timeout=60)
+        # Page after page, over sessions that no longer change: a session a Brain commits
+        # while the pages are read moves to the front, after the pages that passed it.
+        listed = [s["id"] async for s in client.sessions(limit=2)]
         assert sorted(listed) == ["s1", "s2", "s3", "s4"]
 
         # The stream resumes after the last view seen: nothing repeated, nothing missed.

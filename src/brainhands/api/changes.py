@@ -13,6 +13,7 @@ import contextlib
 from collections.abc import Iterator
 from typing import Protocol
 
+from brainhands.api.watcher import registered
 from brainhands.shared.store import SESSION_CHANNEL, Store
 from brainhands.shared.tenancy import split_key
 
@@ -59,28 +60,19 @@ class SessionChanges:
     def watch(self, session_id: str, watcher: Listener) -> Iterator[None]:
         """Tell ``watcher`` whenever the session of store key ``session_id`` may have
         committed, while the block runs."""
-        self._watchers.setdefault(session_id, set()).add(watcher)
         try:
-            yield
+            with registered(self._watchers, session_id, watcher):
+                yield
         finally:
-            watchers = self._watchers[session_id]
-            watchers.discard(watcher)
-            if not watchers:
-                del self._watchers[session_id]
+            if session_id not in self._watchers:
                 self._heard_count.pop(session_id, None)
 
     @contextlib.contextmanager
     def watch_tenant(self, tenant: str, watcher: Listener) -> Iterator[None]:
         """Tell ``watcher`` whenever one of ``tenant``'s sessions may have committed (or
         been created), while the block runs; other tenants' commits do not wake it."""
-        self._tenants.setdefault(tenant, set()).add(watcher)
-        try:
+        with registered(self._tenants, tenant, watcher):
             yield
-        finally:
-            watchers = self._tenants[tenant]
-            watchers.discard(watcher)
-            if not watchers:
-                del self._tenants[tenant]
 
     def _heard(self, session_id: str) -> None:
         if session_id in self._watchers:

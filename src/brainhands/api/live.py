@@ -8,7 +8,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 
-from brainhands.api.watcher import Watcher
+from brainhands.api.watcher import Watcher, registered
 from brainhands.shared.broker import Broker
 from brainhands.shared.consumer import Consumer
 from brainhands.shared.delivery import Delivery
@@ -32,14 +32,8 @@ class LiveNotes:
     @contextlib.contextmanager
     def watch(self, session_id: str, watcher: Watcher) -> Iterator[None]:
         """Hand ``watcher`` the notes of ``session_id`` while the block runs."""
-        self._watchers.setdefault(session_id, set()).add(watcher)
-        try:
+        with registered(self._watchers, session_id, watcher):
             yield
-        finally:
-            watchers = self._watchers[session_id]
-            watchers.discard(watcher)
-            if not watchers:
-                del self._watchers[session_id]
 
     async def _heard(self, message: Message, delivery: Delivery) -> None:
         await delivery.ack()

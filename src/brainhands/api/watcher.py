@@ -17,7 +17,7 @@ import asyncio
 import contextlib
 from collections import deque
 from collections.abc import Iterator
-from typing import Literal
+from typing import Literal, TypeVar
 
 from brainhands.shared.messages import LiveNote
 
@@ -27,6 +27,20 @@ KEEPALIVE = 15.0
 """Seconds between pings of every stream."""
 
 News = LiveNote | Literal["changed", "ping", "closed"]
+_W = TypeVar("_W")
+
+
+@contextlib.contextmanager
+def registered(registry: dict[str, set[_W]], key: str, item: _W) -> Iterator[None]:
+    """``item`` among ``registry[key]`` while the block runs; a key left with none goes."""
+    registry.setdefault(key, set()).add(item)
+    try:
+        yield
+    finally:
+        items = registry[key]
+        items.discard(item)
+        if not items:
+            del registry[key]
 
 
 class Watcher:
