@@ -97,6 +97,18 @@ async def test_the_end_is_posted_once_it_is_known_through_a_kill_and_a_failing_r
         within=30,
         what="the webhook accepted",
     )
+    # The receiver has the post before the sweeper has its answer and records it.
+    submission = await brains.store.submissions.get("acme/s1", handle.request_id)
+
+    async def recorded() -> bool:
+        sub = schema.submission
+        async with brains.store.backend.snapshot() as conn:
+            done = await conn.scalar(
+                select(sub.c.callback_done_at).where(sub.c.id == submission.id)
+            )
+        return done is not None
+
+    await eventually(recorded, within=30, what="the accepted post recorded")
     sub = schema.submission
     async with brains.store.backend.snapshot() as conn:
         row = (await conn.execute(select(sub).where(sub.c.session_id == "acme/s1"))).one()
