@@ -14,12 +14,9 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from brainhands.shared.config import normalize_database_url
 from brainhands.shared.errors import BrainhandsError
-from brainhands.shared.store import Store
-from tests.helpers.cluster import Cluster
-from tests.helpers.harness import start_email_service
+from tests.helpers.cluster import Cluster, deployment
 from tests.helpers.pg_pair import PostgresPair, postgres_pair
 from tests.helpers.polling import eventually
-from tests.helpers.rabbit import broker_env
 from tests.helpers.stores import StoreTarget
 
 pytestmark = [pytest.mark.integration, pytest.mark.chaos, pytest.mark.timeout(240)]
@@ -36,19 +33,8 @@ async def failover_cluster(
     pair: PostgresPair, rabbitmq_url: str, redis_url: str, namespace: str, tmp_path: Path
 ) -> AsyncIterator[Cluster]:
     target = StoreTarget(normalize_database_url(pair.url), None)
-    store = await Store.open(target.url, upgrade=True)
-    service, email_url = await start_email_service(tmp_path)
-    async with broker_env(rabbitmq_url, namespace) as env:
-        await env.brain_queue("v1")
-        await env.hands_queue("email")
-        deployment = Cluster(store, target, env, redis_url, email_url, tmp_path)
-        try:
-            yield deployment
-        finally:
-            deployment.stop_all()
-            service.kill()
-            service.wait()
-            await store.close()
+    async with deployment(target, rabbitmq_url, redis_url, namespace, tmp_path) as made:
+        yield made
 
 
 async def once_it_answers(check: Callable[[], Awaitable[bool]]) -> bool:

@@ -6,10 +6,12 @@ the email service, and Brain, Hands and sweeper processes that tests kill and fr
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
 from collections import Counter
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,9 +20,10 @@ from sqlalchemy import func, select
 
 from brainhands.examples.notify.email_client import EmailClient
 from brainhands.shared.store import Store, schema
+from tests.helpers.harness import start_email_service
 from tests.helpers.polling import eventually
 from tests.helpers.processes import spawn_module
-from tests.helpers.rabbit import BrokerEnv
+from tests.helpers.rabbit import BrokerEnv, broker_env
 from tests.helpers.stores import StoreTarget
 from tests.helpers.submitting import submit_input
 
@@ -213,3 +216,24 @@ class Cluster:
                 os.kill(proc.pid, signal.SIGCONT)
                 proc.kill()
             proc.wait()
+
+
+@contextlib.asynccontextmanager
+async def deployment(
+    target: StoreTarget, rabbitmq_url: str, redis_url: str, namespace: str, tmp_path: Path
+) -> AsyncIterator[Cluster]:
+    """The whole deployment on ``target``'s store, its queues declared, its email service
+    started; every process it started is stopped on the way out."""
+    store = await Store.open(target.url, upgrade=True, db_schema=target.schema)
+    service, email_url = await start_email_service(tmp_path)
+    async with broker_env(rabbitmq_url, namespace) as env:
+        await env.brain_queue("v1")
+        await env.hands_queue("email")
+        cluster = Cluster(store, target, env, redis_url, email_url, tmp_path)
+        try:
+            yield cluster
+        finally:
+            cluster.stop_all()
+            service.kill()
+            service.wait()
+            await store.close()

@@ -22,23 +22,17 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import pytest
+from tests.helpers.services import unavailable
 
 BIN = Path(os.environ.get("BRAINHANDS_TEST_PG_BIN", "/usr/lib/postgresql/15/bin"))
 STANDBY_NAME = "standby"
+CANNOT = "a PostgreSQL primary and standby cannot be made here: "
 
 
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
-
-
-def _unavailable(reason: str) -> None:
-    message = f"a PostgreSQL primary and standby cannot be made here: {reason}"
-    if os.environ.get("CI", "").lower() == "true":
-        pytest.fail(message)
-    pytest.skip(message)
 
 
 @dataclass
@@ -136,13 +130,13 @@ class PostgresPair:
 def postgres_pair() -> Iterator[PostgresPair]:
     """A started primary and synchronous standby, stopped and deleted on the way out."""
     if not (BIN / "initdb").exists() or shutil.which("runuser") is None:
-        _unavailable(f"no {BIN / 'initdb'} or no runuser (set BRAINHANDS_TEST_PG_BIN)")
+        unavailable(f"{CANNOT}no {BIN / 'initdb'} or no runuser (set BRAINHANDS_TEST_PG_BIN)")
     root = Path(tempfile.mkdtemp(prefix="brainhands-pg-pair-"))
     try:
         shutil.chown(root, "postgres")
     except (LookupError, PermissionError) as exc:
         shutil.rmtree(root, ignore_errors=True)
-        _unavailable(f"the postgres user cannot own {root}: {exc}")
+        unavailable(f"{CANNOT}the postgres user cannot own {root}: {exc}")
     pair = PostgresPair(root, free_port(), free_port())
     try:
         pair.start()

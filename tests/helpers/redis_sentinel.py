@@ -9,7 +9,6 @@ which may lack the primary's last writes (replication is asynchronous). Where
 from __future__ import annotations
 
 import contextlib
-import os
 import shutil
 import signal
 import subprocess
@@ -19,21 +18,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import pytest
 from redis import Redis
 
 from tests.helpers.pg_pair import free_port
+from tests.helpers.services import unavailable
 
 MASTER = "brainhands"
 SENTINELS = 3
 DOWN_AFTER_MS = 1000
-
-
-def _unavailable(reason: str) -> None:
-    message = f"Redis with Sentinel cannot be started here: {reason}"
-    if os.environ.get("CI", "").lower() == "true":
-        pytest.fail(message)
-    pytest.skip(message)
 
 
 @dataclass
@@ -146,7 +138,7 @@ def _wait_for_link(port: int, within: float = 10.0) -> None:
 def sentinel_group() -> Iterator[SentinelGroup]:
     """A started primary, replica and Sentinels, stopped and deleted on the way out."""
     if shutil.which("redis-server") is None:
-        _unavailable("no redis-server on the PATH")
+        unavailable("Redis with Sentinel cannot be started here: no redis-server on the PATH")
     root = Path(tempfile.mkdtemp(prefix="brainhands-sentinel-"))
     group = SentinelGroup(root)
     try:

@@ -24,14 +24,18 @@ ENV = {
 }
 
 
-def _missing(name: str) -> None:
-    message = (
-        f"{name} is not available: set {ENV[name]} to a running {name} "
-        "(or run where a Docker engine can start one)"
-    )
+def unavailable(message: str) -> None:
+    """Skip the test saying why a service it needs is missing; under ``CI=true``, fail."""
     if os.environ.get("CI", "").lower() == "true":
         pytest.fail(message)
     pytest.skip(message)
+
+
+def _missing(name: str) -> None:
+    unavailable(
+        f"{name} is not available: set {ENV[name]} to a running {name} "
+        "(or run where a Docker engine can start one)"
+    )
 
 
 @contextlib.contextmanager
