@@ -58,7 +58,9 @@ start), then with this tree's, each pass in a namespace and schema of its own. T
 (parts 4 and 5 once, after both) is this tree's, then a table of both side by side with
 after / before: round trip p50, throughputs, and the CPU per session of the Brains, the Hands
 and the services (``bench/roundtrip_before.py``); the floor's own drift between the passes
-is the measure of the run's noise.
+is the measure of the run's noise. ``--rounds N`` repeats both passes N times, alternating
+their order (before, after, after, before, ...) so that a machine whose speed drifts during
+the run weighs on both alike, and compares the medians.
 
 Targets: round trip p50 <= 2x the floor's; throughput not less than 0.5x Celery's (no-op, as it
 comes) and 2x DBOS's best (direct or queue; the fan-out row against DBOS's fan-out). Ours does
@@ -69,7 +71,7 @@ part 3 by ``bench/roundtrip_floor.py``, part 4 by ``bench/roundtrip_celery.py``,
 
     .venv/bin/python -m bench.roundtrip [--sessions S] [--burst S2] [--fanout-burst S3]
         [--floor F] [--celery-burst N] [--dbos-burst N] [--no-celery] [--no-dbos]
-        [--before REF]
+        [--before REF [--rounds N]]
 """
 
 from __future__ import annotations
@@ -697,13 +699,20 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="first measure parts 1 to 3 with the Brains and Hands of this commit, then this "
         "tree's, and compare",
     )
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="with --before: measure both trees this many times, alternating (before, after, "
+        "after, before, ...), and compare the medians",
+    )
     add_service_urls(parser, "postgres", "rabbitmq", "redis")
     args = parser.parse_args(argv)
     counts = [args.sessions, args.burst, args.celery_serial, args.celery_burst, args.floor_lanes]
     counts += [args.dbos_serial, args.dbos_burst]
     if args.floor_burst < args.floor_lanes:
         parser.error("--floor-burst must be at least --floor-lanes (a round trip per lane)")
-    if min(*counts, args.celery_concurrency) < 1 or args.floor < 2 or args.warmup < 0:
+    if min(*counts, args.celery_concurrency, args.rounds) < 1 or args.floor < 2 or args.warmup < 0:
         parser.error("counts must be positive (--floor at least 2), --warmup not negative")
     return args
 
@@ -728,23 +737,29 @@ async def main(args: argparse.Namespace) -> None:
     stop_on_sigterm()
     tag, _, _ = run_names("roundtrip")
     print(f"roundtrip bench on {machine()}", flush=True)
-    before: Results | None = None
+    befores: list[Results] = []
+    afters: list[Results] = []
     with tempfile.TemporaryDirectory(prefix="brainhands-bench-roundtrip-") as tmp:
         logs = Path(args.logs or tmp)
-        if args.before:
-            with extracted(args.before) as old:
-                print(f"\n== before: the Brains and Hands of {args.before}", flush=True)
-                before = await measure(args, logs / "before", old)
-            print("\n== after: the Brains and Hands of this tree", flush=True)
-            logs = logs / "after"
-        results = await measure(args, logs, ROOT)
+        with contextlib.ExitStack() as stack:
+            old = stack.enter_context(extracted(args.before)) if args.before else None
+            for n in range(args.rounds if old else 1):
+                passes = [(afters, ROOT, "this tree")]
+                if old is not None:
+                    passes.insert(0, (befores, old, args.before))
+                    print(f"\n== round {n + 1} of {args.rounds}", flush=True)
+                for done, code, name in passes[:: -1 if n % 2 else 1]:
+                    print(f"\n== the Brains and Hands of {name}", flush=True)
+                    side = "before" if done is befores else "after"
+                    done.append(await measure(args, logs / f"{side}-{n + 1}", code))
+        results = afters[-1]
         if not args.no_celery:
             results.celery = await bench_celery(args, tag, logs)
         if not args.no_dbos:
             results.dbos = await bench_dbos(args, tag, logs)
     report(args, results)
-    if before is not None:
-        compare(args.before, before, results)
+    if befores:
+        compare(args.before, befores, afters)
     print(f"({machine()})")
 
 

@@ -13,8 +13,9 @@ agents and tools included); ``compare`` prints the table.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from statistics import median
 from typing import TYPE_CHECKING
 
 from bench._services import SERVICE_PROCESSES, module_origins
@@ -80,30 +81,56 @@ def workloads(r: Results) -> list[tuple[str, dict[str, float]]]:
     return done + ([("fan-out 2B+2H", r.fanout_cpu)] if r.fanout_sessions else [])
 
 
-def compare(ref: str, was: Results, now: Results) -> None:
-    """Print ``was`` (the workers of ``ref``) and ``now`` (this tree's) side by side, with
-    now / was, and whether each CPU per session stayed within ``CPU_TOLERANCE``."""
+def workers_cpu(r: Results, workload: int) -> float:
+    """CPU seconds per session of the Brains and Hands together in one workload of ``r``."""
+    return dict(cpu_parts(workloads(r)[workload][1]))[WORKERS]
+
+
+def cpu_table(rounds: Sequence[Results]) -> list[tuple[str, list[tuple[str, float]]]]:
+    """Per workload, each part's CPU per session: the median over ``rounds``."""
+    per_round = [[(label, cpu_parts(used)) for label, used in workloads(r)] for r in rounds]
+    table = []
+    for w, (label, parts) in enumerate(per_round[0]):
+        medians = [
+            (part, median(r[w][1][p][1] for r in per_round)) for p, (part, _) in enumerate(parts)
+        ]
+        table.append((label, medians))
+    return table
+
+
+def compare(ref: str, was: Sequence[Results], now: Sequence[Results]) -> None:
+    """Print ``was`` (the workers of ``ref``) and ``now`` (this tree's) side by side, each the
+    median of its rounds, with now / was, and whether each CPU per session stayed within
+    ``CPU_TOLERANCE``; then the Brains' and Hands' CPU ratio of every round, paired in the
+    order they ran."""
+
+    def mid(measure: Callable[[Results], float]) -> tuple[float, float]:
+        return median(measure(r) for r in was), median(measure(r) for r in now)
+
     rows: list[Sequence[object]] = [
-        timed("round trip p50 ms, 1 Brain + 1 Hands (serial)", was.serial_p50, now.serial_p50),
-        rated("throughput sessions/s, 2 Brains + 2 Hands", was.burst_rate, now.burst_rate),
+        timed("round trip p50 ms, 1 Brain + 1 Hands (serial)", *mid(lambda r: r.serial_p50)),
+        rated("throughput sessions/s, 2 Brains + 2 Hands", *mid(lambda r: r.burst_rate)),
     ]
-    if now.fanout_sessions:
+    if now[0].fanout_sessions:
         label = f"fan-out tool calls/s, {FANOUT} per model turn"
-        rows.append(rated(label, was.fanout_rate, now.fanout_rate))
+        rows.append(rated(label, *mid(lambda r: r.fanout_rate)))
     rows += [
-        timed("floor p50 ms (no brainhands code: drift)", was.floor_p50, now.floor_p50),
-        rated("floor throughput round trips/s (drift)", was.floor_rate, now.floor_rate),
-        timed("floor CPU ms per round trip (drift)", was.floor_cpu, now.floor_cpu),
+        timed("floor p50 ms (no brainhands code: drift)", *mid(lambda r: r.floor_p50)),
+        rated("floor throughput round trips/s (drift)", *mid(lambda r: r.floor_rate)),
+        timed("floor CPU ms per round trip (drift)", *mid(lambda r: r.floor_cpu)),
     ]
     pairs = [
-        (label, cpu_parts(before), cpu_parts(after))
-        for (label, before), (_, after) in zip(workloads(was), workloads(now), strict=True)
+        (label, before, after)
+        for (label, before), (_, after) in zip(cpu_table(was), cpu_table(now), strict=True)
     ]
     for label, before, after in pairs:
         for (part, a), (_, b) in zip(before, after, strict=True):
             rows.append([f"CPU ms per session, {label}: {part}", *shown(a, b), within(a, b)])
     print()
-    print(f"before ({ref}) -> after (this tree), same run; ratio: after / before")
+    print(
+        f"before ({ref}) -> after (this tree), same run, median of {len(now)} round(s) each "
+        "(the passes alternate: before, after, after, before, ...); ratio: after / before"
+    )
     print_table(
         ["measure", f"before ({ref})", "after", "ratio", f"CPU within {CPU_TOLERANCE:.0%}"],
         rows,
@@ -115,12 +142,16 @@ def compare(ref: str, was: Results, now: Results) -> None:
         "along (it can come out negative). The floor runs no brainhands code: its ratios "
         "are the run's drift between the passes."
     )
-    for label, before, after in pairs:
+    for w, (label, before, after) in enumerate(pairs):
         a, b = dict(before)[WORKERS], dict(after)[WORKERS]
         met = "MET" if within(a, b) == "yes" else "NOT MET"
+        rounds = ", ".join(
+            ratio(workers_cpu(x, w), workers_cpu(y, w)) for x, y in zip(was, now, strict=True)
+        )
         print(
             f"CPU per session ({label}) of the Brains and Hands within {CPU_TOLERANCE:.0%} of "
-            f"{ref}'s: {a * ms:.2f} -> {b * ms:.2f} ms = {ratio(a, b)}: {met}"
+            f"{ref}'s: {a * ms:.2f} -> {b * ms:.2f} ms = {ratio(a, b)}: {met} (by round: "
+            f"{rounds})"
         )
 
 
