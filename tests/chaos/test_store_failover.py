@@ -6,17 +6,15 @@ service's own ledger and the store, ``Cluster.check_invariants``)."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from sqlalchemy.exc import SQLAlchemyError
 
 from brainhands.shared.config import normalize_database_url
-from brainhands.shared.errors import BrainhandsError
 from tests.helpers.cluster import Cluster, deployment
 from tests.helpers.pg_pair import PostgresPair, postgres_pair
-from tests.helpers.polling import eventually
+from tests.helpers.polling import eventually, once_it_answers
 from tests.helpers.stores import StoreTarget
 
 pytestmark = [pytest.mark.integration, pytest.mark.chaos, pytest.mark.timeout(240)]
@@ -35,14 +33,6 @@ async def failover_cluster(
     target = StoreTarget(normalize_database_url(pair.url), None)
     async with deployment(target, rabbitmq_url, redis_url, namespace, tmp_path) as made:
         yield made
-
-
-async def once_it_answers(check: Callable[[], Awaitable[bool]]) -> bool:
-    """``check``, or False while the test's own reads still meet the dead primary."""
-    try:
-        return await check()
-    except (SQLAlchemyError, BrainhandsError, OSError):
-        return False
 
 
 async def test_the_primary_dies_mid_burst_and_the_standby_takes_over(

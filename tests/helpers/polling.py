@@ -7,6 +7,10 @@ import inspect
 import time
 from collections.abc import Awaitable, Callable
 
+from sqlalchemy.exc import SQLAlchemyError
+
+from brainhands.shared.errors import BrainhandsError
+
 
 async def eventually(
     check: Callable[[], bool | Awaitable[bool]], *, within: float = 15.0, what: str = "condition"
@@ -20,3 +24,12 @@ async def eventually(
         if time.monotonic() > deadline:
             raise AssertionError(f"{what} not reached within {within}s")
         await asyncio.sleep(0.05)
+
+
+async def once_it_answers(check: Callable[[], Awaitable[bool]]) -> bool:
+    """``check``, or False while the store it reads does not answer (a fault is on it: a
+    primary being replaced, a partition)."""
+    try:
+        return await check()
+    except (SQLAlchemyError, BrainhandsError, OSError):
+        return False

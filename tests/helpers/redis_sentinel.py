@@ -53,7 +53,7 @@ class SentinelGroup:
             ],
             stdout=subprocess.DEVNULL,
         )
-        _wait_for_ping(port)
+        wait_for_ping(port)
 
     def start(self) -> None:
         self._server("primary", self.primary_port)
@@ -80,7 +80,7 @@ class SentinelGroup:
                 ],
                 stdout=subprocess.DEVNULL,
             )
-            _wait_for_ping(port)
+            wait_for_ping(port)
         self.wait_for_primary(self.primary_port)
 
     def primary(self) -> int | None:
@@ -114,7 +114,7 @@ class SentinelGroup:
             proc.wait()
 
 
-def _wait_for_ping(port: int, within: float = 10.0) -> None:
+def wait_for_ping(port: int, within: float = 10.0) -> None:
     deadline = time.monotonic() + within
     while True:
         with contextlib.suppress(Exception):

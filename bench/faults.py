@@ -1,0 +1,327 @@
+"""The notify deployment soaked through each infrastructure fault, judged at the email
+service's own ledger: one table of what each fault cost.
+
+Per fault, a deployment of its own (``tests/helpers/cluster.py``: the notify example's Brains,
+Hands and email service; a fresh PostgreSQL schema or, where the fault needs them, a store,
+Redis or broker of its own on loopback) runs B batches at once (``--batches``), five emails
+each, their tools cycling through the three policies (``send_query``, ``send_safe``,
+``send_unsafe``); every call is slow (``--delay``) and the first ``--drops`` sends' receipts
+are lost on the way back (the session sleeps, then asks the service), so calls are in flight,
+sleeping and waiting when the fault strikes. Once ``--in-flight`` calls have started the fault is
+injected, and healed; then the run waits for every session to finish (``--timeout``).
+
+The table, one row per fault: what was injected; sessions; **lost** (sessions not finished,
+emails neither sent nor failed); **duplicate** (emails sent more than once: safe or query
+tools; an unsafe one sent twice); **uncertain** (unsafe calls left ``uncertain``, the honest
+answer for an effect that may have happened); calls **failed** (by the fault alone: the
+workload fails none without one); and the **recovery** time p50/p99 after the heal: from
+the heal to the finish of each session still open at that moment.
+
+Faults (``--faults``, all by default): ``worker-kills`` (a Brain and a Hands SIGKILLed, then
+restarted: the baseline), ``store-failover`` (the PostgreSQL primary killed, its synchronous
+standby promoted: ``tests/helpers/pg_pair.py``), ``redis-failover`` (the Redis primary killed,
+Sentinel promotes the replica: ``tests/helpers/redis_sentinel.py``), ``redis-restart`` (a
+Redis of the run's own killed and started again empty).
+
+    .venv/bin/python -m bench.faults [--faults NAME ...] [--batches B] [--in-flight N]
+        [--delay S] [--drops D] [--timeout S]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import signal
+import subprocess
+import tempfile
+import time
+from collections import Counter
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from bench._services import add_service_urls, drop_schemas, new_parser, run_names, stop_on_sigterm
+from bench._stats import machine, percentile, print_table
+from brainhands.shared.config import normalize_database_url
+from tests.helpers.cluster import Cluster, deployment
+from tests.helpers.pg_pair import PostgresPair, free_port, postgres_pair
+from tests.helpers.polling import eventually, once_it_answers
+from tests.helpers.redis_sentinel import SentinelGroup, sentinel_group, wait_for_ping
+from tests.helpers.stores import StoreTarget
+
+TOOLS = ("send_query", "send_safe", "send_unsafe")
+"""The tools the batches cycle through: one per policy."""
+UNSAFE = "send_unsafe"
+
+
+@dataclass
+class Services:
+    """What one fault's deployment runs on, and what the fault acts on."""
+
+    target: StoreTarget
+    redis_url: str
+    env: dict[str, str] = field(default_factory=dict)
+    pair: PostgresPair | None = None
+    sentinels: SentinelGroup | None = None
+    redis: subprocess.Popen[bytes] | None = None
+    redis_port: int = 0
+
+
+ServicesFor = Callable[[argparse.Namespace, str], contextlib.AbstractAsyncContextManager[Services]]
+Injection = Callable[[Cluster, Services], Awaitable[str]]
+"""Breaks something, heals it, and says what it did; returns once the heal is done."""
+
+
+@dataclass
+class Row:
+    fault: str
+    injected: str
+    sessions: int
+    lost: int
+    duplicate: int
+    uncertain: int
+    failed: int
+    recovery: list[float]
+    seconds: float
+
+
+# The services each fault runs on -----------------------------------------------------------
+
+
+@contextlib.asynccontextmanager
+async def system_services(args: argparse.Namespace, schema: str) -> AsyncIterator[Services]:
+    """The machine's PostgreSQL (a schema of the run's own) and Redis."""
+    try:
+        yield Services(
+            StoreTarget(normalize_database_url(args.database_url), schema), args.redis_url
+        )
+    finally:
+        await drop_schemas(args.database_url, schema)
+
+
+@contextlib.asynccontextmanager
+async def failover_store(args: argparse.Namespace, schema: str) -> AsyncIterator[Services]:
+    """A PostgreSQL primary and its synchronous standby, named by one multi-host URL."""
+    with postgres_pair() as pair:
+        target = StoreTarget(normalize_database_url(pair.url), None)
+        yield Services(target, args.redis_url, pair=pair)
+
+
+@contextlib.asynccontextmanager
+async def sentinel_redis(args: argparse.Namespace, schema: str) -> AsyncIterator[Services]:
+    """A Redis primary, a replica and three Sentinels; the machine's PostgreSQL."""
+    with sentinel_group() as group:
+        async with system_services(args, schema) as services:
+            services.redis_url = "redis:///0"
+            services.env = {
+                "BRAINHANDS_REDIS_SENTINELS": group.sentinels,
+                "BRAINHANDS_REDIS_SENTINEL_MASTER": "brainhands",
+            }
+            services.sentinels = group
+            yield services
+
+
+@contextlib.asynccontextmanager
+async def own_redis(args: argparse.Namespace, schema: str) -> AsyncIterator[Services]:
+    """A Redis of the run's own, keeping nothing on disk, to kill and start again empty."""
+    port = free_port()
+    async with system_services(args, schema) as services:
+        services.redis_port = port
+        services.redis_url = f"redis://127.0.0.1:{port}/0"
+        services.redis = start_redis(port)
+        try:
+            yield services
+        finally:
+            services.redis.kill()
+            services.redis.wait()
+
+
+def start_redis(port: int) -> subprocess.Popen[bytes]:
+    argv = ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", ""]
+    proc = subprocess.Popen([*argv, "--appendonly", "no"], stdout=subprocess.DEVNULL)
+    wait_for_ping(port)
+    return proc
+
+
+# The faults ----------------------------------------------------------------------------------
+
+
+async def kill_workers(cluster: Cluster, services: Services) -> str:
+    for name in ("brain-0", "hands-0"):
+        cluster.kill(name)
+    await asyncio.sleep(1)
+    for name in ("brain-0", "hands-0"):
+        cluster.start(name)
+    return "SIGKILL of a Brain and a Hands, restarted 1 s later"
+
+
+async def fail_the_store_over(cluster: Cluster, services: Services) -> str:
+    assert services.pair is not None
+    await asyncio.to_thread(services.pair.kill_primary)
+    await asyncio.sleep(1)
+    await asyncio.to_thread(services.pair.promote_standby)
+    return "PostgreSQL primary SIGKILLed, synchronous standby promoted 1 s later"
+
+
+async def fail_redis_over(cluster: Cluster, services: Services) -> str:
+    group = services.sentinels
+    assert group is not None
+    await asyncio.to_thread(group.kill_primary)
+    await asyncio.to_thread(group.wait_for_primary, group.replica_port)
+    return "Redis primary SIGKILLed, Sentinel promoted the replica"
+
+
+async def restart_redis_empty(cluster: Cluster, services: Services) -> str:
+    assert services.redis is not None
+    services.redis.send_signal(signal.SIGKILL)
+    services.redis.wait()
+    await asyncio.sleep(2)
+    services.redis = await asyncio.to_thread(start_redis, services.redis_port)
+    return "Redis SIGKILLed, started again empty 2 s later"
+
+
+FAULTS: dict[str, tuple[ServicesFor, Injection]] = {
+    "worker-kills": (system_services, kill_workers),
+    "store-failover": (failover_store, fail_the_store_over),
+    "redis-failover": (sentinel_redis, fail_redis_over),
+    "redis-restart": (own_redis, restart_redis_empty),
+}
+
+
+# One run ---------------------------------------------------------------------------------------
+
+
+async def soak(args: argparse.Namespace, name: str, tmp: Path) -> Row:
+    """The workload through fault ``name`` on a deployment of its own; its row."""
+    services_for, inject = FAULTS[name]
+    _, namespace, schema = run_names("faults")
+    started = time.monotonic()
+    async with (
+        services_for(args, schema) as services,
+        deployment(services.target, args.rabbitmq_url, services.redis_url, namespace, tmp) as c,
+    ):
+        await c.email.set_faults(delay=args.delay, drop_next=args.drops)
+        for n in range(2):
+            c.start(f"brain-{n}", **services.env)
+            c.start(f"hands-{n}", **services.env)
+        for n in range(args.batches):
+            await c.submit_batches(1, tool=TOOLS[n % len(TOOLS)])
+        await eventually(
+            lambda: once_it_answers(lambda: c.operations_started(args.in_flight)),
+            within=args.timeout,
+            what=f"{args.in_flight} calls in flight",
+        )
+        injected = await inject(c, services)
+        healed = time.time()
+        print(f"  {name}: {injected}", flush=True)
+        with contextlib.suppress(AssertionError):
+            await eventually(
+                lambda: once_it_answers(c.all_done), within=args.timeout, what="the end"
+            )
+        row = await judge(c, name, injected, healed)
+    row.seconds = time.monotonic() - started
+    return row
+
+
+async def judge(c: Cluster, name: str, injected: str, healed: float) -> Row:
+    """Count, at the email service's ledger and in the store, what the fault cost."""
+    ledger = await c.email.ledger()
+    sent = Counter(s["key"] for s in ledger["sends"])
+    sent_unsafe = Counter(s["key"] for s in ledger["unsafe_sends"])
+    lost = duplicate = uncertain = failed = 0
+    recovery: list[float] = []
+    for session in c.sessions:
+        tasks, operations = await c.store.queries.history(session)
+        root = next(t for t in tasks if t.parent_id is None)
+        if root.status != "terminal":
+            lost += 1
+        elif root.updated_at > healed:
+            recovery.append(root.updated_at - healed)
+        uncertain += sum(o.status == "uncertain" for o in operations)
+        for notice in (t for t in tasks if t.kind == "send-notice"):
+            key = notice.input["key"]
+            times = sent_unsafe[key] if notice.input.get("tool") == UNSAFE else sent[key]
+            duplicate += times > 1
+            if notice.status != "terminal":
+                lost += 1
+            elif notice.outcome != "succeeded":
+                failed += 1
+    return Row(name, injected, len(c.sessions), lost, duplicate, uncertain, failed, recovery, 0.0)
+
+
+# The report ------------------------------------------------------------------------------------
+
+
+def seconds(samples: Sequence[float], q: float) -> str:
+    return f"{percentile(list(samples), q):.1f}" if samples else "-"
+
+
+def report(rows: Sequence[Row]) -> None:
+    print()
+    print_table(
+        [
+            "fault",
+            "sessions",
+            "lost",
+            "duplicate",
+            "uncertain",
+            "failed",
+            "recovery p50 s",
+            "p99 s",
+        ],
+        [
+            [
+                r.fault,
+                r.sessions,
+                r.lost,
+                r.duplicate,
+                r.uncertain,
+                r.failed,
+                seconds(r.recovery, 50),
+                seconds(r.recovery, 99),
+            ]
+            for r in rows
+        ],
+        align="<>>>>>>>",
+    )
+    for r in rows:
+        print(f"{r.fault}: {r.injected}; the run took {r.seconds:.0f} s")
+    bad = [r.fault for r in rows if r.lost or r.duplicate]
+    verdict = f"LOST OR DUPLICATED under: {', '.join(bad)}" if bad else "0 lost, 0 duplicate"
+    print(f"{verdict} (unsafe calls may end uncertain: at most once, never silently retried)")
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    parser = new_parser(__doc__)
+    parser.add_argument(
+        "--faults", nargs="+", choices=sorted(FAULTS), default=list(FAULTS), help="which faults"
+    )
+    parser.add_argument("--batches", type=int, default=30, help="sessions of 5 emails per fault")
+    parser.add_argument(
+        "--in-flight", type=int, default=8, help="calls started before the fault strikes"
+    )
+    parser.add_argument("--delay", type=float, default=0.2, help="seconds every send takes")
+    parser.add_argument("--drops", type=int, default=5, help="receipts the service loses")
+    parser.add_argument("--timeout", type=float, default=240.0, help="seconds a run may take")
+    add_service_urls(parser, "postgres", "rabbitmq", "redis")
+    args = parser.parse_args(argv)
+    if min(args.batches, args.in_flight) < 1 or args.delay < 0 or args.drops < 0:
+        parser.error("--batches and --in-flight must be positive, --delay and --drops not negative")
+    return args
+
+
+async def main(args: argparse.Namespace) -> None:
+    stop_on_sigterm()
+    print(f"faults bench on {machine()}", flush=True)
+    rows = []
+    for name in args.faults:
+        with tempfile.TemporaryDirectory(prefix=f"brainhands-bench-faults-{name}-") as tmp:
+            rows.append(await soak(args, name, Path(tmp)))
+    report(rows)
+    print(f"({machine()})")
+
+
+if __name__ == "__main__":
+    with contextlib.suppress(KeyboardInterrupt, asyncio.CancelledError):
+        asyncio.run(main(parse_args()))
