@@ -9,7 +9,7 @@ Everything a user writes comes from this one module::
 - durable tasks (run by Brains): ``TaskKind``, ``TaskRegistry``, ``TaskView``,
   ``PhaseContext``, ``ChildOutcome``, ``ReceivedSignal`` and the phase results ``Goto``,
   ``Sleep``, ``Spawn``, ``Child``, ``Call``, ``Dispatch``, ``WaitSignal``, ``Finish``,
-  ``Fail`` (``Next`` is their union);
+  ``Fail`` (``Next`` is their union), ``JoinPolicy`` (how a wait for children ends);
 - agents: ``Agent``, ``AgentRegistry``, ``TaskTool``;
 - models: ``ModelAdapter``, ``ModelResponse``, ``ToolCall``, ``ModelError``,
   ``TransientModelError``, ``OpenAIChatModel``, ``AnthropicModel``, ``ModelSettings``,
@@ -30,6 +30,9 @@ distributions add their packages beside it (``brainhands.brain``, ``.hands``, ``
 ``Agent`` in a Hands image, says which to install.
 """
 
+# The star import below is for type checkers only; its names are the ones __all__ lists.
+# ruff: noqa: F405
+
 from __future__ import annotations
 
 import importlib
@@ -43,25 +46,6 @@ from typing import TYPE_CHECKING, Any
 __path__.extend(p for p in pkgutil.extend_path(__path__, __name__) if p not in __path__)
 
 if TYPE_CHECKING:
-    from brainhands.brain import (
-        Call,
-        Child,
-        ChildOutcome,
-        Dispatch,
-        Fail,
-        Finish,
-        Goto,
-        JoinPolicy,
-        Next,
-        PhaseContext,
-        ReceivedSignal,
-        Sleep,
-        Spawn,
-        TaskKind,
-        TaskRegistry,
-        TaskView,
-        WaitSignal,
-    )
     from brainhands.brain.agent import Agent, AgentRegistry, TaskTool
     from brainhands.brain.models import (
         AnthropicModel,
@@ -74,6 +58,8 @@ if TYPE_CHECKING:
         ToolCall,
         TransientModelError,
     )
+    from brainhands.brain.registry import TaskKind, TaskRegistry
+    from brainhands.brain.task import *  # noqa: F403 -- the rest of the Brain row of _HOMES
     from brainhands.client.approvals import ALL, Decision, PendingApproval
     from brainhands.client.direct import Client
     from brainhands.client.http import ApiError, HttpClient, HttpSubmission, SyncHttpClient

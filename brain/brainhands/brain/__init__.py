@@ -7,40 +7,9 @@ atomically.
 """
 
 from brainhands.brain.registry import TaskKind, TaskRegistry
-from brainhands.brain.task import (
-    Call,
-    Child,
-    ChildOutcome,
-    Dispatch,
-    Fail,
-    Finish,
-    Goto,
-    JoinPolicy,
-    Next,
-    PhaseContext,
-    ReceivedSignal,
-    Sleep,
-    Spawn,
-    TaskView,
-    WaitSignal,
-)
 
-__all__ = [
-    "Call",
-    "Child",
-    "ChildOutcome",
-    "Dispatch",
-    "Fail",
-    "Finish",
-    "Goto",
-    "JoinPolicy",
-    "Next",
-    "PhaseContext",
-    "ReceivedSignal",
-    "Sleep",
-    "Spawn",
-    "TaskKind",
-    "TaskRegistry",
-    "TaskView",
-    "WaitSignal",
-]
+# The phase vocabulary, as ``task.__all__`` lists it (a tuple: ``+=`` makes a new one).
+from brainhands.brain.task import *  # noqa: F403
+from brainhands.brain.task import __all__
+
+__all__ += ("TaskKind", "TaskRegistry")

@@ -19,6 +19,25 @@ from brainhands.brain.ids import CHOSEN_OPERATION_ID_MAX
 from brainhands.shared.store import EntryRecord
 from brainhands.shared.vocabulary import DECISION_SIGNAL, SIGNAL_NAME_MAX
 
+__all__: tuple[str, ...] = (
+    "Call",
+    "Child",
+    "ChildOutcome",
+    "Dispatch",
+    "Fail",
+    "Finish",
+    "Goto",
+    "JoinPolicy",
+    "Next",
+    "PhaseContext",
+    "ReceivedSignal",
+    "Sleep",
+    "Spawn",
+    "TaskView",
+    "WaitSignal",
+)
+"""The phase vocabulary: what ``brainhands.brain`` (and ``brainhands``) export from here."""
+
 JoinPolicy = Literal["all_settled", "fail_fast"]
 Outcome = Literal["succeeded", "failed", "cancelled"]
 

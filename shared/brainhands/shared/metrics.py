@@ -27,20 +27,23 @@ INTERRUPTIONS = Counter(
 )
 LEASE_LOST = Counter("brainhands_lease_losses_total", "Holders that lost their lease mid-work")
 _LEASE_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 1.5, 2.0, 3.0, 5.0)
-GROUP_COMMIT = Histogram(
+
+
+def _per_round_trip(name: str, documentation: str) -> Histogram:
+    """How many writes or calls one round trip carried, by ``what`` carried them."""
+    return Histogram(name, documentation, ["what"], buckets=(1, 2, 4, 8, 16, 32, 64))
+
+
+GROUP_COMMIT = _per_round_trip(
     "brainhands_group_commit_writes",
     "Writes per store transaction of a group commit: a Brain's session drafts, a Hands "
     "worker's outcomes (a batch that failed and was committed again one write at a time "
     "counts as its attempts did)",
-    ["what"],
-    buckets=(1, 2, 4, 8, 16, 32, 64),
 )
-BATCH_CALLS = Histogram(
+BATCH_CALLS = _per_round_trip(
     "brainhands_batch_calls",
     "Calls carried by one round trip of a batcher (shared.batch): lease acquisitions and "
     "releases, fence claims, starts, mid-pass reads",
-    ["what"],
-    buckets=(1, 2, 4, 8, 16, 32, 64),
 )
 LEASE_RENEWAL_LAG = Histogram(
     "brainhands_lease_renewal_lag_seconds",

@@ -20,8 +20,10 @@ between the confirm and the mark publishes the row again, which every consumer t
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
+from collections.abc import Iterator
 
 from brainhands.shared import metrics
 from brainhands.shared.broker import Broker, Outgoing
@@ -135,16 +137,8 @@ class OutboxRelay:
                 )
             if not rows:
                 continue
-            try:
+            with _failure_logged("publishing %d committed rows", len(rows)):
                 self._confirmed += await self._publish(rows)
-            except BrainhandsError as exc:
-                # Unmarked rows are polled once their handoff period is over.
-                log.warning(
-                    "publishing %d committed rows failed: %s",
-                    len(rows),
-                    exc,
-                    extra={"event": "relay_error"},
-                )
             if self._confirmed and (self._marker is None or self._marker.done()):
                 self._marker = asyncio.create_task(self._mark_confirmed())
 
@@ -152,16 +146,8 @@ class OutboxRelay:
         """Mark the confirmed rows sent, all those confirmed by then in one statement."""
         while self._confirmed:
             ids, self._confirmed = self._confirmed, []
-            try:
+            with _failure_logged("marking %d published rows sent", len(ids)):
                 await self.store.outbox.mark_sent(ids)
-            except BrainhandsError as exc:
-                # They are polled, and published again, once their handoff period is over.
-                log.warning(
-                    "marking %d published rows sent failed: %s",
-                    len(ids),
-                    exc,
-                    extra={"event": "relay_error"},
-                )
 
     async def drain_once(self) -> int:
         """Publish one batch of unsent rows; return how many were confirmed and marked."""
@@ -215,3 +201,13 @@ class OutboxRelay:
         pruned = await self.store.outbox.prune(older_than=self.retention)
         if pruned:
             log.info("pruned %d sent outbox rows", pruned, extra={"event": "relay_pruned"})
+
+
+@contextlib.contextmanager
+def _failure_logged(what: str, count: int) -> Iterator[None]:
+    """Log a failure of ``what`` (of ``count`` rows) and go on: rows a hand-off did not
+    publish or mark are polled, and published again, once their handoff period is over."""
+    try:
+        yield
+    except BrainhandsError as exc:
+        log.warning("%s failed: %s", what % count, exc, extra={"event": "relay_error"})

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from brainhands.api.changes import SessionChanges
 from brainhands.api.sse import frame
 from brainhands.api.views import list_sessions
-from brainhands.api.watcher import Watcher
+from brainhands.api.watcher import Watcher, watching
 from brainhands.shared.store import SessionFilter, Store
 
 log = logging.getLogger("brainhands.api")
@@ -39,6 +39,14 @@ class _Listed:
     reading: asyncio.Task[None] | None = None
     again: bool = False
     listening: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)
+
+    def __post_init__(self) -> None:
+        # Closed with the last watcher: after the changes stop coming, the read stops too.
+        self.listening.callback(self._stop_reading)
+
+    def _stop_reading(self) -> None:
+        if self.reading is not None:
+            self.reading.cancel()
 
     def changed(self) -> None:
         if self.reading is not None and not self.reading.done():
@@ -71,20 +79,14 @@ class SharedLists:
     def watch(self, tenant: str, watcher: Watcher) -> Iterator[None]:
         """Tell ``watcher`` (``changed``) whenever ``tenant``'s list has changed, while the
         block runs: ``read`` then returns it at once."""
-        listed = self._listed.get(tenant)
-        if listed is None:
-            listed = self._listed[tenant] = _Listed(self, tenant)
-            listed.listening.enter_context(self.changes.watch_tenant(tenant, listed))
-        listed.watchers.add(watcher)
-        try:
+        with watching(
+            self._listed,
+            tenant,
+            watcher,
+            lambda: _Listed(self, tenant),
+            lambda listed: self.changes.watch_tenant(tenant, listed),
+        ):
             yield
-        finally:
-            listed.watchers.discard(watcher)
-            if not listed.watchers:
-                del self._listed[tenant]
-                listed.listening.close()
-                if listed.reading is not None:
-                    listed.reading.cancel()
 
     async def read(self, tenant: str) -> bytes:
         """The tenant's list as last read (read now, once for all, if it never was); only

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from brainhands.api.changes import SessionChanges
 from brainhands.api.sse import frame
 from brainhands.api.views import session_document
-from brainhands.api.watcher import Watcher
+from brainhands.api.watcher import Watcher, watching
 from brainhands.client.direct import Client
 from brainhands.shared.batch import settle
 
@@ -66,18 +66,14 @@ class SharedViews:
     def watch(self, session_id: str, watcher: Watcher) -> Iterator[None]:
         """Tell ``watcher`` (``changed``) whenever a newer view of ``session_id`` has been
         read, while the block runs: ``read`` then returns it at once."""
-        watched = self._watched.get(session_id)
-        if watched is None:
-            watched = self._watched[session_id] = _Watched(self, session_id)
-            watched.listening.enter_context(self.changes.watch(session_id, watched))
-        watched.watchers.add(watcher)
-        try:
+        with watching(
+            self._watched,
+            session_id,
+            watcher,
+            lambda: _Watched(self, session_id),
+            lambda watched: self.changes.watch(session_id, watched),
+        ):
             yield
-        finally:
-            watched.watchers.discard(watcher)
-            if not watched.watchers:
-                del self._watched[session_id]
-                watched.listening.close()
 
     async def read(self, session_id: str) -> Snapshot:
         """The session's view, read at or after the last change heard of."""

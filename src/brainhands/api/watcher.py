@@ -16,8 +16,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections import deque
-from collections.abc import Iterator
-from typing import Literal, TypeVar
+from collections.abc import Callable, Iterator
+from typing import Literal, Protocol, TypeVar
 
 from brainhands.shared.messages import LiveNote
 
@@ -41,6 +41,39 @@ def registered(registry: dict[str, set[_W]], key: str, item: _W) -> Iterator[Non
         items.discard(item)
         if not items:
             del registry[key]
+
+
+class _Shared(Protocol):
+    watchers: set[Watcher]
+    listening: contextlib.ExitStack
+    """What tells it of changes, open while any watcher watches (closed with the last)."""
+
+
+_S = TypeVar("_S", bound=_Shared)
+
+
+@contextlib.contextmanager
+def watching(
+    shared: dict[str, _S],
+    key: str,
+    watcher: Watcher,
+    new: Callable[[], _S],
+    listen: Callable[[_S], contextlib.AbstractContextManager[object]],
+) -> Iterator[None]:
+    """``watcher`` among the watchers of ``shared[key]`` while the block runs: the first one
+    makes it (``new``) and starts its listening (``listen``), the last one gone closes it."""
+    watched = shared.get(key)
+    if watched is None:
+        watched = shared[key] = new()
+        watched.listening.enter_context(listen(watched))
+    watched.watchers.add(watcher)
+    try:
+        yield
+    finally:
+        watched.watchers.discard(watcher)
+        if not watched.watchers:
+            del shared[key]
+            watched.listening.close()
 
 
 class Watcher:

@@ -16,6 +16,10 @@ notifications, and for a notification lost with its connection.
         answer = await handle.result(timeout=30)
 """
 
+# ``timeout`` as arq's ``Job.result`` and asyncio's ``wait_for`` name it: a caller's
+# ``asyncio.timeout`` would cancel a read mid-way instead of raising AnswerTimeout.
+# ruff: noqa: ASYNC109
+
 from __future__ import annotations
 
 import asyncio
@@ -23,7 +27,7 @@ import contextlib
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Unpack
 
 from brainhands.client.approvals import (
     AllPending,
@@ -33,7 +37,7 @@ from brainhands.client.approvals import (
     decide,
     pending_approvals,
 )
-from brainhands.client.submission import Submission
+from brainhands.client.submission import DecidedBy, SignalOptions, Submission, SubmitOptions
 from brainhands.client.views import SessionView, session_view
 from brainhands.shared.broker import Broker
 from brainhands.shared.config import CommonSettings
@@ -192,10 +196,8 @@ class Client:
         session_id: str,
         input: str | dict[str, Any],
         *,
-        request_id: str | None = None,
-        agent: str | None = None,
         principal: str | None = None,
-        callback_url: str | None = None,
+        **options: Unpack[SubmitOptions],
     ) -> Submission:
         """Submit ``input`` to ``session_id`` (created on first contact) and wake its Brains.
 
@@ -207,13 +209,14 @@ class Client:
         ``brain.callbacks``).
         """
         key = self.key(session_id)
+        agent = options.get("agent")
         if isinstance(input, str):
             payload: dict[str, Any] = {"text": input}
             if agent is not None:
                 payload["agent"] = agent
         else:
             payload = input
-        request_id = request_id or uuid.uuid4().hex
+        request_id = options.get("request_id") or uuid.uuid4().hex
         with tracer.start_as_current_span(
             "brainhands.submit", attributes={"session_id": session_id, "request_id": request_id}
         ):
@@ -232,7 +235,7 @@ class Client:
                 compat=self.compat,
                 wake=wake,
                 principal=principal or self.principal,
-                callback_url=callback_url,
+                callback_url=options.get("callback_url"),
             )
             await self._relay.flush()
         return Submission(self, session_id, request_id, receipt.created)
@@ -267,9 +270,8 @@ class Client:
         name: str,
         payload: Any = None,
         *,
-        signal_id: str | None = None,
-        decision: bool = False,
         principal: str | None = None,
+        **options: Unpack[SignalOptions],
     ) -> InboxReceipt:
         """Send the signal ``name`` to ``session_id``: the task waiting for it
         (``WaitSignal``) resumes with ``payload``; with none waiting yet, it is kept until
@@ -278,8 +280,8 @@ class Client:
         (``WaitSignal(..., decision=True)``), which no other signal of that name reaches.
         ``principal``: who sends it (default: the client's). ``NotFoundError`` for an
         unknown session."""
-        signal_id = signal_id or uuid.uuid4().hex
-        name = signal_name(name, signal_id, decision=decision)
+        signal_id = options.get("signal_id") or uuid.uuid4().hex
+        name = signal_name(name, signal_id, decision=options.get("decision", False))
         key = self.key(session_id)
         receipt = await self.store.inbox.send_signal(
             session_id=key,
@@ -297,17 +299,12 @@ class Client:
         session_id: str,
         approvals: str | Sequence[str] | AllPending,
         *,
-        by: str | None = None,
         reason: str | None = None,
-        decision_id: str | None = None,
-        principal: str | None = None,
-        four_eyes: bool = False,
+        **decided_by: Unpack[DecidedBy],
     ) -> list[Decision]:
         """Approve calls waiting in ``session_id`` (one id, several, or ``ALL``: every one
         pending now): each is dispatched once, by a Brain. See ``decide``."""
-        return await self.decide(
-            session_id, approvals, "approved", by, reason, decision_id, principal, four_eyes
-        )
+        return await self.decide(session_id, approvals, "approved", reason, **decided_by)
 
     async def deny(
         self,
@@ -315,27 +312,19 @@ class Client:
         approvals: str | Sequence[str] | AllPending,
         *,
         reason: str,
-        by: str | None = None,
-        decision_id: str | None = None,
-        principal: str | None = None,
-        four_eyes: bool = False,
+        **decided_by: Unpack[DecidedBy],
     ) -> list[Decision]:
         """Deny calls waiting in ``session_id``: the model reads the refusal, with ``reason``;
         the tool never runs. See ``decide``."""
-        return await self.decide(
-            session_id, approvals, "denied", by, reason, decision_id, principal, four_eyes
-        )
+        return await self.decide(session_id, approvals, "denied", reason, **decided_by)
 
     async def decide(
         self,
         session_id: str,
         approvals: str | Sequence[str] | AllPending,
         verdict: Verdict,
-        by: str | None = None,
         reason: str | None = None,
-        decision_id: str | None = None,
-        principal: str | None = None,
-        four_eyes: bool = False,
+        **decided_by: Unpack[DecidedBy],
     ) -> list[Decision]:
         """Record one decision per approval, each kept with who, when and why: who as the
         decider's credential says (``principal``, default: the client's), and ``by``, a
@@ -352,19 +341,19 @@ class Client:
         key = self.key(session_id)
         ids = await approval_ids(self.store, key, approvals)
         wake = self._wake(key, "decision")
-        principal = principal or self.principal
+        principal = decided_by.get("principal") or self.principal
         decisions = [
             await decide(
                 self.store,
                 session_id=key,
                 approval_id=approval_id,
                 verdict=verdict,
-                by=by or principal,
+                by=decided_by.get("by") or principal,
                 reason=reason,
-                decision_id=decision_id,
+                decision_id=decided_by.get("decision_id"),
                 wake=wake,
                 principal=principal,
-                four_eyes=four_eyes,
+                four_eyes=decided_by.get("four_eyes", False),
             )
             for approval_id in ids
         ]
@@ -383,11 +372,7 @@ class Client:
     # Reading ------------------------------------------------------------------------------
 
     async def wait(
-        self,
-        session_id: str,
-        request_id: str,
-        *,
-        timeout: float | None = None,  # noqa: ASYNC109
+        self, session_id: str, request_id: str, *, timeout: float | None = None
     ) -> SubmissionRecord:
         """Wait until the submission has ended (answered, failed or cancelled); return it.
         ``AnswerTimeout`` if ``timeout`` seconds pass first."""

@@ -8,6 +8,9 @@ come back as the API's problems, raised as the runtime's own exceptions: ``NotFo
 (404), ``DecisionRefused`` (409), ``InvalidRequest`` (422), ``ApiError`` otherwise.
 """
 
+# ``timeout`` as arq's ``Job.result`` and asyncio's ``wait_for`` name it.
+# ruff: noqa: ASYNC109
+
 from __future__ import annotations
 
 import asyncio
@@ -15,17 +18,17 @@ import json
 import threading
 from collections.abc import AsyncIterator, Coroutine, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, TypeVar, Unpack
 
 import httpx
 
+from brainhands.client.submission import Handle, SignalOptions, SubmitOptions
 from brainhands.shared.errors import (
     AnswerTimeout,
     BrainhandsError,
     DecisionRefused,
     InvalidRequest,
     NotFoundError,
-    SubmissionFailed,
 )
 from brainhands.shared.statuses import FINAL_SUBMISSION_STATUSES
 
@@ -64,27 +67,11 @@ class Event:
 
 
 @dataclass(frozen=True)
-class HttpSubmission:
-    """A handle on one submission: ``result``, ``status``, ``cancel``."""
-
-    client: HttpClient = field(repr=False)
-    session_id: str
-    request_id: str
-    created: bool
+class HttpSubmission(Handle["HttpClient"]):
+    """A handle on one submission made through an ``HttpClient``."""
 
     async def status(self) -> SubmissionState:
         return await self.client.wait(self.session_id, self.request_id, timeout=0)
-
-    async def result(self, timeout: float | None = None) -> Any:  # noqa: ASYNC109
-        """The answer; ``SubmissionFailed`` if it failed or was cancelled, ``AnswerTimeout``
-        after ``timeout`` seconds."""
-        record = await self.client.wait(self.session_id, self.request_id, timeout=timeout)
-        if record.status != "answered":
-            raise SubmissionFailed(record)
-        return record.answer
-
-    async def cancel(self) -> str:
-        return await self.client.cancel(self.session_id, self.request_id)
 
 
 class HttpClient:
@@ -118,21 +105,19 @@ class HttpClient:
         self,
         session_id: str,
         input: str | dict[str, Any],
-        *,
-        request_id: str | None = None,
-        agent: str | None = None,
-        callback_url: str | None = None,
+        **options: Unpack[SubmitOptions],
     ) -> HttpSubmission:
         """Submit ``input`` (a message, for ``agent``, or an input as it is) once per
         ``request_id`` (random by default); its end is posted to ``callback_url``, signed,
         at least once."""
         body: dict[str, Any] = (
-            {"text": input, "agent": agent} if isinstance(input, str) else {"input": input}
+            {"text": input, "agent": options.get("agent")}
+            if isinstance(input, str)
+            else {"input": input}
         )
-        if request_id is not None:
-            body["request_id"] = request_id
-        if callback_url is not None:
-            body["callback_url"] = callback_url
+        for name in ("request_id", "callback_url"):
+            if options.get(name) is not None:
+                body[name] = options.get(name)
         made = await self._call("POST", f"/sessions/{session_id}/submissions", json=body)
         return HttpSubmission(self, session_id, made["request_id"], bool(made["created"]))
 
@@ -150,12 +135,15 @@ class HttpClient:
         session_id: str,
         name: str,
         payload: Any = None,
-        *,
-        signal_id: str | None = None,
-        decision: bool = False,
+        **options: Unpack[SignalOptions],
     ) -> bool:
         """Send a signal; returns whether it is new (the same ``signal_id`` counts once)."""
-        body = {"name": name, "payload": payload, "signal_id": signal_id, "decision": decision}
+        body = {
+            "name": name,
+            "payload": payload,
+            "signal_id": options.get("signal_id"),
+            "decision": options.get("decision", False),
+        }
         sent = await self._call("POST", f"/sessions/{session_id}/signals", json=body)
         return bool(sent["created"])
 
@@ -194,11 +182,7 @@ class HttpClient:
         return minted
 
     async def wait(
-        self,
-        session_id: str,
-        request_id: str,
-        *,
-        timeout: float | None = None,  # noqa: ASYNC109
+        self, session_id: str, request_id: str, *, timeout: float | None = None
     ) -> SubmissionState:
         """The submission once it has ended (``AnswerTimeout`` after ``timeout`` s; 0:
         as it stands now, whatever its status)."""
@@ -331,20 +315,9 @@ class SyncHttpClient:
         self._loop.close()
 
     def submit(
-        self,
-        session_id: str,
-        input: str | dict[str, Any],
-        *,
-        request_id: str | None = None,
-        agent: str | None = None,
-        callback_url: str | None = None,
+        self, session_id: str, input: str | dict[str, Any], **options: Unpack[SubmitOptions]
     ) -> SyncSubmission:
-        made = self._run(
-            self._client.submit(
-                session_id, input, request_id=request_id, agent=agent, callback_url=callback_url
-            )
-        )
-        return SyncSubmission(self, made)
+        return SyncSubmission(self, self._run(self._client.submit(session_id, input, **options)))
 
     def wait(
         self, session_id: str, request_id: str, *, timeout: float | None = None
@@ -354,7 +327,9 @@ class SyncHttpClient:
     def cancel(self, session_id: str, request_id: str) -> str:
         return self._run(self._client.cancel(session_id, request_id))
 
-    def signal(self, session_id: str, name: str, payload: Any = None, **options: Any) -> bool:
+    def signal(
+        self, session_id: str, name: str, payload: Any = None, **options: Unpack[SignalOptions]
+    ) -> bool:
         return self._run(self._client.signal(session_id, name, payload, **options))
 
     def approve(

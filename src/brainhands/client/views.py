@@ -3,8 +3,8 @@ store's rows, with the calls waiting for a decision."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, fields
+from typing import Any, TypeVar
 
 from brainhands.client.approvals import PendingApproval, pending_of
 from brainhands.shared.store import (
@@ -78,35 +78,16 @@ def session_view(detail: SessionDetail) -> SessionView:
         session=detail.state.session,
         entries=detail.state.entries,
         submissions=detail.submissions,
-        tasks=[
-            TaskSummary(
-                id=t.id,
-                kind=t.kind,
-                status=t.status,
-                phase=t.phase,
-                outcome=t.outcome,
-                parent_id=t.parent_id,
-                submission_id=t.submission_id,
-                cancel_requested=t.cancel_requested,
-                blocked_reason=t.blocked_reason,
-                error=t.error,
-                wait_signal=t.wait_signal,
-                wake_at=t.wake_at,
-            )
-            for t in detail.tasks
-        ],
-        operations=[
-            OperationSummary(
-                operation_id=o.operation_id,
-                task_id=o.task_id,
-                tool=o.tool,
-                status=o.status,
-                attempts=o.attempts,
-                interruptions=o.interruptions,
-                error=o.error,
-            )
-            for o in detail.operations
-        ],
+        tasks=[_summary(TaskSummary, t) for t in detail.tasks],
+        operations=[_summary(OperationSummary, o) for o in detail.operations],
         inbox=detail.inbox,
         approvals=[pending_of(task) for task in detail.waiting_approvals],
     )
+
+
+S = TypeVar("S", TaskSummary, OperationSummary)
+
+
+def _summary(summary: type[S], row: object) -> S:
+    """A summary of ``row``: each of the summary's fields, from the row's field of that name."""
+    return summary(**{f.name: getattr(row, f.name) for f in fields(summary)})

@@ -27,7 +27,7 @@ import dataclasses
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 from sqlalchemy import (
     BindParameter,
@@ -146,24 +146,19 @@ def _waited_operation(row: Row[Any]) -> OperationRecord:
     return operation_with_result(fields, None if blob is None else json.loads(blob))
 
 
-class RowReader(Protocol):
-    """How a backend reads sessions' rows (``backends``): ``RowsByKind`` is SQL every
-    database runs; PostgreSQL reads them all in one statement."""
+@dataclass(frozen=True)
+class RowReader:
+    """How a backend reads sessions' rows (``backends``): ``ROWS_BY_KIND`` is SQL every
+    database runs; PostgreSQL reads them all in one statement (``ROWS_AS_JSON``)."""
 
-    def read(
-        self, conn: Connection, sids: list[str], arrivals_too: Sequence[str], operations: bool
-    ) -> dict[str, SessionRows]:
-        """The rows of ``sids`` and the arrivals (open submissions, unapplied inbox) of
-        ``arrivals_too``; with ``operations``, of both the operations their waiting tool
-        calls refer to."""
-        ...
-
-    def claim(
-        self, conn: Connection, claims: Sequence[SessionClaim]
-    ) -> tuple[list[Any], dict[str, SessionRows]]:
-        """The fence claims of ``claims`` (per claim: the session's row as claimed, or
-        the error that refused it), and the rows already read with them, by session."""
-        ...
+    read: Callable[[Connection, list[str], Sequence[str], bool], dict[str, SessionRows]]
+    """``read(conn, sids, arrivals_too, operations)``: the rows of ``sids`` and the arrivals
+    (open submissions, unapplied inbox) of ``arrivals_too``; with ``operations``, of both
+    the operations their waiting tool calls refer to."""
+    claim: Callable[[Connection, Sequence[SessionClaim]], tuple[list[Any], dict[str, SessionRows]]]
+    """``claim(conn, claims)``: the fence claims of ``claims`` (per claim: the session's row
+    as claimed, or the error that refused it), and the rows already read with them, by
+    session."""
 
 
 def load_session_sync(conn: Connection, session_id: str, rows: RowReader) -> SessionState:
@@ -373,24 +368,15 @@ def _rows_by_kind(
     return found
 
 
-class RowsByKind:
-    """Sessions' rows read by one statement per row kind (for each, pipelined for all the
-    sessions where the backend pipelines): SQL every database runs."""
-
-    @staticmethod
-    def read(
-        conn: Connection, sids: list[str], arrivals_too: Sequence[str], operations: bool
-    ) -> dict[str, SessionRows]:
-        return _rows_by_kind(conn, sids, arrivals_too, operations)
-
-    @staticmethod
-    def claim(
-        conn: Connection, claims: Sequence[SessionClaim]
-    ) -> tuple[list[Any], dict[str, SessionRows]]:
-        return fence.claim_session_fences(conn, [(c.session_id, c.token) for c in claims]), {}
+def _claim_fences(
+    conn: Connection, claims: Sequence[SessionClaim]
+) -> tuple[list[Any], dict[str, SessionRows]]:
+    return fence.claim_session_fences(conn, [(c.session_id, c.token) for c in claims]), {}
 
 
-ROWS_BY_KIND = RowsByKind()
+ROWS_BY_KIND = RowReader(read=_rows_by_kind, claim=_claim_fences)
+"""Sessions' rows read by one statement per row kind (for each, pipelined for all the
+sessions where the backend pipelines), claims by one statement: SQL every database runs."""
 
 
 def _per_session(

@@ -20,7 +20,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from brainhands.shared.store.engine import READ_ONLY, wrap_driver_errors
-from brainhands.shared.store.load import RowReader
+from brainhands.shared.store.load import ROWS_BY_KIND, RowReader
 
 _T = TypeVar("_T")
 _S = TypeVar("_S", bound=Select[Any])
@@ -32,20 +32,21 @@ Stop = Callable[[], Awaitable[None]]
 
 
 class Backend(ABC):
-    """The store's database: ``Postgres`` or ``Sqlite``."""
+    """The store's database: ``Postgres`` or ``Sqlite``. What a backend does not say it can
+    do, it does as every database can (the defaults below)."""
 
-    notifies: ClassVar[bool]
+    notifies: ClassVar[bool] = False
     """Whether a commit sends notifications (``pg_notify``) to listeners (``listen``)."""
-    chains_writes: ClassVar[bool]
+    chains_writes: ClassVar[bool] = False
     """Whether one statement can write from the rows another write returns (PostgreSQL's
     data-modifying ``WITH``): writes that depend on a guard are then one statement, atomic
     without a transaction around it."""
-    embedded: ClassVar[bool]
+    embedded: ClassVar[bool] = False
     """Whether the database lives in this process's files, so the store migrates its own
     schema on first use (a server database is migrated by ``brainhands migrate``)."""
-    snapshot_isolation: ClassVar[str | None]
+    snapshot_isolation: ClassVar[str | None] = None
     """The isolation level that makes a transaction one snapshot (SQLite's always is)."""
-    rows: ClassVar[RowReader]
+    rows: ClassVar[RowReader] = ROWS_BY_KIND
     """How sessions' rows are read: one statement for all (PostgreSQL), or one per kind."""
 
     def __init__(self, engine: AsyncEngine) -> None:

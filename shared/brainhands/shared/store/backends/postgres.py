@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from sqlalchemy import Select, Table, text
+from sqlalchemy import Select, text
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
@@ -30,13 +30,9 @@ _S = TypeVar("_S", bound=Select[Any])
 class Postgres(Backend):
     """PostgreSQL: hops send hot statements on the asyncpg connection (``hot``)."""
 
-    @staticmethod
-    def insert(table: Table) -> Any:
-        return postgresql.insert(table)
-
+    insert = staticmethod(postgresql.insert)
     notifies = True
     chains_writes = True
-    embedded = False
     snapshot_isolation = "REPEATABLE READ"
     rows = ROWS_AS_JSON
 

@@ -16,6 +16,7 @@ from brainhands.shared.store import fence
 from brainhands.shared.store.hot import hot, run
 from brainhands.shared.store.load import (
     SESSION_KEYS,
+    RowReader,
     SessionClaim,
     SessionRows,
     operation_with_result,
@@ -123,33 +124,24 @@ def _parse_rows(rows: dict[str, Any]) -> SessionRows:
     )
 
 
-class RowsAsJson:
-    """Sessions' rows by one statement for all of them (``_WHOLE``), and a claim with its
-    rows by one statement (``_CLAIM``)."""
-
-    @staticmethod
-    def read(
-        conn: Connection, sids: list[str], arrivals_too: Sequence[str], operations: bool
-    ) -> dict[str, SessionRows]:
-        return _rows_as_json(conn, sids, arrivals_too, operations)
-
-    @staticmethod
-    def claim(
-        conn: Connection, claims: Sequence[SessionClaim]
-    ) -> tuple[list[Any], dict[str, SessionRows]]:
-        params = [
-            {
-                "sid": c.session_id,
-                "token": c.token,
-                "known": None if c.known is None else c.known.session.version,
-            }
-            for c in claims
-        ]
-        found = run(conn, _CLAIM, params[0] if len(params) == 1 else params).all()
-        pairs = [(c.session_id, c.token) for c in claims]
-        # A commit between the statement's snapshot and its claim: those rows are read again.
-        read = {r.id: _parse_rows(r.rows) for r in found if r.seen_version == r.version}
-        return fence.session_claims(conn, pairs, found), read
+def _claim_with_rows(
+    conn: Connection, claims: Sequence[SessionClaim]
+) -> tuple[list[Any], dict[str, SessionRows]]:
+    params = [
+        {
+            "sid": c.session_id,
+            "token": c.token,
+            "known": None if c.known is None else c.known.session.version,
+        }
+        for c in claims
+    ]
+    found = run(conn, _CLAIM, params[0] if len(params) == 1 else params).all()
+    pairs = [(c.session_id, c.token) for c in claims]
+    # A commit between the statement's snapshot and its claim: those rows are read again.
+    read = {r.id: _parse_rows(r.rows) for r in found if r.seen_version == r.version}
+    return fence.session_claims(conn, pairs, found), read
 
 
-ROWS_AS_JSON = RowsAsJson()
+ROWS_AS_JSON = RowReader(read=_rows_as_json, claim=_claim_with_rows)
+"""Sessions' rows by one statement for all of them (``_WHOLE``), and a claim with its
+rows by one statement (``_CLAIM``)."""

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TypeVar
 
-from sqlalchemy import Engine, Table
+from sqlalchemy import Engine
 from sqlalchemy.dialects import sqlite
 from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
@@ -20,7 +20,6 @@ from sqlalchemy.util import greenlet_spawn
 
 from brainhands.shared.store.backends.base import Backend
 from brainhands.shared.store.engine import READ_ONLY, wrap_driver_errors
-from brainhands.shared.store.load import ROWS_BY_KIND
 
 _T = TypeVar("_T")
 
@@ -29,15 +28,8 @@ class Sqlite(Backend):
     """SQLite: writing hops run in a worker thread on ``writer``, a sync engine on the same
     file (aiosqlite would hop to its thread for every cursor, execute, fetch and close)."""
 
-    @staticmethod
-    def insert(table: Table) -> Any:
-        return sqlite.insert(table)
-
-    notifies = False
-    chains_writes = False
+    insert = staticmethod(sqlite.insert)
     embedded = True
-    snapshot_isolation = None
-    rows = ROWS_BY_KIND
 
     def __init__(self, engine: AsyncEngine, writer: Engine | None) -> None:
         super().__init__(engine)
