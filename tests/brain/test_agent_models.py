@@ -19,7 +19,15 @@ from brainhands.shared.store import Store
 from brainhands.shared.store.declarations import ToolCatalog
 from tests.helpers.agents import SCRIPTS
 from tests.helpers.brains import BrainHarness
-from tests.helpers.chat_server import ChatServer, completion, message, text, tool_use
+from tests.helpers.chat_server import (
+    ChatServer,
+    completion,
+    message,
+    redacted_thinking,
+    text,
+    thinking,
+    tool_use,
+)
 from tests.helpers.processes import WORKDIR, spawn_email_hands
 from tests.helpers.submitting import submit_input
 
@@ -91,9 +99,17 @@ def test_a_brain_with_an_unknown_model_provider_stops_at_start_up() -> None:
 async def test_an_agent_without_a_model_uses_the_settings_model(
     brains: BrainHarness, server: ChatServer
 ) -> None:
+    server.rejected.add("parallel_tool_calls")  # as some servers do: told not to send it
     server.reply(200, completion({"role": "assistant", "content": "one"}))
     await brains.declare_tools()
-    start_brain(brains, base_url=server.base_url, name="settings-model", api_key="sk-set")
+    start_brain(
+        brains,
+        base_url=server.base_url,
+        name="settings-model",
+        api_key="sk-set",
+        temperature="0.25",
+        extra_body='{"parallel_tool_calls": null, "seed": 7}',
+    )
     await ask(brains)
 
     record = await brains.answer(within=60)
@@ -105,17 +121,30 @@ async def test_an_agent_without_a_model_uses_the_settings_model(
     assert request.headers["authorization"] == "Bearer sk-set"
     assert request.body["model"] == "settings-model"
     assert [t["function"]["name"] for t in request.body["tools"]] == ["echo"]
+    assert "parallel_tool_calls" not in request.body and "max_tokens" not in request.body
+    assert request.body["temperature"] == 0.25 and request.body["seed"] == 7
 
 
 @pytest.mark.integration
 async def test_a_tool_turn_over_the_messages_api(brains: BrainHarness, server: ChatServer) -> None:
     answer = message(
-        text("Echoing."), tool_use("toolu_1", "echo", {"text": "one"}), stop_reason="tool_use"
+        thinking("Echo it with the tool.", "EqQBCgIYAhIM1gbcDa9GJwZA2b3h"),
+        redacted_thinking("EmwKAhgBEgy3va3pzix/LafPsn4aDFIT2Xlxh0L5L8rLVyIwxtE3rAFBa8cr3qpP"),
+        text("Echoing."),
+        tool_use("toolu_1", "echo", {"text": "one"}),
+        stop_reason="tool_use",
     )
     server.reply(200, answer)
     server.reply(200, message(text("Echoed one.")))
+    thinks = {"type": "enabled", "budget_tokens": 2048}
     start_brain(
-        brains, provider="anthropic", base_url=server.root_url, name="claude", api_key="sk-ant"
+        brains,
+        provider="anthropic",
+        base_url=server.root_url,
+        name="claude",
+        api_key="sk-ant",
+        max_tokens="16000",
+        extra_body=json.dumps({"thinking": thinks}),
     )
     hands = spawn_email_hands(env=brains.settings(), log=brains.tmp_path / "hands.log")
     brains.processes.append(hands)
@@ -127,11 +156,14 @@ async def test_a_tool_turn_over_the_messages_api(brains: BrainHarness, server: C
     assert record.answer == {"text": "Echoed one.", "turns": 2}
     first, second = server.received
     assert first.path == second.path == "/v1/messages"
+    assert first.body["max_tokens"] == second.body["max_tokens"] == 16000
+    assert first.body["thinking"] == second.body["thinking"] == thinks
     assert first.headers["x-api-key"] == "sk-ant"
     assert first.body["system"] == "You repeat things."
     assert [t["name"] for t in first.body["tools"]] == ["echo"]
     assert "input_schema" in first.body["tools"][0]
     replayed, results = second.body["messages"][1:]
+    # Read back from the session's stored entries: the thinking blocks verbatim, in order.
     assert replayed == {"role": "assistant", "content": answer["content"]}
     [result] = results["content"]
     assert result["type"] == "tool_result" and result["tool_use_id"] == "toolu_1"
@@ -139,3 +171,4 @@ async def test_a_tool_turn_over_the_messages_api(brains: BrainHarness, server: C
     state = await brains.store.load("s1")
     assert [e.kind for e in state.entries] == ["user", "model", "tool_result", "model"]
     assert state.entries[1].body["raw"] == answer  # the answer as returned, saved before the call
+    assert state.entries[1].body["message"] == replayed  # what replays it, read from the store

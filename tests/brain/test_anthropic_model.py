@@ -11,7 +11,15 @@ import pytest
 
 from brainhands.brain.models.anthropic import API_VERSION, AnthropicModel
 from brainhands.brain.models.base import ModelError, TransientModelError
-from tests.helpers.chat_server import ChatServer, events_of, message, text, tool_use
+from tests.helpers.chat_server import (
+    ChatServer,
+    events_of,
+    message,
+    redacted_thinking,
+    text,
+    thinking,
+    tool_use,
+)
 
 TOOLS = [
     {
@@ -157,12 +165,72 @@ async def test_complete_answers_are_accepted(
     assert (await make_model().complete([USER], [])).text == "ok"
 
 
-async def test_an_answer_cut_off_at_max_tokens_is_transient(
+async def test_an_answer_cut_off_at_max_tokens_is_final_and_its_tool_use_unread(
     server: ChatServer, make_model: Callable[..., AnthropicModel]
 ) -> None:
-    server.reply(200, message(text("Once upon a"), stop_reason="max_tokens"))
+    signed = thinking("The user wants weather.", "sig-1")
+    unfinished = tool_use("toolu_a", "get_weather", {})
+    body = message(signed, text("Once upon a"), unfinished, stop_reason="max_tokens")
+    server.reply(200, body)
+
+    response = await make_model().complete([USER], TOOLS)
+
+    assert len(server.received) == 1  # a final answer: nothing to retry
+    assert response.cut_off == "max_tokens"
+    assert response.text == "Once upon a" and response.tool_calls == []
+    assert response.as_message() == {"role": "assistant", "content": [signed, text("Once upon a")]}
+    assert response.raw == body
+
+
+async def test_an_answer_paused_midway_is_transient(
+    server: ChatServer, make_model: Callable[..., AnthropicModel]
+) -> None:
+    server.reply(200, message(text("Searching"), stop_reason="pause_turn"))
     with pytest.raises(TransientModelError, match="cut off"):
         await make_model().complete([USER], [])
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+async def test_thinking_blocks_come_back_verbatim_in_the_next_request(
+    server: ChatServer, make_model: Callable[..., AnthropicModel], stream: bool
+) -> None:
+    first = message(
+        thinking("Two cities: call the tool twice.", "EqQBCgIYAhIM1gbcDa9GJwZA2b3h"),
+        redacted_thinking("EmwKAhgBEgy3va3pzix/LafPsn4aDFIT2Xlxh0L5L8rLVyIwxtE3rAFBa8cr3qpP"),
+        text("Let me check."),
+        tool_use("toolu_a", "get_weather", {"city": "Paris"}),
+        tool_use("toolu_b", "get_weather", {"city": "Oslo"}),
+        stop_reason="tool_use",
+    )
+    if stream:
+        server.stream(events_of(first), done=False)
+    else:
+        server.reply(200, first)
+    server.reply(200, message(text("Sunny and snowy.")))
+    thinks = {"thinking": {"type": "enabled", "budget_tokens": 2048}}
+    model = make_model(max_tokens=8192, extra_body=thinks, stream=stream)
+
+    answer = await model.complete([SYSTEM, USER], TOOLS)
+    # As the session's entries hold it: JSON, written and read back.
+    stored = json.loads(json.dumps(answer.as_message()))
+    results = [
+        {"role": "tool", "tool_call_id": "toolu_a", "content": '{"status": "succeeded"}'},
+        {"role": "tool", "tool_call_id": "toolu_b", "content": '{"status": "succeeded"}'},
+    ]
+    await make_model(max_tokens=8192, extra_body=thinks).complete(
+        [SYSTEM, USER, stored, *results], TOOLS
+    )
+
+    assert answer.raw == first
+    assert [(c.id, c.arguments) for c in answer.tool_calls] == [
+        ("toolu_a", {"city": "Paris"}),
+        ("toolu_b", {"city": "Oslo"}),
+    ]
+    asked, replayed = (r.body for r in server.received)
+    assert asked["thinking"] == replayed["thinking"] == thinks["thinking"]
+    assert asked["max_tokens"] == 8192
+    assert replayed["messages"][1] == {"role": "assistant", "content": first["content"]}
+    assert [b["tool_use_id"] for b in replayed["messages"][2]["content"]] == ["toolu_a", "toolu_b"]
 
 
 async def test_a_refusal_is_final(

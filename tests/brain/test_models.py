@@ -16,7 +16,7 @@ from brainhands.brain.models.scripted import ScriptedModel
 from brainhands.brain.models.settings import ModelSettings, model_from_settings
 from brainhands.shared.config import load_settings
 from brainhands.shared.errors import ConfigurationError
-from tests.helpers.chat_server import ChatServer, chunks_of, completion
+from tests.helpers.chat_server import ChatServer, chunks_of, completion, message, text
 
 TOOLS = [
     {
@@ -224,11 +224,11 @@ async def test_bad_request_is_not_transient(
 @pytest.mark.parametrize(
     "body",
     [
-        completion({"role": "assistant", "content": "Once upon a"}, "length"),
+        completion({"role": "assistant", "content": "Once upon a"}, "content_filter"),
         {**completion({"role": "assistant", "content": "x"}), "choices": []},
         completion({"role": "assistant", "tool_calls": [call("c", "get_weather", "{bad")]}),
     ],
-    ids=["cut-off", "no-choices", "broken-arguments"],
+    ids=["filtered", "no-choices", "broken-arguments"],
 )
 async def test_unusable_answers_are_transient(
     server: ChatServer, make_model: Callable[..., OpenAIChatModel], body: dict[str, Any]
@@ -236,6 +236,75 @@ async def test_unusable_answers_are_transient(
     server.reply(200, body)
     with pytest.raises(TransientModelError):
         await make_model().complete(USER, [])
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+async def test_an_answer_cut_off_at_its_length_is_final_and_its_calls_unread(
+    server: ChatServer, make_model: Callable[..., OpenAIChatModel], stream: bool
+) -> None:
+    said = {
+        "role": "assistant",
+        "content": "Once upon a",
+        "tool_calls": [call("call_a", "get_weather", '{"city": "Par')],  # unfinished
+    }
+    body = completion(said, "length")
+    if stream:
+        server.stream([*chunks_of(said)[:-2], *_finished(chunks_of(said)[-2:], "length")])
+    else:
+        server.reply(200, body)
+
+    response = await make_model(stream=stream).complete(USER, TOOLS)
+
+    assert len(server.received) == 1  # a final answer: nothing to retry
+    assert response.cut_off == "length"
+    assert response.text == "Once upon a" and response.tool_calls == []
+    assert response.as_message() == {"role": "assistant", "content": "Once upon a"}
+    assert response.raw["choices"][0]["message"] == said  # stored as returned
+    assert make_model().parse(response.raw) == response
+
+
+def _finished(chunks: list[dict[str, Any]], reason: str) -> list[dict[str, Any]]:
+    """The last chunks of a stream, its finish reason made ``reason``."""
+    head, usage = chunks
+    [choice] = head["choices"]
+    return [{**head, "choices": [{**choice, "finish_reason": reason}]}, usage]
+
+
+async def test_the_options_reach_the_request_body_and_extra_body_has_the_last_word(
+    server: ChatServer, make_model: Callable[..., OpenAIChatModel]
+) -> None:
+    server.reply(200, completion({"role": "assistant", "content": "ok"}))
+    extra = {"top_p": 0.5, "temperature": 0.7, "parallel_tool_calls": None}
+    model = make_model(max_tokens=32, temperature=0.2, extra_body=extra)
+
+    await model.complete(USER, TOOLS)
+
+    [request] = server.received
+    assert request.body == {
+        "model": "test-model",
+        "messages": USER,
+        "tools": TOOLS,
+        "tool_choice": "auto",
+        "max_tokens": 32,
+        "temperature": 0.7,  # extra_body's
+        "top_p": 0.5,
+    }
+
+
+async def test_a_server_that_rejects_parallel_tool_calls_works_when_told_not_to_send_it(
+    server: ChatServer, make_model: Callable[..., OpenAIChatModel]
+) -> None:
+    server.rejected.add("parallel_tool_calls")
+    server.reply(200, completion({"role": "assistant", "content": "ok"}))
+
+    with pytest.raises(ModelError, match=r"Unrecognized request argument.*parallel_tool_calls"):
+        await make_model().complete(USER, TOOLS)
+    told = make_model(extra_body={"parallel_tool_calls": None})
+    assert (await told.complete(USER, TOOLS)).text == "ok"
+
+    sent, refused = server.received[1].body, server.received[0].body
+    assert "parallel_tool_calls" not in sent and refused["parallel_tool_calls"] is True
+    assert sent["tools"] == TOOLS and sent["tool_choice"] == "auto"
 
 
 async def test_timeout_is_transient(
@@ -268,6 +337,58 @@ def test_settings_from_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     model = model_from_settings(settings)
     assert isinstance(model, OpenAIChatModel)  # the default provider
     assert model.name == "qwen2.5"
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+async def test_the_settings_reach_the_request_body(
+    monkeypatch: pytest.MonkeyPatch, server: ChatServer, provider: str
+) -> None:
+    reply = completion if provider == "openai" else lambda _: message(text("ok"))
+    server.reply(200, reply({"role": "assistant", "content": "ok"}))
+    monkeypatch.setenv("BRAINHANDS_MODEL_PROVIDER", provider)
+    monkeypatch.setenv("BRAINHANDS_MODEL_BASE_URL", server.base_url)
+    monkeypatch.setenv("BRAINHANDS_MODEL_MAX_TOKENS", "16000")
+    monkeypatch.setenv("BRAINHANDS_MODEL_TEMPERATURE", "0.3")
+    extra = {"top_k": 5, "metadata": {"user_id": "u1"}}
+    monkeypatch.setenv("BRAINHANDS_MODEL_EXTRA_BODY", json.dumps(extra))
+    async with model_from_settings(load_settings(ModelSettings)) as model:
+        await model.complete(USER, [])
+
+    [request] = server.received
+    assert request.body["max_tokens"] == 16000 and request.body["temperature"] == 0.3
+    assert request.body["top_k"] == 5 and request.body["metadata"] == {"user_id": "u1"}
+
+
+async def test_the_messages_api_gets_4096_tokens_unless_told_otherwise(
+    server: ChatServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    server.reply(200, message(text("ok")))
+    monkeypatch.setenv("BRAINHANDS_MODEL_PROVIDER", "anthropic")
+    monkeypatch.setenv("BRAINHANDS_MODEL_BASE_URL", server.root_url)
+    settings = load_settings(ModelSettings)
+    assert settings.max_tokens is None
+    async with model_from_settings(settings) as model:
+        await model.complete(USER, [])
+    assert server.received[0].body["max_tokens"] == 4096
+    assert "temperature" not in server.received[0].body
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "said"),
+    [
+        ("MAX_TOKENS", "0", "greater than 0"),
+        ("MAX_TOKENS", "lots", "valid integer"),
+        ("TEMPERATURE", "-1", "greater than or equal to 0"),
+        ("EXTRA_BODY", "{top_k: 5}", "not JSON"),
+        ("EXTRA_BODY", "[1, 2]", "must be a JSON object"),
+    ],
+)
+def test_invalid_model_settings_fail_naming_the_variable(
+    monkeypatch: pytest.MonkeyPatch, variable: str, value: str, said: str
+) -> None:
+    monkeypatch.setenv(f"BRAINHANDS_MODEL_{variable}", value)
+    with pytest.raises(ConfigurationError, match=f"BRAINHANDS_MODEL_{variable}: .*{said}"):
+        load_settings(ModelSettings)
 
 
 def test_the_provider_setting_picks_the_adapter(monkeypatch: pytest.MonkeyPatch) -> None:

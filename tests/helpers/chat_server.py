@@ -1,6 +1,8 @@
 """A real loopback HTTP server for the HTTP model adapters: it records each request and
 answers from a queue of replies, so one server speaks whichever protocol the test's replies
-do (``completion`` builds a chat-completions answer, ``message`` an Anthropic Messages one)."""
+do (``completion`` builds a chat-completions answer, ``message`` an Anthropic Messages one).
+Like some real servers, it can be told to refuse requests carrying a field it does not know
+(``rejected``)."""
 
 from __future__ import annotations
 
@@ -35,11 +37,14 @@ class ChatServer:
     """A real HTTP server answering POSTs from a queue of replies.
 
     ``root_url`` is its root, ``base_url`` the ``/v1`` under it (chat completions' base URL).
+    A request whose body has a field named in ``rejected`` is answered 400, as a server
+    that does not know the field answers, without taking a reply from the queue.
     """
 
     def __init__(self) -> None:
         self.replies: deque[Reply] = deque()
         self.received: list[Received] = []
+        self.rejected: set[str] = set()
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -50,7 +55,12 @@ class ChatServer:
                 body = json.loads(self.rfile.read(length))
                 headers = {k.lower(): v for k, v in self.headers.items()}
                 server.received.append(Received(self.path, headers, body))
-                reply = server.replies.popleft()
+                unknown = sorted(server.rejected & body.keys())
+                said = f"Unrecognized request argument supplied: {', '.join(unknown)}"
+                error = {"error": {"message": said, "type": "invalid_request_error"}}
+                reply = (
+                    Reply(400, json.dumps(error).encode()) if unknown else server.replies.popleft()
+                )
                 if reply.events is not None:
                     self._stream(reply)
                     return
@@ -148,6 +158,16 @@ def tool_use(call_id: str, name: str, arguments: dict[str, Any]) -> dict[str, An
     return {"type": "tool_use", "id": call_id, "name": name, "input": arguments}
 
 
+def thinking(thought: str, signature: str) -> dict[str, Any]:
+    """A ``thinking`` content block (extended thinking), signed as the API signs it."""
+    return {"type": "thinking", "thinking": thought, "signature": signature}
+
+
+def redacted_thinking(data: str) -> dict[str, Any]:
+    """A ``redacted_thinking`` content block: thinking the API returns encrypted."""
+    return {"type": "redacted_thinking", "data": data}
+
+
 def chunks_of(message: dict[str, Any], *, pieces: int = 3) -> list[dict[str, Any]]:
     """The ``chat.completion.chunk`` objects a streaming server sends for ``message``: its
     content in ``pieces`` parts, each tool call's arguments in two, then the finish reason,
@@ -186,17 +206,23 @@ def chunks_of(message: dict[str, Any], *, pieces: int = 3) -> list[dict[str, Any
 
 def events_of(message: dict[str, Any], *, pieces: int = 3) -> list[dict[str, Any]]:
     """The events an Anthropic Messages server streams for ``message`` (made by
-    ``message()``): each text block in ``pieces`` parts, each tool input's JSON in two, a
+    ``message()``): each text and thinking block in ``pieces`` parts (a thinking block's
+    signature after them), a redacted thinking block whole, each tool input's JSON in two, a
     ``ping`` among them, then the stop reason and the output usage, then ``message_stop``."""
     start = {**message, "content": [], "stop_reason": None, "stop_sequence": None}
     start["usage"] = {**message["usage"], "output_tokens": 1}
     out: list[dict[str, Any]] = [{"type": "message_start", "message": start}, {"type": "ping"}]
     for index, block in enumerate(message["content"]):
-        if block["type"] == "text":
-            opened, whole = {"type": "text", "text": ""}, block["text"]
+        if block["type"] in ("text", "thinking"):
+            kind = block["type"]
+            opened, whole = {"type": kind, kind: ""}, block[kind]
             size = max(1, -(-len(whole) // pieces))
-            deltas = [{"type": "text_delta", "text": whole[i : i + size]}
+            deltas = [{"type": f"{kind}_delta", kind: whole[i : i + size]}
                       for i in range(0, len(whole), size)]  # fmt: skip
+            if kind == "thinking":
+                deltas.append({"type": "signature_delta", "signature": block["signature"]})
+        elif block["type"] == "redacted_thinking":
+            opened, deltas = block, []
         else:
             opened, arguments = {**block, "input": {}}, json.dumps(block["input"])
             half = len(arguments) // 2

@@ -15,7 +15,9 @@ generation task's phases:
   the Brain's declaration grace, then left out); transient failures sleep and retry, the
   attempt count in the task's state; the raw response is handed on in the state, so once
   committed the model is never asked the same question again;
-- ``tools``: appends the raw response as an entry, creates one tool task per granted call
+- ``tools``: appends the raw response as an entry (an answer cut off at the model's output
+  limit goes no further: the agent's ``on_length`` fails the session or continues it),
+  creates one tool task per granted call
   (frozen arguments, the default operation id, rooted in the session's uid) with its job in
   the outbox, and waits for them all; calls of tools the agent was not granted are
   refused here and never dispatched, as are calls of granted tools no Hands pool has
@@ -39,7 +41,7 @@ import json
 import logging
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ValidationError
 
@@ -72,6 +74,11 @@ log = logging.getLogger("brainhands.brain")
 
 DECLARATION_WAIT = 1.0
 """Seconds a turn sleeps before it looks again for granted tools not declared yet."""
+CONTINUE_PROMPT = (
+    "Your answer was cut off at the output token limit. Continue exactly where it stopped, "
+    "without repeating what you already wrote."
+)
+"""What a ``continuation`` entry tells the model after an answer cut off (``on_length``)."""
 
 
 @dataclass(frozen=True)
@@ -122,6 +129,16 @@ class Agent:
     on_expiry: Expiry = "deny"
     """``deny``: an expired call is denied; ``escalate``: it stays pending, marked
     escalated, with no further expiry."""
+    on_length: Literal["fail", "continue"] = "fail"
+    """What follows an answer cut off at the model's output-token limit (chat completions'
+    ``length`` stop, Anthropic's ``max_tokens``). Such an answer is recorded like any other
+    and never asked again (the same request would stop at the same limit); tool calls it
+    had begun are never run. ``fail`` (the default): the session fails with the reason
+    ``answer cut off``, so half an answer is never taken for a whole one; the fix is a
+    larger ``max_tokens`` (``BRAINHANDS_MODEL_MAX_TOKENS``). ``continue``: a
+    ``continuation`` entry asks the model to go on where it stopped, in a turn of its own
+    (counted in ``max_turns``); the session's answer is the cut-off texts joined with the
+    final one."""
 
 
 @dataclass
@@ -160,7 +177,7 @@ def build_messages(system: str, entries: list[EntryRecord]) -> list[dict[str, An
     messages: list[dict[str, Any]] = [{"role": "system", "content": system}]
     for entry in entries:
         body = entry.body
-        if entry.kind == "user":
+        if entry.kind in ("user", "continuation"):
             messages.append({"role": "user", "content": body["text"]})
         elif entry.kind == "model":
             if "message" in body:
@@ -206,13 +223,15 @@ def agent_kinds(
     session = registry.add(TaskKind("agent.session"))
     generate = registry.add(TaskKind("agent.generate"))
 
-    def begin_turn(agent_name: str, turn: int) -> Next:
-        """Start model turn ``turn`` (a generation task), or fail past the agent's limit."""
+    def begin_turn(agent_name: str, turn: int, partial: str = "") -> Next:
+        """Start model turn ``turn`` (a generation task), or fail past the agent's limit;
+        ``partial``: the text of the answers cut off just before it (``on_length``)."""
         agent = agents.get(agent_name)
         if turn > agent.max_turns:
             return Fail({"reason": "turn limit", "turns": agent.max_turns})
         child = Child("agent.generate", {"agent": agent.name, "turn": turn})
-        return Spawn([child], then="next", state={"turn": turn})
+        state = {"turn": turn, "partial": partial} if partial else {"turn": turn}
+        return Spawn([child], then="next", state=state)
 
     @session.phase("start", light=True)
     async def start(task: TaskView, docs: dict[str, Any], ctx: PhaseContext) -> Next:
@@ -230,7 +249,12 @@ def agent_kinds(
         [done] = task.children
         if done.outcome != "succeeded":
             return Fail({"reason": "model turn failed", "error": done.error})
-        state = {"turn": task.state["turn"], "final": done.result.get("final"), "joined": 0}
+        final, partial = done.result.get("final"), task.state.get("partial", "")
+        if "cut_off" in done.result:
+            partial += done.result["cut_off"]  # the final answer will complete it
+        elif final is None:
+            partial = ""  # a tool turn: what was cut off before it is not the answer's start
+        state = {"turn": task.state["turn"], "final": final, "joined": 0, "partial": partial}
         return take_follow_ups(state)
 
     def take_follow_ups(state: dict[str, Any]) -> WaitSignal:
@@ -246,9 +270,10 @@ def agent_kinds(
         if not signal.timed_out:
             ctx.append_entry("user", {"text": signal.payload.get("text", "")})
             return take_follow_ups({**state, "joined": state["joined"] + 1})
+        partial = state.get("partial", "")
         if state["final"] is not None and not state["joined"]:
-            return Finish({"text": state["final"], "turns": state["turn"]})
-        return begin_turn(task.input["agent"], state["turn"] + 1)
+            return Finish({"text": partial + state["final"], "turns": state["turn"]})
+        return begin_turn(task.input["agent"], state["turn"] + 1, partial)
 
     @generate.phase("prepare", light=True)
     async def prepare(task: TaskView, docs: dict[str, Any], ctx: PhaseContext) -> Next:
@@ -299,6 +324,8 @@ def agent_kinds(
         ctx.append_entry(
             "model", {"raw": raw, "model": task.state["model"], "message": response.as_message()}
         )
+        if response.cut_off is not None:
+            return cut_off(agent, response.cut_off, response.text or "", ctx)
         if not response.tool_calls:
             return Finish({"final": response.text or ""})
         task_tools = {t.name: t for t in agent.task_tools}
@@ -340,6 +367,20 @@ def agent_kinds(
                 # deployment or re-created session sends the same key.
                 children.append(Call(call.name, call.arguments))
         return Spawn(children, then="apply", state={"plan": plan})
+
+    def cut_off(agent: Agent, stop_reason: str, text: str, ctx: PhaseContext) -> Next:
+        """What the agent's ``on_length`` makes of an answer cut off at the output limit."""
+        if agent.on_length == "continue":
+            ctx.append_entry("continuation", {"text": CONTINUE_PROMPT, "cut_off": stop_reason})
+            return Finish({"cut_off": text})
+        return Fail(
+            {
+                "reason": "answer cut off",
+                "stop_reason": stop_reason,
+                "error": "the answer reached the model's output token limit: raise its "
+                "max_tokens, or let the agent continue (on_length='continue')",
+            }
+        )
 
     @generate.phase("apply", light=True)
     async def apply(task: TaskView, docs: dict[str, Any], ctx: PhaseContext) -> Next:

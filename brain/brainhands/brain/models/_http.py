@@ -1,5 +1,7 @@
-"""One JSON POST to a model's HTTP API (answered with JSON, or with a stream of server-sent
-events), with the error contract every HTTP adapter keeps.
+"""What the adapters over HTTP share: their options and their call (``HttpModel``, each
+provider filling in its request, its stream and its reading of the answer), and one JSON
+POST to a model's API (answered with JSON, or with a stream of server-sent events), with
+the error contract every HTTP adapter keeps.
 
 Transport failures, timeouts, 408, 429 and 5xx (Anthropic's 529 "overloaded" included) are
 ``TransientModelError``, carrying the server's ``Retry-After``; other statuses are
@@ -12,26 +14,61 @@ import contextlib
 import json
 import math
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncGenerator, AsyncIterator, Iterator
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from typing import Any, Self
 
 import httpx
 
-from brainhands.brain.models.base import ModelError, ModelResponse, TransientModelError
+from brainhands.brain.models.base import (
+    Json,
+    ModelError,
+    ModelResponse,
+    TextSink,
+    TransientModelError,
+)
 
 
 class HttpModel(ABC):
-    """What every adapter over an HTTP API shares: one ``httpx.AsyncClient``, created on
-    first use with the provider's ``headers()`` and reused, closed by ``aclose()`` (or
-    ``async with``); and a call answered whole (``complete_whole``)."""
+    """What every adapter over an HTTP API shares: its options, one call (``complete``)
+    answered whole or streamed, and one ``httpx.AsyncClient``, created on first use with
+    the provider's ``headers()`` and reused, closed by ``aclose()`` (or ``async with``).
 
-    def __init__(self, url: str, model: str, api_key: str | None, timeout: float) -> None:
-        self._url = url
+    ``base_url`` is the API root (the provider's ``endpoint`` hangs off it). ``max_tokens``
+    caps the answer's length (None: not sent, the server's own limit, unless the provider
+    requires one: ``default_max_tokens``); ``temperature`` is sent when given.
+    ``extra_body`` is merged into every request last: it adds provider-specific fields or
+    overrides the adapter's, and a field it sets to None is left out of the request (e.g.
+    ``{"parallel_tool_calls": None}`` for a server that rejects that field). ``stream``:
+    ask for the answer as server-sent events, handing its text to ``on_text`` as it comes;
+    the events are put back together into the answer the server would have sent whole,
+    which is what is returned and stored.
+    """
+
+    default_max_tokens: int | None = None
+    """The ``max_tokens`` sent when none is given (for an API that requires one)."""
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        api_key: str | None = None,
+        *,
+        timeout: float = 60.0,
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+        extra_body: Json | None = None,
+        stream: bool = False,
+    ) -> None:
+        self._url = self.endpoint(base_url.rstrip("/"))
         self._model = model
         self._api_key = api_key
         self._timeout = timeout
+        self._max_tokens = max_tokens if max_tokens is not None else self.default_max_tokens
+        self._temperature = temperature
+        self._extra_body = dict(extra_body or {})
+        self._stream = stream
         self._client: httpx.AsyncClient | None = None
 
     @property
@@ -39,9 +76,55 @@ class HttpModel(ABC):
         """The model's name, as sent in each request."""
         return self._model
 
+    @staticmethod
+    @abstractmethod
+    def endpoint(root: str) -> str:
+        """The URL requests are posted to, under the API root ``root``."""
+
+    @abstractmethod
+    def request_body(self, messages: list[Json], tools: list[Json]) -> Json:
+        """The provider's request for a conversation and tool schemas in chat-completions
+        form, before the adapter's options are added."""
+
+    @abstractmethod
+    async def read_stream(self, events: AsyncIterator[Json], on_text: TextSink | None) -> Json:
+        """The answer a stream of ``events`` adds up to, as the server would send it whole
+        (``on_text`` handed its text as it comes)."""
+
+    @abstractmethod
+    def parse(self, raw: Json) -> ModelResponse:
+        """Rebuild a response from the JSON the server returned."""
+
     def headers(self) -> dict[str, str]:
         """The provider's headers on every request (its authentication, its version)."""
         return {}
+
+    async def complete(
+        self, messages: list[Json], tools: list[Json], *, on_text: TextSink | None = None
+    ) -> ModelResponse:
+        """One model call; see ``ModelAdapter.complete`` for the error contract. Streamed
+        when the adapter was made with ``stream=True``; else ``on_text`` gets the whole text
+        once."""
+        body = self.request_body(messages, tools)
+        if self._max_tokens is not None:
+            body["max_tokens"] = self._max_tokens
+        if self._temperature is not None:
+            body["temperature"] = self._temperature
+        body = merge_body(body, self._extra_body)
+        if self._stream:
+            events = post_events(self.client(), self._url, body, model=self._model)
+            async with contextlib.aclosing(events):  # closed even when read_stream stops early
+                return self.parse(await self.read_stream(events, on_text))
+        response = self.parse(await post_json(self.client(), self._url, body, model=self._model))
+        if on_text is not None and response.text:
+            on_text(response.text)
+        return response
+
+    def client(self) -> httpx.AsyncClient:
+        """The adapter's HTTP client (made on first use)."""
+        if self._client is None:
+            self._client = httpx.AsyncClient(headers=self.headers(), timeout=self._timeout)
+        return self._client
 
     async def aclose(self) -> None:
         """Close the HTTP connections; the next call opens new ones."""
@@ -55,28 +138,15 @@ class HttpModel(ABC):
     async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
 
-    @abstractmethod
-    def parse(self, raw: dict[str, Any]) -> ModelResponse:
-        """Rebuild a response from the JSON the server returned."""
 
-    async def post(self, body: dict[str, Any]) -> dict[str, Any]:
-        """POST ``body`` to the adapter's URL (see ``post_json``)."""
-        return await post_json(self.client(), self._url, body, model=self._model)
-
-    async def complete_whole(
-        self, body: dict[str, Any], on_text: Callable[[str], None] | None
-    ) -> ModelResponse:
-        """One call the server answers whole; ``on_text`` gets the whole text once."""
-        response = self.parse(await self.post(body))
-        if on_text is not None and response.text:
-            on_text(response.text)
-        return response
-
-    def client(self) -> httpx.AsyncClient:
-        """The adapter's HTTP client (made on first use)."""
-        if self._client is None:
-            self._client = httpx.AsyncClient(headers=self.headers(), timeout=self._timeout)
-        return self._client
+def merge_body(body: Json, extra: Json) -> Json:
+    """``body`` with ``extra``'s fields over its own; a field ``extra`` sets to None is left
+    out (a server that rejects a field the adapter sends is spared it)."""
+    merged = {**body, **extra}
+    for name, value in extra.items():
+        if value is None:
+            del merged[name]
+    return merged
 
 
 async def post_json(
@@ -96,8 +166,8 @@ async def post_json(
 
 
 async def post_events(
-    client: httpx.AsyncClient, url: str, body: dict[str, Any], *, model: str
-) -> AsyncIterator[dict[str, Any]]:
+    client: httpx.AsyncClient, url: str, body: Json, *, model: str
+) -> AsyncGenerator[Json, None]:
     """POST ``body`` to ``url`` and yield each JSON object of the server-sent events it
     answers with, until ``data: [DONE]`` (or until the caller stops at an event that ends
     its protocol's answer); errors as ``post_json``'s, and a stream that ends before either

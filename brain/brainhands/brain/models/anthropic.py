@@ -9,28 +9,47 @@ Messages shapes and each answer back:
   blocks carrying the call ids;
 - tool schemas become ``{name, description, input_schema}``;
 - the answer's ``text`` blocks are its text, its ``tool_use`` blocks its tool calls. A
-  ``stop_reason`` of ``max_tokens`` (or another that means the answer stopped early) is a
-  cut-off answer, retryable; ``refusal`` is final.
+  ``stop_reason`` of ``max_tokens`` is an answer ``cut_off`` at its limit, final;
+  ``pause_turn`` (an answer stopped midway) is retryable; ``refusal`` is an error;
+- the answer replays as its content blocks (its message's ``content`` is that list, read
+  back by ``to_messages_request``): text as text, the others as they came, ``thinking``
+  and ``redacted_thinking`` included, which the API requires back verbatim in the next
+  request of a turn that used tools.
 
-With ``stream=True`` the adapter asks for the answer as server-sent events, hands the text
-to ``on_text`` as it comes, and puts the events back together (``assemble_events``) into
+With ``stream=True`` the adapter puts the events back together (``assemble_events``) into
 the message the server would have sent whole: that is what is returned and stored.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
-from brainhands.brain.models._http import HttpModel, post_events
-from brainhands.brain.models.base import ModelError, ModelResponse, ToolCall, TransientModelError
+from brainhands.brain.models._http import HttpModel
+from brainhands.brain.models.base import (
+    Json,
+    ModelError,
+    ModelResponse,
+    TextSink,
+    ToolCall,
+    TransientModelError,
+)
 
 __all__ = ["AnthropicModel", "assemble_events", "parse_message", "to_messages_request"]
 
 API_VERSION = "2023-06-01"
-_CUT_OFF = frozenset({"max_tokens", "model_context_window_exceeded", "pause_turn"})
-"""Stop reasons of an answer that stopped early: acting on half an answer is never safe."""
+_AT_LIMIT = frozenset({"max_tokens", "model_context_window_exceeded"})
+"""Stop reasons of an answer that stopped at a token limit (``cut_off``): its own, or the
+context window's."""
+_STOPPED_EARLY = frozenset({"pause_turn"})
+"""Stop reasons of an answer that paused midway: acting on half an answer is never safe."""
+_JOINED_DELTAS = {
+    "text_delta": "text",
+    "thinking_delta": "thinking",
+    "signature_delta": "signature",
+}
+"""A streamed delta's type -> the string field it carries, and extends in its block."""
 _TRANSIENT_STREAM_ERRORS = frozenset(
     {"overloaded_error", "api_error", "rate_limit_error", "timeout_error"}
 )
@@ -38,59 +57,34 @@ _TRANSIENT_STREAM_ERRORS = frozenset(
 
 
 class AnthropicModel(HttpModel):
-    """A model served over the Messages API: Anthropic's, or a server compatible with it.
+    """A model served over the Messages API: Anthropic's, or a server compatible with it
+    (options: see ``HttpModel``).
 
     ``base_url`` is the API root, ``https://api.anthropic.com`` (a trailing ``/v1`` is
-    accepted too). The Messages API requires ``max_tokens``; ``extra_body`` is merged into
-    every request last. One ``httpx.AsyncClient`` is created on first use and reused; close
-    it with ``aclose()`` (or ``async with``).
+    accepted too). The Messages API requires ``max_tokens``: 4096 unless given. Extended
+    thinking is asked for through ``extra_body`` (``{"thinking": {"type": "enabled",
+    "budget_tokens": N}}``, N below ``max_tokens``); its blocks are replayed as they came.
     """
 
-    def __init__(
-        self,
-        base_url: str,
-        model: str,
-        api_key: str | None = None,
-        *,
-        timeout: float = 60.0,
-        max_tokens: int = 4096,
-        temperature: float | None = None,
-        extra_body: dict[str, Any] | None = None,
-        stream: bool = False,
-    ) -> None:
-        root = base_url.rstrip("/")
-        url = root + ("/messages" if root.endswith("/v1") else "/v1/messages")
-        super().__init__(url, model, api_key, timeout)
-        self._max_tokens = max_tokens
-        self._temperature = temperature
-        self._extra_body = dict(extra_body or {})
-        self._stream = stream
+    default_max_tokens = 4096
 
-    async def complete(
-        self,
-        messages: list[dict[str, Any]],
-        tools: list[dict[str, Any]],
-        *,
-        on_text: Callable[[str], None] | None = None,
-    ) -> ModelResponse:
-        """One Messages call; see ``ModelAdapter.complete`` for the error contract.
-        Streamed when the adapter was made with ``stream=True``; else ``on_text`` gets the
-        whole text once."""
-        body: dict[str, Any] = {"model": self._model, "max_tokens": self._max_tokens}
-        body.update(to_messages_request(messages, tools))
-        if self._temperature is not None:
-            body["temperature"] = self._temperature
+    @staticmethod
+    def endpoint(root: str) -> str:
+        return root + ("/messages" if root.endswith("/v1") else "/v1/messages")
+
+    def request_body(self, messages: list[Json], tools: list[Json]) -> Json:
+        body: Json = {"model": self._model, **to_messages_request(messages, tools)}
         if self._stream:
             body["stream"] = True
-        body.update(self._extra_body)
-        if not self._stream:
-            return await self.complete_whole(body, on_text)
-        events = []
-        async for event in post_events(self.client(), self._url, body, model=self._model):
+        return body
+
+    async def read_stream(self, events: AsyncIterator[Json], on_text: TextSink | None) -> Json:
+        seen = []
+        async for event in events:
             kind = event.get("type")
             if kind == "error":
                 raise _stream_error(self._model, event.get("error"))
-            events.append(event)
+            seen.append(event)
             if on_text is not None and kind == "content_block_delta":
                 delta = event.get("delta")
                 if isinstance(delta, dict) and delta.get("type") == "text_delta":
@@ -100,12 +94,11 @@ class AnthropicModel(HttpModel):
             if kind == "message_stop":
                 break
         try:
-            raw = assemble_events(events)
+            return assemble_events(seen)
         except (AttributeError, KeyError, TypeError, ValueError) as exc:
             raise TransientModelError(f"{self._model}: malformed stream event: {exc!r}") from exc
-        return parse_message(raw)
 
-    def parse(self, raw: dict[str, Any]) -> ModelResponse:
+    def parse(self, raw: Json) -> ModelResponse:
         return parse_message(raw)
 
     def headers(self) -> dict[str, str]:
@@ -115,16 +108,14 @@ class AnthropicModel(HttpModel):
         return headers
 
 
-def to_messages_request(
-    messages: list[dict[str, Any]], tools: list[dict[str, Any]]
-) -> dict[str, Any]:
+def to_messages_request(messages: list[Json], tools: list[Json]) -> Json:
     """The ``system``, ``messages`` and ``tools`` of a Messages request for a conversation
     and tool schemas in chat-completions form. Raises ``ModelError`` for a message it
     cannot carry: another attempt would send the same."""
     system: list[str] = []
-    turns: list[dict[str, Any]] = []
+    turns: list[Json] = []
 
-    def add(role: str, blocks: list[dict[str, Any]]) -> None:
+    def add(role: str, blocks: list[Json]) -> None:
         # The API alternates user and assistant turns: consecutive ones of a role merge.
         if turns and turns[-1]["role"] == role:
             turns[-1]["content"].extend(blocks)
@@ -147,7 +138,7 @@ def to_messages_request(
             add("user", [{**block, "content": result}])
         else:
             raise ModelError(f"cannot send a {role!r} message to the Messages API")
-    request: dict[str, Any] = {"messages": turns}
+    request: Json = {"messages": turns}
     if system:
         request["system"] = "\n\n".join(system)
     if tools:
@@ -155,13 +146,14 @@ def to_messages_request(
     return request
 
 
-def assemble_events(events: list[dict[str, Any]]) -> dict[str, Any]:
+def assemble_events(events: list[Json]) -> Json:
     """The Messages answer that a stream's events add up to: ``message_start``'s message,
-    each content block with its text deltas joined and its tool input's JSON pieces parsed,
-    and ``message_delta``'s stop reason and usage. Raises ``KeyError``, ``TypeError`` or
-    ``ValueError`` for events not shaped as the API sends them."""
-    message: dict[str, Any] | None = None
-    blocks: dict[int, dict[str, Any]] = {}
+    each content block with its text, thinking and signature deltas joined, its citations
+    gathered and its tool input's JSON pieces parsed, and ``message_delta``'s stop reason and
+    usage. Raises ``KeyError``, ``TypeError`` or ``ValueError`` for events not shaped as the
+    API sends them."""
+    message: Json | None = None
+    blocks: dict[int, Json] = {}
     inputs: dict[int, list[str]] = {}
     for event in events:
         kind = event["type"]
@@ -171,11 +163,13 @@ def assemble_events(events: list[dict[str, Any]]) -> dict[str, Any]:
             blocks[int(event["index"])] = dict(event["content_block"])
         elif kind == "content_block_delta":
             index, delta = int(event["index"]), event["delta"]
-            if delta["type"] == "text_delta":
-                blocks[index]["text"] = blocks[index].get("text", "") + delta["text"]
+            joined = _JOINED_DELTAS.get(delta["type"])
+            if joined is not None:
+                blocks[index][joined] = blocks[index].get(joined, "") + delta[joined]
             elif delta["type"] == "input_json_delta":
                 inputs.setdefault(index, []).append(delta["partial_json"])
-            # Other deltas (thinking, signatures) belong to blocks that are not ours.
+            elif delta["type"] == "citations_delta":
+                blocks[index].setdefault("citations", []).append(delta["citation"])
         elif kind == "message_delta":
             if message is None:
                 raise ValueError("message_delta before message_start")
@@ -198,40 +192,50 @@ def _stream_error(model: str, error: Any) -> ModelError:
     return TransientModelError(text) if kind in _TRANSIENT_STREAM_ERRORS else ModelError(text)
 
 
-def parse_message(raw: dict[str, Any]) -> ModelResponse:
+def parse_message(raw: Json) -> ModelResponse:
     """Read a Messages answer into a ``ModelResponse`` whose ``raw`` is ``raw`` itself.
 
-    Raises ``TransientModelError`` for an answer that must not drive tools: cut off,
+    An answer that stopped at a token limit is returned ``cut_off``, its unfinished
+    ``tool_use`` blocks left unread (and out of the message that replays it). Raises
+    ``TransientModelError`` for an answer that must not drive tools: paused midway,
     malformed, or a ``tool_use`` whose input is not an object; ``ModelError`` for a refusal.
     """
     content = raw.get("content")
     if not isinstance(content, list):
         raise TransientModelError("response has no content")
     stop_reason = raw.get("stop_reason")
-    if stop_reason in _CUT_OFF:
+    if stop_reason in _STOPPED_EARLY:
         raise TransientModelError(f"response was cut off (stop_reason {stop_reason!r})")
     if stop_reason == "refusal":
         raise ModelError("the model refused to answer (stop_reason 'refusal')")
+    cut_off = stop_reason if stop_reason in _AT_LIMIT else None
     texts: list[str] = []
     calls: list[ToolCall] = []
+    replay: list[Json] = []
     for index, block in enumerate(content):
         if not isinstance(block, dict):
             raise TransientModelError("response content block is not an object")
-        if block.get("type") == "text" and isinstance(block.get("text"), str):
-            texts.append(block["text"])
-        elif block.get("type") == "tool_use":
+        if block.get("type") == "tool_use":
+            if cut_off:
+                continue
             calls.append(_parse_tool_use(block, index))
-        # Other blocks (thinking, server tools) neither answer nor call a tool of ours.
+        elif block.get("type") == "text" and isinstance(block.get("text"), str):
+            texts.append(block["text"])
+        # Other blocks (thinking, server tools) neither answer nor call a tool of ours,
+        # but are the model's: the next request carries them back.
+        replay.append(block)
     usage = raw.get("usage")
     return ModelResponse(
         raw=raw,
         text="".join(texts) or None,
         tool_calls=calls,
         usage=usage if isinstance(usage, dict) else {},
+        message={"role": "assistant", "content": replay},
+        cut_off=cut_off,
     )
 
 
-def _text_blocks(content: Any) -> list[dict[str, Any]]:
+def _text_blocks(content: Any) -> list[Json]:
     """Content (a string, or chat-completions parts) as Messages blocks; the API refuses
     empty text blocks, so none is made."""
     if content is None or content == "":
@@ -247,7 +251,7 @@ def _text_blocks(content: Any) -> list[dict[str, Any]]:
     raise ModelError(f"cannot send message content of type {type(content).__name__}")
 
 
-def _tool_use(call: dict[str, Any]) -> dict[str, Any]:
+def _tool_use(call: Json) -> Json:
     function = call.get("function") or {}
     arguments = function.get("arguments")
     if isinstance(arguments, str):
@@ -262,9 +266,9 @@ def _tool_use(call: dict[str, Any]) -> dict[str, Any]:
     return {"type": "tool_use", "id": call["id"], "name": function["name"], "input": arguments}
 
 
-def _tool_schema(tool: dict[str, Any]) -> dict[str, Any]:
+def _tool_schema(tool: Json) -> Json:
     function = tool.get("function", tool)
-    schema: dict[str, Any] = {
+    schema: Json = {
         "name": function["name"],
         "input_schema": function.get("parameters") or {"type": "object", "properties": {}},
     }
@@ -273,7 +277,7 @@ def _tool_schema(tool: dict[str, Any]) -> dict[str, Any]:
     return schema
 
 
-def _parse_tool_use(block: dict[str, Any], index: int) -> ToolCall:
+def _parse_tool_use(block: Json, index: int) -> ToolCall:
     name, arguments = block.get("name"), block.get("input", {})
     if not isinstance(name, str) or not name:
         raise TransientModelError("tool_use block has no name")

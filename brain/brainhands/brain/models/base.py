@@ -16,13 +16,18 @@ from typing import Any, Protocol
 
 from brainhands.shared.errors import BrainhandsError
 
+Json = dict[str, Any]
+"""A JSON object as an API writes it: a message, a tool schema, a request or answer body."""
+TextSink = Callable[[str], None]
+"""Where an adapter hands the answer's text as it is produced."""
+
 
 class ModelError(BrainhandsError):
     """The model call failed in a way another attempt will not fix (bad request, auth)."""
 
 
 class TransientModelError(ModelError):
-    """The model call failed in a way another attempt may fix (429, 5xx, timeout, cut off)."""
+    """The model call failed in a way another attempt may fix (429, 5xx, timeout, garbled)."""
 
     retryable = True
 
@@ -43,21 +48,29 @@ class ToolCall:
 
 @dataclass(frozen=True)
 class ModelResponse:
-    """A complete model answer: text, tool calls, or both."""
+    """A model answer: text, tool calls, or both."""
 
-    raw: dict[str, Any]
+    raw: Json
     text: str | None
     tool_calls: list[ToolCall] = field(default_factory=list)
-    usage: dict[str, Any] = field(default_factory=dict)
-    message: dict[str, Any] = field(default_factory=dict)
-    """The answer as the chat-completions message that replays it, when the adapter keeps
-    one verbatim; empty: ``as_message`` rebuilds it from ``text`` and ``tool_calls``."""
+    usage: Json = field(default_factory=dict)
+    message: Json = field(default_factory=dict)
+    """The answer as the message that replays it, when the adapter keeps one verbatim;
+    empty: ``as_message`` rebuilds it from ``text`` and ``tool_calls``. Its ``content`` may
+    hold the provider's own blocks (Anthropic's thinking and tool use), which only that
+    provider's adapter reads back, as they were."""
+    cut_off: str | None = None
+    """The provider's stop reason when the answer stopped at its output-token limit
+    (chat completions' ``length``, Anthropic's ``max_tokens``), else None. Such an answer
+    is final, not a failure: asking again would stop at the same limit. Its text is whole
+    as far as it goes; tool calls it had begun are unfinished, so none is read (the agent's
+    ``on_length`` decides what happens next)."""
 
-    def as_message(self) -> dict[str, Any]:
+    def as_message(self) -> Json:
         """The assistant message a later request carries for this answer."""
         if self.message:
             return self.message
-        message: dict[str, Any] = {"role": "assistant", "content": self.text}
+        message: Json = {"role": "assistant", "content": self.text}
         if self.tool_calls:
             message["tool_calls"] = [
                 {
@@ -79,20 +92,18 @@ class ModelAdapter(Protocol):
         ...
 
     async def complete(
-        self,
-        messages: list[dict[str, Any]],
-        tools: list[dict[str, Any]],
-        *,
-        on_text: Callable[[str], None] | None = None,
+        self, messages: list[Json], tools: list[Json], *, on_text: TextSink | None = None
     ) -> ModelResponse:
         """One model call. Raises ``TransientModelError`` when a retry may help, and
-        ``ModelError`` when it will not. Never returns a response that was cut off.
+        ``ModelError`` when it will not. An answer cut off at the output-token limit is
+        returned, marked ``cut_off``; one that cannot be read, or that stopped early for
+        another reason, is an error.
 
         ``on_text`` is handed the answer's text as it is produced, piece by piece, by an
         adapter that streams (others may hand it the whole text once, or nothing): for
         watchers only. The returned response is what counts, and what is stored."""
         ...
 
-    def parse(self, raw: dict[str, Any]) -> ModelResponse:
+    def parse(self, raw: Json) -> ModelResponse:
         """Rebuild the response from its stored ``raw`` form (after a restart)."""
         ...

@@ -3,8 +3,7 @@
 ``parse_chat_completion`` is the one reader of a chat-completions answer; every adapter whose
 ``raw`` has that shape (the scripted model included) rebuilds its responses with it.
 
-With ``stream=True`` the adapter asks for the answer as server-sent events, hands the text
-to ``on_text`` as it comes, and puts the chunks back together (``assemble_chunks``) into the
+With ``stream=True`` the adapter puts the chunks back together (``assemble_chunks``) into the
 answer the server would have sent whole: that is what is returned and stored, so a stored
 response reads the same either way.
 """
@@ -12,60 +11,48 @@ response reads the same either way.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
-from brainhands.brain.models._http import HttpModel, post_events
-from brainhands.brain.models.base import ModelResponse, ToolCall, TransientModelError
+from brainhands.brain.models._http import HttpModel
+from brainhands.brain.models.base import (
+    Json,
+    ModelResponse,
+    TextSink,
+    ToolCall,
+    TransientModelError,
+)
 
 __all__ = ["OpenAIChatModel", "assemble_chunks", "parse_chat_completion"]
 
-_CUT_OFF = frozenset({"length", "content_filter"})
-"""Finish reasons of an answer that stopped early: acting on half an answer is never safe."""
+_AT_LIMIT = "length"
+"""The finish reason of an answer that stopped at its output-token limit (``cut_off``)."""
+_STOPPED_EARLY = frozenset({"content_filter"})
+"""Finish reasons of an answer withheld midway: acting on half an answer is never safe."""
 
 
 class OpenAIChatModel(HttpModel):
-    """A model served over the chat-completions API.
+    """A model served over the chat-completions API (options: see ``HttpModel``).
 
-    One ``httpx.AsyncClient`` is created on first use and reused; close it with ``aclose()``
-    (or ``async with``). ``extra_body`` is merged into every request last, so it can add
-    provider-specific fields or override the defaults (e.g. ``{"parallel_tool_calls": False}``
-    for a server that rejects it).
+    With tools, each request asks for ``parallel_tool_calls``; a server that rejects the
+    field is spared it by ``extra_body={"parallel_tool_calls": None}``.
     """
 
-    def __init__(
-        self,
-        base_url: str,
-        model: str,
-        api_key: str | None = None,
-        *,
-        timeout: float = 60.0,
-        temperature: float | None = None,
-        max_tokens: int | None = None,
-        extra_body: dict[str, Any] | None = None,
-        stream: bool = False,
-    ) -> None:
-        super().__init__(base_url.rstrip("/") + "/chat/completions", model, api_key, timeout)
-        self._temperature = temperature
-        self._max_tokens = max_tokens
-        self._extra_body = dict(extra_body or {})
-        self._stream = stream
+    @staticmethod
+    def endpoint(root: str) -> str:
+        return root + "/chat/completions"
 
-    async def complete(
-        self,
-        messages: list[dict[str, Any]],
-        tools: list[dict[str, Any]],
-        *,
-        on_text: Callable[[str], None] | None = None,
-    ) -> ModelResponse:
-        """One chat-completions call; see ``ModelAdapter.complete`` for the error contract.
-        Streamed when the adapter was made with ``stream=True``; else ``on_text`` gets the
-        whole text once."""
-        body = self._request_body(messages, tools)
-        if not self._stream:
-            return await self.complete_whole(body, on_text)
+    def request_body(self, messages: list[Json], tools: list[Json]) -> Json:
+        body: Json = {"model": self._model, "messages": messages}
+        if tools:
+            body.update(tools=tools, tool_choice="auto", parallel_tool_calls=True)
+        if self._stream:
+            body.update(stream=True, stream_options={"include_usage": True})
+        return body
+
+    async def read_stream(self, events: AsyncIterator[Json], on_text: TextSink | None) -> Json:
         chunks = []
-        async for chunk in post_events(self.client(), self._url, body, model=self._model):
+        async for chunk in events:
             chunks.append(chunk)
             if on_text is not None:
                 for choice in chunk.get("choices") or []:
@@ -74,31 +61,15 @@ class OpenAIChatModel(HttpModel):
                     if isinstance(text, str) and text:
                         on_text(text)
         try:
-            raw = assemble_chunks(chunks)
+            return assemble_chunks(chunks)
         except (AttributeError, TypeError) as exc:  # a chunk not shaped like one
             raise TransientModelError(f"{self._model}: malformed stream chunk: {exc}") from exc
-        return parse_chat_completion(raw)
 
-    def parse(self, raw: dict[str, Any]) -> ModelResponse:
+    def parse(self, raw: Json) -> ModelResponse:
         return parse_chat_completion(raw)
 
     def headers(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
-
-    def _request_body(
-        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
-    ) -> dict[str, Any]:
-        body: dict[str, Any] = {"model": self._model, "messages": messages}
-        if tools:
-            body.update(tools=tools, tool_choice="auto", parallel_tool_calls=True)
-        if self._temperature is not None:
-            body["temperature"] = self._temperature
-        if self._max_tokens is not None:
-            body["max_tokens"] = self._max_tokens
-        if self._stream:
-            body.update(stream=True, stream_options={"include_usage": True})
-        body.update(self._extra_body)
-        return body
 
 
 def assemble_chunks(chunks: list[dict[str, Any]]) -> dict[str, Any]:
@@ -147,30 +118,34 @@ def assemble_chunks(chunks: list[dict[str, Any]]) -> dict[str, Any]:
     return raw
 
 
-def parse_chat_completion(raw: dict[str, Any]) -> ModelResponse:
+def parse_chat_completion(raw: Json) -> ModelResponse:
     """Read a chat-completions answer into a ``ModelResponse`` whose ``raw`` is ``raw`` itself.
 
-    Raises ``TransientModelError`` for an answer that must not drive tools: no choices, cut
-    off, malformed, or tool-call arguments that are not a JSON object. Another attempt may
-    well produce a usable answer, so each is worth a retry.
+    An answer that stopped at its token limit (``length``) is returned ``cut_off``, its
+    unfinished tool calls left unread (and out of the message that replays it). Raises
+    ``TransientModelError`` for an answer that must not drive tools: no choices, withheld
+    midway (``content_filter``), malformed, or tool-call arguments that are not a JSON
+    object. Another attempt may well produce a usable answer, so each is worth a retry.
     """
     choices = raw.get("choices")
     if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
         raise TransientModelError("response has no choices")
     choice = choices[0]
     finish_reason = choice.get("finish_reason")
-    if finish_reason in _CUT_OFF:
+    if finish_reason in _STOPPED_EARLY:
         raise TransientModelError(f"response was cut off (finish_reason {finish_reason!r})")
+    cut_off = finish_reason if finish_reason == _AT_LIMIT else None
     message = choice.get("message")
     if not isinstance(message, dict):
         raise TransientModelError("response choice has no message")
     content = message.get("content")
-    calls = message.get("tool_calls") or []
+    calls = [] if cut_off else message.get("tool_calls") or []
     if not isinstance(calls, list):
         raise TransientModelError("response tool_calls is not a list")
     usage = raw.get("usage")
-    # Replayed as the server said it, so the next request repeats it byte for byte.
-    replay: dict[str, Any] = {"role": "assistant", "content": content}
+    # Replayed as the server said it, so the next request repeats it byte for byte; but an
+    # assistant message needs content or tool calls (a cut-off answer may have had neither).
+    replay: Json = {"role": "assistant", "content": content if content or calls else ""}
     if calls:
         replay["tool_calls"] = calls
     return ModelResponse(
@@ -180,6 +155,7 @@ def parse_chat_completion(raw: dict[str, Any]) -> ModelResponse:
         tool_calls=[_parse_tool_call(call, index) for index, call in enumerate(calls)],
         usage=usage if isinstance(usage, dict) else {},
         message=replay,
+        cut_off=cut_off,
     )
 
 

@@ -22,11 +22,16 @@ one they are remembered by this instance only.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from brainhands.brain.models.base import ModelError, ModelResponse, TransientModelError
+from brainhands.brain.models.base import (
+    Json,
+    ModelError,
+    ModelResponse,
+    TextSink,
+    TransientModelError,
+)
 from brainhands.brain.models.openai import parse_chat_completion
 from brainhands.shared.errors import ConfigurationError
 
@@ -59,11 +64,7 @@ class ScriptedModel:
         return self._name
 
     async def complete(
-        self,
-        messages: list[dict[str, Any]],
-        tools: list[dict[str, Any]],
-        *,
-        on_text: Callable[[str], None] | None = None,
+        self, messages: list[Json], tools: list[Json], *, on_text: TextSink | None = None
     ) -> ModelResponse:
         """Answer with the turn numbered by the assistant messages in ``messages`` (its text
         handed to ``on_text`` in one piece)."""
