@@ -315,10 +315,11 @@ def test_config_prints_every_setting_with_secrets_redacted(tmp_path: Path) -> No
     assert "s3cret" not in done.stdout and "hunter2" not in done.stdout
     assert "BRAINHANDS_RABBITMQ_URL=amqp://app:***@mq.internal:5672/prod" in done.stdout
     assert "BRAINHANDS_CONCURRENCY=32" in done.stdout
-    model = brainhands(
-        "config", "--role", "model", cwd=tmp_path, env={"BRAINHANDS_MODEL_API_KEY": "sk-topsecret"}
-    )
+    extra = '{"parallel_tool_calls": null}'
+    model_env = {"BRAINHANDS_MODEL_API_KEY": "sk-topsecret", "BRAINHANDS_MODEL_EXTRA_BODY": extra}
+    model = brainhands("config", "--role", "model", cwd=tmp_path, env=model_env)
     assert "sk-topsecret" not in model.stdout and "BRAINHANDS_MODEL_API_KEY=***" in model.stdout
+    assert f"BRAINHANDS_MODEL_EXTRA_BODY={extra}" in model.stdout  # JSON, as the variable takes it
     bad = brainhands(
         "config", "--role", "brain", cwd=tmp_path, env={"BRAINHANDS_SWEEPER_PERIOD": "soon"}
     )

@@ -320,6 +320,8 @@ async def config(args: argparse.Namespace) -> int:
         shown = "***" if isinstance(value, SecretStr) else value
         if isinstance(shown, str) and "://" in shown:
             shown = _redacted_url(shown)
+        elif isinstance(shown, dict | list):
+            shown = json.dumps(shown)  # as the variable takes it back
         print(f"{prefix}{name.upper()}={'' if shown is None else shown}")
     return 0
 
