@@ -283,6 +283,9 @@ class Workers:
     procs: list[Worker] = field(default_factory=list)
     code: Path = ROOT
     """The tree whose code the processes run (another checkout, to compare builds)."""
+    module: str = "brainhands"
+    """What ``python -m`` runs: brainhands' command, or a module that wraps it (the same
+    arguments), such as ``bench.roundtrip_counted``."""
 
     def __post_init__(self) -> None:
         self.logs.mkdir(parents=True, exist_ok=True)
@@ -301,7 +304,7 @@ class Workers:
         path = self.logs / (log or f"{role}-{n}.log")
         tree = code or self.code
         env = code_env(self.env, tree)
-        worker = Worker(role, spawn(["brainhands", *argv], env, path, cwd=tree), path)
+        worker = Worker(role, spawn([self.module, *argv], env, path, cwd=tree), path)
         self.procs.append(worker)
         return worker
 

@@ -190,12 +190,12 @@ async def measure_round(
             lanes = list(zip(sides, fleets, strict=True))
             for (side, c), workers in lanes:
                 warm = session_ids(f"warm{n}", args.warmup)
-                await serial_sessions(c.store, side.topology, workers, warm, args.timeout)
+                await serial_sessions(c.store, c.db, side.topology, workers, warm, args.timeout)
             serial = session_ids(f"rt{n}", args.sessions)
             for i, session_id in enumerate(serial):
                 for (side, c), workers in lanes if i % 2 == 0 else reversed(lanes):
                     await serial_sessions(
-                        c.store, side.topology, workers, [session_id], args.timeout
+                        c.store, c.db, side.topology, workers, [session_id], args.timeout
                     )
             for workers in fleets:
                 workers.stop()

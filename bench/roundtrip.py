@@ -1,7 +1,8 @@
 """A tool call's round trip through Brain and Hands, next to its physical floor, Celery and DBOS.
 
-Everything runs on PostgreSQL (a fresh schema, dropped at the end), RabbitMQ and Redis under a
-unique namespace; every process started is stopped and every queue deleted at the end.
+Everything runs on PostgreSQL (a fresh schema, dropped at the end; on a server of the run's
+own unless ``--no-counts``, see 6), RabbitMQ and Redis under a unique namespace; every process
+started is stopped and every queue deleted at the end.
 
 1. **Round trip.** One Brain (``python -m brainhands brain --compat v1 --agents
    bench.roundtrip_agents``) and one Hands process (``hands --pool bench --tools
@@ -51,6 +52,19 @@ unique namespace; every process started is stopped and every queue deleted at th
    workflows of 10 steps at once both ways, to compare with part 2b. DBOS checkpoints every
    workflow and step in PostgreSQL, the durable peer closest to ours, without a broker.
 
+6. **Steps per call, counted** (unless ``--no-counts``): the whole run uses a PostgreSQL and a
+   Redis server of its own (``bench/roundtrip_servers.py``: the machine's binaries on free
+   ports, ``pg_stat_statements`` preloaded, the system server's commit settings), because
+   other clients share the system ones and move their counters. Around parts 1, 2 and 2b,
+   and around DBOS's serial, direct-burst and fan-out parts, a meter
+   (``bench/roundtrip_counts.py``) reads the store's write transactions (transaction ids
+   consumed), its statements (``pg_stat_statements``), its CPU (the own server's processes),
+   the Redis commands (``INFO commandstats``) and the AMQP messages published and confirmed
+   (counted in the publishing processes: the workers run as ``bench.roundtrip_counted``).
+   The table per one-call session, per fan-out call, per DBOS one-step workflow and per
+   DBOS fan-out step, and the store capacity (tool calls/s per PostgreSQL core) that the
+   store CPU per call gives, come last (``bench/roundtrip_costs.py``).
+
 ``--before REF`` measures parts 1 to 3 twice in the same run: first with the Brain and Hands
 processes running commit REF's code (its tree ``git archive``d to a temporary directory, its
 package folders first on their path, its ``bench`` agents and tools too; checked before they
@@ -71,7 +85,7 @@ part 3 by ``bench/roundtrip_floor.py``, part 4 by ``bench/roundtrip_celery.py``,
 
     .venv/bin/python -m bench.roundtrip [--sessions S] [--burst S2] [--fanout-burst S3]
         [--floor F] [--celery-burst N] [--dbos-burst N] [--no-celery] [--no-dbos]
-        [--before REF [--rounds N]]
+        [--no-counts] [--before REF [--rounds N]]
 """
 
 from __future__ import annotations
@@ -105,6 +119,8 @@ from bench._stats import machine, percentile, print_table
 from bench.roundtrip_agents import COMPAT, FANOUT, FANOUT_AGENT
 from bench.roundtrip_before import check_code, compare
 from bench.roundtrip_celery import CeleryResult, bench_celery
+from bench.roundtrip_costs import new_meter, print_costs
+from bench.roundtrip_counts import TAIL, Counts, amqp_counting, part_end, take
 from bench.roundtrip_dbos import DbosResult, bench_dbos
 from bench.roundtrip_floor import (
     FLOOR_PROCESSES,
@@ -114,6 +130,7 @@ from bench.roundtrip_floor import (
     floor_schema,
     floor_throughput,
 )
+from bench.roundtrip_servers import own_servers, system_settings
 from bench.roundtrip_sessions import (
     STEPS,
     Passes,
@@ -166,6 +183,10 @@ class Results:
     """CPU seconds per round trip of the floor's lanes (both sides of a call)."""
     celery: CeleryResult | None = None
     dbos: DbosResult | None = None
+    serial_counts: Counts | None = None
+    burst_counts: Counts | None = None
+    fanout_counts: Counts | None = None
+    """What each part asked of the store, the broker and Redis (None: not counted)."""
 
     @property
     def serial_p50(self) -> float:
@@ -212,14 +233,20 @@ async def bench_ours(
         # workers' relays and sweepers, which would otherwise publish or wake them.
         floor_store = await open_store(args.database_url, floor_schema(schema))
         await floor_store.close()
-        workers = stack.enter_context(
-            Workers(worker_env(args, namespace, schema, args.concurrency), logs, code=code)
-        )
+        counted = args.servers is not None and code == ROOT
+        env = worker_env(args, namespace, schema, args.concurrency)
+        module = "bench.roundtrip_counted" if counted else "brainhands"
+        workers = stack.enter_context(Workers(env, logs, code=code, module=module))
         check_code(workers.env, code)
         broker = await Broker.connect(args.rabbitmq_url, topology, connection_name=namespace)
         stack.push_async_callback(broker.close)
-        db = await asyncpg.connect(dsn, server_settings={"search_path": schema})
+        # The harness's own polls (answered yet?) run as the observer, not counted.
+        observer = asyncpg_dsn(args.servers.observer_url) if args.servers else dsn
+        db = await asyncpg.connect(observer, server_settings={"search_path": schema})
         stack.push_async_callback(db.close)
+        meter = await stack.enter_async_context(new_meter(args)) if counted else None
+        if meter is not None:
+            meter.excluded.add(await db.fetchval("SELECT pg_backend_pid()"))
         # Submissions' wake-ups are published by a relay here, woken by each commit.
         relay = OutboxRelay(store, broker)
         store.add_commit_listener(relay.wake)
@@ -239,11 +266,13 @@ async def bench_ours(
                     flush=True,
                 )
                 warm = session_ids("warm", args.warmup)
-                await serial_sessions(store, topology, workers, warm, args.timeout)
+                await serial_sessions(store, db, topology, workers, warm, args.timeout)
                 ids = session_ids("rt", args.sessions)
-                cpu = workers.cpu()
-                await serial_sessions(store, topology, workers, ids, args.timeout)
+                cpu, counts = workers.cpu(), await take(meter, workers)
+                await serial_sessions(store, db, topology, workers, ids, args.timeout)
+                await asyncio.sleep(TAIL)
                 results.serial_cpu = cpu_per_session(cpu, workers.cpu(), len(ids))
+                results.serial_counts = await part_end(meter, workers, counts)
                 print(f"3. floor: {args.floor - half} more serial round trips", flush=True)
                 await floor.run(args.floor - half)
             print(
@@ -258,11 +287,13 @@ async def bench_ours(
             await analyze(db)
             print(f"2. throughput: {args.burst} sessions at once, 2 Brains + 2 Hands", flush=True)
             burst = session_ids("tp", args.burst)
-            cpu = workers.cpu()
+            cpu, counts = workers.cpu(), await take(meter, workers)
             results.burst_seconds = await burst_sessions(
                 store, db, topology, workers, burst, args.timeout
             )
+            await asyncio.sleep(TAIL)
             results.burst_cpu = cpu_per_session(cpu, workers.cpu(), len(burst))
+            results.burst_counts = await part_end(meter, workers, counts)
             if args.fanout_burst:
                 print(
                     f"2b. throughput: {args.fanout_burst} sessions of {FANOUT} parallel calls "
@@ -271,11 +302,13 @@ async def bench_ours(
                 )
                 fanned = session_ids("fan", args.fanout_burst)
                 results.fanout_sessions = len(fanned)
-                cpu = workers.cpu()
+                cpu, counts = workers.cpu(), await take(meter, workers)
                 results.fanout_seconds = await burst_sessions(
                     store, db, topology, workers, fanned, args.timeout, FANOUT_AGENT
                 )
+                await asyncio.sleep(TAIL)
                 results.fanout_cpu = cpu_per_session(cpu, workers.cpu(), len(fanned))
+                results.fanout_counts = await part_end(meter, workers, counts)
         finally:
             relay_stop.set()
             await relay_task
@@ -694,6 +727,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--no-celery", action="store_true", help="skip part 4")
     parser.add_argument("--no-dbos", action="store_true", help="skip part 5")
     parser.add_argument(
+        "--no-counts",
+        action="store_true",
+        help="run on --database-url and --redis-url as given, without the steps-per-call "
+        "counts (which need servers of the run's own)",
+    )
+    parser.add_argument(
         "--before",
         metavar="REF",
         help="first measure parts 1 to 3 with the Brains and Hands of this commit, then this "
@@ -739,9 +778,22 @@ async def main(args: argparse.Namespace) -> None:
     print(f"roundtrip bench on {machine()}", flush=True)
     befores: list[Results] = []
     afters: list[Results] = []
+    args.servers = None
     with tempfile.TemporaryDirectory(prefix="brainhands-bench-roundtrip-") as tmp:
         logs = Path(args.logs or tmp)
         with contextlib.ExitStack() as stack:
+            if not args.no_counts:
+                settings = await system_settings(args.database_url)
+                servers = stack.enter_context(own_servers(settings))
+                args.servers = servers
+                args.database_url, args.redis_url = servers.database_url, servers.redis_url
+                amqp_counting()
+                print(
+                    f"own servers for the counts: PostgreSQL :{servers.pg_port} (pg_stat_"
+                    f"statements; {len(settings)} settings copied from the system server), "
+                    f"Redis :{servers.redis_port}",
+                    flush=True,
+                )
             old = stack.enter_context(extracted(args.before)) if args.before else None
             for n in range(args.rounds if old else 1):
                 passes = [(afters, ROOT, "this tree")]
@@ -752,12 +804,13 @@ async def main(args: argparse.Namespace) -> None:
                     print(f"\n== the Brains and Hands of {name}", flush=True)
                     side = "before" if done is befores else "after"
                     done.append(await measure(args, logs / f"{side}-{n + 1}", code))
-        results = afters[-1]
-        if not args.no_celery:
-            results.celery = await bench_celery(args, tag, logs)
-        if not args.no_dbos:
-            results.dbos = await bench_dbos(args, tag, logs)
+            results = afters[-1]
+            if not args.no_celery:
+                results.celery = await bench_celery(args, tag, logs)
+            if not args.no_dbos:
+                results.dbos = await bench_dbos(args, tag, logs)
     report(args, results)
+    print_costs(results)
     if befores:
         compare(args.before, befores, afters)
     print(f"({machine()})")

@@ -14,6 +14,9 @@ every ``*_async`` call), leave its registry of decorated functions and its backg
 process also keeps DBOS off the CPU while the other parts run, and ``kill`` ends it whole.
 It is one process doing both sides, as a DBOS application is (the library in the app's
 process): the brainhands throughput rows have four processes, Celery's three.
+
+When the bench runs on servers of its own (``args.servers``), the app counts its serial,
+burst and fan-out parts on them as brainhands' are counted (``bench/roundtrip_counts.py``).
 """
 
 from __future__ import annotations
@@ -54,6 +57,9 @@ class DbosResult:
     fanout_calls: int
     fanout_direct_seconds: float = 0.0
     fanout_queue_seconds: float = 0.0
+    counts: dict[str, dict[str, float]] | None = None
+    """Per counted part (``serial``, ``burst``, ``fanout``): what it asked of the store
+    (``Counts``' fields), ``app_cpu`` (the app's CPU seconds) and ``n`` (its tool calls)."""
 
     @property
     def direct_rate(self) -> float:
@@ -120,6 +126,12 @@ def start_dbos_app(
     argv += ["--burst", str(args.dbos_burst), "--fanout", str(args.fanout_burst)]
     argv += ["--fanout-calls", str(FANOUT), "--warmup", str(args.warmup)]
     argv += ["--timeout", str(args.timeout)]
+    servers = args.servers
+    if servers is not None:
+        database = urlsplit(system_database_url).path.lstrip("/")
+        argv += ["--meter-dsn", servers.admin_dsn, "--database", database]
+        argv += ["--postmaster-pid", str(servers.postmaster_pid)]
+        argv += ["--observer-url", database_url(servers.observer_url, database)]
     return spawn(argv, dict(os.environ), log)
 
 

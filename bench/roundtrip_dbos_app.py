@@ -25,6 +25,14 @@ the finish is read every ``POLL`` seconds from the workflow status table (only t
 not yet seen final), so neither DBOS's result polling (1 s by default) nor a poll per
 workflow is measured. Before the bursts its tables are analyzed, as brainhands' are.
 
+With ``--meter-dsn`` (the bench's own PostgreSQL server), the serial one-step workflows, the
+one-step burst started directly and the fan-out burst started directly are each counted as
+brainhands' parts are (``bench/roundtrip_counts.py``: transaction ids consumed, statements,
+the server's CPU), with this process's CPU (all its threads) beside; the burst's polls of
+the workflow status table connect as the observer role (``--observer-url``), left out as
+the bench's own polls of brainhands' sessions are. The queue's worker thread polls all the
+while, as DBOS's background: counted, as brainhands' sweepers and relays are.
+
 Settings beyond DBOS's defaults: warnings-only logs, a fixed application version, and a
 queue polling interval of ``QUEUE_POLLING_SEC`` (DBOS's default is 1 s, which would leave a
 burst waiting for the first poll).
@@ -34,14 +42,18 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import psycopg
 from dbos import DBOS, DBOSConfig, WorkflowHandleAsync
+
+from bench.roundtrip_counts import TAIL, Meter
+from bench.roundtrip_servers import OBSERVER
 
 APP = "brainhands-bench-roundtrip"
 QUEUE = "bench_roundtrip"
@@ -68,6 +80,7 @@ async def fan_out(calls: int) -> None:
 
 
 Start = Callable[[], Awaitable[WorkflowHandleAsync[None]]]
+_T = TypeVar("_T")
 
 
 async def serial(n: int) -> list[float]:
@@ -111,8 +124,29 @@ async def burst(db: psycopg.AsyncConnection[Any], start: Start, n: int, within: 
     return float(last) / 1000 - started
 
 
-async def measure(args: argparse.Namespace) -> dict[str, Any]:
+class Parts:
+    """What the counted parts asked of the store (``bench/roundtrip_counts.py``), with this
+    process's CPU, when the bench runs the app on its own servers (``--meter-dsn``)."""
+
+    def __init__(self, meter: Meter | None) -> None:
+        self.meter = meter
+        self.counts: dict[str, dict[str, float]] = {}
+
+    async def counted(self, name: str, n: int, part: Awaitable[_T]) -> _T:
+        """Run ``part`` (``n`` calls), counting what it asked for under ``name``."""
+        if self.meter is None:
+            return await part
+        cpu, start = time.process_time(), await self.meter.read()
+        done = await part
+        await asyncio.sleep(TAIL)
+        counts = (await self.meter.read()).minus(start).as_dict()
+        self.counts[name] = {**counts, "app_cpu": time.process_time() - cpu, "n": n}
+        return done
+
+
+async def measure(args: argparse.Namespace, meter: Meter | None) -> dict[str, Any]:
     queue = await DBOS.register_queue_async(QUEUE, polling_interval_sec=QUEUE_POLLING_SEC)
+    parts = Parts(meter)
 
     def direct(*call: Any) -> Start:
         return lambda: DBOS.start_workflow_async(*call)
@@ -123,25 +157,34 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
     for _ in range(args.warmup * 4):
         await (await DBOS.start_workflow_async(one_call)).get_result()
         await (await queue.enqueue_async(one_call)).get_result(polling_interval_sec=0.01)
-    result: dict[str, Any] = {"samples": await serial(args.serial), "burst": args.burst}
+    samples = await parts.counted("serial", args.serial, serial(args.serial))
+    result: dict[str, Any] = {"samples": samples, "burst": args.burst}
     result["queue_polling_sec"] = QUEUE_POLLING_SEC
+    # The harness's polls run as the observer where there is one: not counted as DBOS's work.
     async with await psycopg.AsyncConnection.connect(
-        args.system_database_url, autocommit=True
+        args.observer_url or args.system_database_url, autocommit=True
     ) as db:
+        if meter is not None:
+            cursor = await db.execute("SELECT pg_backend_pid()")
+            meter.excluded.add(int((await cursor.fetchall())[0][0]))
         # As brainhands' bench does for its store: statistics, as on a system that has run.
         await db.execute("ANALYZE dbos.workflow_status, dbos.operation_outputs")
-        result["direct_seconds"] = await burst(db, direct(one_call), args.burst, args.timeout)
+        result["direct_seconds"] = await parts.counted(
+            "burst", args.burst, burst(db, direct(one_call), args.burst, args.timeout)
+        )
         result["queue_seconds"] = await burst(db, queued(one_call), args.burst, args.timeout)
         result["fanout"] = args.fanout
         result["fanout_calls"] = args.fanout_calls
         if args.fanout:
             fanned = (fan_out, args.fanout_calls)
-            result["fanout_direct_seconds"] = await burst(
-                db, direct(*fanned), args.fanout, args.timeout
+            steps = args.fanout * args.fanout_calls
+            result["fanout_direct_seconds"] = await parts.counted(
+                "fanout", steps, burst(db, direct(*fanned), args.fanout, args.timeout)
             )
             result["fanout_queue_seconds"] = await burst(
                 db, queued(*fanned), args.fanout, args.timeout
             )
+    result["counts"] = parts.counts or None
     return result
 
 
@@ -154,11 +197,16 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "log_level": "WARNING",
     }
     DBOS(config=config)
-    try:
-        DBOS.launch()
-        return await measure(args)
-    finally:
-        DBOS.destroy()
+    async with contextlib.AsyncExitStack() as stack:
+        meter = None
+        if args.meter_dsn:
+            meter = Meter(args.meter_dsn, args.database, args.postmaster_pid, None, OBSERVER)
+            await stack.enter_async_context(meter)
+        try:
+            DBOS.launch()
+            return await measure(args, meter)
+        finally:
+            DBOS.destroy()
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -171,6 +219,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--fanout-calls", type=int, default=10, help="steps per fan-out workflow")
     parser.add_argument("--warmup", type=int, default=5, help="4x this many unmeasured first")
     parser.add_argument("--timeout", type=float, default=90.0, help="seconds a burst may take")
+    parser.add_argument("--meter-dsn", help="count the parts on this server (its postgres db)")
+    parser.add_argument("--database", help="with --meter-dsn: the system database's name")
+    parser.add_argument("--postmaster-pid", type=int, default=0, help="with --meter-dsn")
+    parser.add_argument("--observer-url", help="the harness's polls connect as this role")
     return parser.parse_args(argv)
 
 

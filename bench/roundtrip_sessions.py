@@ -10,6 +10,7 @@ JSON logs; ``brain_passes`` counts what the Brains did for the sessions.
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -22,7 +23,7 @@ from bench.roundtrip_tools import POOL
 from brainhands.shared.store import FINAL_SUBMISSION_STATUSES, Store
 from brainhands.shared.store.schema import metadata
 from brainhands.shared.topology import Topology
-from tests.helpers.submitting import submit_input, wait_for_answer
+from tests.helpers.submitting import submit_input
 
 FINAL = tuple(sorted(FINAL_SUBMISSION_STATUSES))
 POLL = 0.2
@@ -95,18 +96,6 @@ async def submit(store: Store, topology: Topology, session_id: str, agent: str =
     )
 
 
-async def serial_sessions(
-    store: Store, topology: Topology, workers: Workers, ids: Sequence[str], within: float
-) -> None:
-    """Submit the sessions one after another, each once the previous one is answered."""
-    for session_id in ids:
-        await submit(store, topology, session_id)
-        record = await wait_for_answer(store, session_id, "r1", within=within, poll=0.02)
-        if record.status != "answered":
-            raise RuntimeError(f"session {session_id} {record.status}: {record.error}")
-        workers.check_alive()
-
-
 async def burst_sessions(
     store: Store,
     db: asyncpg.Connection,
@@ -115,10 +104,22 @@ async def burst_sessions(
     ids: Sequence[str],
     within: float,
     agent: str = AGENT,
+    *,
+    poll: float = POLL,
+    one_by_one: bool = False,
 ) -> float:
-    """Submit all sessions (to ``agent``) at once; return seconds from the first submission
-    until the last one was answered."""
+    """Submit all sessions (to ``agent``) at once, or ``one_by_one`` (each once the previous
+    one is answered); return seconds from the first submission until the last one was
+    answered. Submitted through ``store`` (the client's work, counted), watched through
+    ``db`` every ``poll`` seconds (the harness's polls: the observer's connection, whose
+    statements the counts leave out)."""
     started = time.time()
+    if one_by_one:
+        for session_id in ids:
+            await burst_sessions(
+                store, db, topology, workers, [session_id], within, agent, poll=poll
+            )
+        return time.time() - started
     await asyncio.gather(*(submit(store, topology, session_id, agent) for session_id in ids))
     deadline = time.monotonic() + within
     pending = set(ids)
@@ -139,7 +140,7 @@ async def burst_sessions(
         if time.monotonic() > deadline:
             answered = len(ids) - len(pending)
             raise RuntimeError(f"{answered} of {len(ids)} sessions answered within {within}s")
-        await asyncio.sleep(POLL)
+        await asyncio.sleep(poll)
     rows = await db.fetch(
         "SELECT status, updated_at FROM submission WHERE session_id = ANY($1::text[])", list(ids)
     )
@@ -264,3 +265,7 @@ def step_samples(runs: Sequence[Timeline], start: str, end: str) -> list[float]:
 
 def cpu_per_session(before: dict[str, float], after: dict[str, float], n: int) -> dict[str, float]:
     return {role: (after[role] - before.get(role, 0.0)) / n for role in after}
+
+
+serial_sessions = functools.partial(burst_sessions, poll=0.02, one_by_one=True)
+"""``burst_sessions`` one by one, watched every 20 ms (the serial round trips)."""
