@@ -1,4 +1,5 @@
-"""The database URLs users write, as the store's drivers take them."""
+"""The service addresses users write, as the drivers take them: the store's URL, the
+broker's nodes, the Redis Sentinels."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import pytest
 
 from brainhands.shared.config import (
     CommonSettings,
+    broker_node_urls,
     load_settings,
     normalize_database_url,
     parse_addresses,
@@ -52,3 +54,39 @@ def test_invalid_sentinels_fail_at_start_up_naming_the_variable(
         load_settings(CommonSettings)
     monkeypatch.setenv("BRAINHANDS_REDIS_SENTINELS", "s1:26379,s2:26379")
     assert load_settings(CommonSettings).sentinel_addresses == [("s1", 26379), ("s2", 26379)]
+
+
+@pytest.mark.parametrize(
+    ("written", "nodes"),
+    [
+        ("amqp://guest:guest@127.0.0.1:5672/", ["amqp://guest:guest@127.0.0.1:5672/"]),
+        # A cluster: each node with the one set of credentials, virtual host and options.
+        (
+            "amqp://u:p%40w@mq-a:5672, mq-b:5673,[::1]:5674/prod?heartbeat=10",
+            [
+                "amqp://u:p%40w@mq-a:5672/prod?heartbeat=10",
+                "amqp://u:p%40w@mq-b:5673/prod?heartbeat=10",
+                "amqp://u:p%40w@[::1]:5674/prod?heartbeat=10",
+            ],
+        ),
+        ("amqps://mq-a,mq-b", ["amqps://mq-a", "amqps://mq-b"]),
+    ],
+)
+def test_a_broker_url_names_one_node_or_a_clusters_nodes(written: str, nodes: list[str]) -> None:
+    assert broker_node_urls(written) == nodes
+
+
+@pytest.mark.parametrize(
+    ("written", "problem"),
+    [
+        ("redis://mq:6379", "must be an AMQP URL"),
+        ("amqp://u@mq-a:5672,,mq-c:5672/", "'' is not host or host:port"),
+        ("amqp://u@mq-a:5672,mq-b:99999/", "'mq-b:99999' is not host or host:port"),
+    ],
+)
+def test_a_bad_broker_url_fails_at_start_up_naming_the_variable_and_the_node(
+    monkeypatch: pytest.MonkeyPatch, written: str, problem: str
+) -> None:
+    monkeypatch.setenv("BRAINHANDS_RABBITMQ_URL", written)
+    with pytest.raises(ConfigurationError, match=f"BRAINHANDS_RABBITMQ_URL: .*{problem}"):
+        load_settings(CommonSettings)

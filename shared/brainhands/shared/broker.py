@@ -11,7 +11,8 @@ The broker only triggers (DESIGN §1), so this module promises little and keeps 
   what an operator reads and replays there).
 
 The connection is robust: after a broker restart it reconnects and restores the declared
-topology and every consumer on its own.
+topology and every consumer on its own. Given a cluster's nodes (``broker_node_urls``), it
+connects to the first that answers and, when that node is lost, reconnects through the next.
 """
 
 from __future__ import annotations
@@ -37,8 +38,10 @@ from aio_pika.exceptions import (
     PublishError,
 )
 from aiormq import spec
+from yarl import URL
 
 from brainhands.shared import metrics
+from brainhands.shared.config import broker_node_urls
 from brainhands.shared.consumer import Consumer
 from brainhands.shared.delivery import TRANSPORT_ERRORS, Delivery, Handler
 from brainhands.shared.errors import BrokerError, BrokerUnavailable, UnroutableMessage
@@ -65,6 +68,25 @@ class Outgoing:
     body: bytes
     routing_key: str
     headers: Mapping[str, str] | None = None
+
+
+class _NodesConnection(aio_pika.RobustConnection):
+    """A robust connection that moves on to the next of a cluster's nodes whenever it closes.
+
+    aio-pika reconnects to the one URL it was given. It reports every end of a connection,
+    and every failed attempt at one, through ``_on_connection_close`` before it tries again
+    with ``self.url``: the next node is put there, so a lost node is left behind at the next
+    attempt and a cluster with any node up is reached within one round of the list.
+    """
+
+    def __init__(self, nodes: Sequence[URL], **kwargs: Any) -> None:
+        super().__init__(nodes[0], **kwargs)
+        self._nodes = nodes
+        self._next = 1 % len(nodes)
+
+    async def _on_connection_close(self, closing: asyncio.Future[Any]) -> None:
+        self.url, self._next = self._nodes[self._next], (self._next + 1) % len(self._nodes)
+        await super()._on_connection_close(closing)
 
 
 class Broker:
@@ -103,18 +125,27 @@ class Broker:
     ) -> Broker:
         """Connect, open the confirm channel and declare the base topology.
 
-        Raises ``BrokerUnavailable`` when the broker cannot be reached within
-        ``publish_timeout``. ``connection_name`` shows in RabbitMQ's connection list.
+        ``url`` may name a cluster's nodes (``broker_node_urls``): they are tried in turn,
+        now and at every reconnection. Raises ``BrokerUnavailable`` when none can be reached,
+        each within ``publish_timeout``. ``connection_name`` shows in RabbitMQ's connection
+        list.
         """
-        try:
-            connection = await aio_pika.connect_robust(
-                url,
-                timeout=publish_timeout,
+        nodes = [URL(node) for node in broker_node_urls(url)]
+        failures = []
+        for first in range(len(nodes)):
+            connection = _NodesConnection(
+                [*nodes[first:], *nodes[:first]],
                 reconnect_interval=reconnect_interval,
                 client_properties={"connection_name": connection_name},
             )
-        except TRANSPORT_ERRORS as exc:
-            raise BrokerUnavailable(f"cannot connect to RabbitMQ: {exc!r}") from exc
+            try:
+                await connection.connect(timeout=publish_timeout)
+                break
+            except TRANSPORT_ERRORS as exc:
+                await connection.close()
+                failures.append(f"{nodes[first].host}:{nodes[first].port}: {exc!r}")
+        else:
+            raise BrokerUnavailable(f"cannot connect to RabbitMQ: {'; '.join(failures)}")
         try:
             channel = await connection.channel(publisher_confirms=True, on_return_raises=True)
             await topology.declare_base(channel)

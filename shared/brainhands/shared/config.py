@@ -8,6 +8,7 @@ standard local ports and the store in a SQLite file.
 from __future__ import annotations
 
 from typing import TypeVar
+from urllib.parse import urlsplit
 
 from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -67,6 +68,35 @@ def parse_addresses(value: str) -> list[tuple[str, int]]:
     return found
 
 
+def broker_node_urls(url: str) -> list[str]:
+    """One AMQP URL per RabbitMQ node that ``url`` names, in the order written.
+
+    A cluster is written as PostgreSQL's servers are (``amqp://user:password@host1:5672,
+    host2:5672,host3:5672/vhost``): the nodes of one cluster share its users and virtual
+    hosts, so only the address differs from node to node. ``ValueError`` names what is wrong.
+    """
+    scheme, separator, rest = url.partition("://")
+    if not separator or scheme not in ("amqp", "amqps"):
+        raise ValueError("must be an AMQP URL (amqp://user:password@host:5672/vhost)")
+    cut = next((i for i, char in enumerate(rest) if char in "/?#"), len(rest))
+    authority, tail = rest[:cut], rest[cut:]
+    userinfo, at, hosts = authority.rpartition("@")
+    urls = []
+    for host in (part.strip() for part in hosts.split(",")):
+        address = urlsplit(f"{scheme}://{host}")
+        try:
+            valid = bool(address.hostname) and address.port != 0
+        except ValueError:  # a port that is not a number from 1 to 65535
+            valid = False
+        if not valid:
+            raise ValueError(
+                f"{host!r} is not host or host:port (a cluster's nodes: "
+                "amqp://user:password@host1:5672,host2:5672/vhost)"
+            )
+        urls.append(f"{scheme}://{userinfo}{at}{host}{tail}")
+    return urls
+
+
 class CommonSettings(BaseSettings):
     """What every process needs: where the store, the broker and Redis are."""
 
@@ -76,6 +106,8 @@ class CommonSettings(BaseSettings):
     database_schema: str | None = None
     """PostgreSQL schema holding the tables (default: the database's search path)."""
     rabbitmq_url: str = "amqp://guest:guest@127.0.0.1:5672/"
+    """The broker; a cluster's nodes as ``amqp://user:password@host1:5672,host2:5672/vhost``,
+    tried in turn at every (re)connection (``broker_node_urls``)."""
     redis_url: str = "redis://127.0.0.1:6379/0"
     redis_sentinels: str = ""
     """Redis Sentinels (``host:port,host:port``) that say where the primary is, followed
@@ -113,8 +145,7 @@ class CommonSettings(BaseSettings):
     @field_validator("rabbitmq_url")
     @classmethod
     def _rabbitmq_url(cls, value: str) -> str:
-        if not value.startswith(("amqp://", "amqps://")):
-            raise ValueError("must be an AMQP URL (amqp://user:password@host:5672/vhost)")
+        broker_node_urls(value)
         return value
 
     @field_validator("redis_url")
