@@ -21,7 +21,8 @@ Faults (``--faults``, all by default): ``worker-kills`` (a Brain and a Hands SIG
 restarted: the baseline), ``store-failover`` (the PostgreSQL primary killed, its synchronous
 standby promoted: ``tests/helpers/pg_pair.py``), ``redis-failover`` (the Redis primary killed,
 Sentinel promotes the replica: ``tests/helpers/redis_sentinel.py``), ``redis-restart`` (a
-Redis of the run's own killed and started again empty).
+Redis of the run's own killed and started again empty), ``broker-node`` (one node of a
+three-node RabbitMQ cluster SIGKILLed and restarted: ``tests/helpers/rabbit_cluster.py``).
 
     .venv/bin/python -m bench.faults [--faults NAME ...] [--batches B] [--in-flight N]
         [--delay S] [--drops D] [--timeout S]
@@ -47,6 +48,7 @@ from brainhands.shared.config import normalize_database_url
 from tests.helpers.cluster import Cluster, deployment
 from tests.helpers.pg_pair import PostgresPair, free_port, postgres_pair
 from tests.helpers.polling import eventually, once_it_answers
+from tests.helpers.rabbit_cluster import RabbitCluster, rabbit_cluster
 from tests.helpers.redis_sentinel import SentinelGroup, sentinel_group, wait_for_ping
 from tests.helpers.stores import StoreTarget
 
@@ -61,11 +63,14 @@ class Services:
 
     target: StoreTarget
     redis_url: str
+    rabbitmq_url: str
+    """The broker as the harness reaches it (the workers may be given more: ``env``)."""
     env: dict[str, str] = field(default_factory=dict)
     pair: PostgresPair | None = None
     sentinels: SentinelGroup | None = None
     redis: subprocess.Popen[bytes] | None = None
     redis_port: int = 0
+    rabbits: RabbitCluster | None = None
 
 
 ServicesFor = Callable[[argparse.Namespace, str], contextlib.AbstractAsyncContextManager[Services]]
@@ -93,9 +98,8 @@ class Row:
 async def system_services(args: argparse.Namespace, schema: str) -> AsyncIterator[Services]:
     """The machine's PostgreSQL (a schema of the run's own) and Redis."""
     try:
-        yield Services(
-            StoreTarget(normalize_database_url(args.database_url), schema), args.redis_url
-        )
+        target = StoreTarget(normalize_database_url(args.database_url), schema)
+        yield Services(target, args.redis_url, args.rabbitmq_url)
     finally:
         await drop_schemas(args.database_url, schema)
 
@@ -105,7 +109,7 @@ async def failover_store(args: argparse.Namespace, schema: str) -> AsyncIterator
     """A PostgreSQL primary and its synchronous standby, named by one multi-host URL."""
     with postgres_pair() as pair:
         target = StoreTarget(normalize_database_url(pair.url), None)
-        yield Services(target, args.redis_url, pair=pair)
+        yield Services(target, args.redis_url, args.rabbitmq_url, pair=pair)
 
 
 @contextlib.asynccontextmanager
@@ -135,6 +139,18 @@ async def own_redis(args: argparse.Namespace, schema: str) -> AsyncIterator[Serv
         finally:
             services.redis.kill()
             services.redis.wait()
+
+
+@contextlib.asynccontextmanager
+async def broker_cluster(args: argparse.Namespace, schema: str) -> AsyncIterator[Services]:
+    """Three RabbitMQ nodes in one cluster: the workers are given all three, the harness the
+    last (the fault strikes the first)."""
+    with rabbit_cluster() as rabbits:
+        async with system_services(args, schema) as services:
+            services.rabbitmq_url = rabbits.nodes[-1].url
+            services.env = {"BRAINHANDS_RABBITMQ_URL": rabbits.url}
+            services.rabbits = rabbits
+            yield services
 
 
 def start_redis(port: int) -> subprocess.Popen[bytes]:
@@ -181,11 +197,22 @@ async def restart_redis_empty(cluster: Cluster, services: Services) -> str:
     return "Redis SIGKILLed, started again empty 2 s later"
 
 
+async def lose_a_broker_node(cluster: Cluster, services: Services) -> str:
+    rabbits = services.rabbits
+    assert rabbits is not None
+    first = rabbits.nodes[0].name
+    await asyncio.to_thread(rabbits.kill, first)
+    await asyncio.sleep(3)
+    await asyncio.to_thread(rabbits.revive)
+    return f"RabbitMQ node {first} (the workers' first address) SIGKILLed, restarted 3 s later"
+
+
 FAULTS: dict[str, tuple[ServicesFor, Injection]] = {
     "worker-kills": (system_services, kill_workers),
     "store-failover": (failover_store, fail_the_store_over),
     "redis-failover": (sentinel_redis, fail_redis_over),
     "redis-restart": (own_redis, restart_redis_empty),
+    "broker-node": (broker_cluster, lose_a_broker_node),
 }
 
 
@@ -199,7 +226,7 @@ async def soak(args: argparse.Namespace, name: str, tmp: Path) -> Row:
     started = time.monotonic()
     async with (
         services_for(args, schema) as services,
-        deployment(services.target, args.rabbitmq_url, services.redis_url, namespace, tmp) as c,
+        deployment(services.target, services.rabbitmq_url, services.redis_url, namespace, tmp) as c,
     ):
         await c.email.set_faults(delay=args.delay, drop_next=args.drops)
         for n in range(2):
