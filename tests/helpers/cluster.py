@@ -11,7 +11,7 @@ import os
 import signal
 import subprocess
 from collections import Counter
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -81,9 +81,10 @@ class Cluster:
         }
 
     def start(
-        self, name: str, *, victim: str | None = None, **extra: str
+        self, name: str, *, victim: str | None = None, prefix: Sequence[str] = (), **extra: str
     ) -> subprocess.Popen[bytes]:
-        """Start (or restart) worker ``name``: brain-*, hands-*, or sweeper."""
+        """Start (or restart) worker ``name``: brain-*, hands-*, or sweeper; ``prefix``: a
+        command that runs it (``netns.Link.prefix``: behind a link the test can cut)."""
         role = name.split("-")[0]
         argv = {"brain": BRAIN, "hands": HANDS, "sweeper": ["sweeper"]}[role]
         if victim and role == "hands":
@@ -93,7 +94,11 @@ class Cluster:
         else:
             module, args = "brainhands", argv
         proc = spawn_module(
-            module, *args, env=self.settings(**extra), log=self.tmp_path / f"{name}.log"
+            module,
+            *args,
+            env=self.settings(**extra),
+            log=self.tmp_path / f"{name}.log",
+            prefix=prefix,
         )
         self.procs[name] = proc
         return proc

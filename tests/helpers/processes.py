@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -15,12 +16,17 @@ not a package: ``brain/`` is ``brain/brainhands/brain``)."""
 
 
 def spawn_module(
-    module: str, *args: str, env: dict[str, str] | None = None, log: Path | None = None
+    module: str,
+    *args: str,
+    env: dict[str, str] | None = None,
+    log: Path | None = None,
+    prefix: Sequence[str] = (),
 ) -> subprocess.Popen[bytes]:
-    """Run ``python -m module args`` from ``WORKDIR``, output to ``log``."""
+    """Run ``python -m module args`` from ``WORKDIR``, output to ``log``; ``prefix``: a
+    command that runs it (``ip netns exec NS``: in a network namespace)."""
     out = open(log, "ab") if log else subprocess.DEVNULL  # noqa: SIM115 - closed by the child
     return subprocess.Popen(
-        [sys.executable, "-m", module, *args],
+        [*prefix, sys.executable, "-m", module, *args],
         cwd=WORKDIR,
         env={**os.environ, **(env or {})},
         stdout=out,
