@@ -22,7 +22,11 @@ restarted: the baseline), ``store-failover`` (the PostgreSQL primary killed, its
 standby promoted: ``tests/helpers/pg_pair.py``), ``redis-failover`` (the Redis primary killed,
 Sentinel promotes the replica: ``tests/helpers/redis_sentinel.py``), ``redis-restart`` (a
 Redis of the run's own killed and started again empty), ``broker-node`` (one node of a
-three-node RabbitMQ cluster SIGKILLed and restarted: ``tests/helpers/rabbit_cluster.py``).
+three-node RabbitMQ cluster SIGKILLed and restarted: ``tests/helpers/rabbit_cluster.py``),
+``hands-partition`` (a Hands in a network namespace of its own cut from every service for 3x
+its lease TTL while the other works on: ``tests/helpers/netns.py``), ``slow-link`` (that Hands
+behind 100 +/- 50 ms and 3% packet loss for 15 s). The namespaces need root (``ip netns``)
+and, for the loss, ``nft``.
 
     .venv/bin/python -m bench.faults [--faults NAME ...] [--batches B] [--in-flight N]
         [--delay S] [--drops D] [--timeout S]
@@ -46,6 +50,7 @@ from bench._services import add_service_urls, drop_schemas, new_parser, run_name
 from bench._stats import machine, percentile, print_table
 from brainhands.shared.config import normalize_database_url
 from tests.helpers.cluster import Cluster, deployment
+from tests.helpers.netns import Link
 from tests.helpers.pg_pair import PostgresPair, free_port, postgres_pair
 from tests.helpers.polling import eventually, once_it_answers
 from tests.helpers.rabbit_cluster import RabbitCluster, rabbit_cluster
@@ -71,11 +76,22 @@ class Services:
     redis: subprocess.Popen[bytes] | None = None
     redis_port: int = 0
     rabbits: RabbitCluster | None = None
+    link: Link | None = None
+    """The network namespace the first Hands runs in, for the faults that cut or slow it."""
 
 
 ServicesFor = Callable[[argparse.Namespace, str], contextlib.AbstractAsyncContextManager[Services]]
 Injection = Callable[[Cluster, Services], Awaitable[str]]
 """Breaks something, heals it, and says what it did; returns once the heal is done."""
+
+
+@dataclass(frozen=True)
+class Fault:
+    services: ServicesFor
+    inject: Injection
+    link_ttl_ms: int = 0
+    """Not 0: the first Hands runs behind a link of its own (``Cluster.link``), with this
+    lease TTL."""
 
 
 @dataclass
@@ -207,12 +223,40 @@ async def lose_a_broker_node(cluster: Cluster, services: Services) -> str:
     return f"RabbitMQ node {first} (the workers' first address) SIGKILLed, restarted 3 s later"
 
 
-FAULTS: dict[str, tuple[ServicesFor, Injection]] = {
-    "worker-kills": (system_services, kill_workers),
-    "store-failover": (failover_store, fail_the_store_over),
-    "redis-failover": (sentinel_redis, fail_redis_over),
-    "redis-restart": (own_redis, restart_redis_empty),
-    "broker-node": (broker_cluster, lose_a_broker_node),
+PARTITION_TTL_MS = 1500
+SLOW_LINK_TTL_MS = 5000
+"""A lease renewed every third of 1.5 s has a 1 s margin, which one lost SYN (retransmitted
+after 1 s) uses up on a lossy link; 5 s leaves more than 3 s."""
+SLOW_SECONDS = 15
+
+
+async def partition_a_hands(cluster: Cluster, services: Services) -> str:
+    link = services.link
+    assert link is not None
+    link.cut_services()
+    await asyncio.sleep(3 * PARTITION_TTL_MS / 1000)
+    link.heal_services()
+    return "a Hands cut from the store, RabbitMQ, Redis and the email service for 3x its lease TTL"
+
+
+async def slow_a_hands_link(cluster: Cluster, services: Services) -> str:
+    link = services.link
+    assert link is not None
+    link.shape(delay=0.1, jitter=0.05, loss=0.03)
+    await asyncio.sleep(SLOW_SECONDS)
+    dropped = link.dropped()
+    link.shape()
+    return f"a Hands behind 100 +/- 50 ms and 3% loss for {SLOW_SECONDS} s ({dropped} dropped)"
+
+
+FAULTS: dict[str, Fault] = {
+    "worker-kills": Fault(system_services, kill_workers),
+    "store-failover": Fault(failover_store, fail_the_store_over),
+    "redis-failover": Fault(sentinel_redis, fail_redis_over),
+    "redis-restart": Fault(own_redis, restart_redis_empty),
+    "broker-node": Fault(broker_cluster, lose_a_broker_node),
+    "hands-partition": Fault(system_services, partition_a_hands, link_ttl_ms=PARTITION_TTL_MS),
+    "slow-link": Fault(system_services, slow_a_hands_link, link_ttl_ms=SLOW_LINK_TTL_MS),
 }
 
 
@@ -221,17 +265,24 @@ FAULTS: dict[str, tuple[ServicesFor, Injection]] = {
 
 async def soak(args: argparse.Namespace, name: str, tmp: Path) -> Row:
     """The workload through fault ``name`` on a deployment of its own; its row."""
-    services_for, inject = FAULTS[name]
+    fault = FAULTS[name]
     _, namespace, schema = run_names("faults")
     started = time.monotonic()
     async with (
-        services_for(args, schema) as services,
+        fault.services(args, schema) as services,
         deployment(services.target, services.rabbitmq_url, services.redis_url, namespace, tmp) as c,
+        contextlib.AsyncExitStack() as stack,
     ):
         await c.email.set_faults(delay=args.delay, drop_next=args.drops)
-        for n in range(2):
-            c.start(f"brain-{n}", **services.env)
-            c.start(f"hands-{n}", **services.env)
+        c.start("brain-0", **services.env)
+        c.start("brain-1", **services.env)
+        if fault.link_ttl_ms:
+            services.link = link = await stack.enter_async_context(c.link())
+            ttl = {"BRAINHANDS_LEASE_TTL_MS": str(fault.link_ttl_ms)}
+            c.start("hands-0", prefix=link.prefix, **services.env, **c.behind(link), **ttl)
+        else:
+            c.start("hands-0", **services.env)
+        c.start("hands-1", **services.env)
         for n in range(args.batches):
             await c.submit_batches(1, tool=TOOLS[n % len(TOOLS)])
         await eventually(
@@ -239,7 +290,7 @@ async def soak(args: argparse.Namespace, name: str, tmp: Path) -> Row:
             within=args.timeout,
             what=f"{args.in_flight} calls in flight",
         )
-        injected = await inject(c, services)
+        injected = await fault.inject(c, services)
         healed = time.time()
         print(f"  {name}: {injected}", flush=True)
         with contextlib.suppress(AssertionError):

@@ -25,7 +25,6 @@ from tests.helpers.netns import (
     Relay,
     namespaces_unavailable,
     nftables_missing,
-    partitioned,
 )
 from tests.helpers.pgwire import CommitCut, OnAnswer
 from tests.helpers.polling import eventually
@@ -76,25 +75,8 @@ async def cluster(
 @pytest.fixture
 async def link(cluster: Cluster) -> AsyncIterator[Link]:
     """A namespace whose relays reach the store, RabbitMQ, Redis and the email service."""
-    urls = (cluster.target.url, cluster.env.url, cluster.redis_url, cluster.email_url)
-    ports = [urlsplit(url).port or 0 for url in urls]
-    async with partitioned(ports, postgres_port=ports[0]) as made:
-        try:
-            yield made
-        finally:
-            cluster.stop_all()  # before the namespace goes: nothing is left running in it
-
-
-def behind(link: Link, cluster: Cluster) -> dict[str, str]:
-    """The settings of a worker in ``link``'s namespace: every service through the link."""
-    email = link.url(cluster.email_url)
-    return {
-        "BRAINHANDS_DATABASE_URL": link.url(cluster.target.url),
-        "BRAINHANDS_RABBITMQ_URL": link.url(cluster.env.url),
-        "BRAINHANDS_REDIS_URL": link.url(cluster.redis_url),
-        "NOTIFY_EMAIL_URL": email,
-        "TEST_EMAIL_URL": email,
-    }
+    async with cluster.link() as made:
+        yield made
 
 
 def relay_of(link: Link, url: str) -> Relay:
@@ -155,7 +137,7 @@ async def test_a_hands_cut_from_redis_mid_call_healed_after_three_ttls(
     claimed = OnAnswer(claims_a_call, then=redis.cut)
     relay_of(link, cluster.target.url).arm(claimed)
     cluster.start("brain-0")
-    cluster.start("hands-cut", prefix=link.prefix, **behind(link, cluster))
+    cluster.start("hands-cut", prefix=link.prefix, **cluster.behind(link))
     await cluster.submit_batches(1, tool=tool)
     await asyncio.wait_for(claimed.done.wait(), 60)
     cut_at, cut_log = time.monotonic(), len(cluster.log("hands-cut"))
@@ -185,7 +167,7 @@ async def test_b_hands_cut_from_rabbitmq_after_the_outcome_before_the_ack(
     amqp = relay_of(link, cluster.env.url)
     recorded = OnAnswer(records_an_outcome, then=amqp.cut)
     relay_of(link, cluster.target.url).arm(recorded)
-    settings = behind(link, cluster)
+    settings = cluster.behind(link)
     # Heartbeats every 2 s: RabbitMQ gives up on the silent connection within seconds and
     # delivers its unacked jobs again (at the default 60 s it would take two minutes).
     settings["BRAINHANDS_RABBITMQ_URL"] += "?heartbeat=2"
@@ -213,7 +195,7 @@ async def test_c_brain_cut_from_the_store_during_its_commit(
 ) -> None:
     cut = CommitCut(creates_tasks, reaches_server=committed, hold=2.0)
     relay_of(link, cluster.target.url).arm(cut)
-    cluster.start("brain-cut", prefix=link.prefix, **behind(link, cluster))
+    cluster.start("brain-cut", prefix=link.prefix, **cluster.behind(link))
     cluster.start("hands-0")
     await cluster.submit_batches(1)
     await asyncio.wait_for(cut.done.wait(), 60)
@@ -240,7 +222,7 @@ async def test_d_brain_partitioned_from_everything_for_30s_while_holding_a_sessi
     # back that much after the heal (``netns``); the partition is the same while it lasts.
     claimed = OnAnswer(claims_a_session, then=link.cut_services)
     relay_of(link, cluster.target.url).arm(claimed)
-    cluster.start("brain-cut", prefix=link.prefix, **behind(link, cluster))
+    cluster.start("brain-cut", prefix=link.prefix, **cluster.behind(link))
     cluster.start("hands-0")
     await cluster.submit_batches(1)
     await asyncio.wait_for(claimed.done.wait(), 60)
@@ -271,7 +253,7 @@ async def test_e_hands_behind_a_slow_lossy_link(cluster: Cluster, link: Link) ->
     # (retransmitted after 1 s) or two lost replies in a row use up on this link. Half the
     # default TTL leaves 3.3 s.
     ttl = {"BRAINHANDS_LEASE_TTL_MS": str(SLOW_LINK_TTL_MS)}
-    cluster.start("hands-slow", prefix=link.prefix, **behind(link, cluster), **ttl)
+    cluster.start("hands-slow", prefix=link.prefix, **cluster.behind(link), **ttl)
     began = time.monotonic()
     await cluster.submit_batches(SLOW_BATCHES)
     await cluster.wait_done(within=120)

@@ -6,9 +6,7 @@ from pathlib import Path
 import pytest
 
 from brainhands.shared.config import normalize_database_url
-from brainhands.shared.store import Store
-from tests.helpers.harness import HandsHarness, start_email_service
-from tests.helpers.rabbit import broker_env
+from tests.helpers.harness import HandsHarness, hands_deployment
 from tests.helpers.stores import StoreTarget, drop_schema
 
 
@@ -26,18 +24,12 @@ async def hands(
     ``@pytest.mark.delivery_limit(n)`` raises the queue's delivery limit (this harness has
     no sweeper to re-dispatch a job parked by many kills)."""
     target = StoreTarget(normalize_database_url(postgres_url), namespace)
-    store = await Store.open(target.url, upgrade=True, db_schema=target.schema)
-    service, email_url = await start_email_service(tmp_path)
     marker = request.node.get_closest_marker("delivery_limit")
     limit = marker.args[0] if marker else 5
-    async with broker_env(rabbitmq_url, namespace, delivery_limit=limit) as env:
-        harness = HandsHarness(store, target, env, email_url, redis_url, tmp_path)
-        await harness.start()
-        try:
+    try:
+        async with hands_deployment(
+            target, rabbitmq_url, redis_url, namespace, tmp_path, delivery_limit=limit
+        ) as harness:
             yield harness
-        finally:
-            harness.kill_all()
-            service.kill()
-            service.wait()
-            await store.close()
-            await drop_schema(target.url, namespace)
+    finally:
+        await drop_schema(target.url, namespace)

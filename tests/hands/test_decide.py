@@ -11,12 +11,16 @@ from brainhands.hands.decide import (
     FailureVerdict,
     Step,
     after_interruption,
+    after_query,
     interruption_error,
     judge_failure,
+    marks_started,
     next_step,
     retry_or_fail,
     tool_failures,
+    was_interrupted,
 )
+from brainhands.shared.delivery import delivered_before
 from brainhands.shared.errors import StoreUnavailable, ToolError, ToolUncertain
 from brainhands.shared.tools import REPLAY_POLICIES, ReplayPolicy, RetryPolicy
 
@@ -24,13 +28,23 @@ NOW = 1000.0
 RETRY = RetryPolicy(max_attempts=3, max_interruptions=4, interruption_delay=0.5, multiplier=2)
 
 
-def decide(status: str, policy: ReplayPolicy, interruptions: int = 0, **kw: float) -> Step:
+def decide(
+    status: str,
+    policy: ReplayPolicy,
+    interruptions: int = 0,
+    *,
+    claimed_before: bool = False,
+    redelivered: bool = False,
+    next_attempt_at: float | None = None,
+) -> Step:
     return next_step(
         status,  # type: ignore[arg-type]
         policy,
+        claimed_before=claimed_before,
+        delivered_before=redelivered,
         interruptions=interruptions,
         retry=RETRY,
-        next_attempt_at=kw.get("next_attempt_at"),
+        next_attempt_at=next_attempt_at,
         now=NOW,
     )
 
@@ -158,3 +172,88 @@ def test_an_interruption_is_recorded_with_its_count_and_why_the_call_ends() -> N
         "interrupted 5 times (its worker died or lost its lease mid-call); "
         "the budget of 4 interruptions is spent"
     )
+
+
+# Started marks (issue 39): only an unsafe call commits "started" before it goes out.
+
+
+def test_only_an_unsafe_call_is_marked_started() -> None:
+    assert [marks_started(p) for p in ("safe", "query", "unsafe")] == [False, False, True]
+
+
+@pytest.mark.parametrize(
+    ("redelivered", "delivery_count", "republished", "expected"),
+    [
+        (False, None, False, False),  # a first delivery of a first publish
+        (False, 0, False, False),  # a quorum queue's count of 0 is no redelivery
+        (True, None, False, True),  # classic queue: the broker's redelivered flag
+        (False, 2, False, True),  # quorum queue: x-delivery-count
+        (False, None, True, True),  # the sweeper's re-publish
+    ],
+)
+def test_which_deliveries_may_have_reached_a_worker_before(
+    redelivered: bool, delivery_count: int | None, republished: bool, expected: bool
+) -> None:
+    assert (
+        delivered_before(
+            redelivered=redelivered, delivery_count=delivery_count, republished=republished
+        )
+        is expected
+    )
+
+
+@pytest.mark.parametrize("policy", REPLAY_POLICIES)
+def test_a_first_delivery_of_a_fresh_call_runs_directly(policy: ReplayPolicy) -> None:
+    assert decide("intended", policy) == Step("run", 0.0)
+
+
+def test_a_query_call_whose_job_came_again_asks_first() -> None:
+    # Redelivered or re-published with no earlier claim in the store (a store that failed
+    # over may have lost it): ask before running, and a "no" runs it as its first run.
+    assert decide("intended", "query", redelivered=True) == Step("query")
+    assert after_query(interrupted=False, interruptions=0, retry=RETRY) == Step("run")
+    # The delivery alone changes nothing for the others: safe may run again, and unsafe
+    # was marked started had a call gone out.
+    assert decide("intended", "safe", redelivered=True) == Step("run", 0.0)
+    assert decide("intended", "unsafe", redelivered=True) == Step("run", 0.0)
+
+
+@pytest.mark.parametrize("redelivered", [False, True])
+def test_a_call_claimed_before_with_no_started_mark_is_taken_as_started(
+    redelivered: bool,
+) -> None:
+    # An earlier holder claimed it and may have made the call and died before any commit:
+    # however the job came (even as a duplicate first delivery), it is recovered as a
+    # started one would be.
+    def again(policy: ReplayPolicy, interruptions: int = 0, **kw: float) -> Step:
+        return decide(
+            "intended", policy, interruptions, claimed_before=True, redelivered=redelivered, **kw
+        )
+
+    assert again("query") == Step("query")
+    assert again("safe") == Step("rerun", 0.5)
+    assert after_query(interrupted=True, interruptions=0, retry=RETRY) == Step("rerun", 0.5)
+    assert again("safe", 4) == Step("record_interrupted")
+    # An unsafe call that went out was marked started: "intended" says none did.
+    assert again("unsafe") == Step("run", 0.0)
+    assert again("unsafe", next_attempt_at=NOW + 2) == Step("run", 2.0)
+
+
+def test_a_started_call_is_recovered_as_before_whatever_its_delivery() -> None:
+    for before, redelivered in itertools.product((False, True), repeat=2):
+        for policy, step in [
+            ("unsafe", Step("record_uncertain")),
+            ("query", Step("query")),
+            ("safe", Step("rerun", 0.5)),
+        ]:
+            got = decide("started", policy, claimed_before=before, redelivered=redelivered)
+            assert got == step, (policy, before, redelivered)
+
+
+def test_what_counts_as_interrupted() -> None:
+    assert was_interrupted("started", "unsafe", claimed_before=False)
+    assert was_interrupted("intended", "safe", claimed_before=True)
+    assert was_interrupted("intended", "query", claimed_before=True)
+    assert not was_interrupted("intended", "unsafe", claimed_before=True)
+    assert not was_interrupted("intended", "safe", claimed_before=False)
+    assert not was_interrupted("succeeded", "safe", claimed_before=True)

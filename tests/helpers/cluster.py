@@ -15,12 +15,14 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from sqlalchemy import func, select
 
 from brainhands.examples.notify.email_client import EmailClient
-from brainhands.shared.store import Store, schema
+from brainhands.shared.store import FINAL_OPERATION_STATUSES, Store, schema
 from tests.helpers.harness import start_email_service
+from tests.helpers.netns import Link, partitioned
 from tests.helpers.polling import eventually
 from tests.helpers.processes import spawn_module
 from tests.helpers.rabbit import BrokerEnv, broker_env
@@ -78,6 +80,30 @@ class Cluster:
             "NOTIFY_EMAIL_URL": self.email_url,
             "TEST_EMAIL_URL": self.email_url,
             **extra,
+        }
+
+    @contextlib.asynccontextmanager
+    async def link(self) -> AsyncIterator[Link]:
+        """A network namespace whose relays reach this deployment's store, RabbitMQ, Redis
+        and email service (``tests/helpers/netns.py``); a worker started in it with
+        ``prefix=link.prefix, **cluster.behind(link)`` is behind a link that can be cut."""
+        urls = (self.target.url, self.env.url, self.redis_url, self.email_url)
+        ports = [urlsplit(url).port or 0 for url in urls]
+        async with partitioned(ports, postgres_port=ports[0]) as made:
+            try:
+                yield made
+            finally:
+                self.stop_all()  # before the namespace goes: nothing is left running in it
+
+    def behind(self, link: Link) -> dict[str, str]:
+        """The settings of a worker in ``link``'s namespace: every service through the link."""
+        email = link.url(self.email_url)
+        return {
+            "BRAINHANDS_DATABASE_URL": link.url(self.target.url),
+            "BRAINHANDS_RABBITMQ_URL": link.url(self.env.url),
+            "BRAINHANDS_REDIS_URL": link.url(self.redis_url),
+            "NOTIFY_EMAIL_URL": email,
+            "TEST_EMAIL_URL": email,
         }
 
     def start(
@@ -157,10 +183,14 @@ class Cluster:
             return unsent.scalar_one() == 0
 
     async def operations_started(self, count: int) -> bool:
+        """At least ``count`` calls claimed and not ended (a safe or query call has no
+        ``started`` mark: it goes out right after its claim)."""
         o = schema.operation
         async with self.store.backend.engine.connect() as conn:
             started = await conn.execute(
-                select(func.count()).select_from(o).where(o.c.status == "started")
+                select(func.count())
+                .select_from(o)
+                .where(o.c.status.not_in(FINAL_OPERATION_STATUSES))
             )
             return started.scalar_one() >= count
 

@@ -3,10 +3,12 @@ processes started and killed as the test says."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
 import uuid
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,7 +24,7 @@ from brainhands.shared.store import (
 )
 from tests.helpers.polling import eventually
 from tests.helpers.processes import spawn_email_hands, spawn_module
-from tests.helpers.rabbit import BrokerEnv
+from tests.helpers.rabbit import BrokerEnv, broker_env
 from tests.helpers.stores import StoreTarget
 
 
@@ -144,3 +146,29 @@ class HandsHarness:
                 os.kill(proc.pid, signal.SIGCONT)
                 proc.kill()
             proc.wait()
+
+
+@contextlib.asynccontextmanager
+async def hands_deployment(
+    target: StoreTarget,
+    rabbitmq_url: str,
+    redis_url: str,
+    namespace: str,
+    tmp_path: Path,
+    *,
+    delivery_limit: int = 5,
+) -> AsyncIterator[HandsHarness]:
+    """A harness on ``target``'s store; every worker it started is killed on the way out.
+    The store's schema or file is the caller's to drop."""
+    store = await Store.open(target.url, upgrade=True, db_schema=target.schema)
+    service, email_url = await start_email_service(tmp_path)
+    async with broker_env(rabbitmq_url, namespace, delivery_limit=delivery_limit) as env:
+        harness = HandsHarness(store, target, env, email_url, redis_url, tmp_path)
+        await harness.start()
+        try:
+            yield harness
+        finally:
+            harness.kill_all()
+            service.kill()
+            service.wait()
+            await store.close()

@@ -5,7 +5,9 @@ a candidate. Each period it reads the store for sessions with something to do --
 and signal-wait timeouts, runnable or interrupted tasks, winding-down parents, tool outcomes
 not yet applied, queued submissions with no root task ahead of them, inbox requests (a
 cancel, a signal a task waits for) not yet applied -- and wakes those no Brain holds; and
-it re-sends tool jobs that went without an outcome or a live lease for too long. Normal
+it re-sends tool jobs that went without an outcome or a live lease for too long, flagged as
+re-sent (a ``query`` tool then asks before it runs: the first copy may have made the call
+and died before any commit). Normal
 traffic never waits for it: its period only bounds how long a lost message can delay work.
 
 A need whose trigger is still on its way looks just like one whose trigger was lost. So the
@@ -45,7 +47,8 @@ from brainhands.brain.decide import TOOL_KIND
 from brainhands.shared import metrics
 from brainhands.shared.broker import Broker
 from brainhands.shared.calls import ToolCallIntent
-from brainhands.shared.errors import BrainhandsError, BrokerError
+from brainhands.shared.delivery import REPUBLISHED_HEADER
+from brainhands.shared.errors import BrainhandsError, BrokerError, UnroutableMessage
 from brainhands.shared.keys import SWEEPER_RESOURCE, operation_resource, session_resource
 from brainhands.shared.lease import Lease, LeaseManager
 from brainhands.shared.messages import SessionWake, ToolJob
@@ -56,6 +59,8 @@ log = logging.getLogger("brainhands.sweeper")
 
 MAX_BACKLOG_BACKOFF = 8
 """The longest hold of a wake-up, in backlog graces."""
+REPUBLISHED = {REPUBLISHED_HEADER: "sweeper"}
+"""The headers of a job the sweeper publishes again."""
 MARK_MARGIN = 2.0
 """Seconds a queue's delivery mark must be past a session's time before what was published
 for the session is taken as delivered: marks are whole seconds, and clocks differ a little."""
@@ -278,7 +283,7 @@ class Sweeper:
             job = self._job(call)
             if job is None:
                 continue
-            await self.broker.publish_routed(job, self.broker.topology.hands_queue(job.pool))
+            await self._republish(job)
             sent["job_redispatched"] += 1
         if self.callbacks is not None:
             delivered = await self.callbacks.deliver_due()
@@ -290,6 +295,19 @@ class Sweeper:
         for kind, count in sent.items():
             metrics.SWEEPER_RECOVERIES.labels(kind).inc(count)
         return sent
+
+    async def _republish(self, job: ToolJob) -> None:
+        """Send ``job`` to its pool again, flagged (``REPUBLISHED_HEADER``): its first copy may
+        have reached a worker that made the call and died before any commit, so a ``query``
+        tool asks before it runs (``Delivery.delivered_before``). Declares the pool's queue
+        when none is bound yet, as ``Broker.publish_routed`` does."""
+        queue = self.broker.topology.hands_queue(job.pool)
+        try:
+            await self.broker.publish(job, queue, headers=REPUBLISHED)
+        except UnroutableMessage:
+            if not await self.broker.declare_route(queue):
+                raise
+            await self.broker.publish(job, queue, headers=REPUBLISHED)
 
     def _job(self, call: PendingCall) -> ToolJob | None:
         """The job of a tool call, as the Brain first sent it; None if its row is malformed."""

@@ -24,32 +24,68 @@ class Step:
     delay: float = 0.0
 
 
+def marks_started(policy: ReplayPolicy) -> bool:
+    """Whether a call commits ``started`` before it goes out: only an ``unsafe`` one, whose
+    interruption must be found as such (``uncertain``, never run again). A ``safe`` call may
+    run again by definition, and a ``query`` call asks first whenever an earlier holder
+    may have made it (``next_step``), so neither pays that commit."""
+    return policy == "unsafe"
+
+
 def next_step(
     status: OperationStatus,
     policy: ReplayPolicy,
     *,
+    claimed_before: bool,
+    delivered_before: bool,
     interruptions: int,
     retry: RetryPolicy,
     next_attempt_at: float | None,
     now: float,
 ) -> Step:
-    """Decide from the stored state alone, as DESIGN §4 prescribes.
+    """Decide from the stored state (and, for ``query``, the delivery), as DESIGN §4 prescribes.
 
     - an outcome exists: publish it again (the earlier result event may have been lost);
-    - ``intended``: no call is in flight: run, after the retry backoff if one is pending;
-    - ``started``: the holder died or lost its lease mid-call, and the effect may have
-      happened: ``unsafe`` is recorded ``uncertain``, ``query`` asks first, ``safe`` runs
-      again as an interruption (``after_interruption``).
+    - ``started`` (only an ``unsafe`` call commits it today; rows of earlier builds may
+      hold it for any policy): the holder died or lost its lease mid-call, and the effect
+      may have happened: ``unsafe`` is recorded ``uncertain``, ``query`` asks first,
+      ``safe`` runs again as an interruption (``after_interruption``);
+    - ``intended``, ``claimed_before`` (the claim found the row: an earlier holder had the
+      call) and a policy that does not mark ``started``: that holder may have made the call
+      and died with no commit, so it is taken as ``started`` -- ``query`` asks, ``safe``
+      runs again as an interruption;
+    - ``intended``, a ``query`` call whose job ``delivered_before`` (redelivered by the
+      broker or re-published by the sweeper): asks first, though the store names no earlier
+      holder (a store that failed over may have lost that holder's claim);
+    - otherwise no call is in flight: run, after the retry backoff if one is pending. An
+      ``unsafe`` call is found ``started`` when one went out, so ``intended`` is enough.
     """
     if status in FINAL_OPERATION_STATUSES:
         return Step("republish")
-    if status == "intended":
-        return Step("run", max(0.0, (next_attempt_at or now) - now))
-    if policy == "unsafe":
+    interrupted = was_interrupted(status, policy, claimed_before=claimed_before)
+    if interrupted and policy == "unsafe":
         return Step("record_uncertain")
-    if policy == "query":
+    if policy == "query" and (interrupted or delivered_before):
         return Step("query")
-    return after_interruption(interruptions, retry)
+    if interrupted:
+        return after_interruption(interruptions, retry)
+    return Step("run", max(0.0, (next_attempt_at or now) - now))
+
+
+def after_query(*, interrupted: bool, interruptions: int, retry: RetryPolicy) -> Step:
+    """What follows a query that found no effect: the call runs again, as an interruption
+    when an earlier holder had it (``interrupted``), else as its first run."""
+    if interrupted:
+        return after_interruption(interruptions, retry)
+    return Step("run")
+
+
+def was_interrupted(status: OperationStatus, policy: ReplayPolicy, *, claimed_before: bool) -> bool:
+    """Whether an operation not yet final was cut short by an earlier holder: it says
+    ``started``, or it was claimed before and its policy commits no ``started`` mark."""
+    return status == "started" or (
+        status not in FINAL_OPERATION_STATUSES and claimed_before and not marks_started(policy)
+    )
 
 
 def after_interruption(interruptions: int, retry: RetryPolicy) -> Step:

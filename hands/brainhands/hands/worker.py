@@ -2,11 +2,13 @@
 replay policy allows, recording every outcome in the operation ledger.
 
 Per job: take the operation's lease (Redis) and claim its row with the lease's fencing token
-(store), then decide from the row alone (``hands.decide``) whether to publish an existing
-outcome again, run the tool, ask the tool's query function, or record ``uncertain``. The
-outcome and its result event are committed together, guarded by the token; the job is
-acked only after that commit (``shared.settlement`` decides how each delivery is settled).
-A call in progress is one object (``hands.running``).
+(store), then decide from the row (and, for a ``query`` tool, whether the job may have been
+delivered before) whether to publish an existing outcome again, run the tool, ask the tool's
+query function, or record ``uncertain`` (``hands.decide``). Only an ``unsafe`` call commits
+``started`` before it goes out; a ``safe`` or ``query`` one goes from the claim straight to
+the tool. The outcome and its result event are committed together, guarded by the token; the
+job is acked only after that commit (``shared.settlement`` decides how each delivery is
+settled). A call in progress is one object (``hands.running``).
 """
 
 from __future__ import annotations
@@ -19,16 +21,18 @@ import time
 from typing import Any
 
 from pydantic import ValidationError
-from pydantic_core import to_jsonable_python
 
 from brainhands.hands.decide import (
-    after_interruption,
+    after_query,
     interruption_error,
     judge_failure,
+    marks_started,
     next_step,
     retry_or_fail,
     tool_failures,
+    was_interrupted,
 )
+from brainhands.hands.outcomes import Outcomes
 from brainhands.hands.running import HeldJob, RunningCall, RunningCalls
 from brainhands.shared import metrics
 from brainhands.shared.broker import Broker
@@ -49,13 +53,15 @@ from brainhands.shared.messages import (
     CancelNotice,
     Message,
     ToolJob,
-    ToolResult,
-    encode,
 )
 from brainhands.shared.settlement import judge_delivery, misplaced, settle
-from brainhands.shared.store import OperationLedger, OperationRecord, OperationStatus, OutboxMessage
+from brainhands.shared.store import (
+    OperationClaim,
+    OperationLedger,
+    OperationStatus,
+)
 from brainhands.shared.tools import QueryAnswer, ToolRegistry, describe_invalid_arguments
-from brainhands.shared.tracing import current_carrier, message_span
+from brainhands.shared.tracing import message_span
 
 log = logging.getLogger("brainhands.hands")
 
@@ -83,7 +89,7 @@ class HandsWorker:
         self.pool = pool
         self.concurrency = concurrency
         self.shutdown_grace = shutdown_grace
-        self.max_inline_result = max_inline_result
+        self._outcomes = Outcomes(ledger, broker, max_inline_result)
         self.consuming = False
         """True while the pool's queue is consumed (readiness)."""
         self.cancel_check_period = cancel_check_period
@@ -134,13 +140,11 @@ class HandsWorker:
                 "delivery_count": delivery.delivery_count,
             },
         )
-        claimed: list[OperationRecord] = []
+        claimed: list[OperationClaim] = []
         intent = ToolCallIntent.of_job(job).operation_columns()
 
         async def claim(token: int) -> None:
-            claimed.append(
-                (await self.ledger.claim(job.operation_id, token, intent=intent)).operation
-            )
+            claimed.append(await self.ledger.claim(job.operation_id, token, intent=intent))
 
         lease = await self._acquire(job, claim)
         ended: BaseException | None = None
@@ -149,20 +153,27 @@ class HandsWorker:
             log.info("held by another worker", extra={**fields, "event": "skipped"})
         else:
             log.debug("claimed", extra={**fields, "event": "claimed", "fence": lease.token})
-            ended = await self._hold(lease, HeldJob(job, lease.token), claimed[-1], fields)
+            held = HeldJob(job, lease.token)
+            ended = await self._hold(lease, held, claimed[-1], delivery.delivered_before, fields)
         await settle(self.broker.park, delivery, judge_delivery(ended))
         if lease is not None and ended is None:
             metrics.JOBS_ACKED.labels(self.pool).inc()
             log.debug("acked", extra={**fields, "event": "acked"})
 
     async def _hold(
-        self, lease: Lease, held: HeldJob, op: OperationRecord, fields: dict[str, str]
+        self,
+        lease: Lease,
+        held: HeldJob,
+        claim: OperationClaim,
+        delivered_before: bool,
+        fields: dict[str, str],
     ) -> LeaseLost | StaleLeaseError | None:
         """Process the job under its lease, then let go; what it ended with, if it was
-        refused for the lease (``settlement.judge_delivery`` settles the delivery by it)."""
+        refused for the lease (``settlement.judge_delivery`` settles the delivery by it).
+        ``delivered_before``: the job may have reached a worker before (``Delivery``)."""
         try:
             async with self.leases.hold(lease):
-                await self._process(held, op)
+                await self._process(held, claim, delivered_before)
         except LeaseLost as exc:
             metrics.LEASE_LOST.inc()
             log.warning(
@@ -199,49 +210,60 @@ class HandsWorker:
                 return lease
             await asyncio.sleep(self.leases.ttl_ms / 5000)
 
-    async def _process(self, held: HeldJob, op: OperationRecord) -> None:
-        job = held.job
+    async def _process(self, held: HeldJob, claim: OperationClaim, delivered_before: bool) -> None:
+        job, op = held.job, claim.operation
         try:
             spec = self.registry.get(job.tool)
         except UnknownToolError as exc:
-            await self._record_failure(held, "UnknownToolError", str(exc))
+            await self._outcomes.failure(held, "UnknownToolError", str(exc))
             return
         try:
             args = spec.args_model.model_validate(await self._arguments(job))
         except ValidationError as exc:
-            await self._record_failure(held, "InvalidArguments", describe_invalid_arguments(exc))
+            await self._outcomes.failure(held, "InvalidArguments", describe_invalid_arguments(exc))
             return
         call = RunningCall(job, held.fence, spec, args)
+        interrupted = was_interrupted(op.status, spec.policy, claimed_before=claim.claimed_before)
         step = next_step(
             op.status,
             spec.policy,
+            claimed_before=claim.claimed_before,
+            delivered_before=delivered_before,
             interruptions=op.interruptions,
             retry=spec.retry,
             next_attempt_at=op.next_attempt_at,
             now=time.time(),
         )
+        # The attempt an earlier holder made with no started mark is not counted yet.
+        unmarked = interrupted and op.status != "started"
         if step.action == "query":
-            if await self._found_by_query(call, op.attempts):
+            made = op.status != "started"  # the attempt the query finds, if it finds one
+            if await self._found_by_query(call, op.attempts + made, attempted=made):
                 return
-            step = after_interruption(op.interruptions, spec.retry)
+            step = after_query(
+                interrupted=interrupted, interruptions=op.interruptions, retry=spec.retry
+            )
         if step.action == "republish":
-            await self._republish(call, op)
+            await self._outcomes.republish(call, op)
             return
-        if op.status == "started":
+        if interrupted:
             metrics.INTERRUPTIONS.labels(spec.name).inc()
+        attempts = op.attempts
         if step.action != "run":  # the call was cut short: say so in the record
             error = interruption_error(
-                attempts=op.attempts,
+                attempts=op.attempts + unmarked,
                 interruptions=op.interruptions,
                 policy=spec.policy,
                 retry=spec.retry,
                 spent=step.action == "record_interrupted",
             )
             if step.action == "record_uncertain":
-                await self._record(call, "uncertain", error=error, interrupted=True)
+                await self._outcomes.record(call, "uncertain", error=error, interrupted=True)
                 return
             if step.action == "record_interrupted":
-                await self._record(call, "failed", error=error, interrupted=True)
+                await self._outcomes.record(
+                    call, "failed", error=error, interrupted=True, attempted=unmarked
+                )
                 return
             await self.ledger.schedule_retry(
                 job.operation_id,
@@ -249,7 +271,9 @@ class HandsWorker:
                 error=error,
                 retry_at=time.time() + step.delay,
                 interrupted=True,
+                attempted=unmarked,
             )
+            attempts += unmarked
             log.info(
                 "interrupted call runs again",
                 extra={
@@ -261,7 +285,8 @@ class HandsWorker:
             )
         if step.delay:
             await asyncio.sleep(step.delay)
-        await self._run(call)
+        interruptions = op.interruptions + (step.action == "rerun")
+        await self._run(call, attempts, interruptions, cancel_requested=claim.cancel_requested)
 
     async def _arguments(self, job: ToolJob) -> Any:
         """The job's arguments, read from their blob when they travel by reference."""
@@ -269,27 +294,48 @@ class HandsWorker:
             return job.arguments
         return json.loads(await self.ledger.read_blob(job.arguments_blob_id))
 
-    async def _run(self, call: RunningCall) -> None:
-        """Call the tool; each failure is judged by the tool's replay and retry policies."""
+    async def _run(
+        self, call: RunningCall, attempts: int, interruptions: int, *, cancel_requested: bool
+    ) -> None:
+        """Call the tool; each failure is judged by the tool's replay and retry policies.
+
+        ``attempts`` and ``interruptions`` are the row's counts so far; ``cancel_requested``
+        is what the claim read of the call's cancel, checked before the first attempt of a
+        call with no started mark (each later one reads it again)."""
         job, spec = call.job, call.spec
+        unmarked = not marks_started(spec.policy)
+        first = True
         while True:
-            try:
-                op = await self.ledger.mark_started(job.operation_id, call.fence)
-            except CallCancelled:
+            if unmarked:
+                if not first:
+                    cancel_requested = job.task_id in await self.ledger.cancelled_tasks(
+                        [job.task_id]
+                    )
+                attempt, started_at = attempts + 1, time.time()
+            else:
+                try:
+                    op = await self.ledger.mark_started(job.operation_id, call.fence)
+                except CallCancelled:
+                    cancel_requested = True
+                else:
+                    attempt, started_at, cancel_requested = op.attempts, None, False
+            if cancel_requested:
                 error = {"type": "Cancelled", "message": "cancelled before the call went out"}
-                await self._record(call, "cancelled", error=error)
+                await self._outcomes.record(call, "cancelled", error=error)
                 return
+            first = False
             log.info(
                 "started",
                 extra={
                     "event": "started",
                     "operation_id": job.operation_id,
                     "session_id": job.session_id,
-                    "attempt": op.attempts,
+                    "attempt": attempt,
+                    "marked": not unmarked,
                 },
             )
             with self._running.attempt(call) as cancel:
-                ctx = call.context(op.attempts, cancel, self._live.publish)
+                ctx = call.context(attempt, cancel, self._live.publish)
                 try:
                     async with asyncio.timeout(spec.timeout) as deadline:
                         with metrics.TOOL_SECONDS.labels(spec.name).time():
@@ -298,31 +344,35 @@ class HandsWorker:
                     failure: Exception = exc
                     if isinstance(exc, TimeoutError) and deadline.expired():
                         failure = TimeoutError(f"cancelled after its timeout of {spec.timeout}s")
-                    failures = tool_failures(op.attempts, op.interruptions)
+                    failures = tool_failures(attempt, interruptions)
                     verdict = judge_failure(
                         failure, spec.policy, failures=failures, retry=spec.retry
                     )
                 else:
-                    await self._record_success(call, value)
+                    await self._outcomes.success(
+                        call, value, attempted=unmarked, started_at=started_at
+                    )
                     return
             if verdict.action == "query":
-                if await self._found_by_query(call, op.attempts):
+                if await self._found_by_query(call, attempt, attempted=unmarked):
                     return
                 verdict = retry_or_fail(
                     failure, failures=failures, retry=spec.retry, error=verdict.error
                 )
-            if verdict.action == "uncertain":
-                await self._record(call, "uncertain", error=verdict.error)
-                return
-            if verdict.action == "fail":
-                await self._record(call, "failed", error=verdict.error)
+            if verdict.action in ("uncertain", "fail"):
+                status: OperationStatus = "uncertain" if verdict.action == "uncertain" else "failed"
+                await self._outcomes.record(
+                    call, status, error=verdict.error, attempted=unmarked, started_at=started_at
+                )
                 return
             await self.ledger.schedule_retry(
                 job.operation_id,
                 call.fence,
                 error=verdict.error,
                 retry_at=time.time() + verdict.delay,
+                attempted=unmarked,
             )
+            attempts = attempt
             log.info(
                 "retry scheduled",
                 extra={
@@ -334,8 +384,9 @@ class HandsWorker:
             )
             await asyncio.sleep(verdict.delay)
 
-    async def _found_by_query(self, call: RunningCall, attempt: int) -> bool:
-        """Ask the external system whether the interrupted call took effect; record it if so."""
+    async def _found_by_query(self, call: RunningCall, attempt: int, *, attempted: bool) -> bool:
+        """Ask the external system whether the interrupted call took effect; record it if so
+        (``attempted``: counting the attempt that made it, which went out unmarked)."""
         assert call.spec.query is not None
         # An event of its own: a query is no attempt, and nothing asks it to stop.
         ctx = call.context(attempt, asyncio.Event())
@@ -350,87 +401,5 @@ class HandsWorker:
             },
         )
         if answer.happened:
-            await self._record_success(call, answer.result, via="query")
+            await self._outcomes.success(call, answer.result, via="query", attempted=attempted)
         return answer.happened
-
-    async def _record_success(self, held: HeldJob, value: Any, *, via: str | None = None) -> None:
-        try:
-            result = to_jsonable_python(value)
-            encoded = json.dumps(result).encode()
-        except (TypeError, ValueError) as exc:
-            await self._record_failure(
-                held, "InvalidResult", f"the tool returned a value that is not JSON: {exc}"
-            )
-            return
-        blob = encoded if len(encoded) > self.max_inline_result else None
-        await self._record(held, "succeeded", result=None if blob else result, blob=blob, via=via)
-
-    async def _record_failure(self, held: HeldJob, kind: str, message: str) -> None:
-        error = {"type": kind, "message": message, "retryable": False}
-        await self._record(held, "failed", error=error)
-
-    async def _record(
-        self,
-        held: HeldJob,
-        status: OperationStatus,
-        *,
-        result: Any = None,
-        error: dict[str, Any] | None = None,
-        blob: bytes | None = None,
-        via: str | None = None,
-        interrupted: bool = False,
-    ) -> None:
-        """Commit the outcome with its result event (``interrupted``: it follows an attempt
-        cut short, counted as an interruption)."""
-        job = held.job
-        event = _result_event(job, status)
-        notify = OutboxMessage(self.broker.topology.results_queue(job.compat), encode(event))
-        await self.ledger.record_outcome(
-            job.operation_id,
-            held.fence,
-            status=status,
-            result=result,
-            error=error,
-            blob=blob,
-            notify=notify,
-            session_id=job.session_id,
-            interrupted=interrupted,
-        )
-        metrics.TOOL_OUTCOMES.labels(job.tool, status).inc()
-        log.info(
-            "outcome",
-            extra={
-                "event": "outcome",
-                "operation_id": job.operation_id,
-                "session_id": job.session_id,
-                "status": status,
-                "via": via or ("recovery" if interrupted else "call"),
-                "error": error,
-            },
-        )
-
-    async def _republish(self, held: HeldJob, op: OperationRecord) -> None:
-        job = held.job
-        await self.broker.publish_routed(
-            _result_event(job, op.status), self.broker.topology.results_queue(job.compat)
-        )
-        log.info(
-            "duplicate job; result published again",
-            extra={
-                "event": "republished",
-                "operation_id": job.operation_id,
-                "session_id": job.session_id,
-                "status": op.status,
-            },
-        )
-
-
-def _result_event(job: ToolJob, status: OperationStatus) -> ToolResult:
-    return ToolResult(
-        operation_id=job.operation_id,
-        session_id=job.session_id,
-        task_id=job.task_id,
-        compat=job.compat,
-        status=status,
-        trace=current_carrier(),
-    )

@@ -17,6 +17,10 @@ from brainhands.shared.messages import Message
 
 logger = logging.getLogger("brainhands.broker")
 
+REPUBLISHED_HEADER = "x-brainhands-republished"
+"""Set on a message the sweeper publishes again (its first copy may have been delivered):
+its receiver treats it like a redelivery (``Delivery.delivered_before``)."""
+
 TRANSPORT_ERRORS = (AMQPError, ChannelInvalidStateError, ConnectionError, OSError, TimeoutError)
 """What aio-pika raises when the connection or channel is gone (or does not answer)."""
 
@@ -28,6 +32,7 @@ class Delivery:
     ``redelivered`` are as received. ``delivery_count`` is the number of earlier failed
     deliveries, as counted by a quorum queue (``x-delivery-count``); ``None`` elsewhere.
     ``published_at`` is when the message was published (whole seconds), if it says so.
+    ``republished``: the sweeper published it again (``REPUBLISHED_HEADER``).
     """
 
     def __init__(self, incoming: AbstractIncomingMessage) -> None:
@@ -40,8 +45,18 @@ class Delivery:
         self.published_at: float | None = stamp.timestamp() if stamp else None
         count = incoming.headers.get("x-delivery-count")
         self.delivery_count: int | None = count if isinstance(count, int) else None
+        self.republished = bool(incoming.headers.get(REPUBLISHED_HEADER))
         self.settled = False
         """Whether ``ack`` or ``reject`` has been called."""
+
+    @property
+    def delivered_before(self) -> bool:
+        """Whether this message may have been delivered before (``delivered_before``)."""
+        return delivered_before(
+            redelivered=self.redelivered,
+            delivery_count=self.delivery_count,
+            republished=self.republished,
+        )
 
     async def ack(self) -> None:
         """Acknowledge: the message is done with and leaves the queue."""
@@ -67,6 +82,14 @@ class Delivery:
                 extra={"routing_key": self.routing_key},
                 exc_info=True,
             )
+
+
+def delivered_before(*, redelivered: bool, delivery_count: int | None, republished: bool) -> bool:
+    """Whether a message may have reached a consumer before this delivery: the broker says it
+    is a redelivery (``redelivered``, or a quorum queue's ``x-delivery-count`` above 0), or
+    the sweeper published it again (``republished``) because its first copy went without an
+    outcome. A first delivery of a first publish is none of these."""
+    return redelivered or bool(delivery_count) or republished
 
 
 Park = Callable[[Delivery, str], Awaitable[None]]

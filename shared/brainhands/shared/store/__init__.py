@@ -8,6 +8,7 @@ keeps it so).
 """
 
 from brainhands.shared.store.api_keys import ApiKeyRecord
+from brainhands.shared.store.claims import OperationClaim
 from brainhands.shared.store.declarations import ToolCatalog
 from brainhands.shared.store.details import SessionDetail
 from brainhands.shared.store.draft import (
@@ -21,7 +22,7 @@ from brainhands.shared.store.draft import (
 )
 from brainhands.shared.store.guard import ANSWER_CHANNEL, SESSION_CHANNEL
 from brainhands.shared.store.inbox import InboxReceipt
-from brainhands.shared.store.ledger import OperationClaim, OperationLedger
+from brainhands.shared.store.ledger import OperationLedger
 from brainhands.shared.store.listings import SessionFilter, SessionSummary
 from brainhands.shared.store.migrate import behind_head, head_revision
 from brainhands.shared.store.notifications import NotificationFeed

@@ -5,8 +5,10 @@ fencing token, so a worker that lost its lease (paused, partitioned, slow) can c
 nothing. Status meanings:
 
 - ``intended``: no call is in flight (never started, or the last attempt failed and a retry
-  is due at ``next_attempt_at``);
-- ``started``: a call may be in flight; if its holder died, the effect may have happened;
+  is due at ``next_attempt_at``) -- or, for a call whose policy commits no ``started`` mark
+  (``safe``, ``query``), one may be, if the row was claimed before (``claims.OperationClaim``);
+- ``started``: a call may be in flight; if its holder died, the effect may have happened
+  (only ``unsafe`` calls are marked so before they go out);
 - ``succeeded | failed | uncertain | cancelled``: the outcome, final.
 
 These writes are a Hands job's hot path, so each runs the way a Brain's commit does
@@ -26,7 +28,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
-from sqlalchemy import Update, bindparam, exists, insert, null, select, true, update
+from sqlalchemy import Update, bindparam, exists, func, insert, null, select, true, update
 from sqlalchemy.engine import Connection
 
 from brainhands.shared.batch import Batcher
@@ -37,7 +39,7 @@ from brainhands.shared.errors import (
     StaleLeaseError,
     StoreError,
 )
-from brainhands.shared.store import fence, schema
+from brainhands.shared.store import claims, fence, schema
 from brainhands.shared.store.commit import insert_outbox_sync, publish_after
 from brainhands.shared.store.draft import OutboxMessage, new_id
 from brainhands.shared.store.group import GroupCommit
@@ -88,22 +90,24 @@ _MARK_STARTED = hot(
     .where(~_CANCEL_REQUESTED)
     .returning(*_o.c)
 )
-_CANCELLED_TASKS = select(_t.c.id).where(
-    _t.c.id.in_(bindparam("task_ids", expanding=True)), _t.c.cancel_requested.is_(true())
-)
 _INTERRUPTIONS = _o.c.interruptions + bindparam("v_interrupted", type_=_o.c.interruptions.type)
+# An attempt that went out with no started mark is counted when its end is recorded.
+_ATTEMPTS = _o.c.attempts + bindparam("v_attempted", type_=_o.c.attempts.type)
 _SCHEDULE_RETRY = hot(
     _guarded_update(
         status="intended",
         error=_bound("error"),
         next_attempt_at=_bound("next_attempt_at"),
         interruptions=_INTERRUPTIONS,
+        attempts=_ATTEMPTS,
         updated_at=_bound("updated_at"),
     )
 )
 _OUTCOME = _guarded_update(
     **{c: _bound(c) for c in ("status", "result", "error", "blob_id", "finished_at", "updated_at")},
     interruptions=_INTERRUPTIONS,
+    attempts=_ATTEMPTS,
+    started_at=func.coalesce(_bound("started_at"), _o.c.started_at),
 )
 _RECORD_OUTCOME = hot(_OUTCOME)
 _ob = schema.outbox
@@ -135,15 +139,6 @@ _INSERT_BLOB = hot(insert(schema.blob))
 _READ_BLOB = select(schema.blob.c.data).where(schema.blob.c.id == bindparam("id"))
 
 
-@dataclass(frozen=True)
-class OperationClaim:
-    """The result of claiming an operation for a lease token."""
-
-    fence: int
-    operation: OperationRecord
-    """The row as it stood right after the claim."""
-
-
 class OperationLedger:
     """Reads and fenced writes of operation rows."""
 
@@ -161,7 +156,7 @@ class OperationLedger:
             one_round_trip=lambda outcomes: _one_round_trip(outcomes, chained),
         )
         # Claims and starts asked for while one is on its way share the next round trip.
-        self._claims: Batcher[fence.OperationFenceClaim, OperationRecord] = Batcher(
+        self._claims: Batcher[fence.OperationFenceClaim, claims.OperationClaim] = Batcher(
             self._claim_batch, order=lambda claim: claim.operation_id, what="operation_claims"
         )
         self._starts: Batcher[tuple[str, int], OperationRecord] = Batcher(
@@ -170,13 +165,13 @@ class OperationLedger:
 
     async def claim(
         self, operation_id: str, token: int, *, intent: dict[str, Any]
-    ) -> OperationClaim:
+    ) -> claims.OperationClaim:
         """Create the row or raise its fence to ``token``, and read it back in one go.
 
         Raises ``StaleLeaseError`` (with the stored fence) when ``token`` is not above it.
+        The claim also says whether the call's task has a committed cancel request.
         """
-        claimed = await self._claims(fence.OperationFenceClaim(operation_id, token, intent))
-        return OperationClaim(token, claimed)
+        return await self._claims(fence.OperationFenceClaim(operation_id, token, intent))
 
     async def get(self, operation_id: str) -> OperationRecord:
         async with self.store.backend.snapshot() as conn:
@@ -189,7 +184,8 @@ class OperationLedger:
         """Record that a call is about to go out: ``started``, one more attempt.
 
         Raises ``CallCancelled`` when the task that made the call has a committed cancel
-        request: checked in the same statement, so no call starts after its cancel.
+        request: checked in the same statement, so no call starts after its cancel. Only
+        calls whose policy needs the mark come here (``hands.decide.marks_started``).
         """
         return await self._starts((operation_id, token))
 
@@ -198,7 +194,7 @@ class OperationLedger:
         if not task_ids:
             return set()
         async with self.store.backend.snapshot() as conn:
-            rows = await conn.execute(_CANCELLED_TASKS, {"task_ids": task_ids})
+            rows = await conn.execute(claims.CANCELLED_TASKS, {"task_ids": task_ids})
         return {row.id for row in rows}
 
     async def schedule_retry(
@@ -209,11 +205,15 @@ class OperationLedger:
         error: dict[str, Any],
         retry_at: float,
         interrupted: bool = False,
+        attempted: bool = False,
     ) -> None:
         """The attempt failed (or, ``interrupted``, was cut short by its worker's death or a
-        lost lease: counted apart) and may run again: back to ``intended`` until ``retry_at``."""
+        lost lease: counted apart) and may run again: back to ``intended`` until ``retry_at``.
+        ``attempted``: the attempt went out with no ``started`` mark, and is counted now."""
         await self._write(
-            lambda conn: _schedule_retry(conn, operation_id, token, error, retry_at, interrupted)
+            lambda conn: _schedule_retry(
+                conn, operation_id, token, error, retry_at, interrupted, attempted
+            )
         )
 
     async def record_outcome(
@@ -228,13 +228,16 @@ class OperationLedger:
         notify: OutboxMessage | None = None,
         session_id: str | None = None,
         interrupted: bool = False,
+        attempted: bool = False,
+        started_at: float | None = None,
     ) -> None:
         """Record the final outcome and, in the same transaction, the result event.
 
         Outcomes recorded meanwhile share that transaction (group commit), each guarded by
         its own token: a stale one is refused alone. A ``blob`` is stored once in its own
         row and referenced, instead of ``result``. ``interrupted``: the outcome follows an
-        attempt cut short, which is counted.
+        attempt cut short, which is counted. ``attempted``: the attempt it ends went out with
+        no ``started`` mark (at ``started_at``), and is counted now.
         """
         if status not in FINAL_OPERATION_STATUSES:
             raise ValueError(f"{status!r} is not an outcome")
@@ -245,6 +248,8 @@ class OperationLedger:
             "v_result": result,
             "v_error": error,
             "v_interrupted": int(interrupted),
+            "v_attempted": int(attempted),
+            "v_started_at": started_at,
         }
         rows = await self._outcomes.commit(_Outcome(params, blob, notify, session_id))
         if rows:
@@ -260,13 +265,12 @@ class OperationLedger:
         return bytes(data)
 
     async def _claim_batch(
-        self, claims: list[fence.OperationFenceClaim]
-    ) -> list[OperationRecord | BaseException]:
+        self, batch: list[fence.OperationFenceClaim]
+    ) -> list[claims.OperationClaim | BaseException]:
         backend = self.store.backend
-        claimed = await self._write(
-            lambda conn: fence.claim_operation_fences(conn, backend.insert, claims), single=True
+        return await self._write(
+            lambda conn: claims.claim_operations(conn, backend.insert, batch), single=True
         )
-        return [c if isinstance(c, BaseException) else operation_record(c) for c in claimed]
 
     async def _start_batch(
         self, starts: list[tuple[str, int]]
@@ -312,6 +316,7 @@ def _schedule_retry(
     error: dict[str, Any],
     retry_at: float,
     interrupted: bool,
+    attempted: bool,
 ) -> None:
     params = {
         "w_id": operation_id,
@@ -319,6 +324,7 @@ def _schedule_retry(
         "v_error": error,
         "v_next_attempt_at": retry_at,
         "v_interrupted": int(interrupted),
+        "v_attempted": int(attempted),
         "v_updated_at": time.time(),
     }
     if run(conn, _SCHEDULE_RETRY, params).rowcount != 1:
