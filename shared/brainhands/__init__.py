@@ -10,7 +10,8 @@ Everything a user writes comes from this one module::
   ``PhaseContext``, ``ChildOutcome``, ``ReceivedSignal`` and the phase results ``Goto``,
   ``Sleep``, ``Spawn``, ``Child``, ``Call``, ``Dispatch``, ``WaitSignal``, ``Finish``,
   ``Fail`` (``Next`` is their union), ``JoinPolicy`` (how a wait for children ends);
-- agents: ``Agent``, ``AgentRegistry``, ``TaskTool``;
+- agents: ``Agent``, ``AgentRegistry``, ``TaskTool``, and for long runs ``ContextPolicy``
+  (a prompt budget and its compaction), ``Budget`` and ``Price`` (what a run may spend);
 - models: ``ModelAdapter``, ``ModelResponse``, ``ToolCall``, ``ModelError``,
   ``TransientModelError``, ``OpenAIChatModel``, ``AnthropicModel``, ``ModelSettings``,
   ``ScriptedModel``;
@@ -47,6 +48,8 @@ __path__.extend(p for p in pkgutil.extend_path(__path__, __name__) if p not in _
 
 if TYPE_CHECKING:
     from brainhands.brain.agent import Agent, AgentRegistry, TaskTool
+    from brainhands.brain.budget import Budget, Price
+    from brainhands.brain.context import ContextPolicy
     from brainhands.brain.models import (
         AnthropicModel,
         ModelAdapter,
@@ -87,6 +90,8 @@ _HOMES: dict[str, tuple[str, ...]] = {
         "TaskView", "WaitSignal",
     ),
     "brainhands.brain.agent": ("Agent", "AgentRegistry", "TaskTool"),
+    "brainhands.brain.budget": ("Budget", "Price"),
+    "brainhands.brain.context": ("ContextPolicy",),
     "brainhands.brain.models": (
         "AnthropicModel", "ModelAdapter", "ModelError", "ModelResponse", "ModelSettings",
         "OpenAIChatModel", "ScriptedModel", "ToolCall", "TransientModelError",
@@ -117,10 +122,12 @@ __all__ = [
     "AnthropicModel",
     "ApiError",
     "BrainhandsError",
+    "Budget",
     "Call",
     "Child",
     "ChildOutcome",
     "Client",
+    "ContextPolicy",
     "Decision",
     "DecisionRefused",
     "Dispatch",
@@ -141,6 +148,7 @@ __all__ = [
     "OpenAIChatModel",
     "PendingApproval",
     "PhaseContext",
+    "Price",
     "QueryAnswer",
     "ReceivedSignal",
     "ReplayPolicy",

@@ -287,7 +287,15 @@ async def test_show_prints_every_task_and_operation_in_full_and_as_json(
     as_json = show("s1", "--json")
     assert as_json.returncode == 0, as_json.stderr
     document = json.loads(as_json.stdout)
-    assert set(document) == {"session", "entries", "tasks", "operations", "approvals"}
+    assert set(document) == {
+        "session",
+        "entries",
+        "tasks",
+        "operations",
+        "approvals",
+        "budget_exhausted",
+        "usage",
+    }
     assert document["approvals"] == []
     by_id = {t["id"]: t for t in document["tasks"]}
     assert by_id[parent]["status"] == "sleeping" and by_id[parent]["wake_at"] == wake_at

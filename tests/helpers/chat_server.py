@@ -122,15 +122,23 @@ class ChatServer:
         self._thread.join(timeout=5)
 
 
-def completion(message: dict[str, Any], finish_reason: str = "stop") -> dict[str, Any]:
-    """A chat-completions answer carrying ``message``."""
+def completion(
+    message: dict[str, Any], finish_reason: str = "stop", *, usage: tuple[int, int] = (12, 5)
+) -> dict[str, Any]:
+    """A chat-completions answer carrying ``message``, reporting ``usage`` (prompt and
+    completion tokens) as billed for it."""
+    prompt, completion_tokens = usage
     return {
         "id": "chatcmpl-1",
         "object": "chat.completion",
         "created": 1700000000,
         "model": "test-model",
         "choices": [{"index": 0, "message": message, "finish_reason": finish_reason}],
-        "usage": {"prompt_tokens": 12, "completion_tokens": 5, "total_tokens": 17},
+        "usage": {
+            "prompt_tokens": prompt,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt + completion_tokens,
+        },
     }
 
 

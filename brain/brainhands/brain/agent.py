@@ -14,7 +14,8 @@ generation task's phases:
   declared them (a granted tool not declared yet is waited for, a second at a time, for
   the Brain's declaration grace, then left out); transient failures sleep and retry, the
   attempt count in the task's state; the raw response is handed on in the state, so once
-  committed the model is never asked the same question again;
+  committed the model is never asked the same question again; a prompt over the agent's
+  ``context`` budget is compacted first (``compact``, ``checkpoint``: ``brain.context``);
 - ``tools``: appends the raw response as an entry (an answer cut off at the model's output
   limit goes no further: the agent's ``on_length`` fails the session or continues it),
   creates one tool task per granted call
@@ -37,7 +38,6 @@ that dispatches it once approved, and whose denial ``apply`` hands the model as 
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import math
 from dataclasses import dataclass, field
@@ -46,6 +46,13 @@ from typing import Any, Literal
 from pydantic import BaseModel, ValidationError
 
 from brainhands.brain.approval import ApprovalRequest, Expiry, approval_kinds
+from brainhands.brain.budget import Budget, Price, Spend, Usage, response_usage
+from brainhands.brain.context import (
+    ContextPolicy,
+    build_messages,
+    compaction_phases,
+    wants_compaction,
+)
 from brainhands.brain.decide import child_tool_outcome
 from brainhands.brain.edits import start_from_input
 from brainhands.brain.models.base import ModelAdapter, ModelError, TransientModelError
@@ -65,10 +72,10 @@ from brainhands.brain.task import (
     WaitSignal,
 )
 from brainhands.shared import metrics
-from brainhands.shared.errors import ConfigurationError
-from brainhands.shared.store import EntryRecord, SubmissionRecord, ToolCatalog
+from brainhands.shared.errors import ConfigurationError, InvalidRequest
+from brainhands.shared.store import SubmissionRecord, ToolCatalog
 from brainhands.shared.tools import describe_invalid_arguments, function_schema, model_schema
-from brainhands.shared.vocabulary import APPROVAL_KIND
+from brainhands.shared.vocabulary import APPROVAL_KIND, BUDGET_STOP
 
 log = logging.getLogger("brainhands.brain")
 
@@ -139,6 +146,13 @@ class Agent:
     ``continuation`` entry asks the model to go on where it stopped, in a turn of its own
     (counted in ``max_turns``); the session's answer is the cut-off texts joined with the
     final one."""
+    budget: Budget | None = None
+    """What one run may spend (``brain.budget``): reached, the run stops until it is raised."""
+    price: Price | None = None
+    """What its model's tokens cost (per million): how a ``cost`` budget is counted."""
+    context: ContextPolicy | None = None
+    """How big its prompt may grow, and how it is compacted (``brain.context``); None: the
+    whole conversation is sent each turn."""
 
 
 @dataclass
@@ -168,36 +182,9 @@ def start_agent_or_task(submission: SubmissionRecord) -> Child:
     """Submissions naming an ``agent`` start its session; others name a task kind."""
     data = submission.input
     if isinstance(data, dict) and "agent" in data:
-        return Child("agent.session", {"agent": data["agent"], "text": data.get("text", "")})
+        own = {"budget": data["budget"]} if data.get("budget") is not None else {}
+        return Child("agent.session", {"agent": data["agent"], "text": data.get("text", ""), **own})
     return start_from_input(submission)
-
-
-def build_messages(system: str, entries: list[EntryRecord]) -> list[dict[str, Any]]:
-    """The chat messages for a model request, rebuilt from entries alone."""
-    messages: list[dict[str, Any]] = [{"role": "system", "content": system}]
-    for entry in entries:
-        body = entry.body
-        if entry.kind in ("user", "continuation"):
-            messages.append({"role": "user", "content": body["text"]})
-        elif entry.kind == "model":
-            if "message" in body:
-                messages.append(body["message"])
-            else:  # saved by a build that stored chat-completions answers alone
-                said = body["raw"]["choices"][0]["message"]
-                message = {"role": "assistant", "content": said.get("content")}
-                if said.get("tool_calls"):
-                    message["tool_calls"] = said["tool_calls"]
-                messages.append(message)
-        elif entry.kind == "tool_result":
-            content = {k: v for k, v in body.items() if k not in ("call_id", "name")}
-            messages.append(
-                {
-                    "role": "tool",
-                    "tool_call_id": body["call_id"],
-                    "content": json.dumps(content, sort_keys=True),
-                }
-            )
-    return messages
 
 
 def agent_kinds(
@@ -223,26 +210,44 @@ def agent_kinds(
     session = registry.add(TaskKind("agent.session"))
     generate = registry.add(TaskKind("agent.generate"))
 
-    def begin_turn(agent_name: str, turn: int, partial: str = "") -> Next:
-        """Start model turn ``turn`` (a generation task), or fail past the agent's limit;
-        ``partial``: the text of the answers cut off just before it (``on_length``)."""
-        agent = agents.get(agent_name)
+    def begin_turn(task: TaskView, turn: int, partial: str, spend: Spend, now: float) -> Next:
+        """Start model turn ``turn`` (a generation task), or fail past the agent's limit, or
+        stop at the run's budget; ``partial``: the answers cut off before it (``on_length``)."""
+        agent = agents.get(task.input["agent"])
         if turn > agent.max_turns:
             return Fail({"reason": "turn limit", "turns": agent.max_turns})
-        child = Child("agent.generate", {"agent": agent.name, "turn": turn})
-        state = {"turn": turn, "partial": partial} if partial else {"turn": turn}
-        return Spawn([child], then="next", state=state)
+        state: dict[str, Any] = {"turn": turn, "partial": partial} if partial else {"turn": turn}
+        limit = spend.reached(now)
+        if limit is not None:
+            return spend.stop(limit, then="resume", state=state, now=now)
+        child = Child("agent.generate", {"agent": agent.name, "turn": turn, **spend.carry()})
+        return Spawn([child], then="next", state={**state, **spend.carry()})
+
+    def spend_of(task: TaskView, holder: Any, ctx: PhaseContext) -> Spend:
+        """The run's spend as ``holder`` (a task's input or state) carries it."""
+        budget = agents.get(task.input["agent"]).budget
+        return Spend.from_json(holder.get("spend"), agent=budget, now=ctx.now)
 
     @session.phase("start", light=True)
     async def start(task: TaskView, docs: dict[str, Any], ctx: PhaseContext) -> Next:
-        agents.get(task.input["agent"])  # fail early for an unknown agent
+        agent = agents.get(task.input["agent"])  # fail early for an unknown agent
+        try:
+            spend = Spend.begin(agent.budget, task.input.get("budget"), ctx.now)
+        except InvalidRequest as exc:
+            return Fail({"reason": "invalid budget", "error": str(exc)})
         ctx.append_entry("user", {"text": task.input["text"]})
-        return begin_turn(task.input["agent"], 1)
+        return begin_turn(task, 1, "", spend, ctx.now)
 
     @session.phase("turn", light=True)
     async def turn(task: TaskView, docs: dict[str, Any], ctx: PhaseContext) -> Next:
         # Sessions saved by builds that went through this phase between turns.
-        return begin_turn(task.input["agent"], task.state["turn"])
+        return begin_turn(task, task.state["turn"], "", spend_of(task, task.state, ctx), ctx.now)
+
+    @session.phase("resume", light=True)
+    async def resume(task: TaskView, docs: dict[str, Any], ctx: PhaseContext) -> Next:
+        """The budget was raised (``brain.budget``): start the turn it stopped before."""
+        spend = spend_of(task, task.state, ctx).raised(task.signal)
+        return begin_turn(task, task.state["turn"], task.state.get("partial", ""), spend, ctx.now)
 
     @session.phase("next", light=True)
     async def next_turn(task: TaskView, docs: dict[str, Any], ctx: PhaseContext) -> Next:
@@ -255,6 +260,7 @@ def agent_kinds(
         elif final is None:
             partial = ""  # a tool turn: what was cut off before it is not the answer's start
         state = {"turn": task.state["turn"], "final": final, "joined": 0, "partial": partial}
+        state["spend"] = done.result.get("spend") or task.state.get("spend")
         return take_follow_ups(state)
 
     def take_follow_ups(state: dict[str, Any]) -> WaitSignal:
@@ -273,7 +279,7 @@ def agent_kinds(
         partial = state.get("partial", "")
         if state["final"] is not None and not state["joined"]:
             return Finish({"text": partial + state["final"], "turns": state["turn"]})
-        return begin_turn(task.input["agent"], state["turn"] + 1, partial)
+        return begin_turn(task, state["turn"] + 1, partial, spend_of(task, state, ctx), ctx.now)
 
     @generate.phase("prepare", light=True)
     async def prepare(task: TaskView, docs: dict[str, Any], ctx: PhaseContext) -> Next:
@@ -298,6 +304,8 @@ def agent_kinds(
         messages = build_messages(agent.system, [e for e in ctx.entries if e.seq <= state["upto"]])
         schemas = [declared[name].schema() for name in agent.tools if name in declared]
         schemas += [t.schema() for t in agent.task_tools]
+        if wants_compaction(agent.context, state, messages, schemas):
+            return Goto("compact", state=state)
         model = model_of(agent)
         try:
             with metrics.MODEL_SECONDS.labels(model.name).time():
@@ -320,14 +328,18 @@ def agent_kinds(
         agent = agents.get(task.input["agent"])
         raw = task.state["raw"]
         response = model_of(agent).parse(raw)
-        # The message replays the answer in later requests, whatever protocol it came in.
-        ctx.append_entry(
-            "model", {"raw": raw, "model": task.state["model"], "message": response.as_message()}
-        )
+        if BUDGET_STOP in task.state:  # a raise ended a budget stop: recorded and charged then
+            spend = spend_of(task, task.state, ctx).raised(task.signal)
+        else:
+            usage = response_usage(response, agent.price)
+            spend = spend_of(task, task.input, ctx).charged(usage)
+            # The message replays the answer in later requests, whatever protocol it came in.
+            said = {"raw": raw, "model": task.state["model"], "message": response.as_message()}
+            ctx.append_entry("model", {**said, "usage": usage.to_json()})
         if response.cut_off is not None:
-            return cut_off(agent, response.cut_off, response.text or "", ctx)
+            return cut_off(agent, response.cut_off, response.text or "", ctx, spend)
         if not response.tool_calls:
-            return Finish({"final": response.text or ""})
+            return Finish({"final": response.text or "", **spend.carry()})
         task_tools = {t.name: t for t in agent.task_tools}
         declared = await tools.lookup(c.name for c in response.tool_calls if c.name in agent.tools)
         children: list[Call | Child] = []
@@ -366,13 +378,17 @@ def agent_kinds(
                 # The default operation id: rooted in the session's uid, so no other
                 # deployment or re-created session sends the same key.
                 children.append(Call(call.name, call.arguments))
-        return Spawn(children, then="apply", state={"plan": plan})
+        limit = spend.reached(ctx.now, dispatching=len(children)) if children else None
+        if limit is not None:  # nothing dispatched: the raise that ends the stop runs this again
+            return spend.stop(limit, then="tools", state=dict(task.state), now=ctx.now)
+        spend = spend.charged(Usage(tool_calls=len(children)))
+        return Spawn(children, then="apply", state={"plan": plan, **spend.carry()})
 
-    def cut_off(agent: Agent, stop_reason: str, text: str, ctx: PhaseContext) -> Next:
+    def cut_off(agent: Agent, stop_reason: str, text: str, ctx: PhaseContext, spend: Spend) -> Next:
         """What the agent's ``on_length`` makes of an answer cut off at the output limit."""
         if agent.on_length == "continue":
             ctx.append_entry("continuation", {"text": CONTINUE_PROMPT, "cut_off": stop_reason})
-            return Finish({"cut_off": text})
+            return Finish({"cut_off": text, **spend.carry()})
         return Fail(
             {
                 "reason": "answer cut off",
@@ -398,8 +414,9 @@ def agent_kinds(
                 else:
                     result.update(child_tool_outcome(outcome).for_model())
             ctx.append_entry("tool_result", result)
-        return Finish({"continue": True})
+        return Finish({"continue": True, "spend": task.state.get("spend")})
 
+    compaction_phases(generate, agents, model_of)
     return registry
 
 

@@ -40,6 +40,10 @@ from brainhands.shared.store import (
 
 TOOL_KIND = "brainhands.tool"
 """The built-in kind of a task that waits for one tool call's outcome."""
+COMPENSATING = "brainhands.compensate"
+"""The phase of a task undoing its effects (``brain.compensation``): it waits for an undo
+(``completing``), or for its undo's tool to be declared (``sleeping``); how it ends is
+decided already, so a cancel does not change it."""
 
 # Actions ---------------------------------------------------------------------------------
 
@@ -140,7 +144,7 @@ def next_action(facts: Facts) -> Action:
     if task.kind != TOOL_KIND and not facts.has_handler:
         reason = f"no handler for task kind {task.kind} v{task.kind_version} in this build"
         return Idle() if task.blocked_reason == reason else Block(reason)
-    if task.cancel_requested and task.status != "completing":
+    if task.cancel_requested and task.status != "completing" and task.phase != COMPENSATING:
         return _cancel(facts)
     if task.status == "pending":
         return Run(_phase(task))
@@ -153,6 +157,8 @@ def next_action(facts: Facts) -> Action:
         return Run(_phase(task))
     if task.status == "sleeping":
         if task.wake_at is None or task.wake_at <= facts.now:
+            if task.phase == COMPENSATING:  # its next undo is decided again
+                return Settle(task.outcome or "failed", result=task.result, error=task.error)
             return Run(_phase(task))
         return Idle(until=task.wake_at)
     if task.status == "waiting":

@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from brainhands.brain.compensation import Compensations
 from brainhands.brain.decide import (
     TOOL_KIND,
     Receive,
@@ -130,6 +131,7 @@ class SessionEdits:
         """A root task ended in this pass: the next submission may start."""
         self.wait_entered = False
         """A task began a signal wait since the signals were last read."""
+        self.compensations = Compensations(self)
 
     # The picture ---------------------------------------------------------------------------
 
@@ -158,7 +160,10 @@ class SessionEdits:
         waited = {i for t in open_tasks for i in (t.wait_for or [])}
         return SessionState(
             session=dataclasses.replace(
-                self.session, version=self.version, entry_count=len(self.entries)
+                self.session,
+                version=self.version,
+                # The entries may start at a checkpoint; their seqs have no gaps.
+                entry_count=self.entries[-1].seq if self.entries else self.session.entry_count,
             ),
             entries=list(self.entries),
             documents=dict(self.documents),
@@ -226,7 +231,19 @@ class SessionEdits:
     def settle(self, draft: Draft, task: TaskRecord, action: Settle) -> None:
         if action.notify_cancel and task.operation_id:
             self.summary.cancelled_calls.append(task.operation_id)
-        self.answer(draft, self.update(draft, task, **settle_changes(action)))
+        self.end(draft, task, action, settle_changes(action))
+
+    def end(self, draft: Draft, task: TaskRecord, action: Settle, changes: TaskChange) -> None:
+        """End ``task`` as ``action`` says, with ``changes``: unless it fails or is cancelled
+        with effects to undo, which it then compensates first (``brain.compensation``)."""
+        if task.kind != TOOL_KIND and action.outcome != "succeeded":
+            ending = self.compensations.before_end(draft, task, action)
+            if ending is None:
+                return  # compensating: it ends once its effects are undone
+            changes = {**changes, "error": ending.error}
+        ended = self.update(draft, task, **changes)
+        self.compensations.ended(draft, ended)
+        self.answer(draft, ended)
 
     def wind_down(self, draft: Draft, task: TaskRecord, action: WindDown) -> None:
         log.info(
@@ -334,11 +351,7 @@ class SessionEdits:
         assert kind is not None
         now = time.time()
         for entry_kind, body in appended:
-            # Numbered now, as the commit will number them (gap-free after the last one):
-            # a light phase run before the commit already reads them.
-            draft.append_entry(entry_kind, body)
-            seq = self.entries[-1].seq + 1 if self.entries else 1
-            self.entries.append(EntryRecord(seq, entry_kind, body, now))
+            self.append_entry(draft, entry_kind, body, now)
         for name in kind.documents:
             current = self.documents.get(name)
             if docs.get(name) != (current.body if current is not None else None):
@@ -363,9 +376,19 @@ class SessionEdits:
                     spawned.append(self.spawn(draft, child, parent=task.id))
         self.wait_entered |= isinstance(result, WaitSignal)
         changes = transition(result, now=time.time(), spawned=spawned)
-        updated = self.update(draft, task, **changes)
-        if updated.status == "terminal":
-            self.answer(draft, updated)
+        if changes.get("status") == "terminal":
+            outcome = changes.get("outcome") or "failed"
+            ending = Settle(outcome, changes.get("result"), changes.get("error"))
+            self.end(draft, task, ending, changes)
+        else:
+            self.update(draft, task, **changes)
+
+    def append_entry(self, draft: Draft, kind: str, body: Any, now: float | None = None) -> None:
+        """Append an entry in ``draft``, numbered now as the commit will number it (gap-free
+        after the last one): a light phase run before the commit already reads it."""
+        draft.append_entry(kind, body)
+        seq = self.entries[-1].seq + 1 if self.entries else 1
+        self.entries.append(EntryRecord(seq, kind, body, time.time() if now is None else now))
 
     def spawn(
         self,

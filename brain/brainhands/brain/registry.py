@@ -7,12 +7,15 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from brainhands.brain.task import Next, PhaseContext, TaskView
+from brainhands.brain.task import Call, Next, PhaseContext, TaskView
 from brainhands.shared.errors import UnknownTaskKindError
 
 Phase = Callable[[TaskView, dict[str, Any], PhaseContext], Awaitable[Next]]
 Migration = Callable[[Any, Any], tuple[Any, Any]]
 """``(input, state) -> (input, state)`` for a task moving up one version."""
+Compensator = Callable[[dict[str, Any], Any], Call]
+"""``(arguments, result) -> Call``: the call that undoes a succeeded call (pure: it runs in
+the commit that records the call's success)."""
 
 
 @dataclass
@@ -27,6 +30,8 @@ class TaskKind:
     phases: dict[str, Phase] = field(default_factory=dict)
     light: set[str] = field(default_factory=set)
     """Phases that only compute from the state they are given (no I/O, nothing slow)."""
+    compensations: dict[str, Compensator | str] = field(default_factory=dict)
+    """By tool name: how this kind undoes a succeeded call of it (``compensate``)."""
 
     def phase(self, name: str, *, light: bool = False) -> Callable[[Phase], Phase]:
         """Register ``async def fn(task, docs, ctx) -> Next`` as the phase ``name``.
@@ -49,6 +54,18 @@ class TaskKind:
             return fn
 
         return register
+
+    def compensate(self, tool: str, undo: Compensator | str) -> None:
+        """Undo this kind's succeeded calls of ``tool`` if the task fails or is cancelled.
+
+        ``undo`` names the compensating tool (called with ``{"operation_id", "arguments",
+        "result"}`` of the original call), or derives the compensating ``Call`` from the
+        call's arguments and result. It overrides the tool's own ``compensate``; the undos
+        run the most recent first, each once (``brain.compensation``).
+        """
+        if not isinstance(undo, str) and not callable(undo):
+            raise TypeError(f"compensate({tool!r}, ...) takes a tool name or a function")
+        self.compensations[tool] = undo
 
     @property
     def first_phase(self) -> str:

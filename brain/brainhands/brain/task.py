@@ -239,13 +239,13 @@ class WaitSignal:
     def __post_init__(self) -> None:
         if not 0 < len(self.signal_name) <= SIGNAL_NAME_MAX:
             raise ValueError(f"a signal name has 1 to {SIGNAL_NAME_MAX} characters")
+        if self.timeout is not None and self.timeout < 0:
+            raise ValueError("timeout must not be negative")
 
     @property
     def signal_name(self) -> str:
         """The name the wait is kept under: a decision's is apart from other signals'."""
         return DECISION_SIGNAL + self.name if self.decision else self.name
-        if self.timeout is not None and self.timeout < 0:
-            raise ValueError("timeout must not be negative")
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,7 @@ def tool(
     retry: RetryPolicy | None = None,
     description: str | None = None,
     approval: bool = False,
+    compensate: str | None = None,
 ) -> Callable[[F], F]:
     """Register ``async def fn(args: Model, ctx: ToolContext)`` as a tool.
 
@@ -40,6 +41,9 @@ def tool(
     - ``description``: what the model is told (default: the docstring).
     - ``approval``: a model's call waits, with its arguments frozen, until a person or an
       application approves it (``Client.approve``); a denial reaches the model as a refusal.
+    - ``compensate``: the tool that undoes a succeeded call when its task fails or is
+      cancelled later (run once, most recent first, with ``{"operation_id", "arguments",
+      "result"}`` of the call it undoes; see the README's "Compensation").
 
     ``ctx.operation_id`` is the idempotency key: pass it to the external system.
     """
@@ -56,6 +60,7 @@ def tool(
                 retry=retry,
                 description=description,
                 approval=approval,
+                compensate=compensate,
             )
         )
         return fn

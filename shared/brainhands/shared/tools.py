@@ -123,6 +123,10 @@ class ToolDeclaration:
     args_schema: dict[str, Any]
     approval: bool = False
     """A model's call of it waits for a decision (``Client.approve`` / ``deny``)."""
+    compensate: str | None = None
+    """The tool that undoes a succeeded call of it when the task that made the call fails
+    or is cancelled (called with the original call's ``operation_id``, ``arguments`` and
+    ``result``; a task kind may say otherwise: ``TaskKind.compensate``)."""
 
     def schema(self) -> dict[str, Any]:
         """The tool as a model sees it (chat-completions ``tools`` entry)."""
@@ -131,7 +135,10 @@ class ToolDeclaration:
     @property
     def digest(self) -> str:
         """Of the whole declaration: equal digests, equal declarations."""
-        content = json.dumps(dataclasses.asdict(self), sort_keys=True, separators=(",", ":"))
+        fields = dataclasses.asdict(self)
+        if fields["compensate"] is None:
+            del fields["compensate"]  # a tool without one keeps the digest it had before
+        content = json.dumps(fields, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(content.encode()).hexdigest()
 
 
@@ -149,12 +156,19 @@ class ToolSpec:
     retry: RetryPolicy
     description: str
     approval: bool = False
+    compensate: str | None = None
 
     def declaration(self) -> ToolDeclaration:
         """What the Hands serving this tool declare of it in the store."""
         schema = copy.deepcopy(model_schema(self.args_model))
         return ToolDeclaration(
-            self.name, self.pool, self.policy, self.description, schema, self.approval
+            self.name,
+            self.pool,
+            self.policy,
+            self.description,
+            schema,
+            self.approval,
+            self.compensate,
         )
 
 
@@ -209,6 +223,7 @@ def declare(
     retry: RetryPolicy | None,
     description: str | None,
     approval: bool = False,
+    compensate: str | None = None,
 ) -> ToolSpec:
     """Build a ToolSpec from an ``async def tool(args: Model, ctx)`` function; validate it."""
     if not inspect.iscoroutinefunction(fn):
@@ -219,6 +234,8 @@ def declare(
         raise ValueError(f"tool {fn.__qualname__} has policy 'query' but no query function")
     if timeout <= 0:
         raise ValueError("timeout must be positive")
+    if compensate is not None and not compensate:
+        raise ValueError("compensate names the compensating tool")
     params = list(inspect.signature(fn, eval_str=True).parameters.values())
     if len(params) != 2:
         raise TypeError(f"tool {fn.__qualname__} must take (args: <pydantic model>, ctx)")
@@ -239,4 +256,5 @@ def declare(
         retry=retry or RetryPolicy(),
         description=description or inspect.getdoc(fn) or "",
         approval=approval,
+        compensate=compensate,
     )

@@ -7,7 +7,7 @@ without loading Brain code; the Brain reads them from here too.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from brainhands.shared.errors import InvalidRequest
 
@@ -48,3 +48,36 @@ def signal_name(name: str, signal_id: str, *, decision: bool) -> str:
         if not 0 < len(value) <= SIGNAL_NAME_MAX:
             raise InvalidRequest(f"a signal's {what} has 1 to {SIGNAL_NAME_MAX} characters")
     return stored
+
+
+BUDGET_SIGNAL = "brainhands.budget"
+"""The signal a run stopped at its budget waits for: its payload raises the budget (the
+``BUDGET_LIMITS`` it names, in ``{"budget": {...}}``), and the run resumes. Its name is the
+runtime's own: a client sends it by raising a budget, never as a plain signal."""
+
+BUDGET_STOP = "budget_stop"
+"""The key, in the state of a task waiting for ``BUDGET_SIGNAL``, of why it stopped:
+``{"limit", "budget", "used", "at"}`` (what the session's view shows)."""
+
+BUDGET_LIMITS = ("tokens", "cost", "tool_calls", "seconds")
+"""What a budget may limit: model tokens (input and output), model cost (in the unit of
+the agent's prices), tool calls dispatched, and wall-clock seconds since the run began."""
+
+
+def check_budget(limits: Any) -> dict[str, float]:
+    """``limits`` as a budget (a JSON object of ``BUDGET_LIMITS`` to non-negative numbers;
+    a limit given as null is left out): ``InvalidRequest`` naming what is wrong. Read the
+    same by the Client, the API and the Brain."""
+    if not isinstance(limits, dict):
+        raise InvalidRequest(f"a budget is an object of {', '.join(BUDGET_LIMITS)}")
+    unknown = sorted(set(limits) - set(BUDGET_LIMITS))
+    if unknown:
+        raise InvalidRequest(f"a budget limits {', '.join(BUDGET_LIMITS)}, not {unknown}")
+    checked: dict[str, float] = {}
+    for name, value in limits.items():
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
+            raise InvalidRequest(f"budget {name!r} must be a non-negative number, not {value!r}")
+        checked[name] = value
+    return checked

@@ -23,6 +23,8 @@ from brainhands.api.bodies import (
     CURSOR,
     NAME,
     ApprovalId,
+    BudgetLimits,
+    BudgetRaise,
     CancelOut,
     DecisionBody,
     DecisionOut,
@@ -164,6 +166,9 @@ def create_app(
             agent=body.agent if isinstance(body, TextSubmission) else None,
             principal=acting(who),
             callback_url=body.callback_url,
+            budget=_limits(body.budget)
+            if isinstance(body, TextSubmission) and body.budget
+            else None,
         )
         known.learn(key)
         if wait:
@@ -333,4 +338,24 @@ def create_app(
         )
         return SignalOut(signal_id=receipt.request.key, created=receipt.created)
 
+    @app.post("/sessions/{session_id}/budget", tags=["budgets"], openapi_extra=needs("approve"))
+    async def raise_budget(session_id: SessionId, body: BudgetRaise, request: Request) -> SignalOut:
+        """Raise the budget of the session's agent run: the limits named are set to the
+        values given, the others kept. A run stopped at its budget (``budget_exhausted``)
+        resumes; a raise sent while none is stopped is kept for the next stop. The same
+        ``raise_id`` twice is one raise."""
+        who = caller(request)
+        receipt = await client.raise_budget(
+            await known.existing(who.tenant, session_id),
+            principal=acting(who),
+            raise_id=body.raise_id,
+            **_limits(body),
+        )
+        return SignalOut(signal_id=receipt.request.key, created=receipt.created)
+
     return app
+
+
+def _limits(body: BudgetLimits) -> dict[str, float]:
+    """The limits a body sets (those left out are not null but absent)."""
+    return body.model_dump(exclude_none=True, include=set(BudgetLimits.model_fields))

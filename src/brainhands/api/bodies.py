@@ -38,6 +38,24 @@ class Callback(Closed):
     ``Idempotency-Key`` the submission's id), at least once, retried with backoff."""
 
 
+class BudgetLimits(Closed):
+    """Limits of an agent's run (``brain.budget``); a limit left out is not set (or, in a
+    raise, kept)."""
+
+    tokens: int | None = Field(default=None, ge=0)
+    """Model tokens, input and output together."""
+    cost: float | None = Field(default=None, ge=0)
+    """Model cost, at the agent's prices."""
+    tool_calls: int | None = Field(default=None, ge=0)
+    seconds: float | None = Field(default=None, ge=0)
+    """Wall-clock seconds since the run began."""
+
+
+class BudgetRaise(BudgetLimits):
+    raise_id: str | None = Field(default=None, pattern=NAME)
+    """The same id twice is one raise (default: a random one)."""
+
+
 class TextSubmission(Callback):
     """A message, for an agent."""
 
@@ -46,6 +64,8 @@ class TextSubmission(Callback):
     """The agent the message is for: one the deployment's Brains serve."""
     request_id: str | None = Field(default=None, pattern=NAME)
     """The same id never starts a second run (default: a random one)."""
+    budget: BudgetLimits | None = None
+    """What the run it starts may spend; where the agent sets a limit too, the lower holds."""
 
 
 class InputSubmission(Callback):

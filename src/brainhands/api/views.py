@@ -20,6 +20,7 @@ def session_document(view: SessionView) -> dict[str, Any]:
     document["session"]["id"] = name
     document["version"] = view.session.version
     document["needs_action"] = view.needs_action
+    document["status"] = view.status
     return document
 
 

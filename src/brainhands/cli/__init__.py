@@ -105,6 +105,14 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--decision", help="decision id: the same decision twice counts once")
         p.set_defaults(run=f"brainhands.cli.acting:{verdict}")
 
+    p = sub.add_parser("raise-budget", help="raise a session's budget: a run stopped at it resumes")
+    p.add_argument("--session", required=True)
+    for limit, kind in (("tokens", int), ("cost", float), ("tool-calls", int), ("seconds", float)):
+        p.add_argument(f"--{limit}", type=kind, help="the new limit (the others are kept)")
+    p.add_argument("--id", help="the raise's id: the same id twice is one (default: random)")
+    add_tenant(p)
+    p.set_defaults(run="brainhands.cli.acting:raise_budget")
+
     p = sub.add_parser("pending", help="list the calls waiting for approval, by session")
     p.add_argument("--session", help="of this session only")
     p.add_argument("--json", action="store_true", help="print JSON")

@@ -1,5 +1,5 @@
-"""Commands that act on running sessions through the client: signal, approve, deny, and the
-list of calls waiting for a decision."""
+"""Commands that act on running sessions through the client: signal, approve, deny, raise a
+budget, and the list of calls waiting for a decision."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from brainhands.client.direct import Client
 from brainhands.shared.config import CommonSettings, load_settings
 from brainhands.shared.errors import ConfigurationError
 from brainhands.shared.tenancy import check_tenant
-from brainhands.shared.vocabulary import Verdict
+from brainhands.shared.vocabulary import BUDGET_LIMITS, Verdict
 
 
 def settings_for(args: argparse.Namespace) -> CommonSettings:
@@ -35,6 +35,15 @@ async def signal(args: argparse.Namespace) -> int:
         )
     seen = "sent" if receipt.created else "already sent earlier: counted once"
     print(f"signal {args.name!r} ({receipt.request.key}) to session {args.session}: {seen}")
+    return 0
+
+
+async def raise_budget(args: argparse.Namespace) -> int:
+    limits = {n: getattr(args, n) for n in BUDGET_LIMITS if getattr(args, n) is not None}
+    async with await Client.from_settings(settings_for(args)) as client:
+        receipt = await client.raise_budget(args.session, raise_id=args.id, **limits)
+    seen = "sent" if receipt.created else "already sent earlier: counted once"
+    print(f"budget of session {args.session} raised to {json.dumps(limits)}: {seen}")
     return 0
 
 

@@ -20,6 +20,7 @@ from brainhands.api.keys import create_key, list_keys, revoke_key
 from brainhands.cli.acting import settings_for
 from brainhands.cli.parked import PurgeFilter, judge_parked, purge_parked
 from brainhands.client.approvals import pending_approvals
+from brainhands.client.budgets import budget_stop_of, session_usage
 from brainhands.client.direct import Client
 from brainhands.shared.broker import Broker
 from brainhands.shared.config import CommonSettings, load_settings
@@ -110,9 +111,12 @@ async def show(args: argparse.Namespace) -> int:
         approvals = await pending_approvals(store, key)
     finally:
         await store.close()
+    stop, usage = budget_stop_of(tasks), session_usage(state.entries)
     if args.json:
         document = _session_document(state, tasks, operations)
         document["approvals"] = [dataclasses.asdict(a) for a in approvals]
+        document["budget_exhausted"] = None if stop is None else dataclasses.asdict(stop)
+        document["usage"] = usage
         print(json.dumps(document, indent=2))
         return 0
     s = state.session
@@ -127,6 +131,12 @@ async def show(args: argparse.Namespace) -> int:
             escalated = ", ESCALATED" if a.escalated else ""
             print(f"  {a.approval_id} {a.tool} {json.dumps(a.arguments)}")
             print(f"      asked by agent {a.agent} since {_when(a.since)}{expiry}{escalated}")
+    if stop is not None:
+        print(f"\nNEEDS ACTION: budget_exhausted ({stop.limit}) since {_when(stop.since)}")
+        print(f"  used {json.dumps(stop.used)} of {json.dumps(stop.budget)}")
+        print(f"  to resume: brainhands raise-budget --session {args.session} --{stop.limit} N")
+    if usage:
+        print(f"\nusage: {json.dumps(usage)}")
     print(f"\nentries ({len(state.entries)}):")
     for e in state.entries:
         print(f"  {e.seq:>4} {e.kind:<12} {json.dumps(e.body)[:110]}")

@@ -37,6 +37,7 @@ from brainhands.client.approvals import (
     decide,
     pending_approvals,
 )
+from brainhands.client.budgets import raise_budget, with_budget
 from brainhands.client.submission import DecidedBy, SignalOptions, Submission, SubmitOptions
 from brainhands.client.views import SessionView, session_view
 from brainhands.shared.broker import Broker
@@ -206,7 +207,7 @@ class Client:
         handle is then the original submission's (``created`` is False). ``principal``:
         who submits (default: the client's). ``callback_url``: where the submission's end
         is posted, signed, at least once (by the deployment's sweeper; see
-        ``brain.callbacks``).
+        ``brain.callbacks``). ``budget``: limits of the agent's run (``brain.budget``).
         """
         key = self.key(session_id)
         agent = options.get("agent")
@@ -216,6 +217,7 @@ class Client:
                 payload["agent"] = agent
         else:
             payload = input
+        payload = with_budget(payload, options.get("budget"))
         request_id = options.get("request_id") or uuid.uuid4().hex
         with tracer.start_as_current_span(
             "brainhands.submit", attributes={"session_id": session_id, "request_id": request_id}
@@ -359,6 +361,23 @@ class Client:
         ]
         await self._relay.flush()
         return decisions
+
+    async def raise_budget(
+        self,
+        session_id: str,
+        *,
+        principal: str | None = None,
+        raise_id: str | None = None,
+        **limits: float,
+    ) -> InboxReceipt:
+        """Raise the budget of ``session_id``'s run (``tokens=``, ``cost=``, ``tool_calls=``,
+        ``seconds=``: the new limits): a run stopped at it resumes. The same ``raise_id``
+        twice is one raise; one sent while no run is stopped is kept for the next stop."""
+        key = self.key(session_id)
+        who, wake = principal or self.principal, self._wake(key, "budget")
+        receipt = await raise_budget(self.store, key, limits, wake, who, raise_id)
+        await self._relay.flush()
+        return receipt
 
     def _wake(self, session_id: str, reason: str) -> Callable[[str], OutboxMessage]:
         """Builds the session's wake-up for a request, given its compatibility key."""

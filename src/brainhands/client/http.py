@@ -115,7 +115,7 @@ class HttpClient:
             if isinstance(input, str)
             else {"input": input}
         )
-        for name in ("request_id", "callback_url"):
+        for name in ("request_id", "callback_url", "budget"):
             if options.get(name) is not None:
                 body[name] = options.get(name)
         made = await self._call("POST", f"/sessions/{session_id}/submissions", json=body)
@@ -145,6 +145,16 @@ class HttpClient:
             "decision": options.get("decision", False),
         }
         sent = await self._call("POST", f"/sessions/{session_id}/signals", json=body)
+        return bool(sent["created"])
+
+    async def raise_budget(
+        self, session_id: str, *, raise_id: str | None = None, **limits: float
+    ) -> bool:
+        """Raise the budget of the session's agent run (``tokens=``, ``cost=``,
+        ``tool_calls=``, ``seconds=``): a run stopped at it resumes. Returns whether the
+        raise is new (the same ``raise_id`` counts once)."""
+        body = {**limits, "raise_id": raise_id}
+        sent = await self._call("POST", f"/sessions/{session_id}/budget", json=body)
         return bool(sent["created"])
 
     async def approve(
@@ -331,6 +341,11 @@ class SyncHttpClient:
         self, session_id: str, name: str, payload: Any = None, **options: Unpack[SignalOptions]
     ) -> bool:
         return self._run(self._client.signal(session_id, name, payload, **options))
+
+    def raise_budget(
+        self, session_id: str, *, raise_id: str | None = None, **limits: float
+    ) -> bool:
+        return self._run(self._client.raise_budget(session_id, raise_id=raise_id, **limits))
 
     def approve(
         self, session_id: str, approvals: str | Sequence[str], **decision: Any

@@ -21,6 +21,9 @@ class SubmitOptions(TypedDict, total=False):
     request_id: str | None
     agent: str | None
     callback_url: str | None
+    budget: dict[str, float] | None
+    """Limits of the agent's run (``tokens``, ``cost``, ``tool_calls``, ``seconds``); where
+    the agent sets one too, the lower holds."""
 
 
 class SignalOptions(TypedDict, total=False):

@@ -7,6 +7,8 @@ from dataclasses import dataclass, field, fields
 from typing import Any, TypeVar
 
 from brainhands.client.approvals import PendingApproval, pending_of
+from brainhands.client.budgets import BudgetStop, budget_stop_of, session_usage
+from brainhands.shared.statuses import SessionStatus
 from brainhands.shared.store import (
     EntryRecord,
     InboxRecord,
@@ -62,10 +64,23 @@ class SessionView:
     inbox: list[InboxRecord]
     approvals: list[PendingApproval] = field(default_factory=list)
     """Tool calls waiting for a decision: the session needs action while there are any."""
+    budget_exhausted: BudgetStop | None = None
+    """Where its agent's run stopped at its budget (None: it has not): it needs action,
+    a raise of the budget (``Client.raise_budget``)."""
+    usage: dict[str, float] = field(default_factory=dict)
+    """What its model answers spent (tokens, cost, model calls), added up from its entries."""
 
     @property
     def needs_action(self) -> bool:
-        return bool(self.approvals)
+        return bool(self.approvals) or self.budget_exhausted is not None
+
+    @property
+    def status(self) -> SessionStatus:
+        if self.budget_exhausted is not None:
+            return "budget_exhausted"
+        if self.approvals:
+            return "requires_action"
+        return "running" if any(t.status != "terminal" for t in self.tasks) else "idle"
 
     def children(self, task_id: str | None) -> list[TaskSummary]:
         """The tasks ``task_id`` owns (None: the root tasks, one per started submission)."""
@@ -82,6 +97,8 @@ def session_view(detail: SessionDetail) -> SessionView:
         operations=[_summary(OperationSummary, o) for o in detail.operations],
         inbox=detail.inbox,
         approvals=[pending_of(task) for task in detail.waiting_approvals],
+        budget_exhausted=budget_stop_of(detail.tasks),
+        usage=session_usage(detail.state.entries),
     )
 
 

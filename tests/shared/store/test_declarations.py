@@ -26,6 +26,12 @@ async def test_declarations_are_kept_by_name_and_rewritten_only_when_they_change
     assert await store.declarations.tools() == [FETCH, renamed]
     assert renamed.digest != SEND.digest
 
+    # A tool that names its compensation: a Brain learns it from the store alone.
+    book = ToolDeclaration("book", "travel", "query", "Book.", {}, compensate="cancel_booking")
+    assert await store.declarations.declare_tools([book]) == []
+    assert book in await store.declarations.tools()
+    assert book.digest != ToolDeclaration("book", "travel", "query", "Book.", {}).digest
+
 
 async def test_lookups_made_while_the_catalog_reads_share_that_read(store: Store) -> None:
     """Passes that look a tool up at once, on a fresh catalog or for a name it has not read

@@ -34,7 +34,12 @@ from brainhands.brain.models.base import (
     TextSink,
     ToolCall,
     TransientModelError,
+    count_tokens,
 )
+
+_INPUT_COUNTS = ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+"""The counts of a Messages ``usage`` that add up to the prompt's tokens: the cached parts
+are reported beside ``input_tokens``, not in it."""
 
 __all__ = ["AnthropicModel", "assemble_events", "parse_message", "to_messages_request"]
 
@@ -230,6 +235,7 @@ def parse_message(raw: Json) -> ModelResponse:
         text="".join(texts) or None,
         tool_calls=calls,
         usage=usage if isinstance(usage, dict) else {},
+        tokens=count_tokens(usage, _INPUT_COUNTS, "output_tokens"),
         message={"role": "assistant", "content": replay},
         cut_off=cut_off,
     )

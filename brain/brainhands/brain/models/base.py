@@ -47,6 +47,17 @@ class ToolCall:
 
 
 @dataclass(frozen=True)
+class TokenCount:
+    """The tokens a model call was billed for, read from the provider's ``usage``: what a
+    session's budget counts (``brain.budget``)."""
+
+    input: int
+    """Prompt tokens, cached ones included (Anthropic counts those apart; they are added)."""
+    output: int
+    """Generated tokens, reasoning and thinking included."""
+
+
+@dataclass(frozen=True)
 class ModelResponse:
     """A model answer: text, tool calls, or both."""
 
@@ -59,6 +70,8 @@ class ModelResponse:
     empty: ``as_message`` rebuilds it from ``text`` and ``tool_calls``. Its ``content`` may
     hold the provider's own blocks (Anthropic's thinking and tool use), which only that
     provider's adapter reads back, as they were."""
+    tokens: TokenCount | None = None
+    """The tokens billed for this answer, read from ``usage`` (None: it reported none)."""
     cut_off: str | None = None
     """The provider's stop reason when the answer stopped at its output-token limit
     (chat completions' ``length``, Anthropic's ``max_tokens``), else None. Such an answer
@@ -81,6 +94,20 @@ class ModelResponse:
                 for call in self.tool_calls
             ]
         return message
+
+
+def count_tokens(usage: Any, inputs: tuple[str, ...], output: str) -> TokenCount | None:
+    """The ``TokenCount`` of a provider's ``usage`` object: the sum of its ``inputs`` counts,
+    and its ``output`` count. None when it has no count at all (a server that reports no
+    usage); a count that is missing or not a whole number is taken as 0."""
+    if not isinstance(usage, dict) or not any(k in usage for k in (*inputs, output)):
+        return None
+
+    def read(key: str) -> int:
+        value = usage.get(key)
+        return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+    return TokenCount(input=sum(read(k) for k in inputs), output=read(output))
 
 
 class ModelAdapter(Protocol):

@@ -21,6 +21,7 @@ from brainhands.brain.models.base import (
     TextSink,
     ToolCall,
     TransientModelError,
+    count_tokens,
 )
 
 __all__ = ["OpenAIChatModel", "assemble_chunks", "parse_chat_completion"]
@@ -154,6 +155,7 @@ def parse_chat_completion(raw: Json) -> ModelResponse:
         text=content if isinstance(content, str) and content else None,
         tool_calls=[_parse_tool_call(call, index) for index, call in enumerate(calls)],
         usage=usage if isinstance(usage, dict) else {},
+        tokens=count_tokens(usage, ("prompt_tokens",), "completion_tokens"),
         message=replay,
         cut_off=cut_off,
     )

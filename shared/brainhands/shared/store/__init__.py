@@ -24,6 +24,7 @@ from brainhands.shared.store.guard import ANSWER_CHANNEL, SESSION_CHANNEL
 from brainhands.shared.store.inbox import InboxReceipt
 from brainhands.shared.store.ledger import OperationLedger
 from brainhands.shared.store.listings import SessionFilter, SessionSummary
+from brainhands.shared.store.load import CHECKPOINT_KIND
 from brainhands.shared.store.migrate import behind_head, head_revision
 from brainhands.shared.store.notifications import NotificationFeed
 from brainhands.shared.store.queries import PendingCall, SessionRef
@@ -53,6 +54,7 @@ from brainhands.shared.store.submissions import CallbackDue, SubmitReceipt
 
 __all__ = [
     "ANSWER_CHANNEL",
+    "CHECKPOINT_KIND",
     "FINAL_OPERATION_STATUSES",
     "FINAL_SUBMISSION_STATUSES",
     "JSON",

@@ -116,6 +116,7 @@ class Declarations:
                     "description": d.description,
                     "args_schema": d.args_schema,
                     "approval": d.approval,
+                    "compensate": d.compensate,
                     "digest": d.digest,
                     "declared_at": now,
                 }
@@ -131,7 +132,15 @@ class Declarations:
         async with self._store.backend.snapshot() as conn:
             rows = (await conn.execute(query)).all()
         return [
-            ToolDeclaration(r.name, r.pool, r.policy, r.description, r.args_schema, r.approval)
+            ToolDeclaration(
+                r.name,
+                r.pool,
+                r.policy,
+                r.description,
+                r.args_schema,
+                r.approval,
+                compensate=r.compensate,
+            )
             for r in rows
         ]
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import Select, and_, exists, func, literal, or_, select
 
 from brainhands.shared.store import schema
-from brainhands.shared.vocabulary import APPROVAL_KIND, DECISION_PREFIX
+from brainhands.shared.vocabulary import APPROVAL_KIND, BUDGET_SIGNAL, DECISION_PREFIX
 
 if TYPE_CHECKING:
     from brainhands.shared.store.store import Store
@@ -41,20 +41,22 @@ class SessionSummary:
     open: bool
     """A task of it is not terminal."""
     needs_action: bool
-    """A call of it waits for a decision."""
+    """A call of it waits for a decision, or its run for a raised budget."""
 
 
 def _listing(which: SessionFilter) -> Select[Any]:
     open_work = exists().where(_t.c.session_id == _s.c.id, _t.c.status != "terminal")
-    waiting = exists().where(
-        _t.c.session_id == _s.c.id,
+    undecided = and_(
         _t.c.kind == APPROVAL_KIND,
-        _t.c.status == "waiting",
         ~exists().where(
             _i.c.session_id == _t.c.session_id,
             _i.c.kind == "signal",
             _i.c.key == literal(DECISION_PREFIX) + _t.c.id,
         ),
+    )
+    out_of_budget = _t.c.wait_signal == BUDGET_SIGNAL
+    waiting = exists().where(
+        _t.c.session_id == _s.c.id, _t.c.status == "waiting", or_(undecided, out_of_budget)
     )
     query = select(
         _s.c.id,

@@ -17,6 +17,11 @@ still holds a session's state from its last pass, at the version the claim retur
 re-reads only what can change without a new version: the open submissions, the inbox and
 the operations its waiting tool calls refer to.
 
+A claim reads a session's entries from its latest checkpoint on (``CHECKPOINT_KIND``, the
+context folded so far: ``brainhands.brain.context``; found by the partial index
+``ix_entry_checkpoint``), so a pass costs what the context costs, not the history. Whoever
+shows history (``load_session_sync``: the view, the API, ``brainhands show``) reads it all.
+
 The statements are built once, with bind parameters, and run on a sync connection: the
 caller runs the whole transaction in one greenlet (or one worker thread on SQLite).
 """
@@ -27,15 +32,9 @@ import dataclasses
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
-from sqlalchemy import (
-    BindParameter,
-    Row,
-    bindparam,
-    or_,
-    select,
-)
+from sqlalchemy import BindParameter, Row, bindparam, func, literal_column, or_, select
 from sqlalchemy.engine import Connection
 
 from brainhands.shared.errors import NotFoundError
@@ -68,9 +67,25 @@ _R = TypeVar("_R")
 _SID: BindParameter[str] = bindparam("sid")
 _IDS: BindParameter[list[str]] = bindparam("ids", expanding=True)
 _SESSION = hot(select(_s).where(_s.c.id == _SID))
-_ENTRIES = hot(
-    select(_e.c.session_id, _e.c.seq, _e.c.kind, _e.c.body, _e.c.created_at)
-    .where(_e.c.session_id == _SID)
+CHECKPOINT_KIND = "checkpoint"
+"""The kind of the entries that hold a session's context folded so far: a Brain's claim
+reads the entries from the latest one on."""
+_ENTRY_COLUMNS = (_e.c.session_id, _e.c.seq, _e.c.kind, _e.c.body, _e.c.created_at)
+_ENTRIES = hot(select(*_ENTRY_COLUMNS).where(_e.c.session_id == _SID).order_by(_e.c.seq))
+_checkpoint = _e.alias("checkpoint")
+# The kind as a literal, not a bind parameter: only then may a planner (PostgreSQL's generic
+# plans too) read it from the partial index ix_entry_checkpoint.
+_LATEST_CHECKPOINT = (
+    select(func.max(_checkpoint.c.seq))
+    .where(
+        _checkpoint.c.session_id == _SID,
+        _checkpoint.c.kind == literal_column(f"'{CHECKPOINT_KIND}'"),
+    )
+    .scalar_subquery()
+)
+_CONTEXT_ENTRIES = hot(
+    select(*_ENTRY_COLUMNS)
+    .where(_e.c.session_id == _SID, _e.c.seq >= func.coalesce(_LATEST_CHECKPOINT, 0))
     .order_by(_e.c.seq)
 )
 _DOCUMENTS = hot(
@@ -146,24 +161,38 @@ def _waited_operation(row: Row[Any]) -> OperationRecord:
     return operation_with_result(fields, None if blob is None else json.loads(blob))
 
 
+class ReadRows(Protocol):
+    """The rows of ``sids`` and the arrivals (open submissions, unapplied inbox) of
+    ``arrivals_too``; with ``operations``, of both the operations their waiting tool calls
+    refer to; the entries all with ``history``, else from the latest checkpoint on."""
+
+    def __call__(
+        self,
+        conn: Connection,
+        sids: list[str],
+        arrivals_too: Sequence[str],
+        operations: bool,
+        *,
+        history: bool = True,
+    ) -> dict[str, SessionRows]: ...
+
+
 @dataclass(frozen=True)
 class RowReader:
     """How a backend reads sessions' rows (``backends``): ``ROWS_BY_KIND`` is SQL every
     database runs; PostgreSQL reads them all in one statement (``ROWS_AS_JSON``)."""
 
-    read: Callable[[Connection, list[str], Sequence[str], bool], dict[str, SessionRows]]
-    """``read(conn, sids, arrivals_too, operations)``: the rows of ``sids`` and the arrivals
-    (open submissions, unapplied inbox) of ``arrivals_too``; with ``operations``, of both
-    the operations their waiting tool calls refer to."""
+    read: ReadRows
     claim: Callable[[Connection, Sequence[SessionClaim]], tuple[list[Any], dict[str, SessionRows]]]
     """``claim(conn, claims)``: the fence claims of ``claims`` (per claim: the session's row
     as claimed, or the error that refused it), and the rows already read with them, by
-    session."""
+    session; the entries, as a Brain reads them, from the latest checkpoint on."""
 
 
 def load_session_sync(conn: Connection, session_id: str, rows: RowReader) -> SessionState:
     """Everything a Brain needs to continue ``session_id``: the session, its rows (one
-    statement on PostgreSQL, five on SQLite), and the settled tasks its waits refer to."""
+    statement on PostgreSQL, five on SQLite; every entry), and the settled tasks its waits
+    refer to."""
     row = run(conn, _SESSION, {"sid": session_id}).one_or_none()
     if row is None:
         raise NotFoundError(f"session {session_id} does not exist")
@@ -211,13 +240,19 @@ def claim_sessions_sync(
     whole = [claimed[i] for i in claimed if reusable(i) is None]
     # Requests and outcomes arrive without a commit (no new version): read them again too.
     again = [claimed[i].id for i in claimed if reusable(i) is not None]
-    states = _read_states(conn, rows, whole, arrivals_too=again, operations=True, read=read)
+    states = _read_states(
+        conn, rows, whole, arrivals_too=again, operations=True, read=read, history=False
+    )
     for i, session in claimed.items():
         known = reusable(i)
         if known is not None:
             submissions, inbox = states.arrivals(session.id)
             states[session.id] = dataclasses.replace(
-                known, session=session, open_submissions=submissions, inbox=inbox
+                known,
+                session=session,
+                entries=since_checkpoint(known.entries),
+                open_submissions=submissions,
+                inbox=inbox,
             )
     return [
         row
@@ -225,6 +260,15 @@ def claim_sessions_sync(
         else ClaimedSession(states[claimed[i].id], states.operations(claimed[i].id))
         for i, row in enumerate(fences)
     ]
+
+
+def since_checkpoint(entries: list[EntryRecord]) -> list[EntryRecord]:
+    """``entries`` from the latest checkpoint on (all if none is one): what a claim reads,
+    cut from a state kept from an earlier pass, which may have appended a checkpoint."""
+    for i in range(len(entries) - 1, -1, -1):
+        if entries[i].kind == CHECKPOINT_KIND:
+            return entries[i:] if i else entries
+    return entries
 
 
 def arrivals_sync(
@@ -304,11 +348,12 @@ def _read_states(
     arrivals_too: Sequence[str] = (),
     operations: bool = False,
     read: dict[str, SessionRows] | None = None,
+    history: bool = True,
 ) -> _States:
     """The whole state of each of ``sessions``, and the arrivals of ``arrivals_too`` as
     well (with the operations their waiting calls refer to, if ``operations``): one
     statement per row kind for all of them (on PostgreSQL, one statement). The rows of
-    ``read`` (by session, read as asked) are not read again."""
+    ``read`` (by session, read as asked) are not read again (``history``: see ``ReadRows``)."""
     sids = [s.id for s in sessions]
     read = read or {}
     rows = reader.read(
@@ -316,6 +361,7 @@ def _read_states(
         [sid for sid in sids if sid not in read],
         [sid for sid in arrivals_too if sid not in read],
         operations,
+        history=history,
     )
     rows.update(read)
     waited = {
@@ -342,15 +388,21 @@ def _read_states(
 
 
 def _rows_by_kind(
-    conn: Connection, sids: list[str], arrivals_too: Sequence[str], operations: bool
+    conn: Connection,
+    sids: list[str],
+    arrivals_too: Sequence[str],
+    operations: bool,
+    *,
+    history: bool = True,
 ) -> dict[str, SessionRows]:
     """The rows of ``sids`` and the arrivals of ``arrivals_too`` (and of both, the waited-for
     operations if ``operations``): a statement per kind."""
     arrived = [*sids, *arrivals_too]
     submissions = _per_session(conn, _OPEN_SUBMISSIONS, arrived, submission_record)
     inbox = _per_session(conn, _UNAPPLIED_INBOX, arrived, inbox_record)
+    read_entries = _ENTRIES if history else _CONTEXT_ENTRIES
     entries = _per_session(
-        conn, _ENTRIES, sids, lambda r: EntryRecord(r.seq, r.kind, r.body, r.created_at)
+        conn, read_entries, sids, lambda r: EntryRecord(r.seq, r.kind, r.body, r.created_at)
     )
     documents = _per_session(
         conn, _DOCUMENTS, sids, lambda r: DocumentRecord(r.name, r.version, r.body)

@@ -74,6 +74,14 @@ entry = Table(
     Column("kind", String(32), nullable=False),
     Column("body", JSON, nullable=False),
     Column("created_at", Float, nullable=False),
+    # A claim reads a session's entries from its latest checkpoint on (``load``).
+    Index(
+        "ix_entry_checkpoint",
+        "session_id",
+        "seq",
+        postgresql_where=text("kind = 'checkpoint'"),
+        sqlite_where=text("kind = 'checkpoint'"),
+    ),
 )
 
 document = Table(
@@ -257,6 +265,8 @@ tool_declaration = Table(
     Column("description", Text, nullable=False),
     Column("args_schema", JSON, nullable=False),
     Column("approval", Boolean, nullable=False, server_default=text("false")),
+    # The tool that undoes a succeeded call of this one (``compensate``), if any.
+    Column("compensate", String(128), nullable=True),
     # Of the declaration's content: a build that declares the same tool differently is seen.
     Column("digest", String(64), nullable=False),
     Column("declared_at", Float, nullable=False),

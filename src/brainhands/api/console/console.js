@@ -210,8 +210,12 @@ function showSession(sessionId) {
     $("typing").textContent = "";
     delete $("typing").dataset.task;
     const states = view.submissions.map((s) => `${s.request_id}: ${s.status}`);
+    const stop = view.budget_exhausted;  // the agent's run stopped at its budget
+    const budget = stop
+      ? `BUDGET EXHAUSTED (${stop.limit}: used ${JSON.stringify(stop.used)} of ${JSON.stringify(stop.budget)}) — `
+      : "";
     $("status").textContent =
-      (view.needs_action ? "NEEDS ACTION — " : "") + states.join(", ") + ` — version ${view.version}`;
+      (view.needs_action ? "NEEDS ACTION — " : "") + budget + states.join(", ") + ` — version ${view.version}`;
     $("status").className = view.needs_action ? "needs" : "";
     renderApprovals(sessionId, view);
     const entries = $("entries");

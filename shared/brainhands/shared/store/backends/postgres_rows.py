@@ -15,6 +15,7 @@ from sqlalchemy.engine import Connection
 from brainhands.shared.store import fence
 from brainhands.shared.store.hot import hot, run
 from brainhands.shared.store.load import (
+    CHECKPOINT_KIND,
     SESSION_KEYS,
     RowReader,
     SessionClaim,
@@ -41,16 +42,21 @@ from brainhands.shared.store.schema import (
 )
 
 
-def _rows_object(whole: str, ops: str) -> str:
-    """PostgreSQL: what _ENTRIES, _DOCUMENTS, _OPEN_TASKS, _OPEN_SUBMISSIONS, _UNAPPLIED_INBOX
-    and _WAITED_OPERATIONS read for session ``:sid``, in their orders, as one JSON object (a
-    table's row aggregates to the object of its columns), decoded by the driver. Unless the
-    SQL condition ``whole`` holds, only the arrivals (submissions, inbox); unless ``ops``
-    does, no operations: the other kinds' subqueries are not run."""
+def _rows_object(whole: str, ops: str, history: str) -> str:
+    """PostgreSQL: what _ENTRIES (or _CONTEXT_ENTRIES), _DOCUMENTS, _OPEN_TASKS,
+    _OPEN_SUBMISSIONS, _UNAPPLIED_INBOX and _WAITED_OPERATIONS read for session ``:sid``, in
+    their orders, as one JSON object (a table's row aggregates to the object of its columns),
+    decoded by the driver. Unless the SQL condition ``whole`` holds, only the arrivals
+    (submissions, inbox); unless ``ops`` does, no operations: the other kinds' subqueries
+    are not run. Unless ``history`` does, the entries from the latest checkpoint on (its seq
+    an init plan on the partial index ix_entry_checkpoint, the entries a range of the
+    primary key's)."""
     return f"""json_build_object(
   'entries', CASE WHEN {whole} THEN (SELECT coalesce(json_agg(
       json_build_array(e.seq, e.kind, e.body, e.created_at) ORDER BY e.seq), '[]')
-      FROM {entry.name} e WHERE e.session_id = :sid) END,
+      FROM {entry.name} e WHERE e.session_id = :sid AND e.seq >= CASE WHEN {history} THEN 0
+      ELSE coalesce((SELECT max(c.seq) FROM {entry.name} c
+        WHERE c.session_id = :sid AND c.kind = '{CHECKPOINT_KIND}'), 0) END) END,
   'documents', CASE WHEN {whole} THEN (SELECT coalesce(json_agg(
       json_build_array(d.name, d.version, d.body)), '[]')
       FROM {document.name} d WHERE d.session_id = :sid) END,
@@ -70,10 +76,17 @@ def _rows_object(whole: str, ops: str) -> str:
 
 
 # One statement instead of six: the rows of session ``:sid`` (all of them with ``whole``,
-# with the waited-for operations with ``ops``).
+# with the waited-for operations with ``ops``, every entry with ``history``).
 _WHOLE = hot(
-    text(f"SELECT CAST(:sid AS VARCHAR) AS session_id, {_rows_object(':whole', ':ops')} AS rows")
-    .bindparams(bindparam("whole", type_=Boolean), bindparam("ops", type_=Boolean))
+    text(
+        "SELECT CAST(:sid AS VARCHAR) AS session_id, "
+        f"{_rows_object(':whole', ':ops', ':history')} AS rows"
+    )
+    .bindparams(
+        bindparam("whole", type_=Boolean),
+        bindparam("ops", type_=Boolean),
+        bindparam("history", type_=Boolean),
+    )
     .columns(session_id=String, rows=JSON)
 )
 _SESSION_COLUMNS = ", ".join(SESSION_KEYS)
@@ -88,7 +101,7 @@ _CLAIM = hot(
         f"""WITH f AS (UPDATE {session.name} SET fence = :token WHERE id = :sid AND fence < :token
   RETURNING {_SESSION_COLUMNS})
 SELECT f.*, (SELECT s.version FROM {session.name} s WHERE s.id = :sid) AS seen_version,
-  {_rows_object("f.version IS DISTINCT FROM :known", "TRUE")} AS rows FROM f"""
+  {_rows_object("f.version IS DISTINCT FROM :known", "TRUE", "FALSE")} AS rows FROM f"""
     )
     .bindparams(bindparam("token", type_=session.c.fence.type), bindparam("known", type_=Integer))
     .columns(
@@ -98,12 +111,20 @@ SELECT f.*, (SELECT s.version FROM {session.name} s WHERE s.id = :sid) AS seen_v
 
 
 def _rows_as_json(
-    conn: Connection, sids: list[str], arrivals_too: Sequence[str], operations: bool
+    conn: Connection,
+    sids: list[str],
+    arrivals_too: Sequence[str],
+    operations: bool,
+    *,
+    history: bool = True,
 ) -> dict[str, SessionRows]:
     """The rows of ``sids`` and the arrivals of ``arrivals_too`` (and of both, the waited-for
-    operations if ``operations``): one statement for all."""
-    params = [{"sid": s, "whole": True, "ops": operations} for s in sids]
-    params += [{"sid": s, "whole": False, "ops": operations} for s in arrivals_too]
+    operations if ``operations``): one statement for all; the entries all of them with
+    ``history``, else from the latest checkpoint on."""
+    params = [{"sid": s, "whole": True, "ops": operations, "history": history} for s in sids]
+    params += [
+        {"sid": s, "whole": False, "ops": operations, "history": history} for s in arrivals_too
+    ]
     if not params:
         return {}
     return {

@@ -1,0 +1,223 @@
+"""An agent's context: the chat rebuilt from a session's entries, and its compaction.
+
+The messages a model request carries are a fold of the session's entries (``build_messages``).
+A **checkpoint** entry holds that fold as it stood when the checkpoint was made (its
+``messages``, after the system prompt) and restarts the fold there: whatever came before it
+is read no more. So the context rebuilt from the latest checkpoint and the entries after it
+is the one rebuilt from every entry, byte for byte, and a Brain's claim reads only those
+(``brainhands.shared.store``): a pass costs what the context costs, not what the history does.
+The entries before a checkpoint stay in the store, and in every view of the session.
+
+A checkpoint is made by compaction, which an agent asks for with a ``ContextPolicy``: when a
+request's prompt would pass ``max_prompt_tokens`` (estimated cheaply), the older turns are
+summarised, by the model or by a function of the agent's, and only the summary and the
+latest turns (``keep_tokens`` of them) are sent on. Compaction is a durable step of the model
+turn, in phases of its own (``compaction_phases``): ``compact`` asks for the summary and
+commits it with the task's state; ``checkpoint`` appends it as a checkpoint entry; only then
+does ``request`` send the smaller prompt. A Brain that dies in ``compact`` re-runs ``compact``
+alone (the summary asked again, nothing else); one that dies after it finds the summary
+committed and never asks for it again.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from brainhands.brain.models.base import Json, ModelAdapter, ModelError, TransientModelError
+from brainhands.brain.registry import TaskKind
+from brainhands.brain.task import Fail, Goto, Next, PhaseContext, Sleep, TaskView
+from brainhands.shared.errors import ConfigurationError
+from brainhands.shared.store import CHECKPOINT_KIND, EntryRecord
+
+if TYPE_CHECKING:
+    from brainhands.brain.agent import AgentRegistry
+
+log = logging.getLogger("brainhands.brain")
+
+CHECKPOINT = CHECKPOINT_KIND
+"""The kind of a checkpoint entry: the store reads a claimed session's entries from the
+latest entry of this kind on."""
+SUMMARY_PREFIX = "Summary of the conversation so far:\n"
+"""How the summary of the older turns opens, as the user message that replaces them."""
+SUMMARY_INSTRUCTIONS = (
+    "You compact a conversation between a user, an assistant and its tools. Summarise the "
+    "transcript you are given, one JSON message a line, so that the assistant can go on "
+    "without it: the user's goals and requests, decisions made, facts learnt from tools "
+    "(names, ids, numbers), work done and work still open. Be brief; leave nothing out "
+    "that the assistant would need."
+)
+"""The system prompt of a summary asked of a model."""
+
+Compactor = Callable[[list[Json]], Awaitable[str]]
+"""``async def compact(messages) -> str``: the summary of ``messages`` (the older turns,
+chat-completions messages, a previous summary among them)."""
+Estimator = Callable[[list[Json], list[Json]], int]
+"""``estimate(messages, tools) -> int``: a prompt's size in tokens."""
+
+
+def estimate_tokens(messages: list[Json], tools: list[Json]) -> int:
+    """A cheap estimate of a prompt's tokens: its JSON's characters / 4 (about right for
+    English text with any common tokenizer, and costless)."""
+    return (len(json.dumps(messages)) + len(json.dumps(tools)) + 3) // 4
+
+
+@dataclass(frozen=True)
+class ContextPolicy:
+    """How big an agent's prompt may grow, and how it is made smaller (``Agent.context``)."""
+
+    max_prompt_tokens: int
+    """A request whose prompt (system, messages, tool schemas) is estimated above this is
+    compacted first."""
+    keep_tokens: int | None = None
+    """The latest messages kept verbatim by a compaction, up to this many tokens (None: half
+    of ``max_prompt_tokens``); the ones before them are summarised."""
+    compact: Compactor | None = None
+    """The agent's own summary of the older messages; None: a model writes it."""
+    summary_model: ModelAdapter | None = None
+    """The model that summarises when ``compact`` is None; None: the agent's own."""
+    estimate: Estimator = estimate_tokens
+
+    def __post_init__(self) -> None:
+        if self.max_prompt_tokens < 1 or not 0 < self.kept < self.max_prompt_tokens:
+            raise ConfigurationError(
+                "a context policy needs max_prompt_tokens > keep_tokens > 0, not "
+                f"{self.max_prompt_tokens} and {self.keep_tokens}"
+            )
+
+    @property
+    def kept(self) -> int:
+        return self.max_prompt_tokens // 2 if self.keep_tokens is None else self.keep_tokens
+
+    def over_budget(self, messages: list[Json], tools: list[Json]) -> bool:
+        return self.estimate(messages, tools) > self.max_prompt_tokens
+
+    def split(self, messages: list[Json]) -> int:
+        """How many of ``messages`` (no system prompt) to summarise: all but the latest that
+        fit in ``keep_tokens``, never cutting between a call and its results (the kept part
+        does not start with a tool message)."""
+        cut, size = len(messages), 0
+        while cut > 0:
+            size += self.estimate([messages[cut - 1]], [])
+            if size > self.kept:
+                break
+            cut -= 1
+        while cut < len(messages) and messages[cut].get("role") == "tool":
+            cut += 1
+        return cut
+
+
+def fold(entries: Sequence[EntryRecord]) -> list[Json]:
+    """The chat messages (no system prompt) that ``entries`` make, in order: a checkpoint
+    restarts the fold with the messages it holds."""
+    messages: list[Json] = []
+    for entry in entries:
+        body = entry.body
+        if entry.kind == CHECKPOINT:
+            messages = list(body["messages"])
+        elif entry.kind in ("user", "continuation"):
+            messages.append({"role": "user", "content": body["text"]})
+        elif entry.kind == "model":
+            if "message" in body:
+                messages.append(body["message"])
+            else:  # saved by a build that stored chat-completions answers alone
+                said = body["raw"]["choices"][0]["message"]
+                message = {"role": "assistant", "content": said.get("content")}
+                if said.get("tool_calls"):
+                    message["tool_calls"] = said["tool_calls"]
+                messages.append(message)
+        elif entry.kind == "tool_result":
+            content = {k: v for k, v in body.items() if k not in ("call_id", "name")}
+            messages.append(
+                {
+                    "role": "tool",
+                    "tool_call_id": body["call_id"],
+                    "content": json.dumps(content, sort_keys=True),
+                }
+            )
+    return messages
+
+
+def build_messages(system: str, entries: Sequence[EntryRecord]) -> list[Json]:
+    """The chat messages for a model request, rebuilt from entries alone: the same from the
+    latest checkpoint on as from the first entry."""
+    return [{"role": "system", "content": system}, *fold(entries)]
+
+
+async def summarise(policy: ContextPolicy, model: ModelAdapter, messages: list[Json]) -> str:
+    """The summary of ``messages``: the policy's function's, or the model's answer to them
+    as a transcript (no tools offered)."""
+    if policy.compact is not None:
+        return await policy.compact(messages)
+    transcript = "\n".join(json.dumps(m, sort_keys=True) for m in messages)
+    request = [
+        {"role": "system", "content": SUMMARY_INSTRUCTIONS},
+        {"role": "user", "content": transcript},
+    ]
+    response = await (policy.summary_model or model).complete(request, [])
+    return response.text or ""
+
+
+def wants_compaction(
+    policy: ContextPolicy | None, state: dict[str, Any], messages: list[Json], tools: list[Json]
+) -> bool:
+    """Whether a turn's request (``messages``, ``tools``) is compacted first: over budget,
+    and not compacted already at this context position (a context whose latest turns alone
+    pass the budget is sent as it is, rather than compacted again and again)."""
+    if policy is None or state.get("compacted") == state["upto"]:
+        return False
+    return policy.over_budget(messages, tools)
+
+
+def compaction_phases(
+    generate: TaskKind, agents: AgentRegistry, model_of: Callable[[Any], ModelAdapter]
+) -> None:
+    """Add compaction's phases to the ``agent.generate`` task kind: ``compact`` (summary,
+    heavy) and ``checkpoint`` (its entry, light), entered from ``request`` when
+    ``wants_compaction``, and leading back to it."""
+
+    @generate.phase("compact")
+    async def compact(task: TaskView, docs: dict[str, Any], ctx: PhaseContext) -> Next:
+        agent = agents.get(task.input["agent"])
+        policy = agent.context
+        state = dict(task.state)
+        messages = fold([e for e in ctx.entries if e.seq <= state["upto"]])
+        cut = policy.split(messages) if policy is not None else 0
+        if cut == 0:  # nothing older than what is kept: send it as it is
+            return Goto("request", state={**state, "compacted": state["upto"]})
+        assert policy is not None
+        try:
+            summary = await summarise(policy, model_of(agent), messages[:cut])
+        except TransientModelError as exc:
+            attempt = state.get("compact_attempt", 0) + 1
+            if attempt >= agent.model_attempts:
+                return Fail({"reason": "compaction failed", "error": str(exc)})
+            delay = exc.retry_after or agent.retry_delay * 2 ** (attempt - 1)
+            return Sleep(then="compact", seconds=delay, state={**state, "compact_attempt": attempt})
+        except ModelError as exc:
+            return Fail({"reason": "compaction failed", "error": str(exc)})
+        return Goto("checkpoint", state={**state, "summary": summary, "cut": cut})
+
+    @generate.phase("checkpoint", light=True)
+    async def checkpoint(task: TaskView, docs: dict[str, Any], ctx: PhaseContext) -> Next:
+        state = {k: v for k, v in task.state.items() if k not in ("summary", "cut")}
+        summary, cut = task.state["summary"], task.state["cut"]
+        # Entries appended after ``upto`` (none in an agent's own loop) are kept after the
+        # summary: the checkpoint stands for every entry before it.
+        messages = fold(ctx.entries)
+        covers = ctx.entries[-1].seq if ctx.entries else 0
+        body = {
+            "messages": [{"role": "user", "content": SUMMARY_PREFIX + summary}, *messages[cut:]],
+            "summary": summary,
+            "summarised": cut,
+            "covers": covers,
+        }
+        ctx.append_entry(CHECKPOINT, body)
+        log.info(
+            "context compacted",
+            extra={"event": "compacted", "task_id": task.id, "summarised": cut, "seq": covers + 1},
+        )
+        return Goto("request", state={**state, "upto": covers + 1, "compacted": covers + 1})

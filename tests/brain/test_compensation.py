@@ -1,0 +1,398 @@
+"""Compensation: which effects are undone, in which order, and what a failed undo leaves.
+
+The decisions first, as pure functions; then the scheduler in-process against real stores,
+with the test standing in for Hands (it records each call's outcome in the ledger), so every
+commit between a failure and the end of its compensation is seen.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import hashlib
+import json
+import time
+from typing import Any
+
+import pytest
+
+from brainhands.brain.compensation import (
+    COMPENSATING,
+    COMPENSATION_ENTRY,
+    EFFECTS_DOCUMENT,
+    Effect,
+    Undo,
+    Undone,
+    effect_of,
+    next_compensation,
+    requires_action,
+    undo_operation_id,
+    with_compensation,
+)
+from brainhands.brain.decide import TOOL_KIND
+from brainhands.brain.edits import RunSummary
+from brainhands.brain.registry import TaskKind
+from brainhands.brain.scheduler import SessionRunner
+from brainhands.brain.task import Call
+from brainhands.shared.messages import ToolJob
+from brainhands.shared.store import OperationLedger, Store, TaskRecord
+from brainhands.shared.store.declarations import ToolCatalog
+from brainhands.shared.tools import ToolDeclaration, ToolRegistry
+from brainhands.shared.tools import registry as tool_registry
+from tests.brain.test_scheduler import TOPOLOGY, outbox_jobs, submit
+from tests.helpers import booking, booking_tools
+
+# The pure decisions ------------------------------------------------------------------------
+
+
+def tool_task(task_id: str, tool: str = "book", arguments: Any = None, **fields: Any) -> TaskRecord:
+    fields.setdefault(
+        "input", {"tool": tool, "arguments": arguments or {"item": task_id}, "pool": "p"}
+    )
+    return TaskRecord.new(
+        id=task_id,
+        session_id="s1",
+        kind=TOOL_KIND,
+        kind_version=1,
+        operation_id=f"op-{task_id}",
+        **fields,
+    )
+
+
+def effect(task_id: str, **fields: Any) -> Effect:
+    made = effect_of(tool_task(task_id), {"key": f"op-{task_id}"}, booking.cancel)
+    assert made is not None
+    return Effect(**{**made, **fields})  # type: ignore[typeddict-item]
+
+
+def ended(task_id: str, outcome: str, error: Any = None) -> TaskRecord:
+    return tool_task(task_id, status="terminal", outcome=outcome, error=error)
+
+
+def test_an_effect_records_its_undo_derived_from_arguments_and_result() -> None:
+    made = effect_of(
+        tool_task("t1", arguments={"trip": "x", "item": "hotel"}), {"key": "k1"}, booking.cancel
+    )
+
+    assert made == {
+        "task_id": "t1",
+        "operation_id": "op-t1",
+        "tool": "book",
+        "undo": {"tool": "cancel_booking", "arguments": {"booking": "k1", "item": "hotel"}},
+        "problem": None,
+        "by": None,
+        "outcome": None,
+        "held_since": None,
+    }
+    assert effect_of(tool_task("t1"), {"key": "k1"}, None) is None  # nothing declared
+
+
+def test_a_tool_named_as_undo_gets_the_whole_call() -> None:
+    made = effect_of(tool_task("t1", arguments={"a": 1}), {"r": 2}, "unbook")
+
+    assert made is not None and made["undo"] == {
+        "tool": "unbook",
+        "arguments": {"operation_id": "op-t1", "arguments": {"a": 1}, "result": {"r": 2}},
+    }
+
+
+def test_an_undo_that_cannot_be_derived_is_an_effect_with_a_problem() -> None:
+    def broken(arguments: dict[str, Any], result: Any) -> Call:
+        raise KeyError("receipt")
+
+    raised = effect_of(tool_task("t1"), {}, broken)
+    by_reference = effect_of(
+        tool_task(
+            "t2", input={"tool": "book", "arguments": {}, "arguments_blob_id": "b", "pool": "p"}
+        ),
+        {},
+        booking.cancel,
+    )
+
+    assert raised is not None and raised["undo"] is None
+    assert "raised KeyError" in (raised["problem"] or "")
+    assert by_reference is not None and "by reference" in (by_reference["problem"] or "")
+
+
+def test_effects_are_undone_one_at_a_time_the_most_recent_first() -> None:
+    effects = [effect("t1"), effect("t2"), effect("t3")]
+
+    effects, step = next_compensation(effects, {})
+    assert isinstance(step, Undo) and step.index == 2
+    assert step.call.operation_id == undo_operation_id("t3") == "t3/compensate"
+    assert step.call.arguments == {"booking": "op-t3", "item": "t3"}
+
+    effects[2]["by"] = "u3"
+    effects, step = next_compensation(effects, {"u3": ended("u3", "succeeded")})
+    assert isinstance(step, Undo) and step.index == 1
+    assert effects[2]["outcome"] == "compensated"
+
+    effects[1]["by"] = "u2"
+    effects, step = next_compensation(effects, {"u2": ended("u2", "succeeded")})
+    effects[0]["by"] = "u1"
+    effects, step = next_compensation(effects, {"u1": ended("u1", "succeeded")})
+
+    assert isinstance(step, Undone) and not step.failed
+    assert step.record == {
+        "status": "compensated",
+        "compensated": [
+            {"task_id": t, "operation_id": f"op-{t}", "tool": "book"} for t in ("t3", "t2", "t1")
+        ],
+    }
+
+
+def test_a_failed_undo_stops_the_chain_and_leaves_the_rest_to_an_operator() -> None:
+    effects = [effect("t1"), effect("t2", by="u2"), effect("t3", by="u3", outcome="compensated")]
+
+    effects, step = next_compensation(effects, {"u2": ended("u2", "failed", {"why": "refused"})})
+
+    assert isinstance(step, Undone) and step.failed
+    assert step.record["status"] == "compensation_failed"
+    assert step.record["failed"]["task_id"] == "t2" and step.record["failed"]["undo_task"] == "u2"
+    assert step.record["error"] == {"why": "refused"}
+    assert [e["task_id"] for e in step.record["compensated"]] == ["t3"]
+    assert [e["task_id"] for e in step.record["not_compensated"]] == ["t1"]
+
+
+def test_an_effect_with_a_problem_stops_the_chain_too() -> None:
+    effects = [effect("t1"), effect("t2", undo=None, problem="no undo")]
+
+    _, step = next_compensation(effects, {})
+
+    assert isinstance(step, Undone) and step.failed and step.record["error"] == "no undo"
+
+
+def test_an_undo_still_running_is_a_broken_invariant() -> None:
+    with pytest.raises(RuntimeError, match="has not ended"):
+        next_compensation([effect("t1", by="u1")], {"u1": tool_task("u1", status="waiting")})
+
+
+def test_the_error_a_compensated_task_ends_with_keeps_its_own() -> None:
+    record = {"status": "compensated", "compensated": []}
+
+    assert with_compensation({"reason": "x"}, record) == {"reason": "x", "compensation": record}
+    assert with_compensation("boom", record) == {"error": "boom", "compensation": record}
+    assert requires_action({"requires_action": {"t": record}}) == {"t": record}
+    assert requires_action(None) == {}
+
+
+def test_a_declaration_names_its_compensating_tool_without_changing_older_digests() -> None:
+    plain = ToolDeclaration("book", "p", "safe", "d", {})
+
+    assert ToolDeclaration("book", "p", "safe", "d", {}, compensate="unbook").digest != plain.digest
+    # The digest of a declaration without one is what it was before the field existed.
+    fields = {k: v for k, v in dataclasses.asdict(plain).items() if k != "compensate"}
+    before = json.dumps(fields, sort_keys=True, separators=(",", ":")).encode()
+    assert plain.digest == hashlib.sha256(before).hexdigest()
+    with pytest.raises(TypeError, match="tool name or a function"):
+        TaskKind("k").compensate("book", 3)  # type: ignore[arg-type]
+
+
+# The scheduler, in-process -----------------------------------------------------------------
+
+
+def booking_tool_specs() -> ToolRegistry:
+    assert booking_tools.book is not None  # imported: its tools are registered
+    tools = ToolRegistry()
+    for name in ("book", "cancel_booking"):
+        tools.add(tool_registry.get(name))
+    return tools
+
+
+async def run(store: Store, catalog: ToolCatalog) -> RunSummary:
+    """One Brain pass with ``catalog`` (a Brain's, kept from pass to pass), the booking
+    tools declared first as their Hands would."""
+    await store.declarations.declare_tools([s.declaration() for s in booking_tool_specs()])
+    token = (await store.load("s1")).session.fence + 1
+    await store.claim_session_fence("s1", token)
+    runner = SessionRunner(
+        store=store,
+        tasks=booking.registry,
+        tools=catalog,
+        topology=TOPOLOGY,
+        session_id="s1",
+        fence=token,
+    )
+    return await runner.run()
+
+
+class FakeHands:
+    """Records outcomes for the jobs in the outbox, as the Hands of their pool would."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.ledger = OperationLedger(store)
+        self.done: set[str] = set()
+
+    async def pending(self) -> list[ToolJob]:
+        return [j for j in await outbox_jobs(self.store) if j.operation_id not in self.done]
+
+    async def finish(self, job: ToolJob, status: str, result: Any = None) -> None:
+        intent = {
+            "session_id": job.session_id,
+            "task_id": job.task_id,
+            "tool": job.tool,
+            "pool": job.pool,
+            "arguments": job.arguments,
+        }
+        await self.ledger.claim(job.operation_id, 1, intent=intent)
+        error = None if status == "succeeded" else {"type": "ToolError", "message": "no"}
+        await self.ledger.record_outcome(
+            job.operation_id,
+            1,
+            status=status,
+            result=result,
+            error=error,  # type: ignore[arg-type]
+        )
+        self.done.add(job.operation_id)
+
+    async def run_one(self, fail: bool = False) -> ToolJob:
+        """Finish the one pending job: a booking succeeds keyed by its operation id."""
+        [job] = await self.pending()
+        result = {"key": job.operation_id, "receipt": f"r-{job.operation_id}"}
+        await self.finish(job, "failed" if fail else "succeeded", None if fail else result)
+        return job
+
+
+async def drive(
+    store: Store, hands: FakeHands, *, fail: set[str], refuse: frozenset[str] = frozenset()
+) -> list[ToolJob]:
+    """Pass, answer the one job, pass again, until no job is pending; the jobs in order."""
+    catalog = ToolCatalog(store)
+    jobs: list[ToolJob] = []
+    await run(store, catalog)
+    while await hands.pending():
+        [job] = await hands.pending()
+        item = job.arguments.get("item")
+        failing = (job.tool == "book" and item in fail) or (
+            job.tool == "cancel_booking" and item in refuse
+        )
+        jobs.append(await hands.run_one(fail=failing))
+        await run(store, catalog)
+    return jobs
+
+
+async def all_tasks(store: Store) -> list[TaskRecord]:
+    from tests.brain.test_scheduler import all_tasks as read
+
+    return await read(store)
+
+
+@pytest.mark.integration
+async def test_a_trip_whose_third_step_fails_is_undone_in_reverse_order(store: Store) -> None:
+    await submit(store, "trip", {"trip": "t", "fail": ["car"]})
+    hands = FakeHands(store)
+
+    jobs = await drive(store, hands, fail={"car"})
+
+    booked = [j for j in jobs if j.tool == "book"]
+    undos = [j for j in jobs if j.tool == "cancel_booking"]
+    assert [j.arguments["item"] for j in booked] == ["hotel", "flight", "car"]
+    assert [j.arguments for j in undos] == [
+        {"booking": booked[1].operation_id, "item": "flight"},
+        {"booking": booked[0].operation_id, "item": "hotel"},
+    ]
+    uid = (await store.load("s1")).session.uid
+    assert [j.operation_id for j in undos] == [
+        f"{uid}:{j.task_id[:20]}/compensate" for j in booked[1::-1]
+    ]
+    record = await store.submissions.get("s1", "r1")
+    assert record.status == "failed" and "car not booked" in (record.error or "")
+    [root] = [t for t in await all_tasks(store) if t.kind == "trip"]
+    assert root.status == "terminal" and root.outcome == "failed"
+    assert root.error["reason"] == "car not booked"
+    assert root.error["compensation"]["status"] == "compensated"
+    state = await store.load("s1")
+    assert state.documents[EFFECTS_DOCUMENT].body == {"tasks": {}, "requires_action": {}}
+    [entry] = [e for e in state.entries if e.kind == COMPENSATION_ENTRY]
+    assert entry.body["task_id"] == root.id and entry.body["status"] == "compensated"
+
+
+@pytest.mark.integration
+async def test_a_trip_that_succeeds_leaves_nothing_to_undo(store: Store) -> None:
+    await submit(store, "trip", {"trip": "t"})
+
+    jobs = await drive(store, FakeHands(store), fail=set())
+
+    assert [j.tool for j in jobs] == ["book"] * 3
+    assert (await store.submissions.get("s1", "r1")).status == "answered"
+    body = (await store.load("s1")).documents[EFFECTS_DOCUMENT].body
+    assert body == {"tasks": {}, "requires_action": {}}
+
+
+@pytest.mark.integration
+async def test_a_failed_undo_ends_the_task_requiring_action(store: Store) -> None:
+    # The flight's cancellation is refused: the hotel's is never tried.
+    await submit(store, "trip", {"trip": "t", "fail": ["car"]})
+
+    jobs = await drive(store, FakeHands(store), fail={"car"}, refuse=frozenset({"flight"}))
+
+    assert [j.tool for j in jobs] == ["book", "book", "book", "cancel_booking"]
+    [root] = [t for t in await all_tasks(store) if t.kind == "trip"]
+    assert root.status == "terminal" and root.outcome == "failed"
+    compensation = root.error["compensation"]
+    assert compensation["status"] == "compensation_failed"
+    assert compensation["failed"]["tool"] == "book"
+    assert [e["tool"] for e in compensation["not_compensated"]] == ["book"]
+    body = (await store.load("s1")).documents[EFFECTS_DOCUMENT].body
+    assert requires_action(body) == {root.id: compensation}
+
+
+@pytest.mark.integration
+async def test_a_cancelled_trip_undoes_what_it_booked(store: Store) -> None:
+    await submit(store, "trip", {"trip": "t"})
+    hands = FakeHands(store)
+    catalog = ToolCatalog(store)
+    await run(store, catalog)
+    hotel = await hands.run_one()
+    await run(store, catalog)  # the flight is dispatched
+    await store.inbox.send_request(session_id="s1", kind="cancel", key="r1", wake=None)
+
+    await run(store, catalog)
+
+    [flight_job, undo] = await hands.pending()
+    assert flight_job.arguments["item"] == "flight"  # cancelled in flight: not an effect
+    assert undo.tool == "cancel_booking"
+    assert undo.arguments == {"booking": hotel.operation_id, "item": "hotel"}
+    [root] = [t for t in await all_tasks(store) if t.kind == "trip"]
+    assert root.status == "completing" and root.phase == COMPENSATING
+    assert root.outcome == "cancelled"
+    await hands.finish(undo, "succeeded", {"cancelled": hotel.operation_id})
+    await run(store, catalog)
+
+    assert (await store.submissions.get("s1", "r1")).status == "cancelled"
+    [root] = [t for t in await all_tasks(store) if t.kind == "trip"]
+    assert root.status == "terminal" and root.error["compensation"]["status"] == "compensated"
+
+
+@pytest.mark.integration
+async def test_a_brain_that_read_no_declarations_holds_the_undo_until_it_has(
+    store: Store,
+) -> None:
+    """A Brain restarted mid-compensation knows no tools yet: the undo waits for their
+    declarations (read meanwhile) instead of failing as a call of an unknown tool."""
+    await submit(store, "trip", {"trip": "t", "fail": ["flight"]})
+    hands = FakeHands(store)
+    first = ToolCatalog(store)
+    await run(store, first)
+    hotel = await hands.run_one()
+    await run(store, first)
+    await hands.run_one(fail=True)  # the flight: the trip fails
+
+    fresh = ToolCatalog(store)
+    summary = await run(store, fresh)
+
+    [root] = [t for t in await all_tasks(store) if t.kind == "trip"]
+    assert root.status == "sleeping" and root.phase == COMPENSATING
+    assert summary.next_wake is not None and await hands.pending() == []
+    started = time.monotonic()
+    while not await hands.pending():
+        assert time.monotonic() - started < 10, "the undo was never dispatched"
+        await asyncio.sleep(max(0.05, summary.next_wake - time.time()))
+        summary = await run(store, fresh)
+    [undo] = await hands.pending()
+    assert undo.arguments == {"booking": hotel.operation_id, "item": "hotel"}
+    await hands.finish(undo, "succeeded", {})
+    await run(store, fresh)
+    [root] = [t for t in await all_tasks(store) if t.kind == "trip"]
+    assert root.status == "terminal" and root.error["compensation"]["status"] == "compensated"

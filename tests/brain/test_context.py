@@ -1,0 +1,162 @@
+"""An agent's context policy, in-process against real stores: a long session's prompts stay
+under its budget, the summaries are committed as checkpoint entries before they are used,
+and the original entries stay readable."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from brainhands.brain.agent import Agent, AgentRegistry, agent_kinds, start_agent_or_task
+from brainhands.brain.context import (
+    CHECKPOINT,
+    SUMMARY_PREFIX,
+    ContextPolicy,
+    build_messages,
+    estimate_tokens,
+)
+from brainhands.brain.models.scripted import ScriptedModel
+from brainhands.brain.scheduler import SessionRunner
+from brainhands.shared.errors import ConfigurationError
+from brainhands.shared.store import Store
+from brainhands.shared.store.declarations import ToolCatalog
+from brainhands.shared.topology import Topology
+from tests.helpers.submitting import submit_input
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
+
+TOPOLOGY = Topology("context")
+BUDGET = 1000
+
+
+def script(path: Path, *turns: dict[str, Any]) -> Path:
+    path.write_text(json.dumps({"turns": list(turns)}))
+    return path
+
+
+def requests(log: Path) -> list[list[dict[str, Any]]]:
+    """The messages of every request a scripted model answered, in order."""
+    return [json.loads(line)["messages"] for line in log.read_text().splitlines()]
+
+
+def chatty(tmp_path: Path, log: Path, policy: ContextPolicy) -> AgentRegistry:
+    """An agent that notes whatever it is told, with ``policy``, its requests in ``log``."""
+    agents = AgentRegistry()
+    model = ScriptedModel(script(tmp_path / "s.json", {"text": "noted"}), log_path=log)
+    agents.add(Agent(name="chatty", system="You note errands.", model=model, context=policy))
+    return agents
+
+
+async def say(store: Store, agents: AgentRegistry, n: int, text: str) -> dict[str, Any]:
+    """Submit ``text`` to session s1 and run Brain passes (each claiming the session, as a
+    worker does) until it is answered."""
+    await submit_input(
+        store,
+        TOPOLOGY,
+        session_id="s1",
+        request_id=f"r{n}",
+        input={"agent": "chatty", "text": text},
+        compat="v1",
+    )
+    registry = agent_kinds(agents, ToolCatalog(store))
+    for _ in range(10):
+        fence = (await store.load("s1")).session.fence + 1
+        claimed = await store.claim_session("s1", fence)
+        await SessionRunner(
+            store=store,
+            tasks=registry,
+            tools=ToolCatalog(store),
+            topology=TOPOLOGY,
+            session_id="s1",
+            fence=fence,
+            start_submission=start_agent_or_task,
+        ).run(claimed)
+        record = await store.submissions.get("s1", f"r{n}")
+        if record.status in ("answered", "failed"):
+            assert record.status == "answered", record.error
+            assert isinstance(record.answer, dict)
+            return record.answer
+    raise AssertionError(f"r{n} not answered after 10 passes")
+
+
+async def test_a_300_turn_session_stays_under_its_prompt_budget(
+    store: Store, tmp_path: Path
+) -> None:
+    main_log, summary_log = tmp_path / "model.jsonl", tmp_path / "summary.jsonl"
+    policy = ContextPolicy(
+        max_prompt_tokens=BUDGET,
+        summary_model=ScriptedModel(
+            script(tmp_path / "summary.json", {"text": "The user sent errands; all noted."}),
+            log_path=summary_log,
+        ),
+    )
+    agents = chatty(tmp_path, main_log, policy)
+
+    for n in range(300):
+        answer = await say(store, agents, n, f"errand {n}: " + "fetch the parcel " * 10)
+        assert answer["text"] == "noted"
+
+    asked = requests(main_log)
+    assert len(asked) == 300
+    sizes = [estimate_tokens(messages, []) for messages in asked]
+    assert max(sizes) <= BUDGET, max(sizes)
+    # Each request ends with the turn's own message, after the summary of what came before.
+    for n, messages in enumerate(asked):
+        assert messages[-1]["content"].startswith(f"errand {n}: ")
+    summaries = requests(summary_log)
+    assert len(summaries) >= 20
+    assert max(estimate_tokens(m, []) for m in summaries) <= BUDGET
+    later = [m for m in asked if len(m) > 1 and m[1]["content"].startswith(SUMMARY_PREFIX)]
+    assert len(later) > 250  # compacted from the first few turns on
+    # The original entries stay readable: every user message, every answer, and the
+    # checkpoints made of them.
+    every = (await store.load("s1")).entries
+    said = [e.body["text"] for e in every if e.kind == "user"]
+    assert said == [f"errand {n}: " + "fetch the parcel " * 10 for n in range(300)]
+    checkpoints = [e for e in every if e.kind == CHECKPOINT]
+    assert len(checkpoints) == len(summaries)
+    # A Brain reads only the context: from the latest checkpoint on, and rebuilds from
+    # there what it would rebuild from every entry.
+    claimed = (await store.claim_session("s1", (await store.load("s1")).session.fence + 1)).state
+    assert claimed.entries[0] == checkpoints[-1]
+    assert len(claimed.entries) < 30
+    assert build_messages("x", claimed.entries) == build_messages("x", every)
+
+
+async def test_a_compaction_function_of_the_agent_writes_the_summary(
+    store: Store, tmp_path: Path
+) -> None:
+    seen: list[list[dict[str, Any]]] = []
+
+    async def compact(messages: list[dict[str, Any]]) -> str:
+        seen.append(messages)
+        return f"{len(messages)} messages before"
+
+    log = tmp_path / "model.jsonl"
+    agents = chatty(
+        tmp_path, log, ContextPolicy(max_prompt_tokens=300, keep_tokens=100, compact=compact)
+    )
+    for n in range(6):
+        await say(store, agents, n, f"errand {n}: " + "x" * 200)
+
+    asked = requests(log)
+    assert seen, "never compacted"
+    assert max(estimate_tokens(m, []) for m in asked) <= 300
+    # The summary replaces what it summarised; the turn's own message is kept.
+    last = asked[-1]
+    summary = f"{SUMMARY_PREFIX}{len(seen[-1])} messages before"
+    assert last[1] == {"role": "user", "content": summary}
+    assert last[-1]["content"].startswith("errand 5: ")
+    # The summarised messages are the older ones, never a tool result split from its call.
+    assert all(m[0]["role"] != "tool" for m in seen)
+
+
+def test_a_policy_keeps_less_than_its_budget() -> None:
+    with pytest.raises(ConfigurationError):
+        ContextPolicy(max_prompt_tokens=100, keep_tokens=100)
+    with pytest.raises(ConfigurationError):
+        ContextPolicy(max_prompt_tokens=0)
+    assert ContextPolicy(max_prompt_tokens=100).kept == 50
