@@ -3,7 +3,10 @@
 
 The primary commits only once the standby has the commit's WAL (``synchronous_commit = on``,
 ``synchronous_standby_names``), so a commit acknowledged to a client survives the primary's
-death once the standby is promoted. ``url`` names both servers in libpq's multi-host form
+death once the standby is promoted. With ``synchronous=False`` the standby is asynchronous:
+the primary does not wait for it, so a standby stopped for a while (``stop_standby``) and
+promoted after the primary died lacks commits the primary acknowledged -- the store goes
+back in time. ``url`` names both servers in libpq's multi-host form
 with ``target_session_attrs=read-write``: a client connects to whichever one takes writes.
 
 Where the binaries are missing, or this process cannot run them as the ``postgres`` user,
@@ -40,6 +43,7 @@ class PostgresPair:
     root: Path
     primary_port: int
     standby_port: int
+    synchronous: bool = True
 
     @property
     def url(self) -> str:
@@ -98,7 +102,7 @@ class PostgresPair:
         # Only the primary waits for a synchronous standby: the standby (whose copy of the
         # primary's settings says otherwise), once promoted, has none of its own -- as a
         # failover manager would leave it -- and must not wait for one.
-        waits = STANDBY_NAME if node == "primary" else ""
+        waits = STANDBY_NAME if node == "primary" and self.synchronous else ""
         with (self.root / node / "postgresql.conf").open("a") as conf:
             conf.write(
                 f"port = {port}\n"
@@ -120,6 +124,28 @@ class PostgresPair:
         """The standby takes writes from now on (what a failover manager would do)."""
         self._pg_ctl("standby", "promote")
 
+    def _query(self, port: int, sql: str) -> str:
+        done = self._as_postgres(
+            str(BIN / "psql"),
+            *("-h", "127.0.0.1", "-p", str(port), "-U", "postgres", "-d", "test"),
+            *("-At", "-c", sql),
+        )
+        return done.stdout.strip()
+
+    def standby_caught_up(self) -> bool:
+        """Whether the standby has replayed everything the primary has written so far."""
+        lsn = self._query(self.primary_port, "SELECT pg_current_wal_lsn()")
+        replayed = f"SELECT pg_last_wal_replay_lsn() >= '{lsn}'::pg_lsn"
+        return self._query(self.standby_port, replayed) == "t"
+
+    def stop_standby(self) -> None:
+        """The standby stops receiving: from now on it lacks what the primary commits."""
+        self._pg_ctl("standby", "stop", "-m", "immediate")
+
+    def start_standby(self) -> None:
+        """The standby runs again, with what it had (the primary it follows may be gone)."""
+        self._pg_ctl("standby", "start")
+
     def stop(self) -> None:
         for node in ("primary", "standby"):
             if (self.root / node / "postmaster.pid").exists():
@@ -127,8 +153,9 @@ class PostgresPair:
 
 
 @contextlib.contextmanager
-def postgres_pair() -> Iterator[PostgresPair]:
-    """A started primary and synchronous standby, stopped and deleted on the way out."""
+def postgres_pair(*, synchronous: bool = True) -> Iterator[PostgresPair]:
+    """A started primary and its standby (synchronous unless told), stopped and deleted on
+    the way out."""
     if not (BIN / "initdb").exists() or shutil.which("runuser") is None:
         unavailable(f"{CANNOT}no {BIN / 'initdb'} or no runuser (set BRAINHANDS_TEST_PG_BIN)")
     root = Path(tempfile.mkdtemp(prefix="brainhands-pg-pair-"))
@@ -137,7 +164,7 @@ def postgres_pair() -> Iterator[PostgresPair]:
     except (LookupError, PermissionError) as exc:
         shutil.rmtree(root, ignore_errors=True)
         unavailable(f"{CANNOT}the postgres user cannot own {root}: {exc}")
-    pair = PostgresPair(root, free_port(), free_port())
+    pair = PostgresPair(root, free_port(), free_port(), synchronous)
     try:
         pair.start()
         yield pair

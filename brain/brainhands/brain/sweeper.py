@@ -199,7 +199,11 @@ class Sweeper:
             while not stop.is_set():
                 try:
                     if await self._hold():
-                        await self.sweep_once()
+                        if finding := await self.leases.store_went_back():
+                            # Its re-sends would only be held, but its webhooks would go out.
+                            log.warning("not sweeping: %s", finding, extra={"event": "sweep_held"})
+                        else:
+                            await self.sweep_once()
                 except BrainhandsError as exc:
                     log.warning("sweep failed: %s", exc, extra={"event": "sweep_error"})
                 except Exception:

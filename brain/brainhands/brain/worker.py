@@ -43,7 +43,13 @@ from brainhands.brain.scheduler import SessionRunner
 from brainhands.shared import metrics
 from brainhands.shared.broker import Broker
 from brainhands.shared.delivery import Delivery
-from brainhands.shared.errors import BrainhandsError, LeaseLost, NotFoundError, StaleLeaseError
+from brainhands.shared.errors import (
+    BrainhandsError,
+    LeaseLost,
+    NotFoundError,
+    StaleLeaseError,
+    StoreWentBack,
+)
 from brainhands.shared.keys import session_resource
 from brainhands.shared.lease import Lease, LeaseManager
 from brainhands.shared.live import LivePublisher
@@ -52,6 +58,7 @@ from brainhands.shared.progress import QueueProgress
 from brainhands.shared.settlement import judge_delivery, misplaced, settle
 from brainhands.shared.store import ClaimedSession, SessionState, Store, ToolCatalog
 from brainhands.shared.tracing import message_span
+from brainhands.shared.witness import session_went_back
 
 log = logging.getLogger("brainhands.brain")
 
@@ -199,6 +206,7 @@ class BrainWorker:
         lease = await self._acquire(session_id, claimed, trigger, result)
         if lease is None:
             return
+        committed: SessionState | None = None
         try:
             async with self.leases.hold(lease):
                 runner = SessionRunner(
@@ -215,6 +223,7 @@ class BrainWorker:
                     live=self._live,
                 )
                 summary = await runner.run(claimed[-1])
+            committed = runner.snapshot() if summary.foreign is None else claimed[-1].state
         except StaleLeaseError as exc:
             self._kept.pop(session_id, None)
             metrics.STALE_REJECTED.inc()
@@ -239,12 +248,14 @@ class BrainWorker:
             self._kept.pop(session_id, None)
             raise
         finally:
+            # The version the pass left is Redis's witness of the store (``shared.witness``).
+            witness = None if committed is None else committed.session.version
             with contextlib.suppress(BrainhandsError):
-                await self.leases.release(lease)
+                await self.leases.release(lease, witness=witness)
         if summary.foreign is None:
-            state = runner.snapshot()
-            self._keep(session_id, state)
-            self._remember_applied(claimed[-1].state, state)
+            assert committed is not None
+            self._keep(session_id, committed)
+            self._remember_applied(claimed[-1].state, committed)
         else:
             log.warning(
                 "session of another build; passed on",
@@ -294,6 +305,8 @@ class BrainWorker:
 
         None if another pass holds it past the lease's time (its holder re-checks for new
         results before letting go), or, while waiting for it, ``result`` was applied.
+        ``StoreWentBack`` when the store is behind what Redis witnessed of the session, or
+        while such a finding stands: the delivery is held (``shared.witness``).
         """
         resource = session_resource(session_id)
         deadline = time.monotonic() + self.leases.ttl_ms / 1000 + LEASE_WAIT_MARGIN
@@ -302,9 +315,13 @@ class BrainWorker:
             known = self._kept.get(session_id)
             claimed.append(await self.store.claim_session(session_id, token, known))
 
+        def went_back(lease: Lease) -> StoreWentBack | None:
+            stored = claimed[-1].state.session.version if claimed else None
+            return session_went_back(resource, lease.witnessed, stored)
+
         waits = 0
         while True:
-            lease = await self.leases.acquire_fenced(resource, claim)
+            lease = await self.leases.acquire_fenced(resource, claim, went_back=went_back)
             if lease is not None:
                 return lease
             if time.monotonic() > deadline:

@@ -43,6 +43,7 @@ from brainhands.shared.errors import (
     CallCancelled,
     LeaseLost,
     StaleLeaseError,
+    StoreWentBack,
     UnknownToolError,
 )
 from brainhands.shared.keys import operation_resource
@@ -62,6 +63,7 @@ from brainhands.shared.store import (
 )
 from brainhands.shared.tools import QueryAnswer, ToolRegistry, describe_invalid_arguments
 from brainhands.shared.tracing import message_span
+from brainhands.shared.witness import operation_went_back
 
 log = logging.getLogger("brainhands.hands")
 
@@ -146,7 +148,7 @@ class HandsWorker:
         async def claim(token: int) -> None:
             claimed.append(await self.ledger.claim(job.operation_id, token, intent=intent))
 
-        lease = await self._acquire(job, claim)
+        lease = await self._acquire(job, claim, claimed)
         ended: BaseException | None = None
         if lease is None:
             # A live holder renews the lease and will publish the result itself.
@@ -171,9 +173,11 @@ class HandsWorker:
         """Process the job under its lease, then let go; what it ended with, if it was
         refused for the lease (``settlement.judge_delivery`` settles the delivery by it).
         ``delivered_before``: the job may have reached a worker before (``Delivery``)."""
+        final: int | None = None
         try:
             async with self.leases.hold(lease):
                 await self._process(held, claim, delivered_before)
+            final = lease.token  # every way through ends with the outcome committed
         except LeaseLost as exc:
             metrics.LEASE_LOST.inc()
             log.warning(
@@ -189,8 +193,8 @@ class HandsWorker:
             )
             return exc
         finally:
-            with contextlib.suppress(BrainhandsError):
-                await self.leases.release(lease)
+            with contextlib.suppress(BrainhandsError):  # final: Redis's witness of the outcome
+                await self.leases.release(lease, witness=final)
         return None
 
     async def on_cancel(self, message: Message, delivery: Delivery) -> None:
@@ -200,12 +204,20 @@ class HandsWorker:
         # Whatever it was, it is done with: a notice is only the fast path to a stored fact.
         await settle(self.broker.park, delivery, judge_delivery(None))
 
-    async def _acquire(self, job: ToolJob, claim: Any) -> Lease | None:
-        """The operation's lease, waiting up to one TTL for a holder that may have died."""
+    async def _acquire(
+        self, job: ToolJob, claim: Any, claimed: list[OperationClaim]
+    ) -> Lease | None:
+        """The operation's lease, waiting up to one TTL for a holder that may have died;
+        ``StoreWentBack`` when the row lost an outcome Redis witnessed (``shared.witness``)."""
         resource = operation_resource(job.operation_id)
         deadline = time.monotonic() + self.leases.ttl_ms / 1000 + 1.0
+
+        def went_back(lease: Lease) -> StoreWentBack | None:
+            stored = claimed[-1].operation.status if claimed else None
+            return operation_went_back(resource, lease.witnessed, stored)
+
         while True:
-            lease = await self.leases.acquire_fenced(resource, claim)
+            lease = await self.leases.acquire_fenced(resource, claim, went_back=went_back)
             if lease is not None or time.monotonic() > deadline:
                 return lease
             await asyncio.sleep(self.leases.ttl_ms / 5000)

@@ -7,7 +7,10 @@
     │   ├── ConflictError           the session changed since the draft was read (stale version)
     │   ├── StaleLeaseError         the committer's fencing token was superseded
     │   ├── CallCancelled           a tool call's cancellation is committed: it must not go out
-    │   └── NotFoundError           a row the caller named does not exist
+    │   ├── NotFoundError           a row the caller named does not exist
+    │   └── StoreWentBack           the store lost commits it had acknowledged (a failover to
+    │                               a standby that lacked them); work is held until an
+    │                               operator accepts it
     ├── BrokerError                 RabbitMQ failed
     │   ├── BrokerUnavailable       no connection, or no confirm within the bound; retryable
     │   └── UnroutableMessage       a mandatory publish matched no queue
@@ -84,6 +87,28 @@ class CallCancelled(StoreError):
 
 class NotFoundError(StoreError):
     """A row the caller named does not exist."""
+
+
+class StoreWentBack(StoreError):
+    """The store lost commits it had acknowledged: Redis witnessed ``witnessed`` of
+    ``resource`` committed, and the store now holds ``stored`` (``shared.witness``).
+
+    Retryable in the sense of ``settlement``: the delivery that met it is held, not acked and
+    not parked, and runs once an operator has reconciled the store and accepted it
+    (``brainhands store accept-rollback``); until then every acquisition is refused.
+    """
+
+    retryable = True
+
+    def __init__(self, resource: str, stored: str, witnessed: str) -> None:
+        self.resource = resource
+        self.stored = stored
+        self.witnessed = witnessed
+        super().__init__(
+            f"the store went back in time on {resource}: it holds {stored}, but {witnessed} "
+            "was committed before; no work runs until an operator reconciles the store and "
+            "runs `brainhands store accept-rollback`"
+        )
 
 
 class BrokerError(BrainhandsError):

@@ -1,7 +1,8 @@
 """The HTTP port of every worker process: ``/healthz``, ``/readyz`` and ``/metrics``.
 
 - ``/healthz``: the process is alive (its event loop answers).
-- ``/readyz``: it can do its job now: the store, RabbitMQ and Redis answer, and it consumes.
+- ``/readyz``: it can do its job now: the store, RabbitMQ and Redis answer, it consumes,
+  and no worker found the store gone back in time (``shared.witness``).
 - ``/metrics``: Prometheus exposition of ``shared.metrics``.
 
 A minimal HTTP/1.1 server on asyncio: three GET paths need no framework.

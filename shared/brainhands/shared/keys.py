@@ -37,10 +37,30 @@ class Keys:
         return f"{self.namespace}:lease:{resource}"
 
     def fence(self, resource: str) -> str:
-        """The fencing token counter of ``resource``; it never expires."""
+        """The fencing token counter of ``resource``; it expires once the resource is idle
+        (``LeaseManager.counter_ttl_ms``)."""
         return f"{self.namespace}:fence:{resource}"
+
+    def witness(self, resource: str) -> str:
+        """What Redis saw the store commit for ``resource`` (``shared.witness``): expires with
+        its fence key."""
+        return f"{self.namespace}:witness:{resource}"
+
+    def witnesses(self) -> str:
+        """A ``SCAN`` pattern matching every witness key of the namespace."""
+        return f"{_glob_escaped(self.namespace)}:witness:*"
+
+    def store_went_back(self) -> str:
+        """Set when a worker found the store behind a witness: the evidence, as JSON. While
+        it is there every acquisition is refused."""
+        return f"{self.namespace}:store:went-back"
 
     def queue_progress(self) -> str:
         """How far each work queue was delivered: a sorted set, the queue's name scored by
         the publish time of the newest message a consumer received from it."""
         return f"{self.namespace}:progress"
+
+
+def _glob_escaped(text: str) -> str:
+    """``text`` matched literally in a Redis glob pattern."""
+    return "".join(f"\\{c}" if c in "*?[]\\" else c for c in text)

@@ -11,6 +11,11 @@ The same recovery lets counters expire: a resource's counter is dropped after
 for every session and tool call there ever was. The next acquisition of such a resource costs
 one refusal by the store.
 
+The same round trips keep Redis as the witness of what the store had committed
+(``shared.witness``): a release records what its holder committed last, an acquisition
+returns that record, and a caller that finds its store behind it refuses to go on. While a
+worker's finding is there, every acquisition raises ``StoreWentBack``.
+
 Held leases are renewed by one task per ``LeaseManager`` (``shared.renewal``), in one script
 call for all of them. Acquisitions and releases are batched the same way (``shared.batch``):
 those asked for while one is on its way to Redis share the next script call, each answered on
@@ -20,6 +25,8 @@ its own.
 from __future__ import annotations
 
 import contextlib
+import os
+import socket
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
@@ -33,9 +40,15 @@ from redis.exceptions import RedisError
 
 from brainhands.shared import metrics
 from brainhands.shared.batch import Batcher
-from brainhands.shared.errors import LeaseBackendError, StaleLeaseError
+from brainhands.shared.errors import (
+    LeaseBackendError,
+    NotFoundError,
+    StaleLeaseError,
+    StoreWentBack,
+)
 from brainhands.shared.keys import Keys
 from brainhands.shared.renewal import Renewer
+from brainhands.shared.witness import declare_went_back, read_evidence, went_back
 
 COUNTER_TTL_MS = 7 * 24 * 3600 * 1000
 """How long a resource's token counter outlives its last acquisition in Redis."""
@@ -48,6 +61,8 @@ class Lease:
     ``token`` is the fencing token every store write made under this lease carries.
     ``acquired_at`` is ``time.monotonic()`` taken before the acquire request was sent, so
     unless renewed the lease is gone from Redis by ``acquired_at + ttl_ms / 1000``.
+    ``witnessed`` is what an earlier holder released the resource saying the store had
+    committed (``shared.witness``), None when Redis holds no such record.
     """
 
     resource: str
@@ -55,6 +70,7 @@ class Lease:
     token: int
     ttl_ms: int
     acquired_at: float
+    witnessed: int | None = None
 
 
 @dataclass(frozen=True)
@@ -64,6 +80,19 @@ class _Asked:
     resource: str
     owner: str
     floor: int
+
+
+@dataclass(frozen=True)
+class _Letting:
+    """One release asked for: the lease, and what its holder committed last (if anything)."""
+
+    lease: Lease
+    witness: int | None
+
+
+WentBack = Callable[[Lease], StoreWentBack | None]
+"""Compares what a fence claim read with ``Lease.witnessed``: the proof that the store went
+back, or None (``shared.witness``)."""
 
 
 class LeaseManager:
@@ -105,10 +134,14 @@ class LeaseManager:
             ttl_ms=ttl_ms,
         )
         # Acquisitions and releases asked for while one is on its way share the next trip.
-        self._acquiring: Batcher[_Asked, int] = Batcher(
+        self._acquiring: Batcher[_Asked, tuple[int, Any]] = Batcher(
             self._acquire_batch, what="lease_acquisitions"
         )
-        self._releasing: Batcher[Lease, bool] = Batcher(self._release_batch, what="lease_releases")
+        self._releasing: Batcher[_Letting, bool] = Batcher(
+            self._release_batch, what="lease_releases"
+        )
+        self.finder = f"{socket.gethostname()}:{os.getpid()}"
+        """Who this process is, in the evidence of a store found gone back."""
 
     async def acquire(
         self, resource: str, *, floor: int = 0, owner: str | None = None
@@ -117,22 +150,33 @@ class LeaseManager:
 
         The token is greater than every token this Redis handed out for ``resource`` and
         greater than ``floor``. ``owner`` names the holder (a fresh id by default).
+        Raises ``StoreWentBack`` while a worker's finding that the store went back stands.
         """
         owner = owner or uuid.uuid4().hex
         sent = time.monotonic()
-        token = await self._acquiring(_Asked(resource, owner, floor))
+        token, witnessed = await self._acquiring(_Asked(resource, owner, floor))
+        if token < 0:
+            raise read_evidence(witnessed)
         if token == 0:
             return None
         metrics.LEASE_ACQUIRED.labels(resource.split(":", 1)[0]).inc()
-        return Lease(resource, owner, token, self.ttl_ms, sent)
+        witness = None if witnessed is None else int(witnessed)
+        return Lease(resource, owner, token, self.ttl_ms, sent, witness)
 
-    async def _acquire_batch(self, batch: list[_Asked]) -> list[int]:
-        keys: list[str] = []
+    async def _acquire_batch(self, batch: list[_Asked]) -> list[tuple[int, Any]]:
+        keys = [self._keys.store_went_back()]
         args: list[str | int] = [self.ttl_ms, self.counter_ttl_ms]
         for asked in batch:
-            keys += [self._keys.lease(asked.resource), self._keys.fence(asked.resource)]
+            r = asked.resource
+            keys += [self._keys.lease(r), self._keys.fence(r), self._keys.witness(r)]
             args += [asked.owner, asked.floor]
-        return [int(token) for token in await self._run(self._acquire, keys, args)]
+        return [(int(token), seen) for token, seen in await self._run(self._acquire, keys, args)]
+
+    async def store_went_back(self) -> StoreWentBack | None:
+        """The standing finding that the store went back, if a worker made one: no
+        acquisition succeeds meanwhile, and a holder that works on its own (the sweeper)
+        stands by too."""
+        return await went_back(self._redis, self._keys)
 
     async def renew(self, lease: Lease) -> bool:
         """Extend ``lease`` by its TTL; False when it expired or another holder has it."""
@@ -150,14 +194,23 @@ class LeaseManager:
         metrics.LEASE_RENEWED.inc(sum(renewed))
         return renewed
 
-    async def release(self, lease: Lease) -> bool:
-        """Let go of ``lease``; False when it had already expired or another holder has it."""
-        return await self._releasing(lease)
+    async def release(self, lease: Lease, *, witness: int | None = None) -> bool:
+        """Let go of ``lease``; False when it had already expired or another holder has it.
 
-    async def _release_batch(self, leases: list[Lease]) -> list[bool]:
-        keys = [self._keys.lease(lease.resource) for lease in leases]
-        released = await self._run(self._release, keys, [_holder(lease) for lease in leases])
-        return [n == 1 for n in released]
+        ``witness``: what the holder's last commit left in the store -- a session's version,
+        the fence of an operation's final outcome -- recorded for the next holder to compare
+        (``shared.witness``). Give it only for a commit the store acknowledged.
+        """
+        return await self._releasing(_Letting(lease, witness))
+
+    async def _release_batch(self, batch: list[_Letting]) -> list[bool]:
+        keys: list[str] = []
+        args: list[str | int] = [self.counter_ttl_ms]
+        for letting in batch:
+            resource = letting.lease.resource
+            keys += [self._keys.lease(resource), self._keys.witness(resource)]
+            args += [_holder(letting.lease), "" if letting.witness is None else letting.witness]
+        return [n == 1 for n in await self._run(self._release, keys, args)]
 
     async def held(self, resources: list[str]) -> set[str]:
         """Which of ``resources`` some holder has a lease on right now (one round trip)."""
@@ -182,6 +235,7 @@ class LeaseManager:
         *,
         attempts: int = 3,
         owner: str | None = None,
+        went_back: WentBack | None = None,
     ) -> Lease | None:
         """Acquire ``resource`` with a token the store has accepted.
 
@@ -190,6 +244,11 @@ class LeaseManager:
         ``StaleLeaseError`` carrying the stored fence. On refusal Redis is behind the store
         (it restarted empty): the lease is released, the counter raised to the store's
         fence, and the acquisition tried again, ``attempts`` times in all.
+
+        ``went_back(lease)`` compares what the claim read (or found missing: the claim
+        raised ``NotFoundError``) with the lease's witness. When the store is behind it,
+        the deployment's went-back flag is set, the lease released, and ``StoreWentBack``
+        raised: nothing is done on a store that lost acknowledged commits.
 
         Returns None when another holder has the lease or the store kept refusing.
         """
@@ -201,7 +260,7 @@ class LeaseManager:
             if lease is None:
                 return None
             try:
-                refused_at = await _refused_at(claim, lease)
+                refused_at = await self._claimed(lease, claim, went_back)
             except BaseException:
                 # The claim's own error matters more; an unreleased lease expires anyway.
                 with contextlib.suppress(LeaseBackendError):
@@ -214,6 +273,30 @@ class LeaseManager:
             await self.release(lease)
             floor = refused_at
         return None
+
+    async def _claimed(
+        self, lease: Lease, claim: Callable[[int], Awaitable[object]], went_back: WentBack | None
+    ) -> int | None:
+        """``_refused_at``, and then the witness compared with what the claim read."""
+        try:
+            refused_at = await _refused_at(claim, lease)
+        except NotFoundError:
+            # A row the witness saw committed and the store no longer has went back too.
+            if went_back is None or (found := went_back(lease)) is None:
+                raise
+        else:
+            if refused_at is not None or went_back is None or (found := went_back(lease)) is None:
+                return refused_at
+        await self.declare_went_back(found)
+        raise found
+
+    async def declare_went_back(self, found: StoreWentBack) -> None:
+        """Set the deployment's went-back flag with ``found`` as the evidence (the first
+        finding is kept); from now on every acquisition raises ``StoreWentBack``."""
+        try:
+            await declare_went_back(self._redis, self._keys, found, by=self.finder)
+        except (RedisError, OSError) as exc:
+            raise LeaseBackendError(f"Redis failed setting the went-back flag: {exc!r}") from exc
 
     def hold(self, lease: Lease) -> contextlib.AbstractAsyncContextManager[Lease]:
         """Keep ``lease`` alive while the body of ``async with`` runs.

@@ -12,6 +12,7 @@ from brainhands.shared.health import HealthServer
 from brainhands.shared.relay import OutboxRelay
 from brainhands.shared.runtime import Services, stop_on_signals
 from brainhands.shared.tracing import configure_tracing, flush_tracing
+from brainhands.shared.witness import went_back
 
 
 async def serve(
@@ -39,6 +40,8 @@ async def serve(
             "store": services.store.ping,
             "rabbitmq": lambda: _now(services.broker.connected),
             "redis": services.redis.ping,
+            # No: a worker found the store behind Redis's witness, and all work is refused.
+            "store_intact": lambda: _intact(services),
             "consuming": lambda: _now(consuming()),
         }
     )
@@ -62,3 +65,7 @@ async def serve(
 
 async def _now(value: bool) -> bool:
     return value
+
+
+async def _intact(services: Services) -> bool:
+    return await went_back(services.redis, services.keys) is None

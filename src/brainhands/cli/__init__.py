@@ -48,6 +48,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(run="brainhands.cli.operate:status")
 
+    p = sub.add_parser("store", help="check or accept a store found gone back in time")
+    p.add_argument("action", choices=["check", "accept-rollback"])
+    p.set_defaults(run="brainhands.cli.rollback:store")
+
     p = sub.add_parser("hands", help="run a Hands worker for one tool pool")
     add_hands_arguments(p)
 

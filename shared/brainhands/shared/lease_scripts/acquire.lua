@@ -1,10 +1,14 @@
 -- Take free leases and hand out their fencing tokens, each atomically: one round trip
 -- acquires every lease a batch of callers asks for.
 --
--- KEYS[2i - 1]  lease key of the i-th resource: "<owner>:<token>" of the current holder,
+-- KEYS[1]       the deployment's went-back flag: while it exists (a worker found the store
+--               behind a witness) every acquisition is refused
+-- KEYS[3i - 1]  lease key of the i-th resource: "<owner>:<token>" of the current holder,
 --               expiring with the lease
--- KEYS[2i]      its fence key: the resource's token counter, expiring ARGV[2] ms after its
+-- KEYS[3i]      its fence key: the resource's token counter, expiring ARGV[2] ms after its
 --               last use
+-- KEYS[3i + 1]  its witness key: what the store had committed for the resource when a
+--               holder last released it (release.lua); it lives as long as the counter
 -- ARGV[1]       lease TTL in milliseconds
 -- ARGV[2]       counter TTL in milliseconds: an idle resource's counter is forgotten, as in a
 --               restart, and the store's refusal raises the next one past its fence
@@ -12,13 +16,18 @@
 -- ARGV[2i + 2]  its floor: the token must be greater than this (the highest fence the store
 --               has seen), because the counter starts over when Redis restarts empty
 --
--- Returns one number per resource: the new token, or 0 when another holder has the lease.
+-- Returns one pair per resource: {token, witness} with the new token and the witness (nil
+-- when none), {0, nil} when another holder has the lease, or {-1, flag} for every resource
+-- while the went-back flag is set (its value: the evidence, as JSON).
 
-local tokens = {}
-for i = 1, #KEYS / 2 do
-  local lease, fence = KEYS[2 * i - 1], KEYS[2 * i]
-  if redis.call('EXISTS', lease) == 1 then
-    tokens[i] = 0
+local flag = redis.call('GET', KEYS[1])
+local answers = {}
+for i = 1, (#KEYS - 1) / 3 do
+  local lease, fence, witness = KEYS[3 * i - 1], KEYS[3 * i], KEYS[3 * i + 1]
+  if flag then
+    answers[i] = {-1, flag}
+  elseif redis.call('EXISTS', lease) == 1 then
+    answers[i] = {0, false}
   else
     local counter = tonumber(redis.call('GET', fence) or '0')
     if counter < tonumber(ARGV[2 * i + 2]) then
@@ -26,10 +35,11 @@ for i = 1, #KEYS / 2 do
     end
     local token = redis.call('INCR', fence)
     redis.call('PEXPIRE', fence, ARGV[2])
+    redis.call('PEXPIRE', witness, ARGV[2])
     -- The token is part of the holder so that a stale Lease of the same owner cannot renew
     -- or release a newer acquisition.
     redis.call('SET', lease, string.format('%s:%d', ARGV[2 * i + 1], token), 'PX', ARGV[1])
-    tokens[i] = token
+    answers[i] = {token, redis.call('GET', witness)}
   end
 end
-return tokens
+return answers
