@@ -1,6 +1,7 @@
 """Budgets over HTTP: a submission's budget, the session's view when its run stops at it
 (``budget_exhausted``, needing action), and the raise that resumes it, allowed to a key
-that may approve and to no other. Real API, Brain and Hands processes."""
+that may approve and to no other, and refused (409) while no run is stopped. Real API,
+Brain and Hands processes."""
 
 from __future__ import annotations
 
@@ -70,4 +71,11 @@ async def test_a_run_stopped_at_its_budget_shows_in_the_view_and_a_raise_resumes
             None,
             False,
         )
+        # No run is stopped: a raise is refused rather than kept for a later stop; the
+        # retry of the one that was sent is still the same raise.
+        late = await http.post("/sessions/s1/budget", json={"tool_calls": 50})
+        assert late.status_code == 409, late.text
+        assert late.json()["detail"] == "no run of this session is stopped at its budget"
+        retried = await http.post("/sessions/s1/budget", json={"tool_calls": 5, "raise_id": "x1"})
+        assert (retried.status_code, retried.json()["created"]) == (200, False), retried.text
     assert len((await agent_run.email.ledger())["sends"]) == 3

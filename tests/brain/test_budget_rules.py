@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from brainhands.brain.budget import Budget, Price, Spend, Usage, response_usage
+from brainhands.brain.budget import Budget, Price, Spend, Usage, response_usage, resumed
 from brainhands.brain.models.anthropic import parse_message
 from brainhands.brain.models.openai import parse_chat_completion
-from brainhands.brain.task import ReceivedSignal
+from brainhands.brain.task import ReceivedSignal, TaskView, WaitSignal
 from brainhands.shared.errors import InvalidRequest
-from brainhands.shared.vocabulary import BUDGET_SIGNAL, BUDGET_STOP
+from brainhands.shared.vocabulary import BUDGET_SIGNAL, BUDGET_STOP, budget_stop_ref
 from tests.helpers.chat_server import completion, message, text
 
 
@@ -73,3 +73,25 @@ def test_a_stop_records_why_and_a_raise_sets_the_limits_it_names() -> None:
     assert raised.limits == {"tokens": 500, "tool_calls": 5}
     assert raised.reached(5.0) is None
     assert carried.raised(ReceivedSignal(BUDGET_SIGNAL, "nonsense", "r2")) == carried
+
+
+def test_a_raise_lifts_only_the_stop_it_names() -> None:
+    spend = Spend.begin(Budget(tokens=100), None, now=0.0).charged(Usage(input_tokens=100))
+    wait = spend.stop("tokens", then="resume", state={"turn": 2}, now=5.0)
+
+    def received(payload: object) -> TaskView:
+        signal = ReceivedSignal(BUDGET_SIGNAL, payload, "r1")
+        return TaskView(
+            "t1", "agent.session", 3, "s1", None, {}, wait.state, "resume", 1, [], signal
+        )
+
+    mine = {"budget": {"tokens": 500}, "stop": budget_stop_ref("t1", 5.0)}
+    assert resumed(received(mine), spend, then="resume") == spend.raised(
+        ReceivedSignal(BUDGET_SIGNAL, mine, "r1")
+    )
+    # Sent for an earlier stop of this task, for another task's, or naming none: used up,
+    # and the same stop again.
+    for stop in (budget_stop_ref("t1", 4.0), budget_stop_ref("t0", 5.0), None):
+        stale = resumed(received({"budget": {"tokens": 500}, "stop": stop}), spend, then="resume")
+        assert isinstance(stale, WaitSignal)
+        assert (stale.name, stale.then, stale.state) == (BUDGET_SIGNAL, "resume", wait.state)

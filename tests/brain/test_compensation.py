@@ -31,9 +31,9 @@ from brainhands.brain.compensation import (
 )
 from brainhands.brain.decide import TOOL_KIND
 from brainhands.brain.edits import RunSummary
-from brainhands.brain.registry import TaskKind
+from brainhands.brain.registry import TaskKind, TaskRegistry
 from brainhands.brain.scheduler import SessionRunner
-from brainhands.brain.task import Call
+from brainhands.brain.task import Call, Dispatch, Fail, Finish, Next, PhaseContext, Spawn, TaskView
 from brainhands.shared.messages import ToolJob
 from brainhands.shared.store import OperationLedger, Store, TaskRecord
 from brainhands.shared.store.declarations import ToolCatalog
@@ -199,15 +199,47 @@ def booking_tool_specs() -> ToolRegistry:
     return tools
 
 
+# Kinds of these tests: two bookings at once under fail_fast, undone by the kind; and a
+# reservation undone by the tool its declaration names (the kind says nothing of it).
+KINDS = TaskRegistry().include(booking.registry)
+pair = KINDS.add(TaskKind("pair"))
+pair.compensate("book", booking.cancel)
+errand = KINDS.add(TaskKind("errand"))
+RESERVE = ToolDeclaration("reserve", "email", "safe", "Reserve.", {}, compensate="release")
+RELEASE = ToolDeclaration("release", "email", "safe", "Release.", {})
+
+
+@pair.phase("book")
+async def book_both(task: TaskView, docs: dict[str, Any], ctx: PhaseContext) -> Next:
+    calls = [Call("book", {"trip": "t", "item": item}) for item in ("hotel", "flight")]
+    return Spawn(calls, then="done", join="fail_fast")
+
+
+@pair.phase("done")
+async def both_booked(task: TaskView, docs: dict[str, Any], ctx: PhaseContext) -> Next:
+    return Finish({"booked": 2})
+
+
+@errand.phase("reserve")
+async def reserve(task: TaskView, docs: dict[str, Any], ctx: PhaseContext) -> Next:
+    return Dispatch("reserve", {"item": "room"}, then="give_up")
+
+
+@errand.phase("give_up")
+async def give_up(task: TaskView, docs: dict[str, Any], ctx: PhaseContext) -> Next:
+    return Fail({"reason": "plans changed"})
+
+
 async def run(store: Store, catalog: ToolCatalog) -> RunSummary:
     """One Brain pass with ``catalog`` (a Brain's, kept from pass to pass), the booking
-    tools declared first as their Hands would."""
-    await store.declarations.declare_tools([s.declaration() for s in booking_tool_specs()])
+    tools (and the errand's) declared first as their Hands would."""
+    specs = [s.declaration() for s in booking_tool_specs()]
+    await store.declarations.declare_tools([*specs, RESERVE, RELEASE])
     token = (await store.load("s1")).session.fence + 1
     await store.claim_session_fence("s1", token)
     runner = SessionRunner(
         store=store,
-        tasks=booking.registry,
+        tasks=KINDS,
         tools=catalog,
         topology=TOPOLOGY,
         session_id="s1",
@@ -348,10 +380,19 @@ async def test_a_cancelled_trip_undoes_what_it_booked(store: Store) -> None:
     await run(store, catalog)  # the flight is dispatched
     await store.inbox.send_request(session_id="s1", kind="cancel", key="r1", wake=None)
 
+    summary = await run(store, catalog)
+
+    # The flight may still be booked: its Hands are told to stop, and its outcome awaited.
+    [flight_job] = await hands.pending()
+    assert flight_job.arguments["item"] == "flight"
+    assert summary.cancelled_calls == {flight_job.operation_id}
+    [root] = [t for t in await all_tasks(store) if t.kind == "trip"]
+    assert root.status == "completing" and root.phase != COMPENSATING
+    # Its Hands heard of the cancel before the call went out: not an effect.
+    await hands.finish(flight_job, "cancelled")
     await run(store, catalog)
 
-    [flight_job, undo] = await hands.pending()
-    assert flight_job.arguments["item"] == "flight"  # cancelled in flight: not an effect
+    [undo] = await hands.pending()
     assert undo.tool == "cancel_booking"
     assert undo.arguments == {"booking": hotel.operation_id, "item": "hotel"}
     [root] = [t for t in await all_tasks(store) if t.kind == "trip"]
@@ -362,6 +403,93 @@ async def test_a_cancelled_trip_undoes_what_it_booked(store: Store) -> None:
 
     assert (await store.submissions.get("s1", "r1")).status == "cancelled"
     [root] = [t for t in await all_tasks(store) if t.kind == "trip"]
+    assert root.status == "terminal" and root.error["compensation"]["status"] == "compensated"
+    assert [e["tool"] for e in root.error["compensation"]["compensated"]] == ["book"]
+
+
+@pytest.mark.integration
+async def test_a_call_that_succeeds_after_its_cancel_is_undone(store: Store) -> None:
+    """Under fail_fast the hotel fails while the flight is out: the flight is asked to stop,
+    but its booking goes through all the same. Its success is awaited and undone, not
+    thrown away with a cancelled outcome."""
+    await submit(store, "pair", {})
+    hands = FakeHands(store)
+    catalog = ToolCatalog(store)
+    await run(store, catalog)
+    jobs = {j.arguments["item"]: j for j in await hands.pending()}
+    await hands.finish(jobs["hotel"], "failed")
+
+    summary = await run(store, catalog)
+
+    flight_job = jobs["flight"]
+    assert summary.cancelled_calls == {flight_job.operation_id}  # its Hands are told
+    tasks = {t.id: t for t in await all_tasks(store)}
+    flight = tasks[flight_job.task_id]
+    assert flight.cancel_requested and flight.status == "waiting"
+    [root] = [t for t in tasks.values() if t.kind == "pair"]
+    assert root.status == "completing" and root.outcome == "failed"
+
+    await hands.finish(flight_job, "succeeded", {"key": flight_job.operation_id})
+    await run(store, catalog)
+
+    [undo] = await hands.pending()
+    assert undo.tool == "cancel_booking"
+    assert undo.arguments == {"booking": flight_job.operation_id, "item": "flight"}
+    tasks = {t.id: t for t in await all_tasks(store)}
+    assert tasks[flight_job.task_id].outcome == "succeeded"
+    await hands.finish(undo, "succeeded", {"cancelled": flight_job.operation_id})
+    await run(store, catalog)
+
+    record = await store.submissions.get("s1", "r1")
+    assert record.status == "failed"
+    [root] = [t for t in await all_tasks(store) if t.kind == "pair"]
+    assert root.status == "terminal" and root.error["reason"] == "a child failed"
+    assert root.error["compensation"] == {
+        "status": "compensated",
+        "compensated": [
+            {"task_id": flight_job.task_id, "operation_id": flight_job.operation_id, "tool": "book"}
+        ],
+    }
+
+
+@pytest.mark.integration
+async def test_a_brain_that_read_no_declarations_records_a_declared_undo(
+    store: Store,
+) -> None:
+    """The undo a tool's declaration names is frozen into its call at dispatch: a Brain that
+    has not read the declaration when it settles the call still records the effect."""
+    await submit(store, "errand", {})
+    hands = FakeHands(store)
+    await run(store, ToolCatalog(store))
+    [job] = await hands.pending()
+    [call] = [t for t in await all_tasks(store) if t.id == job.task_id]
+    assert call.input["compensate"] == "release"
+    await hands.finish(job, "succeeded", {"room": 7})
+
+    fresh = ToolCatalog(store)  # a Brain just started: it knows no tools
+    summary = await run(store, fresh)
+
+    [root] = [t for t in await all_tasks(store) if t.kind == "errand"]
+    assert root.phase == COMPENSATING and root.outcome == "failed"
+    [effect] = (await store.load("s1")).documents[EFFECTS_DOCUMENT].body["tasks"][root.id]
+    assert effect["undo"] == {
+        "tool": "release",
+        "arguments": {
+            "operation_id": job.operation_id,
+            "arguments": {"item": "room"},
+            "result": {"room": 7},
+        },
+    }
+    started = time.monotonic()
+    while not await hands.pending():  # the undo waits for its own tool's declaration
+        assert time.monotonic() - started < 10, "the undo was never dispatched"
+        await asyncio.sleep(max(0.05, (summary.next_wake or 0) - time.time()))
+        summary = await run(store, fresh)
+    [undo] = await hands.pending()
+    assert undo.tool == "release"
+    await hands.finish(undo, "succeeded", {})
+    await run(store, fresh)
+    [root] = [t for t in await all_tasks(store) if t.kind == "errand"]
     assert root.status == "terminal" and root.error["compensation"]["status"] == "compensated"
 
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from brainhands.brain.agent import Agent, AgentRegistry, agent_kinds, start_agent_or_task
+from brainhands.brain.agent import Agent, AgentRegistry
 from brainhands.brain.context import (
     CHECKPOINT,
     SUMMARY_PREFIX,
@@ -19,16 +19,14 @@ from brainhands.brain.context import (
     estimate_tokens,
 )
 from brainhands.brain.models.scripted import ScriptedModel
-from brainhands.brain.scheduler import SessionRunner
+from brainhands.client.budgets import budget_stop_of, raise_budget
+from brainhands.client.views import session_view
 from brainhands.shared.errors import ConfigurationError
 from brainhands.shared.store import Store
-from brainhands.shared.store.declarations import ToolCatalog
-from brainhands.shared.topology import Topology
-from tests.helpers.submitting import submit_input
+from tests.brain.agent_passes import BilledModel, run_until, says, submit, tool_call
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
-TOPOLOGY = Topology("context")
 BUDGET = 1000
 
 
@@ -53,33 +51,16 @@ def chatty(tmp_path: Path, log: Path, policy: ContextPolicy) -> AgentRegistry:
 async def say(store: Store, agents: AgentRegistry, n: int, text: str) -> dict[str, Any]:
     """Submit ``text`` to session s1 and run Brain passes (each claiming the session, as a
     worker does) until it is answered."""
-    await submit_input(
-        store,
-        TOPOLOGY,
-        session_id="s1",
-        request_id=f"r{n}",
-        input={"agent": "chatty", "text": text},
-        compat="v1",
-    )
-    registry = agent_kinds(agents, ToolCatalog(store))
-    for _ in range(10):
-        fence = (await store.load("s1")).session.fence + 1
-        claimed = await store.claim_session("s1", fence)
-        await SessionRunner(
-            store=store,
-            tasks=registry,
-            tools=ToolCatalog(store),
-            topology=TOPOLOGY,
-            session_id="s1",
-            fence=fence,
-            start_submission=start_agent_or_task,
-        ).run(claimed)
-        record = await store.submissions.get("s1", f"r{n}")
-        if record.status in ("answered", "failed"):
-            assert record.status == "answered", record.error
-            assert isinstance(record.answer, dict)
-            return record.answer
-    raise AssertionError(f"r{n} not answered after 10 passes")
+    await submit(store, "s1", f"r{n}", {"agent": "chatty", "text": text})
+
+    async def ended() -> bool:
+        return (await store.submissions.get("s1", f"r{n}")).status in ("answered", "failed")
+
+    await run_until(store, agents, "s1", ended)
+    record = await store.submissions.get("s1", f"r{n}")
+    assert record.status == "answered", record.error
+    assert isinstance(record.answer, dict)
+    return record.answer
 
 
 async def test_a_300_turn_session_stays_under_its_prompt_budget(
@@ -152,6 +133,64 @@ async def test_a_compaction_function_of_the_agent_writes_the_summary(
     assert last[-1]["content"].startswith("errand 5: ")
     # The summarised messages are the older ones, never a tool result split from its call.
     assert all(m[0]["role"] != "tool" for m in seen)
+
+
+async def test_a_summary_a_model_writes_counts_in_the_sessions_usage_and_the_runs_budget(
+    store: Store,
+) -> None:
+    summarising = BilledModel(says("The user sent errands; all noted."), usage=(400, 100))
+
+    def answer(messages: list[dict[str, Any]]) -> dict[str, Any]:
+        """Noted; but the first request of a compacted context asks for a tool (refused:
+        not granted), so that its run has a next turn, where its budget is checked."""
+        compacted = messages[1]["content"].startswith(SUMMARY_PREFIX)
+        if compacted and messages[-1]["role"] == "user":
+            return tool_call("note", "call_1")
+        return {"role": "assistant", "content": "noted"}
+
+    model = BilledModel(answer, usage=(10, 5))
+    policy = ContextPolicy(max_prompt_tokens=300, keep_tokens=100, summary_model=summarising)
+    agents = AgentRegistry()
+    agents.add(Agent(name="chatty", system="You note errands.", model=model, context=policy))
+    budget = {"tokens": 100}  # each run's: its answers bill 15 each, a summary 500
+
+    async def stopped() -> bool:
+        return budget_stop_of((await store.load("s1")).open_tasks) is not None
+
+    for n in range(10):
+        text = f"errand {n}: " + "x" * 200
+        await submit(store, "s1", f"r{n}", {"agent": "chatty", "text": text, "budget": budget})
+
+        async def ended(n: int = n) -> bool:
+            status = (await store.submissions.get("s1", f"r{n}")).status
+            return status in ("answered", "failed") or await stopped()
+
+        await run_until(store, agents, "s1", ended)
+        if await stopped():
+            break
+    else:
+        raise AssertionError("no run stopped at its budget")
+    # The run that compacted stopped before its second turn: its summary and its answer.
+    assert len(summarising.asked) == 1
+    view = session_view(await store.detail("s1"))
+    stop = view.budget_exhausted
+    assert stop is not None and stop.limit == "tokens"
+    assert stop.used["tokens"] == 500 + 15 and stop.used["model_calls"] == 2
+    checkpoints = [e for e in view.entries if e.kind == CHECKPOINT]
+    assert [c.body["usage"]["tokens"] for c in checkpoints] == [500]
+    answers = [e for e in view.entries if e.kind == "model"]
+    assert view.usage["tokens"] == 15 * len(answers) + 500
+    assert view.usage["input_tokens"] == 10 * len(answers) + 400
+    assert view.usage["model_calls"] == len(answers) + 1
+
+    await raise_budget(store, "s1", {"tokens": 1000}, None, "operator")
+
+    async def answered() -> bool:
+        return (await store.submissions.get("s1", f"r{n}")).status == "answered"
+
+    await run_until(store, agents, "s1", answered)
+    view = session_view(await store.detail("s1"))
+    assert view.usage["model_calls"] == len(model.asked) + len(summarising.asked)
 
 
 def test_a_policy_keeps_less_than_its_budget() -> None:

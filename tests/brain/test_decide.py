@@ -216,6 +216,41 @@ def test_cancelled_tool_task_tells_hands() -> None:
     assert isinstance(action, Settle) and action.notify_cancel
 
 
+@pytest.mark.parametrize("undo", [None, "unbook"])
+def test_a_cancel_keeps_a_call_that_already_ended(undo: str | None) -> None:
+    # The operation's outcome is in (Hands recorded it before the cancel was carried out):
+    # the tool task ends with it, so a success is undone with the rest, not thrown away.
+    input_ = {"tool": "book", **({"compensate": undo} if undo else {})}
+    waiting = task(
+        kind=TOOL_KIND, status="waiting", operation_id="op", cancel_requested=True, input=input_
+    )
+
+    succeeded = operation("succeeded", result={"key": "k"})
+    assert decide(waiting, operation=succeeded) == tool_outcome(succeeded)
+    failed = operation("failed", error={"type": "X"})
+    assert decide(waiting, operation=failed) == tool_outcome(failed)
+
+
+@pytest.mark.parametrize("undo", ["unbook", True])
+def test_a_cancel_waits_for_the_real_outcome_of_a_call_with_an_undo(undo: object) -> None:
+    # Its call may still succeed after the cancel (Hands hear of it through the notice or
+    # the store): settling it cancelled now would leave that success never undone.
+    waiting = task(
+        kind=TOOL_KIND,
+        status="waiting",
+        operation_id="op",
+        cancel_requested=True,
+        input={"tool": "book", "compensate": undo},
+    )
+
+    assert decide(waiting) == Idle()  # not yet claimed by Hands
+    assert decide(waiting, operation=operation("started")) == Idle()
+    late = operation("succeeded", result={"key": "k"})
+    assert decide(waiting, operation=late) == tool_outcome(late)
+    stopped = operation("cancelled", error={"type": "Cancelled"})
+    assert decide(waiting, operation=stopped) == tool_outcome(stopped)
+
+
 @pytest.mark.parametrize(
     ("policy", "outcomes", "expected"),
     [

@@ -46,10 +46,11 @@ from typing import Any, Literal
 from pydantic import BaseModel, ValidationError
 
 from brainhands.brain.approval import ApprovalRequest, Expiry, approval_kinds
-from brainhands.brain.budget import Budget, Price, Spend, Usage, response_usage
+from brainhands.brain.budget import Budget, Price, Spend, Usage, response_usage, resumed
 from brainhands.brain.context import (
     ContextPolicy,
     build_messages,
+    compacting,
     compaction_phases,
     wants_compaction,
 )
@@ -246,7 +247,9 @@ def agent_kinds(
     @session.phase("resume", light=True)
     async def resume(task: TaskView, docs: dict[str, Any], ctx: PhaseContext) -> Next:
         """The budget was raised (``brain.budget``): start the turn it stopped before."""
-        spend = spend_of(task, task.state, ctx).raised(task.signal)
+        spend = resumed(task, spend_of(task, task.state, ctx), then="resume")
+        if isinstance(spend, WaitSignal):
+            return spend
         return begin_turn(task, task.state["turn"], task.state.get("partial", ""), spend, ctx.now)
 
     @session.phase("next", light=True)
@@ -329,10 +332,14 @@ def agent_kinds(
         raw = task.state["raw"]
         response = model_of(agent).parse(raw)
         if BUDGET_STOP in task.state:  # a raise ended a budget stop: recorded and charged then
-            spend = spend_of(task, task.state, ctx).raised(task.signal)
+            lifted = resumed(task, spend_of(task, task.state, ctx), then="tools")
+            if isinstance(lifted, WaitSignal):
+                return lifted
+            spend = lifted
         else:
             usage = response_usage(response, agent.price)
-            spend = spend_of(task, task.input, ctx).charged(usage)
+            # The turn's summaries, if it compacted its context, were model calls of it too.
+            spend = spend_of(task, task.input, ctx).charged(usage + compacting(task.state))
             # The message replays the answer in later requests, whatever protocol it came in.
             said = {"raw": raw, "model": task.state["model"], "message": response.as_message()}
             ctx.append_entry("model", {**said, "usage": usage.to_json()})

@@ -15,21 +15,29 @@ task, before it starts a turn) and before a tool dispatch (in the commit that re
 answer asking for it). A run over its budget there stops in that commit, waiting for the
 signal ``BUDGET_SIGNAL`` with the reason in its state (``BUDGET_STOP``): the session shows
 ``budget_exhausted`` and needs action. An operator who raises the budget sends that signal,
-and the run goes on from where it stopped: nothing is asked or dispatched twice, and a kill
-at any point leaves it where a kill of any other commit would.
+naming the stop it lifts, and the run goes on from where it stopped: nothing is asked or
+dispatched twice, and a kill at any point leaves it where a kill of any other commit would.
+A raise that names another stop (one sent for an earlier stop, of this run or of one
+before it) is used up and lifts nothing: the run keeps waiting for its own (``resumed``).
+
+A compaction's summary (``brain.context``) is a model call of the turn it shrinks: its usage
+is charged with the turn's answer and kept in its checkpoint entry.
 """
 
 from __future__ import annotations
 
+import logging
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from brainhands.brain.models.base import ModelResponse
-from brainhands.brain.task import ReceivedSignal, WaitSignal
+from brainhands.brain.task import ReceivedSignal, TaskView, WaitSignal
 from brainhands.shared.errors import InvalidRequest
-from brainhands.shared.vocabulary import BUDGET_SIGNAL, BUDGET_STOP, check_budget
+from brainhands.shared.vocabulary import BUDGET_SIGNAL, BUDGET_STOP, budget_stop_ref, check_budget
 
-__all__ = ["Budget", "Price", "Spend", "Usage", "response_usage"]
+__all__ = ["Budget", "Price", "Spend", "Usage", "response_usage", "resumed"]
+
+log = logging.getLogger("brainhands.brain")
 
 PER = 1_000_000
 """Prices are per this many tokens, as providers quote them."""
@@ -182,3 +190,23 @@ class Spend:
         return WaitSignal(
             BUDGET_SIGNAL, then=then, state={**state, "spend": self.to_json(), BUDGET_STOP: why}
         )
+
+
+def resumed(task: TaskView, spend: Spend, *, then: str) -> Spend | WaitSignal:
+    """``spend`` under the raise ``task`` received at its stop, or, when that raise names
+    another stop than the one in its state, the same stop again: the stale raise is used up
+    and the run waits on for one meant for it (``then`` runs once that comes)."""
+    stop, signal = task.state[BUDGET_STOP], task.signal
+    payload = signal.payload if signal is not None else None
+    named = payload.get("stop") if isinstance(payload, dict) else None
+    if named == budget_stop_ref(task.id, stop["at"]):
+        return spend.raised(signal)
+    log.info(
+        "a budget raise meant for another stop lifts nothing",
+        extra={
+            "event": "stale_budget_raise",
+            "task_id": task.id,
+            "signal_id": signal.signal_id if signal is not None else None,
+        },
+    )
+    return WaitSignal(BUDGET_SIGNAL, then=then, state=dict(task.state))

@@ -4,9 +4,12 @@ A tool call may have a compensating call: its task kind says how to undo it
 (``TaskKind.compensate``), or else the tool's declaration names a compensating tool
 (``@tool(..., compensate=...)``). When such a call succeeds, the undo it would need is
 derived at once from the call's arguments and result and committed with the tool task's
-end, in the session document ``EFFECTS_DOCUMENT`` under the task that made the call. A task
-that succeeds hands its recorded effects on to its parent (a parent that fails later undoes
-what its finished children did too); a root task that succeeds drops them.
+end, in the session document ``EFFECTS_DOCUMENT`` under the task that made the call. Which
+undo a call has is frozen in its tool task's input when it is dispatched (``brain.dispatch``),
+and a cancel does not throw such a call away: its tool task waits for the call's real outcome
+(``brain.decide``), so a success that came after the cancel is undone too. A task that
+succeeds hands its recorded effects on to its parent (a parent that fails later undoes what
+its finished children did too); a root task that succeeds drops them.
 
 A task that fails or is cancelled with recorded effects does not end at once: it enters
 ``completing`` in phase ``COMPENSATING`` and undoes its effects one at a time, the most
@@ -34,7 +37,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
-from brainhands.brain.decide import COMPENSATING, TOOL_KIND, Settle
+from brainhands.brain.decide import COMPENSATE, COMPENSATING, TOOL_KIND, Settle
 from brainhands.brain.dispatch import dispatch
 from brainhands.brain.registry import Compensator, TaskKind
 from brainhands.brain.task import Call
@@ -286,8 +289,15 @@ class Compensations:
         reading.add_done_callback(_READS.discard)
         return True
 
-    def compensator(self, parent: TaskRecord, tool: str) -> Compensator | str | None:
-        """How ``parent`` undoes a call of ``tool``: its kind's word, else the tool's."""
+    def compensator(self, parent: TaskRecord, tool_task: TaskRecord) -> Compensator | str | None:
+        """How ``parent`` undoes the call of ``tool_task``: by the compensating tool frozen
+        in its input at dispatch (``brain.dispatch``: this Brain need not have read the
+        declaration), else by its kind's word (a function stays code), else, for a call
+        dispatched before undos were frozen, by the tool's declaration as this Brain knows."""
+        frozen = tool_task.input.get(COMPENSATE)
+        if isinstance(frozen, str):
+            return frozen
+        tool = str(tool_task.input["tool"])
         kind: TaskKind | None = self.edits.kind(parent)
         if kind is not None and tool in kind.compensations:
             return kind.compensations[tool]
@@ -303,7 +313,7 @@ class Compensations:
         if task.kind == TOOL_KIND:
             if parent is None or compensating(parent):
                 return  # an undo's own success is folded in by its compensating parent
-            compensator = self.compensator(parent, str(task.input["tool"]))
+            compensator = self.compensator(parent, task)
             effect = effect_of(task, (task.result or {}).get("result"), compensator)
             if effect is not None:
                 body = self._body()

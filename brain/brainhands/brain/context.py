@@ -17,6 +17,10 @@ commits it with the task's state; ``checkpoint`` appends it as a checkpoint entr
 does ``request`` send the smaller prompt. A Brain that dies in ``compact`` re-runs ``compact``
 alone (the summary asked again, nothing else); one that dies after it finds the summary
 committed and never asks for it again.
+
+A summary written by a model is a model call of the turn: its usage (``brain.budget``) is
+committed with the summary, kept in the checkpoint entry (the session's usage adds it up)
+and charged to the run's budget with the turn's answer.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from brainhands.brain.budget import Price, Usage, response_usage
 from brainhands.brain.models.base import Json, ModelAdapter, ModelError, TransientModelError
 from brainhands.brain.registry import TaskKind
 from brainhands.brain.task import Fail, Goto, Next, PhaseContext, Sleep, TaskView
@@ -51,6 +56,8 @@ SUMMARY_INSTRUCTIONS = (
     "that the assistant would need."
 )
 """The system prompt of a summary asked of a model."""
+COMPACTING = "compaction_usage"
+"""The key, in a generation task's state, of what its compactions' summaries spent."""
 
 Compactor = Callable[[list[Json]], Awaitable[str]]
 """``async def compact(messages) -> str``: the summary of ``messages`` (the older turns,
@@ -147,18 +154,27 @@ def build_messages(system: str, entries: Sequence[EntryRecord]) -> list[Json]:
     return [{"role": "system", "content": system}, *fold(entries)]
 
 
-async def summarise(policy: ContextPolicy, model: ModelAdapter, messages: list[Json]) -> str:
-    """The summary of ``messages``: the policy's function's, or the model's answer to them
-    as a transcript (no tools offered)."""
+async def summarise(
+    policy: ContextPolicy, model: ModelAdapter, messages: list[Json], price: Price | None
+) -> tuple[str, Usage | None]:
+    """The summary of ``messages``: the policy's function's (which spends nothing a budget
+    counts: None), or the model's answer to them as a transcript (no tools offered), with
+    what that answer spent at ``price``."""
     if policy.compact is not None:
-        return await policy.compact(messages)
+        return await policy.compact(messages), None
     transcript = "\n".join(json.dumps(m, sort_keys=True) for m in messages)
     request = [
         {"role": "system", "content": SUMMARY_INSTRUCTIONS},
         {"role": "user", "content": transcript},
     ]
     response = await (policy.summary_model or model).complete(request, [])
-    return response.text or ""
+    return response.text or "", response_usage(response, price)
+
+
+def compacting(state: dict[str, Any]) -> Usage:
+    """What the summaries made for a turn (its generation task's ``state``) spent: charged
+    to the run with the turn's answer."""
+    return Usage.from_json(state.get(COMPACTING))
 
 
 def wants_compaction(
@@ -190,7 +206,7 @@ def compaction_phases(
             return Goto("request", state={**state, "compacted": state["upto"]})
         assert policy is not None
         try:
-            summary = await summarise(policy, model_of(agent), messages[:cut])
+            summary, usage = await summarise(policy, model_of(agent), messages[:cut], agent.price)
         except TransientModelError as exc:
             attempt = state.get("compact_attempt", 0) + 1
             if attempt >= agent.model_attempts:
@@ -199,11 +215,13 @@ def compaction_phases(
             return Sleep(then="compact", seconds=delay, state={**state, "compact_attempt": attempt})
         except ModelError as exc:
             return Fail({"reason": "compaction failed", "error": str(exc)})
-        return Goto("checkpoint", state={**state, "summary": summary, "cut": cut})
+        spent = {"summary_usage": usage.to_json()} if usage is not None else {}
+        return Goto("checkpoint", state={**state, "summary": summary, "cut": cut, **spent})
 
     @generate.phase("checkpoint", light=True)
     async def checkpoint(task: TaskView, docs: dict[str, Any], ctx: PhaseContext) -> Next:
-        state = {k: v for k, v in task.state.items() if k not in ("summary", "cut")}
+        made = ("summary", "cut", "summary_usage")
+        state = {k: v for k, v in task.state.items() if k not in made}
         summary, cut = task.state["summary"], task.state["cut"]
         # Entries appended after ``upto`` (none in an agent's own loop) are kept after the
         # summary: the checkpoint stands for every entry before it.
@@ -215,6 +233,10 @@ def compaction_phases(
             "summarised": cut,
             "covers": covers,
         }
+        usage = task.state.get("summary_usage")
+        if usage is not None:  # the turn's answer charges it to the run (``compacting``)
+            body["usage"] = usage
+            state[COMPACTING] = (Usage.from_json(usage) + compacting(state)).to_json()
         ctx.append_entry(CHECKPOINT, body)
         log.info(
             "context compacted",

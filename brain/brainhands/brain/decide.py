@@ -44,6 +44,8 @@ COMPENSATING = "brainhands.compensate"
 """The phase of a task undoing its effects (``brain.compensation``): it waits for an undo
 (``completing``), or for its undo's tool to be declared (``sleeping``); how it ends is
 decided already, so a cancel does not change it."""
+COMPENSATE = "compensate"
+"""In a tool task's input: the call's undo, frozen at dispatch (``brain.dispatch``)."""
 
 # Actions ---------------------------------------------------------------------------------
 
@@ -164,12 +166,7 @@ def next_action(facts: Facts) -> Action:
     if task.status == "waiting":
         if task.wait_signal is not None:
             return _signal_wait(facts)
-        if task.kind == TOOL_KIND:
-            op = facts.operation
-            if op is not None and op.status in FINAL_OPERATION_STATUSES:
-                return tool_outcome(op)
-            return Idle()
-        return _join(facts)
+        return _tool_wait(facts) if task.kind == TOOL_KIND else _join(facts)
     if task.status == "completing":
         if all(w.status == "terminal" for w in facts.waited):
             return Settle(task.outcome or "failed", result=task.result, error=task.error)
@@ -185,11 +182,22 @@ def _phase(task: TaskRecord) -> str:
 def _cancel(facts: Facts) -> Action:
     task = facts.task
     if task.kind == TOOL_KIND:
+        # A call that ended is kept (a success is then undone with the rest); one with an
+        # undo may still succeed once its Hands hear of the cancel: its outcome is awaited.
+        waited = _tool_wait(facts)
+        if isinstance(waited, Settle) or task.input.get(COMPENSATE):
+            return waited
         return Settle("cancelled", error={"reason": "cancelled"}, notify_cancel=True)
     still_running = [w.id for w in facts.waited if w.status != "terminal"]
     if still_running:
         return WindDown("cancelled", {"reason": "cancelled"}, still_running)
     return Settle("cancelled", error={"reason": "cancelled"})
+
+
+def _tool_wait(facts: Facts) -> Action:
+    """A tool task ends as its call did, once the call's outcome is in."""
+    op = facts.operation
+    return tool_outcome(op) if op is not None and op.status in FINAL_OPERATION_STATUSES else Idle()
 
 
 def _signal_wait(facts: Facts) -> Action:

@@ -4,6 +4,10 @@ The call becomes a tool task whose input is its ``ToolCallIntent`` and whose job
 the outbox of the same commit, so no job is ever sent for a call that was not recorded, and
 the sweeper can send it again from the row. Arguments too large to go inline are stored once,
 as a blob of that commit, and both refer to it.
+
+A call that has an undo (``brain.compensation``) says so in its tool task's input, frozen
+here from what the dispatching Brain knows: whichever Brain settles the call records its
+effect without having read the tool's declaration, and a cancel waits for its real outcome.
 """
 
 from __future__ import annotations
@@ -11,13 +15,15 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING
 
-from brainhands.brain.decide import TOOL_KIND, unknown_tool
+from brainhands.brain.decide import COMPENSATE, TOOL_KIND, unknown_tool
 from brainhands.brain.ids import derive_operation_id
+from brainhands.brain.registry import TaskKind
 from brainhands.brain.task import Call
 from brainhands.shared.calls import ToolCallIntent
 from brainhands.shared.errors import UnknownToolError
 from brainhands.shared.messages import MAX_INLINE_JSON, encode
 from brainhands.shared.store import Draft, TaskRecord
+from brainhands.shared.tools import ToolDeclaration
 from brainhands.shared.tracing import current_carrier
 
 if TYPE_CHECKING:
@@ -31,7 +37,7 @@ def dispatch(edits: SessionEdits, draft: Draft, task: TaskRecord, call: Call) ->
     task_id = edits.new_id(draft)
     operation_id = derive_operation_id(edits.session.uid, task_id, call.operation_id)
     try:
-        pool = edits.tools.get(call.tool).pool
+        declared = edits.tools.get(call.tool)
     except UnknownToolError as exc:
         ended = unknown_tool(exc)
         edits.create(
@@ -52,18 +58,33 @@ def dispatch(edits: SessionEdits, draft: Draft, task: TaskRecord, call: Call) ->
     if len(encoded) > MAX_INLINE_JSON:
         arguments, blob_id = {}, draft.add_blob(encoded)
     intent = ToolCallIntent(
-        operation_id, edits.session_id, task_id, call.tool, pool, arguments, blob_id
+        operation_id, edits.session_id, task_id, call.tool, declared.pool, arguments, blob_id
     )
+    input_ = intent.task_input()
+    undo = frozen_undo(edits.kind(task), declared)
+    if undo is not None:
+        input_[COMPENSATE] = undo
     edits.create(
         draft,
         task_id=task_id,
         kind=TOOL_KIND,
         kind_version=1,
-        input=intent.task_input(),
+        input=input_,
         parent_id=task.id,
         status="waiting",
         operation_id=operation_id,
     )
     job = intent.job(compat=edits.compat, trace=current_carrier())
-    draft.add_outbox(edits.topology.hands_queue(pool), encode(job))
+    draft.add_outbox(edits.topology.hands_queue(declared.pool), encode(job))
     return task_id
+
+
+def frozen_undo(kind: TaskKind | None, declared: ToolDeclaration) -> str | bool | None:
+    """What a call of ``declared`` made by a task of ``kind`` keeps of its undo: the
+    compensating tool's name (the kind's, else the declaration's), True when the kind
+    derives the undo with a function (code, found in the kind when the call succeeds), or
+    None when the call has no undo."""
+    undo = kind.compensations.get(declared.name) if kind is not None else None
+    if undo is None:
+        return declared.compensate
+    return undo if isinstance(undo, str) else True

@@ -87,8 +87,8 @@ class RunSummary:
     commits: int = 0
     settled: list[str] = field(default_factory=list)
     next_wake: float | None = None
-    cancelled_calls: list[str] = field(default_factory=list)
-    """Operation ids of tool calls cancelled in this pass: Hands should hear of them."""
+    cancelled_calls: set[str] = field(default_factory=set)
+    """Operation ids of the tool calls this pass asked to stop: Hands should hear of them."""
     foreign: str | None = None
     """The session belongs to Brains of this other compatibility key: nothing was done."""
 
@@ -230,7 +230,7 @@ class SessionEdits:
 
     def settle(self, draft: Draft, task: TaskRecord, action: Settle) -> None:
         if action.notify_cancel and task.operation_id:
-            self.summary.cancelled_calls.append(task.operation_id)
+            self.summary.cancelled_calls.add(task.operation_id)
         self.end(draft, task, action, settle_changes(action))
 
     def end(self, draft: Draft, task: TaskRecord, action: Settle, changes: TaskChange) -> None:
@@ -255,6 +255,8 @@ class SessionEdits:
             child = self.rows[child_id]
             if not child.cancel_requested:
                 self.update(draft, child, cancel_requested=True)
+                if child.kind == TOOL_KIND and child.operation_id:  # it may wait for its call
+                    self.summary.cancelled_calls.add(child.operation_id)
 
     def block(self, draft: Draft, task: TaskRecord, reason: str) -> None:
         log.warning(

@@ -20,7 +20,7 @@
     ├── UnknownToolError            no tool of that name is registered in this worker
     ├── UnknownTaskKindError        no handler for that task kind/version in this build
     ├── InvalidRequest              a client's request is malformed (also a ValueError)
-    ├── DecisionRefused             a decision on an approval cannot count
+    ├── DecisionRefused             an approval's decision or a budget raise cannot count
     ├── SubmissionFailed            a submission a client waited for failed or was cancelled
     ├── AnswerTimeout               a client stopped waiting for an answer (also a TimeoutError)
     └── ToolError                   raised by tool code; carries its own retry behaviour
@@ -165,8 +165,9 @@ class InvalidRequest(BrainhandsError, ValueError):
 
 
 class DecisionRefused(BrainhandsError):
-    """A decision on an approval that cannot count: the call was already decided otherwise
-    (or expired), or is no longer pending."""
+    """An operator's decision that cannot count: on an approval, the call was already
+    decided otherwise (or expired), or is no longer pending; a budget raise while no run of
+    the session is stopped at its budget."""
 
 
 class AnswerTimeout(BrainhandsError, TimeoutError):

@@ -52,12 +52,21 @@ def signal_name(name: str, signal_id: str, *, decision: bool) -> str:
 
 BUDGET_SIGNAL = "brainhands.budget"
 """The signal a run stopped at its budget waits for: its payload raises the budget (the
-``BUDGET_LIMITS`` it names, in ``{"budget": {...}}``), and the run resumes. Its name is the
-runtime's own: a client sends it by raising a budget, never as a plain signal."""
+``BUDGET_LIMITS`` it names, in ``{"budget": {...}}``) for the stop it names (``"stop"``:
+``budget_stop_ref``), and the run resumes. Its name is the runtime's own: a client sends it
+by raising a budget, never as a plain signal."""
 
 BUDGET_STOP = "budget_stop"
 """The key, in the state of a task waiting for ``BUDGET_SIGNAL``, of why it stopped:
 ``{"limit", "budget", "used", "at"}`` (what the session's view shows)."""
+
+
+def budget_stop_ref(task_id: str, at: float) -> dict[str, Any]:
+    """What names one stop at a budget in the raise that lifts it: the stopped task and the
+    ``at`` of its ``BUDGET_STOP``. A raise lifts only the stop it names, so one sent for an
+    earlier stop (of the same run, or of a run before) never lifts a later one."""
+    return {"task_id": task_id, "at": at}
+
 
 BUDGET_LIMITS = ("tokens", "cost", "tool_calls", "seconds")
 """What a budget may limit: model tokens (input and output), model cost (in the unit of

@@ -340,10 +340,11 @@ def create_app(
 
     @app.post("/sessions/{session_id}/budget", tags=["budgets"], openapi_extra=needs("approve"))
     async def raise_budget(session_id: SessionId, body: BudgetRaise, request: Request) -> SignalOut:
-        """Raise the budget of the session's agent run: the limits named are set to the
-        values given, the others kept. A run stopped at its budget (``budget_exhausted``)
-        resumes; a raise sent while none is stopped is kept for the next stop. The same
-        ``raise_id`` twice is one raise."""
+        """Raise the budget of the session's agent run stopped at it (``budget_exhausted``):
+        the limits named are set to the values given, the others kept, and the run resumes.
+        409 when no run of the session is stopped at its budget: a raise lifts the stop it
+        was sent for and is never kept for a later one. The same ``raise_id`` twice is one
+        raise."""
         who = caller(request)
         receipt = await client.raise_budget(
             await known.existing(who.tenant, session_id),

@@ -39,7 +39,11 @@ PROBLEMS: dict[int | str, dict[str, Any]] = {
         (401, "no API key, or an unknown, revoked or malformed one"),
         (403, "the key lacks the scope this needs, or the request's Host is not served"),
         (404, "no such session, submission or approval (for this key's tenant)"),
-        (409, "the call was already decided otherwise, or is no longer pending"),
+        (
+            409,
+            "the call was already decided otherwise, or is no longer pending; or no run of "
+            "the session is stopped at its budget",
+        ),
         (413, "the request body is larger than the configured limit"),
         (422, "malformed JSON, unknown fields or invalid values"),
         (429, "the key is over its request rate or its open streams (see Retry-After)"),

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from datetime import UTC, datetime
 
 from brainhands.client.approvals import ALL, Decision
 from brainhands.client.direct import Client
 from brainhands.shared.config import CommonSettings, load_settings
-from brainhands.shared.errors import ConfigurationError
+from brainhands.shared.errors import ConfigurationError, DecisionRefused
 from brainhands.shared.tenancy import check_tenant
 from brainhands.shared.vocabulary import BUDGET_LIMITS, Verdict
 
@@ -41,7 +42,11 @@ async def signal(args: argparse.Namespace) -> int:
 async def raise_budget(args: argparse.Namespace) -> int:
     limits = {n: getattr(args, n) for n in BUDGET_LIMITS if getattr(args, n) is not None}
     async with await Client.from_settings(settings_for(args)) as client:
-        receipt = await client.raise_budget(args.session, raise_id=args.id, **limits)
+        try:
+            receipt = await client.raise_budget(args.session, raise_id=args.id, **limits)
+        except DecisionRefused as exc:
+            print(f"session {args.session}: {exc}; nothing raised", file=sys.stderr)
+            return 1
     seen = "sent" if receipt.created else "already sent earlier: counted once"
     print(f"budget of session {args.session} raised to {json.dumps(limits)}: {seen}")
     return 0

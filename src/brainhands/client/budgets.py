@@ -3,9 +3,10 @@ spent, and raising a budget so the run goes on.
 
 A run over its budget waits, durably, for the signal ``BUDGET_SIGNAL`` (``brain.budget``),
 the reason in its state (``BUDGET_STOP``). A raise is that signal, put in the session's
-inbox with the session's wake-up: the run resumes under the raised limits, or, if they
-still do not cover what it has spent, stops again. A raise sent while no run is stopped is
-kept, and applied at the next stop.
+inbox with the session's wake-up, naming the stop it lifts: the run resumes under the
+raised limits, or, if they still do not cover what it has spent, stops again. A raise is
+refused while no run of the session is stopped (``DecisionRefused``), and one that reaches
+a later stop than the one it named lifts nothing: a raise is never kept for another stop.
 """
 
 from __future__ import annotations
@@ -16,9 +17,17 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from brainhands.shared.errors import InvalidRequest
-from brainhands.shared.store import EntryRecord, InboxReceipt, OutboxMessage, Store, TaskRecord
-from brainhands.shared.vocabulary import BUDGET_SIGNAL, BUDGET_STOP, check_budget
+from brainhands.shared.errors import DecisionRefused, InvalidRequest
+from brainhands.shared.store import (
+    CHECKPOINT_KIND,
+    EntryRecord,
+    InboxReceipt,
+    InboxRecord,
+    OutboxMessage,
+    Store,
+    TaskRecord,
+)
+from brainhands.shared.vocabulary import BUDGET_SIGNAL, BUDGET_STOP, budget_stop_ref, check_budget
 
 
 @dataclass(frozen=True)
@@ -49,11 +58,12 @@ def budget_stop_of(tasks: Iterable[TaskRecord]) -> BudgetStop | None:
 
 
 def session_usage(entries: Iterable[EntryRecord]) -> dict[str, float]:
-    """What a session's model answers spent, added up from the usage each ``model`` entry
-    was recorded with (answers recorded before budgets count none)."""
+    """What a session's model calls spent, added up from the usage each ``model`` entry was
+    recorded with, and each checkpoint whose summary a model wrote (answers recorded before
+    budgets count none)."""
     total: dict[str, float] = {}
     for entry in entries:
-        usage = entry.body.get("usage") if entry.kind == "model" else None
+        usage = entry.body.get("usage") if entry.kind in ("model", CHECKPOINT_KIND) else None
         for name, value in (usage or {}).items():
             total[name] = total.get(name, 0) + value
     return total
@@ -74,17 +84,32 @@ async def raise_budget(
     store: Store,
     session_id: str,
     limits: dict[str, Any],
-    wake: Callable[[str], OutboxMessage],
+    wake: Callable[[str], OutboxMessage] | None,
     principal: str,
     raise_id: str | None = None,
 ) -> InboxReceipt:
-    """Send the raise of ``limits`` (the new values of the limits it names) to the session
-    of store key ``session_id``, recorded as made by ``principal``; the same ``raise_id``
-    twice is one raise. ``InvalidRequest`` for limits that are no budget, or none."""
+    """Send the raise of ``limits`` (the new values of the limits it names) to the run of
+    the session of store key ``session_id`` stopped at its budget, naming that stop,
+    recorded as made by ``principal``, with the session's wake-up (``wake``; None: the
+    caller runs the session). The same ``raise_id`` twice is one raise (sent again once the
+    run went on, it is answered as sent before). ``InvalidRequest`` for limits that are no
+    budget, or none; ``DecisionRefused`` when no run of the session is stopped at its
+    budget."""
     checked = check_budget(limits)
     if not checked:
         raise InvalidRequest("a raise names at least one limit")
-    payload = {"budget": checked, "by": principal, "at": time.time()}
+    stop = budget_stop_of((await store.load(session_id)).open_tasks)
+    if stop is None:
+        earlier = await _raise_sent(store, session_id, raise_id)
+        if earlier is not None:
+            return InboxReceipt(earlier, created=False)
+        raise DecisionRefused("no run of this session is stopped at its budget")
+    payload = {
+        "budget": checked,
+        "stop": budget_stop_ref(stop.task_id, stop.since),
+        "by": principal,
+        "at": time.time(),
+    }
     return await store.inbox.send_signal(
         session_id=session_id,
         name=BUDGET_SIGNAL,
@@ -93,3 +118,11 @@ async def raise_budget(
         wake=wake,
         sender=principal,
     )
+
+
+async def _raise_sent(store: Store, session_id: str, raise_id: str | None) -> InboxRecord | None:
+    """The raise sent to the session under ``raise_id`` before, if any."""
+    if raise_id is None:
+        return None
+    sent = await store.inbox.of_session(session_id)
+    return next((r for r in sent if r.name == BUDGET_SIGNAL and r.key == raise_id), None)

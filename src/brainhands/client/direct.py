@@ -372,7 +372,8 @@ class Client:
     ) -> InboxReceipt:
         """Raise the budget of ``session_id``'s run (``tokens=``, ``cost=``, ``tool_calls=``,
         ``seconds=``: the new limits): a run stopped at it resumes. The same ``raise_id``
-        twice is one raise; one sent while no run is stopped is kept for the next stop."""
+        twice is one raise. A raise lifts only the stop it was sent for; one sent while no run
+        is stopped is refused (``DecisionRefused``)."""
         key = self.key(session_id)
         who, wake = principal or self.principal, self._wake(key, "budget")
         receipt = await raise_budget(self.store, key, limits, wake, who, raise_id)

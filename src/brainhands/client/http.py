@@ -152,7 +152,8 @@ class HttpClient:
     ) -> bool:
         """Raise the budget of the session's agent run (``tokens=``, ``cost=``,
         ``tool_calls=``, ``seconds=``): a run stopped at it resumes. Returns whether the
-        raise is new (the same ``raise_id`` counts once)."""
+        raise is new (the same ``raise_id`` counts once); ``DecisionRefused`` (409) when no
+        run of the session is stopped at its budget."""
         body = {**limits, "raise_id": raise_id}
         sent = await self._call("POST", f"/sessions/{session_id}/budget", json=body)
         return bool(sent["created"])
