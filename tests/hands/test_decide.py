@@ -14,6 +14,7 @@ from brainhands.hands.decide import (
     after_query,
     interruption_error,
     judge_failure,
+    lease_lasts,
     marks_started,
     next_step,
     retry_or_fail,
@@ -257,3 +258,14 @@ def test_what_counts_as_interrupted() -> None:
     assert not was_interrupted("intended", "unsafe", claimed_before=True)
     assert not was_interrupted("intended", "safe", claimed_before=False)
     assert not was_interrupted("succeeded", "safe", claimed_before=True)
+
+
+def test_an_unmarked_call_goes_out_only_while_its_lease_lasts_with_a_margin() -> None:
+    # Renewed at 100 with a 10 s TTL: held until 110 by the local clock, a 1 s margin kept.
+    expires_at, ttl = 110.0, 10.0
+    assert lease_lasts(expires_at, ttl, now=100.0)  # just renewed
+    assert lease_lasts(expires_at, ttl, now=108.9)
+    assert not lease_lasts(expires_at, ttl, now=109.0)  # the margin is not enough
+    assert not lease_lasts(expires_at, ttl, now=125.0)  # paused past its TTL
+    # A healthy holder renews every quarter TTL: its checks have three quarters to spare.
+    assert lease_lasts(expires_at, ttl, now=100.0 + ttl / 4)

@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
+import time
+
+import pytest
 from pydantic import BaseModel
+from redis.asyncio import Redis
 
 from brainhands.hands.context import ToolContext
-from brainhands.hands.running import RunningCall, RunningCalls
+from brainhands.hands.running import RunningCall, RunningCalls, vouch_for_lease
+from brainhands.shared.errors import LeaseLost
+from brainhands.shared.keys import Keys, operation_resource
+from brainhands.shared.lease import LeaseManager
 from brainhands.shared.messages import ToolJob
 from brainhands.shared.tools import declare
 
@@ -82,3 +90,31 @@ def test_a_notice_stops_only_its_own_call_and_shutdown_stops_all() -> None:
         assert (first.is_set(), second.is_set()) == (False, True)
         running.cancel_all()
         assert first.is_set()
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(20)
+async def test_a_holder_stalled_past_its_ttl_is_refused_before_the_renewer_hears_of_it(
+    redis_url: str, namespace: str
+) -> None:
+    # A pause the body wakes from first: the loop stalls (as under SIGSTOP) with the body
+    # ready to run, so the renewer's expiry timer has not fired when it checks its lease.
+    redis = Redis.from_url(redis_url)
+    try:
+        manager = LeaseManager(redis, Keys(namespace), ttl_ms=1000)
+        lease = await manager.acquire(operation_resource("op-stall"))
+        assert lease is not None
+        holding = manager.hold(lease)
+        with pytest.raises(LeaseLost, match="local clock"):
+            async with holding:
+                vouch_for_lease(holding)  # fresh: the call may go out
+                await asyncio.sleep(1.5)  # past the first TTL: it counts from the renewals
+                vouch_for_lease(holding)
+                time.sleep(1.2)  # noqa: ASYNC251 -- stalled past the TTL, no await between
+                vouch_for_lease(holding)
+        # Redis let the lease go meanwhile: another holder could have it.
+        assert await manager.acquire(lease.resource) is not None
+    finally:
+        async for key in redis.scan_iter(match=f"{namespace}:*"):
+            await redis.delete(key)
+        await redis.aclose()

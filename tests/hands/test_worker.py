@@ -9,6 +9,8 @@ import signal
 import pytest
 from sqlalchemy import insert, update
 
+from brainhands.shared.calls import ToolCallIntent
+from brainhands.shared.messages import ToolJob
 from brainhands.shared.store import schema
 from brainhands.shared.store.records import TaskRecord
 from tests.helpers.harness import HandsHarness
@@ -198,6 +200,57 @@ async def test_a_running_call_hears_of_its_cancel_from_the_store_without_a_notic
     # The Brain committed the cancel and died before any notice went out: the store says so.
     hands.start_worker()
     job = hands.job("wait_for_cancel", {})
+    await add_tool_task(hands, job)
+    await hands.publish(job)
+
+    # A safe call commits no started mark: the worker's log says when it goes out.
+    worker = hands.workers[0]
+    await eventually(lambda: '"event": "started"' in hands.log(worker), what="the call to start")
+    await commit_cancel(hands, job)
+
+    op = await hands.outcome(job.operation_id, within=15)
+
+    assert op.result == {"stopped_by_cancel": True}  # told, and it stopped: its real outcome
+    assert '"cancel found in the store"' in hands.log(hands.workers[0])
+
+
+async def test_a_cancel_committed_during_an_interruption_backoff_stops_the_call(
+    hands: HandsHarness,
+) -> None:
+    # An earlier holder claimed the call and died four times: the next run waits 4 s first
+    # (send_safe's 0.25 s backoff, doubled per interruption), long after the claim read
+    # that no cancel was requested.
+    job = hands.job("send_safe", {"to": "gil@example.com"})
+    await add_tool_task(hands, job)
+    await claimed_and_interrupted(hands, job, 4)
+    worker = hands.start_worker()
+    await hands.publish(job)
+    await eventually(lambda: '"event": "rerun"' in hands.log(worker), what="the backoff to start")
+    assert '"delay": 4.0' in hands.log(worker)
+
+    await commit_cancel(hands, job)  # no notice: only the store says so
+
+    op = await hands.outcome(job.operation_id, within=20)
+    assert (op.status, op.error["type"]) == ("cancelled", "Cancelled")
+    assert not await hands.service_has(job.operation_id)  # the email never went out
+    assert '"event": "started"' not in hands.log(worker)
+
+
+async def claimed_and_interrupted(hands: HandsHarness, job: ToolJob, interruptions: int) -> None:
+    """The job's call as an earlier holder left it: claimed (fence 1), ``interruptions``
+    times cut short by its workers' deaths, never recorded."""
+    intent = ToolCallIntent.of_job(job).operation_columns()
+    await hands.ledger.claim(job.operation_id, 1, intent=intent)
+    async with hands.store.backend.engine.begin() as conn:
+        await conn.execute(
+            update(schema.operation)
+            .where(schema.operation.c.operation_id == job.operation_id)
+            .values(interruptions=interruptions)
+        )
+
+
+async def add_tool_task(hands: HandsHarness, job: ToolJob) -> None:
+    """The tool task the job is for, as a Brain would have committed it."""
     await hands.store.create_session(job.session_id, compat="v1")
     task = TaskRecord.new(
         id=job.task_id,
@@ -209,17 +262,11 @@ async def test_a_running_call_hears_of_its_cancel_from_the_store_without_a_notic
     )
     async with hands.store.backend.engine.begin() as conn:
         await conn.execute(insert(schema.task).values(**dataclasses.asdict(task)))
-    await hands.publish(job)
 
-    # A safe call commits no started mark: the worker's log says when it goes out.
-    worker = hands.workers[0]
-    await eventually(lambda: '"event": "started"' in hands.log(worker), what="the call to start")
+
+async def commit_cancel(hands: HandsHarness, job: ToolJob) -> None:
+    """The Brain's cancel of the job's task, committed (no notice sent)."""
     async with hands.store.backend.engine.begin() as conn:
         await conn.execute(
             update(schema.task).where(schema.task.c.id == job.task_id).values(cancel_requested=True)
         )
-
-    op = await hands.outcome(job.operation_id, within=15)
-
-    assert op.result == {"stopped_by_cancel": True}  # told, and it stopped: its real outcome
-    assert '"cancel found in the store"' in hands.log(hands.workers[0])

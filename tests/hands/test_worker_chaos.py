@@ -9,6 +9,7 @@ import signal
 
 import pytest
 
+from tests.hands.test_worker import claimed_and_interrupted
 from tests.helpers.harness import HandsHarness
 from tests.helpers.polling import eventually
 
@@ -104,6 +105,36 @@ async def test_frozen_worker_is_superseded_and_cannot_record(hands: HandsHarness
     [sent] = (await hands.email.ledger())["sends"]
     assert sent["attempts"] == 2  # both calls carried the same key: one email
     assert successor.poll() is None
+
+
+async def test_a_worker_frozen_in_its_backoff_wakes_superseded_and_does_not_call(
+    hands: HandsHarness,
+) -> None:
+    # An earlier holder claimed the call and died three times: the next holder waits 2 s
+    # before it runs it again, with no fenced write left between that wait and the call.
+    job = hands.job("send_safe", {"to": "hal@example.com"})
+    await claimed_and_interrupted(hands, job, 3)
+    frozen = hands.start_worker(concurrency=1)
+    await hands.publish(job)
+    await eventually(lambda: '"event": "rerun"' in hands.log(frozen), what="its backoff")
+    frozen.send_signal(signal.SIGSTOP)
+    await asyncio.sleep(hands.lease_ttl_ms / 1000 + 0.5)  # its lease and its backoff run out
+    successor = hands.start_worker()
+    await hands.publish(job)  # the sweeper's re-dispatch, as a duplicate job
+    await eventually(lambda: '"event": "rerun"' in hands.log(successor), what="the takeover")
+
+    frozen.send_signal(signal.SIGCONT)  # wakes with its backoff over, its lease another's
+    await eventually(
+        lambda: '"event": "lease_lost"' in hands.log(frozen),
+        within=20,
+        what="the frozen worker to find its lease gone",
+    )
+    op = await hands.outcome(job.operation_id)
+
+    assert '"event": "started"' not in hands.log(frozen)  # it never made the call
+    assert (op.status, op.interruptions) == ("succeeded", 5)
+    [sent] = (await hands.email.ledger())["sends"]
+    assert sent["attempts"] == 1  # one call at the service, the successor's
 
 
 async def test_a_burst_of_500_jobs_across_3_workers_sends_each_email_once(

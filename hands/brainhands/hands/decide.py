@@ -32,6 +32,23 @@ def marks_started(policy: ReplayPolicy) -> bool:
     return policy == "unsafe"
 
 
+LEASE_MARGIN = 0.1
+"""The share of its TTL a lease must still have when a call with no started mark goes out:
+room for the request to leave before the lease could be another holder's."""
+
+
+def lease_lasts(expires_at: float, ttl: float, *, now: float) -> bool:
+    """Whether a lease known to be held until ``expires_at`` (TTL ``ttl`` seconds; both by
+    the monotonic clock) is still held at ``now`` with ``LEASE_MARGIN`` to spare.
+
+    A call with no started mark has no fenced write between the claim and the tool, and
+    the claim may be long past (a query, a backoff): a holder paused past its TTL meanwhile
+    may have been superseded by one that asked, found nothing and ran the call, so it must
+    not send too. A healthy holder renews every quarter TTL and keeps three quarters left.
+    """
+    return now < expires_at - ttl * LEASE_MARGIN
+
+
 def next_step(
     status: OperationStatus,
     policy: ReplayPolicy,

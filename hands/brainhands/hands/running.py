@@ -6,14 +6,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from pydantic import BaseModel
 
 from brainhands.hands.context import ToolContext
-from brainhands.shared.errors import BrainhandsError
+from brainhands.hands.decide import lease_lasts
+from brainhands.shared.errors import BrainhandsError, LeaseLost
+from brainhands.shared.lease import Lease
 from brainhands.shared.messages import LiveNote, ToolJob
+from brainhands.shared.renewal import Holding
 from brainhands.shared.store import OperationLedger
 from brainhands.shared.tools import ToolSpec
 
@@ -53,6 +57,15 @@ class RunningCall(HeldJob):
             cancel=cancel,
             live=live,
         )
+
+
+def vouch_for_lease(holding: Holding[Lease]) -> None:
+    """Raise ``LeaseLost`` unless the held lease still lasts by the local clock
+    (``decide.lease_lasts``): the check before a call with no started mark goes out, as no
+    fenced write stands between its claim and the tool."""
+    lease = holding.lease
+    if not lease_lasts(holding.expires_at, lease.ttl_ms / 1000, now=time.monotonic()):
+        raise LeaseLost(lease.resource, "too little of its TTL left by the local clock to call")
 
 
 class RunningCalls:

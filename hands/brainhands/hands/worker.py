@@ -33,7 +33,7 @@ from brainhands.hands.decide import (
     was_interrupted,
 )
 from brainhands.hands.outcomes import Outcomes
-from brainhands.hands.running import HeldJob, RunningCall, RunningCalls
+from brainhands.hands.running import HeldJob, RunningCall, RunningCalls, vouch_for_lease
 from brainhands.shared import metrics
 from brainhands.shared.broker import Broker
 from brainhands.shared.calls import ToolCallIntent
@@ -55,6 +55,7 @@ from brainhands.shared.messages import (
     Message,
     ToolJob,
 )
+from brainhands.shared.renewal import Holding
 from brainhands.shared.settlement import judge_delivery, misplaced, settle
 from brainhands.shared.store import (
     OperationClaim,
@@ -175,8 +176,9 @@ class HandsWorker:
         ``delivered_before``: the job may have reached a worker before (``Delivery``)."""
         final: int | None = None
         try:
-            async with self.leases.hold(lease):
-                await self._process(held, claim, delivered_before)
+            holding = self.leases.hold(lease)
+            async with holding:
+                await self._process(held, claim, delivered_before, holding)
             final = lease.token  # every way through ends with the outcome committed
         except LeaseLost as exc:
             metrics.LEASE_LOST.inc()
@@ -222,7 +224,13 @@ class HandsWorker:
                 return lease
             await asyncio.sleep(self.leases.ttl_ms / 5000)
 
-    async def _process(self, held: HeldJob, claim: OperationClaim, delivered_before: bool) -> None:
+    async def _process(
+        self,
+        held: HeldJob,
+        claim: OperationClaim,
+        delivered_before: bool,
+        holding: Holding[Lease],
+    ) -> None:
         job, op = held.job, claim.operation
         try:
             spec = self.registry.get(job.tool)
@@ -248,7 +256,8 @@ class HandsWorker:
         )
         # The attempt an earlier holder made with no started mark is not counted yet.
         unmarked = interrupted and op.status != "started"
-        if step.action == "query":
+        queried = step.action == "query"
+        if queried:
             made = op.status != "started"  # the attempt the query finds, if it finds one
             if await self._found_by_query(call, op.attempts + made, attempted=made):
                 return
@@ -298,7 +307,11 @@ class HandsWorker:
         if step.delay:
             await asyncio.sleep(step.delay)
         interruptions = op.interruptions + (step.action == "rerun")
-        await self._run(call, attempts, interruptions, cancel_requested=claim.cancel_requested)
+        # What the claim read of the cancel is stale once anything ran since (a query, the
+        # retry's write, a backoff): a cancel committed meanwhile must still stop the call.
+        fresh = not queried and step.action == "run" and not step.delay
+        cancel_requested = claim.cancel_requested if fresh else None
+        await self._run(call, attempts, interruptions, holding, cancel_requested=cancel_requested)
 
     async def _arguments(self, job: ToolJob) -> Any:
         """The job's arguments, read from their blob when they travel by reference."""
@@ -307,19 +320,26 @@ class HandsWorker:
         return json.loads(await self.ledger.read_blob(job.arguments_blob_id))
 
     async def _run(
-        self, call: RunningCall, attempts: int, interruptions: int, *, cancel_requested: bool
+        self,
+        call: RunningCall,
+        attempts: int,
+        interruptions: int,
+        holding: Holding[Lease],
+        *,
+        cancel_requested: bool | None,
     ) -> None:
         """Call the tool; each failure is judged by the tool's replay and retry policies.
 
         ``attempts`` and ``interruptions`` are the row's counts so far; ``cancel_requested``
-        is what the claim read of the call's cancel, checked before the first attempt of a
-        call with no started mark (each later one reads it again)."""
+        is what the claim read of the call's cancel while still current, checked before the
+        first attempt of a call with no started mark; None: read it again (as before each
+        later attempt). Such a call goes out only while its lease lasts by the local clock
+        (``vouch_for_lease``): no fenced write comes between its claim and the tool."""
         job, spec = call.job, call.spec
         unmarked = not marks_started(spec.policy)
-        first = True
         while True:
             if unmarked:
-                if not first:
+                if cancel_requested is None:
                     cancel_requested = job.task_id in await self.ledger.cancelled_tasks(
                         [job.task_id]
                     )
@@ -335,7 +355,8 @@ class HandsWorker:
                 error = {"type": "Cancelled", "message": "cancelled before the call went out"}
                 await self._outcomes.record(call, "cancelled", error=error)
                 return
-            first = False
+            if unmarked:
+                vouch_for_lease(holding)
             log.info(
                 "started",
                 extra={
@@ -394,6 +415,7 @@ class HandsWorker:
                     "error": verdict.error,
                 },
             )
+            cancel_requested = None  # read again before the next attempt
             await asyncio.sleep(verdict.delay)
 
     async def _found_by_query(self, call: RunningCall, attempt: int, *, attempted: bool) -> bool:

@@ -47,7 +47,7 @@ from brainhands.shared.errors import (
     StoreWentBack,
 )
 from brainhands.shared.keys import Keys
-from brainhands.shared.renewal import Renewer
+from brainhands.shared.renewal import Holding, Renewer
 from brainhands.shared.witness import declare_went_back, read_evidence, went_back
 
 COUNTER_TTL_MS = 7 * 24 * 3600 * 1000
@@ -298,7 +298,7 @@ class LeaseManager:
         except (RedisError, OSError) as exc:
             raise LeaseBackendError(f"Redis failed setting the went-back flag: {exc!r}") from exc
 
-    def hold(self, lease: Lease) -> contextlib.AbstractAsyncContextManager[Lease]:
+    def hold(self, lease: Lease) -> Holding[Lease]:
         """Keep ``lease`` alive while the body of ``async with`` runs.
 
         The manager's renewer extends it every ``renew_every`` seconds, counted from the
@@ -307,7 +307,7 @@ class LeaseManager:
         local clock (the process was paused, Redis did not answer), the body is cancelled
         and ``LeaseLost`` raised out of the ``async with``. A cancellation from elsewhere
         propagates unchanged. Leaving the block stops renewing but does not release the
-        lease.
+        lease. Inside it, ``Holding.expires_at`` says until when the lease is known held.
         """
         return self._renewer.hold(lease)
 

@@ -90,9 +90,9 @@ class Renewer(Generic[L]):
         self._task: asyncio.Task[None] | None = None
         self._running = False
 
-    def hold(self, lease: L) -> contextlib.AbstractAsyncContextManager[L]:
+    def hold(self, lease: L) -> Holding[L]:
         """Keep ``lease`` alive while the body of ``async with`` runs (``LeaseManager.hold``)."""
-        return _Hold(self, lease)
+        return Holding(self, lease)
 
     def track(self, held: _Held[L]) -> None:
         self._held.add(held)
@@ -208,13 +208,26 @@ class Renewer(Generic[L]):
         held.body.cancel(f"lease on {held.lease.resource} lost: {reason}")
 
 
-class _Hold(Generic[L]):
+class Holding(Generic[L]):
     """The ``async with`` of ``LeaseManager.hold``: has the lease renewed, and the body
-    stopped on loss."""
+    stopped on loss. Inside it, ``expires_at`` says how long the lease is known to be held."""
 
     def __init__(self, renewer: Renewer[L], lease: L) -> None:
         self._renewer = renewer
         self._lease = lease
+
+    @property
+    def lease(self) -> L:
+        """The lease held."""
+        return self._lease
+
+    @property
+    def expires_at(self) -> float:
+        """``time.monotonic()`` at which the lease runs out unless a renewal is confirmed
+        first: one TTL after the last confirmed request was sent. A body about to act where
+        no fence guards it reads it rather than trust that the expiry timer ran first: after
+        a pause, a body that became ready before the pause runs before that timer."""
+        return self._held.expires_at
 
     async def __aenter__(self) -> L:
         body = asyncio.current_task()
