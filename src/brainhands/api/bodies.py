@@ -9,6 +9,7 @@ from fastapi import Path, Query
 from pydantic import BaseModel, ConfigDict, Field
 
 from brainhands.api.stream_tokens import TTL_DEFAULT, TTL_MAX
+from brainhands.shared.vocabulary import BUDGET_LIMITS
 
 NAME = r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$"
 """Ids and names a client chooses: 1 to 128 plain characters."""
@@ -51,7 +52,17 @@ class BudgetLimits(Closed):
     """Wall-clock seconds since the run began."""
 
 
+def _names_a_limit(schema: dict[str, Any]) -> None:
+    """What the route refuses, the document forbids: a raise names one limit at least, as a
+    number (not null)."""
+    schema["anyOf"] = [
+        {"required": [limit], "properties": {limit: {"type": "number"}}} for limit in BUDGET_LIMITS
+    ]
+
+
 class BudgetRaise(BudgetLimits):
+    model_config = ConfigDict(json_schema_extra=_names_a_limit)
+
     raise_id: str | None = Field(default=None, pattern=NAME)
     """The same id twice is one raise (default: a random one)."""
 
