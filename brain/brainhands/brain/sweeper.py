@@ -48,7 +48,12 @@ from brainhands.shared import metrics
 from brainhands.shared.broker import Broker
 from brainhands.shared.calls import ToolCallIntent
 from brainhands.shared.delivery import REPUBLISHED_HEADER
-from brainhands.shared.errors import BrainhandsError, BrokerError, UnroutableMessage
+from brainhands.shared.errors import (
+    BrainhandsError,
+    BrokerError,
+    StoreWentBack,
+    UnroutableMessage,
+)
 from brainhands.shared.keys import SWEEPER_RESOURCE, operation_resource, session_resource
 from brainhands.shared.lease import Lease, LeaseManager
 from brainhands.shared.messages import SessionWake, ToolJob
@@ -200,10 +205,11 @@ class Sweeper:
                 try:
                     if await self._hold():
                         if finding := await self.leases.store_went_back():
-                            # Its re-sends would only be held, but its webhooks would go out.
-                            log.warning("not sweeping: %s", finding, extra={"event": "sweep_held"})
-                        else:
-                            await self.sweep_once()
+                            raise finding
+                        await self.sweep_once()
+                except StoreWentBack as exc:
+                    # Its re-sends would only be held, but its webhooks would go out.
+                    log.warning("not sweeping: %s", exc, extra={"event": "sweep_held"})
                 except BrainhandsError as exc:
                     log.warning("sweep failed: %s", exc, extra={"event": "sweep_error"})
                 except Exception:
