@@ -76,6 +76,10 @@ is the measure of the run's noise. ``--rounds N`` repeats both passes N times, a
 their order (before, after, after, before, ...) so that a machine whose speed drifts during
 the run weighs on both alike, and compares the medians.
 
+``--queue-type classic`` runs the Brains, the Hands and the floor on classic queues (the
+default: quorum); ``--versus-classic`` measures this tree on quorum queues, then on classic
+ones, the same way (``--rounds N``; the floor, on the pass's queues, moves with them).
+
 Targets: round trip p50 <= 2x the floor's; throughput not less than 0.5x Celery's (no-op, as it
 comes) and 2x DBOS's best (direct or queue; the fan-out row against DBOS's fan-out). Ours does
 far more per call (durable commits on both sides, leases, fences, outbox relays), so the
@@ -85,7 +89,7 @@ part 3 by ``bench/roundtrip_floor.py``, part 4 by ``bench/roundtrip_celery.py``,
 
     .venv/bin/python -m bench.roundtrip [--sessions S] [--burst S2] [--fanout-burst S3]
         [--floor F] [--celery-burst N] [--dbos-burst N] [--no-celery] [--no-dbos]
-        [--no-counts] [--before REF [--rounds N]]
+        [--no-counts] [--queue-type T] [--before REF | --versus-classic [--rounds N]]
 """
 
 from __future__ import annotations
@@ -98,6 +102,7 @@ import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import get_args
 
 import asyncpg
 
@@ -120,7 +125,14 @@ from bench.roundtrip_agents import COMPAT, FANOUT, FANOUT_AGENT
 from bench.roundtrip_before import check_code, compare
 from bench.roundtrip_celery import CeleryResult, bench_celery
 from bench.roundtrip_costs import new_meter, print_costs
-from bench.roundtrip_counts import TAIL, Counts, amqp_counting, part_end, take
+from bench.roundtrip_counts import (
+    TAIL,
+    Counts,
+    amqp_counting,
+    part_end,
+    statements_per,
+    take,
+)
 from bench.roundtrip_dbos import DbosResult, bench_dbos
 from bench.roundtrip_floor import (
     FLOOR_PROCESSES,
@@ -147,7 +159,7 @@ from bench.roundtrip_sessions import (
 from bench.roundtrip_tools import POOL
 from brainhands.shared.broker import Broker
 from brainhands.shared.relay import OutboxRelay
-from brainhands.shared.topology import Topology
+from brainhands.shared.topology import QueueType, Topology
 
 TARGET_FLOOR_RATIO = 2.0
 TARGET_BURST_P99 = 0.5
@@ -187,6 +199,8 @@ class Results:
     burst_counts: Counts | None = None
     fanout_counts: Counts | None = None
     """What each part asked of the store, the broker and Redis (None: not counted)."""
+    serial_statements: list[tuple[float, str]] = field(default_factory=list)
+    """With ``--statements``: each statement's calls per serial session, most first."""
 
     @property
     def serial_p50(self) -> float:
@@ -222,10 +236,12 @@ async def bench_ours(
     logs: Path,
     results: Results,
     code: Path = ROOT,
+    queue_type: QueueType = "quorum",
 ) -> None:
-    """Parts 1 to 3, the Brains and Hands running the code of the tree ``code``."""
+    """Parts 1 to 3, the Brains and Hands running the code of the tree ``code`` on
+    ``queue_type`` queues."""
     dsn = asyncpg_dsn(args.database_url)
-    topology = Topology(namespace)
+    topology = Topology(namespace, queue_type=queue_type)
     async with contextlib.AsyncExitStack() as stack:
         store = await open_store(args.database_url, schema)
         stack.push_async_callback(store.close)
@@ -234,7 +250,9 @@ async def bench_ours(
         floor_store = await open_store(args.database_url, floor_schema(schema))
         await floor_store.close()
         counted = args.servers is not None and code == ROOT
-        env = worker_env(args, namespace, schema, args.concurrency)
+        env = worker_env(
+            args, namespace, schema, args.concurrency, BRAINHANDS_QUEUE_TYPE=queue_type
+        )
         module = "bench.roundtrip_counted" if counted else "brainhands"
         workers = stack.enter_context(Workers(env, logs, code=code, module=module))
         check_code(workers.env, code)
@@ -268,11 +286,15 @@ async def bench_ours(
                 warm = session_ids("warm", args.warmup)
                 await serial_sessions(store, db, topology, workers, warm, args.timeout)
                 ids = session_ids("rt", args.sessions)
+                texts = await meter.by_statement() if meter and args.statements else {}
                 cpu, counts = workers.cpu(), await take(meter, workers)
                 await serial_sessions(store, db, topology, workers, ids, args.timeout)
                 await asyncio.sleep(TAIL)
                 results.serial_cpu = cpu_per_session(cpu, workers.cpu(), len(ids))
                 results.serial_counts = await part_end(meter, workers, counts)
+                if texts and meter is not None:
+                    after = await meter.by_statement()
+                    results.serial_statements = statements_per(texts, after, len(ids))
                 print(f"3. floor: {args.floor - half} more serial round trips", flush=True)
                 await floor.run(args.floor - half)
             print(
@@ -280,7 +302,9 @@ async def bench_ours(
                 f"at once in {FLOOR_PROCESSES} processes",
                 flush=True,
             )
-            lanes = await floor_throughput(args, namespace, dsn, floor_schema(schema))
+            lanes = await floor_throughput(
+                args, namespace, dsn, floor_schema(schema), queue_type=queue_type
+            )
             results.floor_rate, results.floor_cpu = lanes.rate, lanes.cpu
             start_brain_and_hands(workers)
             await workers.wait_consuming()
@@ -739,11 +763,27 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "tree's, and compare",
     )
     parser.add_argument(
+        "--statements",
+        action="store_true",
+        help="with the counts: list the store's statements per serial session, most first",
+    )
+    parser.add_argument(
+        "--queue-type",
+        choices=get_args(QueueType),
+        default="quorum",
+        help="the RabbitMQ queues of the Brains and Hands (the floor's are quorum queues)",
+    )
+    parser.add_argument(
+        "--versus-classic",
+        action="store_true",
+        help="measure parts 1 to 3 on quorum queues, then on classic ones, and compare",
+    )
+    parser.add_argument(
         "--rounds",
         type=int,
         default=1,
-        help="with --before: measure both trees this many times, alternating (before, after, "
-        "after, before, ...), and compare the medians",
+        help="with --before or --versus-classic: measure both sides this many times, "
+        "alternating (before, after, after, before, ...), and compare the medians",
     )
     add_service_urls(parser, "postgres", "rabbitmq", "redis")
     args = parser.parse_args(argv)
@@ -751,19 +791,23 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     counts += [args.dbos_serial, args.dbos_burst]
     if args.floor_burst < args.floor_lanes:
         parser.error("--floor-burst must be at least --floor-lanes (a round trip per lane)")
+    if args.before and args.versus_classic:
+        parser.error("--before and --versus-classic compare different things: pick one")
     if min(*counts, args.celery_concurrency, args.rounds) < 1 or args.floor < 2 or args.warmup < 0:
         parser.error("counts must be positive (--floor at least 2), --warmup not negative")
     return args
 
 
-async def measure(args: argparse.Namespace, logs: Path, code: Path) -> Results:
-    """Parts 1 to 3 with the Brains and Hands of the tree ``code``, in a namespace and schema
-    of their own, removed after."""
+async def measure(
+    args: argparse.Namespace, logs: Path, code: Path, queue_type: QueueType
+) -> Results:
+    """Parts 1 to 3 with the Brains and Hands of the tree ``code`` on ``queue_type`` queues,
+    in a namespace and schema of their own, removed after."""
     _, namespace, schema = run_names("roundtrip")
-    print(f"namespace {namespace}, PostgreSQL schema {schema}", flush=True)
+    print(f"namespace {namespace}, PostgreSQL schema {schema}, {queue_type} queues", flush=True)
     results = Results()
     try:
-        await bench_ours(args, namespace, schema, logs, results, code)
+        await bench_ours(args, namespace, schema, logs, results, code, queue_type)
     finally:
         topology = Topology(namespace)
         queues = [topology.hands_queue(POOL), *topology.brain_queues(COMPAT)]
@@ -795,15 +839,22 @@ async def main(args: argparse.Namespace) -> None:
                     flush=True,
                 )
             old = stack.enter_context(extracted(args.before)) if args.before else None
-            for n in range(args.rounds if old else 1):
-                passes = [(afters, ROOT, "this tree")]
-                if old is not None:
-                    passes.insert(0, (befores, old, args.before))
+            passes: list[tuple[list[Results], Path, str, QueueType]]
+            if old is not None:
+                passes = [(befores, old, args.before, args.queue_type)]
+                passes.append((afters, ROOT, "this tree", args.queue_type))
+            elif args.versus_classic:
+                passes = [(befores, ROOT, "quorum queues", "quorum")]
+                passes.append((afters, ROOT, "classic queues", "classic"))
+            else:
+                passes = [(afters, ROOT, "this tree", args.queue_type)]
+            for n in range(args.rounds if len(passes) > 1 else 1):
+                if len(passes) > 1:
                     print(f"\n== round {n + 1} of {args.rounds}", flush=True)
-                for done, code, name in passes[:: -1 if n % 2 else 1]:
+                for done, code, name, queue_type in passes[:: -1 if n % 2 else 1]:
                     print(f"\n== the Brains and Hands of {name}", flush=True)
                     side = "before" if done is befores else "after"
-                    done.append(await measure(args, logs / f"{side}-{n + 1}", code))
+                    done.append(await measure(args, logs / f"{side}-{n + 1}", code, queue_type))
             results = afters[-1]
             if not args.no_celery:
                 results.celery = await bench_celery(args, tag, logs)
@@ -811,8 +862,12 @@ async def main(args: argparse.Namespace) -> None:
                 results.dbos = await bench_dbos(args, tag, logs)
     report(args, results)
     print_costs(results)
+    if results.serial_statements:
+        print("\nstore statements per serial session (pg_stat_statements), most first:")
+        for calls, query in results.serial_statements:
+            print(f"{calls:6.2f}  {query[:150]}")
     if befores:
-        compare(args.before, befores, afters)
+        compare(args.before or "quorum queues", befores, afters)
     print(f"({machine()})")
 
 

@@ -165,6 +165,28 @@ class Meter:
             at=time.monotonic(),
         )
 
+    async def by_statement(self) -> dict[str, float]:
+        """The ``calls`` of each statement (its normalized text, whitespace folded) so far,
+        counted as ``read`` counts ``statements``."""
+        assert self._conn is not None
+        rows = await self._conn.fetch(
+            "SELECT s.query, sum(s.calls) AS calls FROM pg_stat_statements s "
+            "JOIN pg_database d ON d.oid = s.dbid JOIN pg_roles r ON r.oid = s.userid "
+            "WHERE d.datname = $1 AND r.rolname <> $2 AND s.query !~* $3 GROUP BY s.query",
+            self.database,
+            self.observer,
+            CONTROL,
+        )
+        return {" ".join(r["query"].split()): float(r["calls"]) for r in rows}
+
+
+def statements_per(
+    before: dict[str, float], after: dict[str, float], n: int
+) -> list[tuple[float, str]]:
+    """Each statement's calls between ``before`` and ``after``, per one of ``n``, most first."""
+    moved = (((after[q] - before.get(q, 0.0)) / n, q) for q in after)
+    return sorted((c, q) for c, q in moved if c > 0)[::-1]
+
 
 # Broker messages, counted in the publishing processes -----------------------------------------
 

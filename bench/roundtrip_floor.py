@@ -23,7 +23,7 @@ import sys
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Any, Self
+from typing import Any, Self, get_args
 
 import aio_pika
 import asyncpg
@@ -33,7 +33,7 @@ from redis.asyncio import Redis
 from bench._services import ROOT, add_service_urls, new_parser
 from bench.commit import PG_ENTRY, PG_GUARD, PG_OUTBOX
 from bench.roundtrip_tools import POOL
-from brainhands.shared.topology import Topology
+from brainhands.shared.topology import QueueType, Topology
 
 FLOOR_JOBS = "floorjobs"
 FLOOR_PROCESSES = 2
@@ -497,7 +497,12 @@ class FloorRate:
 
 
 async def floor_throughput(
-    args: argparse.Namespace, namespace: str, dsn: str, schema: str, batch: int = 1
+    args: argparse.Namespace,
+    namespace: str,
+    dsn: str,
+    schema: str,
+    batch: int = 1,
+    queue_type: QueueType = "quorum",
 ) -> FloorRate:
     """Round trips per second of ``args.floor_lanes`` floors running back to back at once,
     spread over ``FLOOR_PROCESSES`` processes (``python -m bench.roundtrip_floor``), each lane
@@ -517,7 +522,7 @@ async def floor_throughput(
                     "bench.roundtrip_floor",
                     *("--namespace", namespace, "--schema", schema, "--dsn", dsn),
                     *("--lanes", ",".join(map(str, group)), "--count", str(per_lane)),
-                    *("--batch", str(batch)),
+                    *("--batch", str(batch), "--queue-type", queue_type),
                     *("--rabbitmq-url", args.rabbitmq_url, "--redis-url", args.redis_url),
                     cwd=ROOT,
                     stdin=asyncio.subprocess.PIPE,
@@ -555,7 +560,7 @@ async def run_lanes(args: argparse.Namespace) -> None:
     """One lane process: set up and warm its lanes, say ``ready``, wait for ``go`` on stdin,
     run ``--count`` round trips (of ``--batch`` calls) in each lane at once, print the count
     of calls, the seconds and the process's CPU seconds."""
-    topology = Topology(args.namespace)
+    topology = Topology(args.namespace, queue_type=args.queue_type)
     floors: list[Floor | BatchedFloor] = [
         Floor(args, topology, args.dsn, args.schema, lane)
         if args.batch == 1
@@ -583,5 +588,6 @@ if __name__ == "__main__":
     parser.add_argument("--lanes", type=lambda v: [int(n) for n in v.split(",")], required=True)
     parser.add_argument("--count", type=int, required=True)
     parser.add_argument("--batch", type=int, default=1)
+    parser.add_argument("--queue-type", choices=get_args(QueueType), default="quorum")
     add_service_urls(parser, "rabbitmq", "redis")
     asyncio.run(run_lanes(parser.parse_args()))

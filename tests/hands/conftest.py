@@ -22,13 +22,20 @@ async def hands(
     """Hands workers on PostgreSQL, with a real email service as the external ledger.
 
     ``@pytest.mark.delivery_limit(n)`` raises the queue's delivery limit (this harness has
-    no sweeper to re-dispatch a job parked by many kills)."""
+    no sweeper to re-dispatch a job parked by many kills); parametrized indirectly, the
+    fixture's parameter is the queue type (quorum by default)."""
     target = StoreTarget(normalize_database_url(postgres_url), namespace)
     marker = request.node.get_closest_marker("delivery_limit")
     limit = marker.args[0] if marker else 5
     try:
         async with hands_deployment(
-            target, rabbitmq_url, redis_url, namespace, tmp_path, delivery_limit=limit
+            target,
+            rabbitmq_url,
+            redis_url,
+            namespace,
+            tmp_path,
+            delivery_limit=limit,
+            queue_type=getattr(request, "param", "quorum"),
         ) as harness:
             yield harness
     finally:

@@ -16,6 +16,7 @@ from tests.helpers.polling import eventually
 pytestmark = [pytest.mark.integration, pytest.mark.chaos, pytest.mark.timeout(180)]
 
 
+@pytest.mark.parametrize("hands", ["quorum", "classic"], indirect=True)
 @pytest.mark.parametrize("tool", ["send_safe", "send_query", "send_unsafe"])
 async def test_worker_killed_after_the_effect_before_the_outcome(
     hands: HandsHarness, tool: str
@@ -49,6 +50,7 @@ async def test_worker_killed_after_the_effect_before_the_outcome(
     assert [r.status for r in hands.results] == [op.status]
 
 
+@pytest.mark.parametrize("hands", ["quorum", "classic"], indirect=True)
 async def test_query_tool_killed_before_the_effect_is_sent_once(hands: HandsHarness) -> None:
     await hands.email.set_faults(delay=30)  # the call hangs before the service accepts it
     first = hands.start_worker()

@@ -22,6 +22,7 @@ from brainhands.shared.store import (
     OperationRecord,
     Store,
 )
+from brainhands.shared.topology import QueueType
 from tests.helpers.polling import eventually
 from tests.helpers.processes import spawn_email_hands, spawn_module
 from tests.helpers.rabbit import BrokerEnv, broker_env
@@ -86,6 +87,7 @@ class HandsHarness:
             "BRAINHANDS_NAMESPACE": self.env.topology.namespace,
             "BRAINHANDS_LEASE_TTL_MS": str(self.lease_ttl_ms),
             "BRAINHANDS_DELIVERY_LIMIT": str(self.env.topology.delivery_limit),
+            "BRAINHANDS_QUEUE_TYPE": self.env.topology.queue_type,
             "BRAINHANDS_SHUTDOWN_GRACE": "5",
             "TEST_EMAIL_URL": self.email_url,
             **extra,
@@ -157,12 +159,15 @@ async def hands_deployment(
     tmp_path: Path,
     *,
     delivery_limit: int = 5,
+    queue_type: QueueType = "quorum",
 ) -> AsyncIterator[HandsHarness]:
     """A harness on ``target``'s store; every worker it started is killed on the way out.
     The store's schema or file is the caller's to drop."""
     store = await Store.open(target.url, upgrade=True, db_schema=target.schema)
     service, email_url = await start_email_service(tmp_path)
-    async with broker_env(rabbitmq_url, namespace, delivery_limit=delivery_limit) as env:
+    async with broker_env(
+        rabbitmq_url, namespace, delivery_limit=delivery_limit, queue_type=queue_type
+    ) as env:
         harness = HandsHarness(store, target, env, email_url, redis_url, tmp_path)
         await harness.start()
         try:

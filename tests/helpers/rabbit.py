@@ -14,7 +14,7 @@ import aio_pika
 
 from brainhands.shared.broker import Broker
 from brainhands.shared.messages import Message
-from brainhands.shared.topology import Topology
+from brainhands.shared.topology import QueueType, Topology
 from tests.helpers.polling import eventually
 
 RABBITMQCTL = shutil.which("rabbitmqctl")
@@ -100,9 +100,9 @@ async def delete_topology(url: str, topology: Topology, queues: list[str]) -> No
 
 @contextlib.asynccontextmanager
 async def broker_env(
-    url: str, namespace: str, *, delivery_limit: int = 5
+    url: str, namespace: str, *, delivery_limit: int = 5, queue_type: QueueType = "quorum"
 ) -> AsyncIterator[BrokerEnv]:
-    topology = Topology(namespace, delivery_limit=delivery_limit)
+    topology = Topology(namespace, delivery_limit=delivery_limit, queue_type=queue_type)
     broker = await Broker.connect(url, topology, connection_name=namespace)
     env = BrokerEnv(broker, topology, url)
     try:

@@ -65,9 +65,15 @@ class Recorder:
             await delivery.ack()
 
 
-@pytest.fixture
-async def env(rabbitmq_url: str, namespace: str) -> AsyncIterator[Env]:
-    async with broker_env(rabbitmq_url, namespace, delivery_limit=DELIVERY_LIMIT) as environment:
+@pytest.fixture(params=["quorum", "classic"])
+async def env(
+    rabbitmq_url: str, namespace: str, request: pytest.FixtureRequest
+) -> AsyncIterator[Env]:
+    """A broker on quorum queues (which count deliveries) and on classic ones (whose
+    consumers count them): every behaviour below holds on both."""
+    async with broker_env(
+        rabbitmq_url, namespace, delivery_limit=DELIVERY_LIMIT, queue_type=request.param
+    ) as environment:
         yield environment
 
 
@@ -79,9 +85,13 @@ async def test_declaring_twice_is_harmless(env: Env) -> None:
     assert first == second == f"{env.topology.namespace}.hands.email"
 
 
-async def test_redeclaring_with_another_delivery_limit_fails_clearly(env: Env) -> None:
+async def test_redeclaring_with_other_arguments_fails_clearly(env: Env) -> None:
     await env.hands_queue("email")
-    other = Topology(env.topology.namespace, delivery_limit=DELIVERY_LIMIT + 3)
+    other = (
+        Topology(env.topology.namespace, delivery_limit=DELIVERY_LIMIT + 3)
+        if env.topology.queue_type == "quorum"
+        else Topology(env.topology.namespace, queue_type="quorum")
+    )
     connection = await aio_pika.connect(env.url)
     async with connection:
         channel = await connection.channel()
@@ -119,7 +129,8 @@ async def test_unsettled_delivery_is_requeued(env: Env) -> None:
     await eventually(lambda: len(recorder.received) >= 2, what="redelivery")
     await consumer.cancel()
 
-    assert recorder.deliveries[1].redelivered
+    assert recorder.deliveries[1].returned
+    assert recorder.deliveries[1].delivered_before
     assert recorder.deliveries[1].delivery_count == 1
 
 
@@ -183,7 +194,10 @@ async def test_handler_that_always_fails_parks_the_message_after_the_limit(env: 
     parked = await list_parked(env.broker)
     assert len(parked) == 1
     assert parked[0].origin == queue
-    assert parked[0].reason == "delivery_limit"
+    if env.topology.queue_type == "quorum":
+        assert parked[0].reason == "delivery_limit"
+    else:
+        assert parked[0].reason == "delivery_limit: returned 3 times (limit 2)"
     assert parked[0].count == 1
     assert '"operation_id":"op-1"' in parked[0].body_preview
 
@@ -268,7 +282,7 @@ async def test_ack_after_the_connection_died_is_dropped_and_redelivered(
     await eventually(lambda: len(seen) == 2, within=30, what="redelivery")
 
     assert "ack dropped" in caplog.text
-    assert seen[1].redelivered
+    assert seen[1].returned
     await eventually(lambda: env.count_is(queue, 0), what="acked after redelivery")
 
 

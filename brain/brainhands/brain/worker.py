@@ -163,7 +163,7 @@ class BrainWorker:
         if not isinstance(message, SessionWake | ToolResult):
             await settle(self.broker.park, delivery, judge_delivery(misplaced(message)))
             return
-        if delivery.redelivered:
+        if delivery.returned:
             metrics.REDELIVERIES.labels("brain").inc()
         # What woke the pass, on the line that ends it: one INFO line for each delivery.
         trigger = Trigger(message.type, delivery.redelivered, time.time())

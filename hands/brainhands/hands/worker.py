@@ -131,7 +131,7 @@ class HandsWorker:
 
     async def _handle(self, job: ToolJob, delivery: Delivery) -> None:
         metrics.JOBS_RECEIVED.labels(self.pool).inc()
-        if delivery.redelivered:
+        if delivery.returned:
             metrics.REDELIVERIES.labels("hands").inc()
         fields = {"operation_id": job.operation_id, "session_id": job.session_id, "tool": job.tool}
         log.debug(

@@ -43,7 +43,7 @@ from yarl import URL
 from brainhands.shared import metrics
 from brainhands.shared.config import broker_node_urls
 from brainhands.shared.consumer import Consumer
-from brainhands.shared.delivery import TRANSPORT_ERRORS, Delivery, Handler
+from brainhands.shared.delivery import DELIVERIES_HEADER, TRANSPORT_ERRORS, Delivery, Handler
 from brainhands.shared.errors import BrokerError, BrokerUnavailable, UnroutableMessage
 from brainhands.shared.messages import Message, encode
 from brainhands.shared.topology import Topology
@@ -346,6 +346,35 @@ class Broker:
             metrics.PARKED.labels("undecodable" if "invalid message" in reason else "other").inc()
             await delivery.ack()
 
+    async def count_redelivery(self, delivery: Delivery) -> None:
+        """What a quorum queue does by itself, for a classic one: a redelivered message is
+        published again with its count of returns (``DELIVERIES_HEADER``) and acknowledged, or
+        parked once the count passes the delivery limit. The copy goes to the back of the
+        queue; it is handled when it comes, as a message delivered before.
+
+        If the copy is not confirmed the delivery is requeued, and counted when it comes back.
+        """
+        count = (delivery.delivery_count or 0) + 1
+        limit = self._topology.delivery_limit
+        if count > limit:
+            await self.park(delivery, f"delivery_limit: returned {count} times (limit {limit})")
+            return
+        try:
+            await self.publish_body(
+                delivery.body,
+                delivery.routing_key,
+                headers={**delivery.headers, DELIVERIES_HEADER: count},
+            )
+        except BrokerError:
+            logger.warning(
+                "could not count a redelivery; requeued",
+                extra={"routing_key": delivery.routing_key},
+                exc_info=True,
+            )
+            await delivery.reject(requeue=True)
+        else:
+            await delivery.ack()
+
     async def consume(
         self, queue_name: str, handler: Handler, *, prefetch: int | None = None
     ) -> Consumer:
@@ -364,7 +393,14 @@ class Broker:
                     f"queue {queue_name} does not exist: declare it with Topology first"
                 ) from exc
             consumer = Consumer(
-                channel, queue, handler, park=self.park, on_cancel=self._consumers.discard
+                channel,
+                queue,
+                handler,
+                park=self.park,
+                count_redelivery=(
+                    None if self._topology.broker_counts_deliveries else self.count_redelivery
+                ),
+                on_cancel=self._consumers.discard,
             )
             await consumer.start()
         except BaseException:

@@ -15,6 +15,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from brainhands.shared.errors import ConfigurationError
 from brainhands.shared.tenancy import DEFAULT_TENANT, check_tenant
+from brainhands.shared.topology import QueueType, Topology
 
 ENV_PREFIX = "BRAINHANDS_"
 DEFAULT_DATABASE_URL = "sqlite+aiosqlite:///brainhands.db"
@@ -122,7 +123,10 @@ class CommonSettings(BaseSettings):
     http_port: int = Field(default=0, ge=-1, le=65535)
     """Port of /healthz, /readyz and /metrics: 0 picks a free one (logged), -1 turns it off."""
     delivery_limit: int = Field(default=5, ge=1)
-    """Deliveries of a message before RabbitMQ parks it; the same in every process."""
+    """Returns of a message before it is parked; the same in every process."""
+    queue_type: QueueType = "quorum"
+    """``quorum`` (replicated over a cluster; the default) or ``classic`` (durable, on one
+    node: cheaper, for a single-node broker); the same in every process (docs/deploy.md)."""
     tenant: str = DEFAULT_TENANT
     """The tenant whose sessions the CLI and ``Client.from_settings`` act on."""
     webhook_secret: SecretStr | None = None
@@ -161,6 +165,12 @@ class CommonSettings(BaseSettings):
         if value.strip():
             parse_addresses(value)
         return value.strip()
+
+    def topology(self) -> Topology:
+        """The deployment's RabbitMQ names and queue arguments."""
+        return Topology(
+            self.namespace, delivery_limit=self.delivery_limit, queue_type=self.queue_type
+        )
 
     @property
     def sentinel_addresses(self) -> list[tuple[str, int]]:

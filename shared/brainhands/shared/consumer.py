@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from aio_pika.abc import AbstractIncomingMessage, AbstractQueue, AbstractRobustChannel
 
@@ -64,8 +64,9 @@ class Outage:
 class Consumer:
     """A running subscription to one queue; ``cancel`` stops it.
 
-    Made by ``Broker.consume``, which hands it the means to ``park`` an undecodable body and
-    is told through ``on_cancel`` that it stopped.
+    Made by ``Broker.consume``, which hands it the means to ``park`` an undecodable body (and,
+    on a queue that does not count deliveries, to ``count_redelivery``) and is told through
+    ``on_cancel`` that it stopped.
     """
 
     def __init__(
@@ -75,6 +76,7 @@ class Consumer:
         handler: Handler,
         *,
         park: Park,
+        count_redelivery: Callable[[Delivery], Awaitable[None]] | None = None,
         on_cancel: Callable[[Consumer], None],
     ) -> None:
         self.queue_name = queue.name
@@ -82,6 +84,7 @@ class Consumer:
         self._queue = queue
         self._handler = handler
         self._park = park
+        self._count_redelivery = count_redelivery
         self._on_cancel = on_cancel
         self._tag: str | None = None
         self._in_flight: set[asyncio.Task[None]] = set()
@@ -120,6 +123,9 @@ class Consumer:
         task.add_done_callback(self._in_flight.discard)
 
     async def _deliver(self, delivery: Delivery) -> None:
+        if delivery.redelivered and self._count_redelivery is not None:
+            await self._count_redelivery(delivery)
+            return
         try:
             message = decode(delivery.body)
         except InvalidMessage as exc:

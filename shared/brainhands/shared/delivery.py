@@ -21,6 +21,11 @@ REPUBLISHED_HEADER = "x-brainhands-republished"
 """Set on a message the sweeper publishes again (its first copy may have been delivered):
 its receiver treats it like a redelivery (``Delivery.delivered_before``)."""
 
+DELIVERIES_HEADER = "x-brainhands-deliveries"
+"""On a classic queue, the count of a message's earlier deliveries that were returned
+(``Broker.count_redelivery`` publishes a redelivered message again with it): what a quorum
+queue's ``x-delivery-count`` says."""
+
 TRANSPORT_ERRORS = (AMQPError, ChannelInvalidStateError, ConnectionError, OSError, TimeoutError)
 """What aio-pika raises when the connection or channel is gone (or does not answer)."""
 
@@ -30,7 +35,8 @@ class Delivery:
 
     ``body``, ``headers``, ``routing_key`` (for work queues: the queue's name) and
     ``redelivered`` are as received. ``delivery_count`` is the number of earlier failed
-    deliveries, as counted by a quorum queue (``x-delivery-count``); ``None`` elsewhere.
+    deliveries, as counted by a quorum queue (``x-delivery-count``) or by the consumers of a
+    classic one (``DELIVERIES_HEADER``); ``None`` when nothing counted.
     ``published_at`` is when the message was published (whole seconds), if it says so.
     ``republished``: the sweeper published it again (``REPUBLISHED_HEADER``).
     """
@@ -43,11 +49,17 @@ class Delivery:
         self.redelivered = bool(incoming.redelivered)
         stamp = incoming.timestamp
         self.published_at: float | None = stamp.timestamp() if stamp else None
-        count = incoming.headers.get("x-delivery-count")
+        count = incoming.headers.get("x-delivery-count", incoming.headers.get(DELIVERIES_HEADER))
         self.delivery_count: int | None = count if isinstance(count, int) else None
         self.republished = bool(incoming.headers.get(REPUBLISHED_HEADER))
         self.settled = False
         """Whether ``ack`` or ``reject`` has been called."""
+
+    @property
+    def returned(self) -> bool:
+        """Whether the broker delivered this message before (and it came back): redelivered,
+        or counted (a classic queue's copy, published again, is not ``redelivered``)."""
+        return self.redelivered or bool(self.delivery_count)
 
     @property
     def delivered_before(self) -> bool:

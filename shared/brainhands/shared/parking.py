@@ -24,6 +24,7 @@ from typing import Any
 from aio_pika.abc import AbstractIncomingMessage
 
 from brainhands.shared.broker import ORIGIN_HEADER, REASON_HEADER, Broker
+from brainhands.shared.delivery import DELIVERIES_HEADER
 from brainhands.shared.errors import InvalidMessage, UnroutableMessage
 from brainhands.shared.messages import Message, decode
 
@@ -41,6 +42,7 @@ _PARKING_HEADERS = frozenset(
         "x-last-death-queue",
         "x-last-death-reason",
         "x-delivery-count",
+        DELIVERIES_HEADER,
         REASON_HEADER,
         ORIGIN_HEADER,
     }

@@ -18,7 +18,6 @@ from brainhands.shared.config import CommonSettings
 from brainhands.shared.keys import Keys
 from brainhands.shared.lease import LeaseManager, connect_redis
 from brainhands.shared.store import Store, behind_head, head_revision
-from brainhands.shared.topology import Topology
 
 log = logging.getLogger("brainhands.runtime")
 
@@ -47,7 +46,7 @@ async def open_services(settings: CommonSettings, *, name: str) -> AsyncIterator
     store = await Store.open(settings.database_url, db_schema=settings.database_schema)
     try:
         await wait_for_schema(store)
-        topology = Topology(settings.namespace, delivery_limit=settings.delivery_limit)
+        topology = settings.topology()
         broker = await Broker.connect(settings.rabbitmq_url, topology, connection_name=name)
         try:
             redis = connect_redis(

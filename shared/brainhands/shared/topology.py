@@ -1,11 +1,11 @@
 """RabbitMQ names and their declaration (DESIGN §6).
 
-    exchange "{ns}"  (direct) ──"{ns}.hands.{pool}"────▶ queue "{ns}.hands.{pool}"    (quorum)
-                              ──"{ns}.brain.{compat}"───▶ queue "{ns}.brain.{compat}"   (quorum)
-                              ──"{ns}.results.{compat}"─▶ queue "{ns}.results.{compat}" (quorum)
+    exchange "{ns}"  (direct) ──"{ns}.hands.{pool}"────▶ queue "{ns}.hands.{pool}"
+                              ──"{ns}.brain.{compat}"───▶ queue "{ns}.brain.{compat}"
+                              ──"{ns}.results.{compat}"─▶ queue "{ns}.results.{compat}"
                                                             │ delivery limit reached
                                                             ▼
-    exchange "{ns}.dlx" (topic) ──"#"──▶ queue "{ns}.parked" (quorum)
+    exchange "{ns}.dlx" (topic) ──"#"──▶ queue "{ns}.parked"
 
 A Brain build consumes two queues per compatibility key: wake-ups (new submissions, timers,
 the sweeper's recoveries) and tool results, each with a prefetch of its own, so that a result
@@ -16,6 +16,13 @@ key, so a parked message still says where it came from and replay can send it ba
 a topic exchange bound with ``#`` so that everything lands in the one parking queue while an
 operator can still bind an extra queue to the dead letters of a single pool (e.g. for alerts).
 
+The queues are quorum queues (``queue_type``), replicated over a cluster's nodes, which count
+a message's deliveries and dead-letter it at the limit themselves. On a single-node broker
+they may be ``classic`` (durable, the messages persistent and confirmed as well): cheaper per
+message, but a node's loss loses its queues until it is back, and the count of deliveries is
+kept by the consumers (``Broker.count_redelivery``: a redelivered message is published again
+with its count and acknowledged, and parked past the limit).
+
 Every process declares what it uses at start-up; declaring again with the same arguments is a
 no-op. Declaring a queue that exists with *different* arguments (say another
 ``delivery_limit``) fails with ``BrokerError``: RabbitMQ never changes queue arguments in place.
@@ -24,7 +31,7 @@ no-op. Declaring a queue that exists with *different* arguments (say another
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, get_args
 
 import aio_pika
 from aio_pika.abc import AbstractChannel
@@ -38,6 +45,12 @@ from brainhands.shared.errors import BrokerError
 # that is explicit, valid on both, and never reached by operators.
 _PARKING_DELIVERY_LIMIT = 1_000_000
 
+_CLASSIC: dict[str, Any] = {"x-queue-type": "classic", "x-queue-version": 2}
+"""A classic queue of the second storage version (RabbitMQ 3.10+): fewer disk writes."""
+
+QueueType = Literal["quorum", "classic"]
+"""The kind of RabbitMQ queue every work queue and the parking queue are."""
+
 
 @dataclass(frozen=True)
 class Topology:
@@ -45,13 +58,24 @@ class Topology:
 
     namespace: str
     delivery_limit: int = 5
-    """Deliveries a work message gets before it is dead-lettered to the parking queue."""
+    """Redeliveries a work message gets before it is dead-lettered to the parking queue."""
+    queue_type: QueueType = "quorum"
+    """Quorum queues (replicated; the broker counts deliveries) or classic ones (one node; the
+    consumers count them)."""
 
     def __post_init__(self) -> None:
         if not self.namespace:
             raise ValueError("namespace must not be empty")
         if self.delivery_limit < 1:
             raise ValueError("delivery_limit must be at least 1")
+        if self.queue_type not in get_args(QueueType):
+            raise ValueError(f"queue_type must be one of {get_args(QueueType)}")
+
+    @property
+    def broker_counts_deliveries(self) -> bool:
+        """Whether the queues count a message's deliveries and park it at the limit (quorum
+        queues), or the consumers must (classic: ``Broker.count_redelivery``)."""
+        return self.queue_type == "quorum"
 
     @property
     def exchange(self) -> str:
@@ -111,6 +135,10 @@ class Topology:
 
     def work_queue_arguments(self) -> dict[str, Any]:
         """Arguments of every work queue; they must be identical in every process."""
+        if self.queue_type == "classic":
+            # The consumers count deliveries and park at the limit; a message dead-lettered
+            # by the queue (rejected) is copied to the parking queue at most once.
+            return {**_CLASSIC, "x-dead-letter-exchange": self.dead_letter_exchange}
         return {
             "x-queue-type": "quorum",
             # 3.10 has no default delivery limit: without this a poison message loops forever.
@@ -131,7 +159,9 @@ class Topology:
         parked = await _declare_queue(
             channel,
             self.parking_queue,
-            {"x-queue-type": "quorum", "x-delivery-limit": _PARKING_DELIVERY_LIMIT},
+            _CLASSIC
+            if self.queue_type == "classic"
+            else {"x-queue-type": "quorum", "x-delivery-limit": _PARKING_DELIVERY_LIMIT},
         )
         await parked.bind(self.dead_letter_exchange, routing_key="#")
 

@@ -27,7 +27,6 @@ from brainhands.shared.config import CommonSettings, load_settings
 from brainhands.shared.parking import list_parked, replay_parked
 from brainhands.shared.store import OperationRecord, SessionState, Store, TaskRecord, head_revision
 from brainhands.shared.tenancy import session_key
-from brainhands.shared.topology import Topology
 
 
 async def migrate(args: argparse.Namespace) -> int:
@@ -267,7 +266,7 @@ async def dlq(args: argparse.Namespace) -> int:
         print("brainhands dlq purge: say which (--settled, --session or --type)", file=sys.stderr)
         return 2
     settings = load_settings(CommonSettings)
-    topology = Topology(settings.namespace, delivery_limit=settings.delivery_limit)
+    topology = settings.topology()
     broker = await Broker.connect(settings.rabbitmq_url, topology, connection_name="dlq")
     try:
         if args.action == "replay":

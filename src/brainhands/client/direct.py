@@ -54,7 +54,7 @@ from brainhands.shared.store import (
     SubmissionRecord,
 )
 from brainhands.shared.tenancy import DEFAULT_TENANT, check_tenant, session_key, split_key
-from brainhands.shared.topology import Topology
+from brainhands.shared.topology import QueueType, Topology
 from brainhands.shared.tracing import current_carrier, tracer
 from brainhands.shared.vocabulary import Verdict, signal_name
 
@@ -114,6 +114,7 @@ class Client:
         compat: str = "v1",
         database_schema: str | None = None,
         delivery_limit: int = 5,
+        queue_type: QueueType = "quorum",
         poll: float | None = None,
         tenant: str | None = DEFAULT_TENANT,
         principal: str = "client",
@@ -124,12 +125,13 @@ class Client:
         ``postgresql://...``, or with a driver named: ``sqlite+aiosqlite://``,
         ``postgresql+asyncpg://``). ``poll``: seconds between fallback re-reads of a waited
         submission (default 1 s on PostgreSQL, where the answer's commit wakes the waiter;
-        0.2 s on SQLite). ``tenant``: see ``Client``. ``principal``: who its acts are
+        0.2 s on SQLite). ``delivery_limit`` and ``queue_type``: the workers' (the queues
+        it declares must match theirs). ``tenant``: see ``Client``. ``principal``: who its acts are
         recorded as.
         """
         store = await Store.open(database_url, pool_size=4, db_schema=database_schema)
         try:
-            topology = Topology(namespace, delivery_limit=delivery_limit)
+            topology = Topology(namespace, delivery_limit=delivery_limit, queue_type=queue_type)
             broker = await Broker.connect(rabbitmq_url, topology, connection_name="client")
         except BaseException:
             await store.close()
@@ -160,6 +162,7 @@ class Client:
             compat=compat,
             database_schema=settings.database_schema,
             delivery_limit=settings.delivery_limit,
+            queue_type=settings.queue_type,
             poll=poll,
             tenant=None if operator else settings.tenant,
             principal=settings.identity,
