@@ -11,10 +11,19 @@ from tests.helpers.stores import StoreTarget
 
 @pytest.fixture
 async def cluster(
-    store_target: StoreTarget, rabbitmq_url: str, redis_url: str, namespace: str, tmp_path: Path
+    request: pytest.FixtureRequest,
+    store_target: StoreTarget,
+    rabbitmq_url: str,
+    redis_url: str,
+    namespace: str,
+    tmp_path: Path,
 ) -> AsyncIterator[Cluster]:
-    """A whole deployment on each backend: the chaos suite runs on SQLite and PostgreSQL."""
-    async with deployment(store_target, rabbitmq_url, redis_url, namespace, tmp_path) as made:
+    """A whole deployment on each backend: the chaos suite runs on SQLite and PostgreSQL.
+    Parametrized indirectly, the fixture's parameter is the queue type (quorum by default)."""
+    queue_type = getattr(request, "param", "quorum")
+    async with deployment(
+        store_target, rabbitmq_url, redis_url, namespace, tmp_path, queue_type
+    ) as made:
         yield made
 
 

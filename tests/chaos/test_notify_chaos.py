@@ -172,6 +172,36 @@ async def test_5_hands_killed_after_the_outcome_before_the_ack(cluster: Cluster)
     await cluster.check_invariants("5 hands killed after outcome, before ack")
 
 
+@pytest.mark.parametrize("cluster", ["classic"], indirect=True)
+async def test_5d_on_classic_queues_a_brain_and_a_hands_killed_with_deliveries_unacked(
+    cluster: Cluster,
+) -> None:
+    # Classic queues count no deliveries: the workers do (a redelivered message is published
+    # again with its count). Both workers die holding a delivery; the copies finish the run.
+    # Whichever dies first is replaced at once (the other may need it to reach its point).
+    victims = {
+        "brain-0": (cluster.start("brain-victim", victim="after:6"), "SIGKILL brain (after:6)"),
+        "hands-0": (
+            cluster.start("hands-victim", victim="after-outcome"),
+            "SIGKILL hands after outcome",
+        ),
+    }
+    await cluster.submit_batches(1)
+    while victims:
+        await eventually(
+            lambda: any(proc.poll() is not None for proc, _ in victims.values()),
+            within=60,
+            what=f"the death of the victim replaced by {' or '.join(victims)}",
+        )
+        for successor, (proc, kill) in list(victims.items()):
+            if proc.poll() is not None:
+                cluster.kills[kill] += 1
+                cluster.start(successor)
+                del victims[successor]
+    await cluster.wait_done()
+    await cluster.check_invariants("5d classic queues: brain and hands killed")
+
+
 async def test_5b_hands_killed_after_a_batch_of_outcomes_before_any_publish_or_ack(
     cluster: Cluster,
 ) -> None:

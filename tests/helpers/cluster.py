@@ -21,6 +21,7 @@ from sqlalchemy import func, select
 
 from brainhands.examples.notify.email_client import EmailClient
 from brainhands.shared.store import FINAL_OPERATION_STATUSES, Store, schema
+from brainhands.shared.topology import QueueType
 from tests.helpers.harness import start_email_service
 from tests.helpers.netns import Link, partitioned
 from tests.helpers.polling import eventually
@@ -72,6 +73,7 @@ class Cluster:
             "BRAINHANDS_RABBITMQ_URL": self.env.url,
             "BRAINHANDS_REDIS_URL": self.redis_url,
             "BRAINHANDS_NAMESPACE": self.env.topology.namespace,
+            "BRAINHANDS_QUEUE_TYPE": self.env.topology.queue_type,
             "BRAINHANDS_LEASE_TTL_MS": "1500",
             "BRAINHANDS_SWEEPER_PERIOD": "0.5",
             "BRAINHANDS_REDISPATCH_AFTER": "4",
@@ -255,13 +257,18 @@ class Cluster:
 
 @contextlib.asynccontextmanager
 async def deployment(
-    target: StoreTarget, rabbitmq_url: str, redis_url: str, namespace: str, tmp_path: Path
+    target: StoreTarget,
+    rabbitmq_url: str,
+    redis_url: str,
+    namespace: str,
+    tmp_path: Path,
+    queue_type: QueueType = "quorum",
 ) -> AsyncIterator[Cluster]:
-    """The whole deployment on ``target``'s store, its queues declared, its email service
-    started; every process it started is stopped on the way out."""
+    """The whole deployment on ``target``'s store, its queues declared (of ``queue_type``),
+    its email service started; every process it started is stopped on the way out."""
     store = await Store.open(target.url, upgrade=True, db_schema=target.schema)
     service, email_url = await start_email_service(tmp_path)
-    async with broker_env(rabbitmq_url, namespace) as env:
+    async with broker_env(rabbitmq_url, namespace, queue_type=queue_type) as env:
         await env.brain_queue("v1")
         await env.hands_queue("email")
         cluster = Cluster(store, target, env, redis_url, email_url, tmp_path)

@@ -166,12 +166,12 @@ class BrainWorker:
         if delivery.returned:
             metrics.REDELIVERIES.labels("brain").inc()
         # What woke the pass, on the line that ends it: one INFO line for each delivery.
-        trigger = Trigger(message.type, delivery.redelivered, time.time())
+        trigger = Trigger(message.type, delivery.returned, time.time())
         log.debug(
             "woken", extra={"event": "woken", "session_id": message.session_id, **trigger.log()}
         )
         # A redelivered result always gets a pass (see the module's docstring).
-        result = message if isinstance(message, ToolResult) and not delivery.redelivered else None
+        result = message if isinstance(message, ToolResult) and not delivery.returned else None
         ended: LeaseLost | None = None
         if result is None or not await self._already_applied(result, trigger):
             try:

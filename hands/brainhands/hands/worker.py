@@ -139,7 +139,7 @@ class HandsWorker:
             extra={
                 **fields,
                 "event": "received",
-                "redelivered": delivery.redelivered,
+                "redelivered": delivery.returned,
                 "delivery_count": delivery.delivery_count,
             },
         )
