@@ -15,7 +15,10 @@ generation task's phases:
   the Brain's declaration grace, then left out); transient failures sleep and retry, the
   attempt count in the task's state; the raw response is handed on in the state, so once
   committed the model is never asked the same question again; a prompt over the agent's
-  ``context`` budget is compacted first (``compact``, ``checkpoint``: ``brain.context``);
+  ``context`` budget is compacted first (``compact``, ``checkpoint``: ``brain.context``).
+  The call has a stable id, and a call sent again after a kill is counted ``resent``; a
+  model that runs calls in the background is waited for in ``await``, which a Brain taking
+  over after a kill re-enters, attaching to the same response (``brain.model_calls``);
 - ``tools``: appends the raw response as an entry (an answer cut off at the model's output
   limit goes no further: the agent's ``on_length`` fails the session or continues it),
   creates one tool task per granted call
@@ -39,7 +42,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import math
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -47,16 +49,11 @@ from pydantic import BaseModel, ValidationError
 
 from brainhands.brain.approval import ApprovalRequest, Expiry, approval_kinds
 from brainhands.brain.budget import Budget, Price, Spend, Usage, response_usage, resumed
-from brainhands.brain.context import (
-    ContextPolicy,
-    build_messages,
-    compacting,
-    compaction_phases,
-    wants_compaction,
-)
+from brainhands.brain.context import ContextPolicy, compacting, compaction_phases
 from brainhands.brain.decide import child_tool_outcome
 from brainhands.brain.edits import start_from_input
-from brainhands.brain.models.base import ModelAdapter, ModelError, TransientModelError
+from brainhands.brain.model_calls import request_phases, request_record
+from brainhands.brain.models.base import ModelAdapter, ModelError
 from brainhands.brain.registry import TaskKind, TaskRegistry
 from brainhands.brain.task import (
     FOLLOW_UP,
@@ -67,12 +64,10 @@ from brainhands.brain.task import (
     Goto,
     Next,
     PhaseContext,
-    Sleep,
     Spawn,
     TaskView,
     WaitSignal,
 )
-from brainhands.shared import metrics
 from brainhands.shared.errors import ConfigurationError, InvalidRequest
 from brainhands.shared.store import SubmissionRecord, ToolCatalog
 from brainhands.shared.tools import describe_invalid_arguments, function_schema, model_schema
@@ -80,8 +75,6 @@ from brainhands.shared.vocabulary import APPROVAL_KIND, BUDGET_STOP
 
 log = logging.getLogger("brainhands.brain")
 
-DECLARATION_WAIT = 1.0
-"""Seconds a turn sleeps before it looks again for granted tools not declared yet."""
 CONTINUE_PROMPT = (
     "Your answer was cut off at the output token limit. Continue exactly where it stopped, "
     "without repeating what you already wrote."
@@ -197,7 +190,6 @@ def agent_kinds(
     ``tools`` is what the Hands pools declared; a granted tool missing from it is waited
     for, up to ``declaration_grace`` seconds, while this process is that young (its Hands
     may be starting with it)."""
-    declaration_waits = math.ceil(declaration_grace / DECLARATION_WAIT)
     unset = sorted(name for name, agent in agents.agents.items() if agent.model is None)
     if unset:
         raise ConfigurationError(f"agents {unset} name no model and none was given")
@@ -290,42 +282,6 @@ def agent_kinds(
         upto = ctx.entries[-1].seq if ctx.entries else 0
         return Goto("request", state={"upto": upto, "model": model_of(agent).name, "attempt": 0})
 
-    @generate.phase("request")
-    async def request(task: TaskView, docs: dict[str, Any], ctx: PhaseContext) -> Next:
-        agent = agents.get(task.input["agent"])
-        state = dict(task.state)
-        declared = await tools.lookup(agent.tools)
-        missing = [name for name in agent.tools if name not in declared]
-        waits = state.get("declaration_waits", 0)
-        if missing and tools.young(declaration_grace) and waits < declaration_waits:
-            state["declaration_waits"] = waits + 1
-            log.info(
-                "waiting for granted tools to be declared",
-                extra={"event": "undeclared_tools", "task_id": task.id, "tools": missing},
-            )
-            return Sleep(then="request", seconds=DECLARATION_WAIT, state=state)
-        messages = build_messages(agent.system, [e for e in ctx.entries if e.seq <= state["upto"]])
-        schemas = [declared[name].schema() for name in agent.tools if name in declared]
-        schemas += [t.schema() for t in agent.task_tools]
-        if wants_compaction(agent.context, state, messages, schemas):
-            return Goto("compact", state=state)
-        model = model_of(agent)
-        try:
-            with metrics.MODEL_SECONDS.labels(model.name).time():
-                response = await model.complete(messages, schemas, on_text=ctx.text_stream)
-        except TransientModelError as exc:
-            state["attempt"] += 1
-            state["last_error"] = str(exc)
-            if state["attempt"] >= agent.model_attempts:
-                return Fail(
-                    {"reason": "model unavailable", "error": str(exc), "attempts": state["attempt"]}
-                )
-            delay = exc.retry_after or agent.retry_delay * 2 ** (state["attempt"] - 1)
-            return Sleep(then="request", seconds=delay, state=state)
-        except ModelError as exc:
-            return Fail({"reason": "model error", "error": str(exc)})
-        return Goto("tools", state={**state, "raw": response.raw})
-
     @generate.phase("tools", light=True)
     async def dispatch(task: TaskView, docs: dict[str, Any], ctx: PhaseContext) -> Next:
         agent = agents.get(task.input["agent"])
@@ -337,11 +293,12 @@ def agent_kinds(
                 return lifted
             spend = lifted
         else:
-            usage = response_usage(response, agent.price)
+            usage = response_usage(response, agent.price, resent=task.state.get("resent", 0))
             # The turn's summaries, if it compacted its context, were model calls of it too.
             spend = spend_of(task, task.input, ctx).charged(usage + compacting(task.state))
             # The message replays the answer in later requests, whatever protocol it came in.
             said = {"raw": raw, "model": task.state["model"], "message": response.as_message()}
+            said.update(request_record(task.state))
             ctx.append_entry("model", {**said, "usage": usage.to_json()})
         if response.cut_off is not None:
             return cut_off(agent, response.cut_off, response.text or "", ctx, spend)
@@ -423,6 +380,7 @@ def agent_kinds(
             ctx.append_entry("tool_result", result)
         return Finish({"continue": True, "spend": task.state.get("spend")})
 
+    request_phases(generate, agents, tools, model_of, declaration_grace=declaration_grace)
     compaction_phases(generate, agents, model_of)
     return registry
 

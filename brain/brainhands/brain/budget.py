@@ -21,7 +21,9 @@ A raise that names another stop (one sent for an earlier stop, of this run or of
 before it) is used up and lifts nothing: the run keeps waiting for its own (``resumed``).
 
 A compaction's summary (``brain.context``) is a model call of the turn it shrinks: its usage
-is charged with the turn's answer and kept in its checkpoint entry.
+is charged with the turn's answer and kept in its checkpoint entry. A model call sent again
+because the Brain waiting for it died (``brain.model_calls``) is charged again, counted
+``resent``.
 """
 
 from __future__ import annotations
@@ -81,7 +83,12 @@ class Usage:
     output_tokens: int = 0
     cost: float = 0.0
     model_calls: int = 0
+    """Model calls paid, those sent again included."""
     tool_calls: int = 0
+    resent: int = 0
+    """Model calls sent again because the Brain waiting for their answer died
+    (``brain.model_calls``): each is in ``model_calls`` too, its tokens counted as those
+    of the answer that came (the same prompt; the lost answer's length is not known)."""
 
     @property
     def tokens(self) -> int:
@@ -99,21 +106,29 @@ class Usage:
         if not isinstance(data, dict):
             return cls()
         counts = {name: data.get(name, 0) for name in ("input_tokens", "output_tokens")}
-        calls = {name: data.get(name, 0) for name in ("model_calls", "tool_calls")}
+        calls = {name: data.get(name, 0) for name in ("model_calls", "tool_calls", "resent")}
         return cls(**counts, **calls, cost=data.get("cost", 0.0))
 
 
-def response_usage(response: ModelResponse, price: Price | None) -> Usage:
+def response_usage(response: ModelResponse, price: Price | None, *, resent: int = 0) -> Usage:
     """What one model answer spent: its billed tokens, and their cost at ``price`` (0
-    without one). A server that reports no usage spends no tokens as far as a budget can
-    tell: a token budget then never stops the run."""
+    without one); sent ``resent`` more times before it came (its Brains died waiting), as
+    many times that again. A server that reports no usage spends no tokens as far as a
+    budget can tell: a token budget then never stops the run."""
+    paid = 1 + resent
     tokens = response.tokens
     if tokens is None:
-        return Usage(model_calls=1)
+        return Usage(model_calls=paid, resent=resent)
     cost = 0.0
     if price is not None:
         cost = (tokens.input * price.input + tokens.output * price.output) / PER
-    return Usage(input_tokens=tokens.input, output_tokens=tokens.output, cost=cost, model_calls=1)
+    return Usage(
+        input_tokens=tokens.input * paid,
+        output_tokens=tokens.output * paid,
+        cost=cost * paid,
+        model_calls=paid,
+        resent=resent,
+    )
 
 
 @dataclass(frozen=True)

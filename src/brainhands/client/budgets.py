@@ -43,7 +43,7 @@ class BudgetStop:
     """The run's limits when it stopped."""
     used: dict[str, Any]
     """What the run had spent: ``input_tokens``, ``output_tokens``, ``tokens``, ``cost``,
-    ``model_calls``, ``tool_calls``."""
+    ``model_calls``, ``tool_calls``, ``resent`` (model calls sent again after a kill)."""
     since: float
 
 

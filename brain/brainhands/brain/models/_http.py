@@ -1,7 +1,7 @@
 """What the adapters over HTTP share: their options and their call (``HttpModel``, each
 provider filling in its request, its stream and its reading of the answer), and one JSON
-POST to a model's API (answered with JSON, or with a stream of server-sent events), with
-the error contract every HTTP adapter keeps.
+POST to a model's API (answered with JSON, or with a stream of server-sent events) or GET
+of what it made, with the error contract every HTTP adapter keeps.
 
 Transport failures, timeouts, 408, 429 and 5xx (Anthropic's 529 "overloaded" included) are
 ``TransientModelError``, carrying the server's ``Retry-After``; other statuses are
@@ -48,6 +48,8 @@ class HttpModel(ABC):
 
     default_max_tokens: int | None = None
     """The ``max_tokens`` sent when none is given (for an API that requires one)."""
+    max_tokens_field = "max_tokens"
+    """The request field that carries ``max_tokens``."""
 
     def __init__(
         self,
@@ -99,23 +101,45 @@ class HttpModel(ABC):
         """The provider's headers on every request (its authentication, its version)."""
         return {}
 
+    def body(self, messages: list[Json], tools: list[Json]) -> Json:
+        """The whole request body: the provider's request, the adapter's options, then
+        ``extra_body`` over them."""
+        body = self.request_body(messages, tools)
+        if self._max_tokens is not None:
+            body[self.max_tokens_field] = self._max_tokens
+        if self._temperature is not None:
+            body["temperature"] = self._temperature
+        return merge_body(body, self._extra_body)
+
     async def complete(
         self, messages: list[Json], tools: list[Json], *, on_text: TextSink | None = None
     ) -> ModelResponse:
         """One model call; see ``ModelAdapter.complete`` for the error contract. Streamed
         when the adapter was made with ``stream=True``; else ``on_text`` gets the whole text
         once."""
-        body = self.request_body(messages, tools)
-        if self._max_tokens is not None:
-            body["max_tokens"] = self._max_tokens
-        if self._temperature is not None:
-            body["temperature"] = self._temperature
-        body = merge_body(body, self._extra_body)
+        return await self._call(self.body(messages, tools), {}, on_text)
+
+    async def complete_keyed(
+        self,
+        messages: list[Json],
+        tools: list[Json],
+        *,
+        request_id: str,
+        on_text: TextSink | None = None,
+    ) -> ModelResponse:
+        """``complete``, sent with the header ``Idempotency-Key: {request_id}``
+        (``KeyedModel``)."""
+        return await self._call(self.body(messages, tools), idempotency(request_id), on_text)
+
+    async def _call(
+        self, body: Json, headers: dict[str, str], on_text: TextSink | None
+    ) -> ModelResponse:
         if self._stream:
-            events = post_events(self.client(), self._url, body, model=self._model)
+            events = post_events(self.client(), self._url, body, model=self._model, headers=headers)
             async with contextlib.aclosing(events):  # closed even when read_stream stops early
                 return self.parse(await self.read_stream(events, on_text))
-        response = self.parse(await post_json(self.client(), self._url, body, model=self._model))
+        raw = await post_json(self.client(), self._url, body, model=self._model, headers=headers)
+        response = self.parse(raw)
         if on_text is not None and response.text:
             on_text(response.text)
         return response
@@ -139,6 +163,12 @@ class HttpModel(ABC):
         await self.aclose()
 
 
+def idempotency(request_id: str) -> dict[str, str]:
+    """The header that makes ``request_id`` a call's idempotency key: a provider that honours
+    it answers the same key twice with one generation; others ignore it."""
+    return {"Idempotency-Key": request_id}
+
+
 def merge_body(body: Json, extra: Json) -> Json:
     """``body`` with ``extra``'s fields over its own; a field ``extra`` sets to None is left
     out (a server that rejects a field the adapter sends is spared it)."""
@@ -150,11 +180,29 @@ def merge_body(body: Json, extra: Json) -> Json:
 
 
 async def post_json(
-    client: httpx.AsyncClient, url: str, body: dict[str, Any], *, model: str
+    client: httpx.AsyncClient,
+    url: str,
+    body: dict[str, Any],
+    *,
+    model: str,
+    headers: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """POST ``body`` to ``url`` and return the JSON object answered, exactly as returned."""
     with _transport_errors(client, url, model):
-        response = await client.post(url, json=body)
+        response = await client.post(url, json=body, headers=headers)
+    return json_object(model, response)
+
+
+async def get_json(client: httpx.AsyncClient, url: str, *, model: str) -> dict[str, Any] | None:
+    """GET ``url`` and return the JSON object answered, or None when there is no such thing
+    (404: gone, or never there); other errors as ``post_json``'s."""
+    with _transport_errors(client, url, model):
+        response = await client.get(url)
+    return None if response.status_code == 404 else json_object(model, response)
+
+
+def json_object(model: str, response: httpx.Response) -> dict[str, Any]:
+    """The JSON object a 2xx ``response`` carries; the error it means otherwise."""
     raise_for_status(model, response)
     try:
         raw = response.json()
@@ -166,14 +214,19 @@ async def post_json(
 
 
 async def post_events(
-    client: httpx.AsyncClient, url: str, body: Json, *, model: str
+    client: httpx.AsyncClient,
+    url: str,
+    body: Json,
+    *,
+    model: str,
+    headers: dict[str, str] | None = None,
 ) -> AsyncGenerator[Json, None]:
     """POST ``body`` to ``url`` and yield each JSON object of the server-sent events it
     answers with, until ``data: [DONE]`` (or until the caller stops at an event that ends
     its protocol's answer); errors as ``post_json``'s, and a stream that ends before either
     or carries something other than JSON objects is transient."""
     with _transport_errors(client, url, model):
-        async with client.stream("POST", url, json=body) as response:
+        async with client.stream("POST", url, json=body, headers=headers) as response:
             if not 200 <= response.status_code < 300:
                 await response.aread()
                 raise_for_status(model, response)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from brainhands.shared.errors import BrainhandsError
 
@@ -133,4 +133,43 @@ class ModelAdapter(Protocol):
 
     def parse(self, raw: Json) -> ModelResponse:
         """Rebuild the response from its stored ``raw`` form (after a restart)."""
+        ...
+
+
+@runtime_checkable
+class KeyedModel(ModelAdapter, Protocol):
+    """An adapter that can send a call under the Brain's request id (``brain.model_calls``):
+    the id every sending of the same request carries, so a provider that honours
+    idempotency keys answers a call sent again after a kill with the first one's answer,
+    and one that does not is told nothing it minds."""
+
+    async def complete_keyed(
+        self,
+        messages: list[Json],
+        tools: list[Json],
+        *,
+        request_id: str,
+        on_text: TextSink | None = None,
+    ) -> ModelResponse:
+        """``complete``, the request carrying ``request_id`` as its idempotency key."""
+        ...
+
+
+@runtime_checkable
+class BackgroundModel(ModelAdapter, Protocol):
+    """An adapter whose calls run on the provider's side apart from the connection that
+    asked for them (OpenAI's background responses): ``begin`` starts one and returns its
+    id at once, ``attach`` waits for it by that id, from any process. The Brain commits the
+    id between the two, so a Brain that dies while the model generates leaves an answer
+    another Brain attaches to, paid once (``brain.model_calls``)."""
+
+    async def begin(self, messages: list[Json], tools: list[Json], *, request_id: str) -> str:
+        """Start the call (``request_id`` as its idempotency key) and return the provider's
+        id of the response it makes. Errors as ``complete``'s."""
+        ...
+
+    async def attach(self, response_id: str, *, on_text: TextSink | None = None) -> ModelResponse:
+        """Wait for the response ``response_id`` to end, and return it as ``complete``
+        does. ``TransientModelError``: it failed, was cancelled or is gone in a way a new
+        call may fix (the caller begins another); ``ModelError``: a new call will not."""
         ...

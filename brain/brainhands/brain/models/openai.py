@@ -24,7 +24,7 @@ from brainhands.brain.models.base import (
     count_tokens,
 )
 
-__all__ = ["OpenAIChatModel", "assemble_chunks", "parse_chat_completion"]
+__all__ = ["OpenAIChatModel", "assemble_chunks", "parse_chat_completion", "read_tool_call"]
 
 _AT_LIMIT = "length"
 """The finish reason of an answer that stopped at its output-token limit (``cut_off``)."""
@@ -153,7 +153,7 @@ def parse_chat_completion(raw: Json) -> ModelResponse:
         raw=raw,
         # Ollama sends "" beside tool calls where OpenAI sends null: both mean no text.
         text=content if isinstance(content, str) and content else None,
-        tool_calls=[_parse_tool_call(call, index) for index, call in enumerate(calls)],
+        tool_calls=[read_tool_call(call, index) for index, call in enumerate(calls)],
         usage=usage if isinstance(usage, dict) else {},
         tokens=count_tokens(usage, ("prompt_tokens",), "completion_tokens"),
         message=replay,
@@ -161,7 +161,10 @@ def parse_chat_completion(raw: Json) -> ModelResponse:
     )
 
 
-def _parse_tool_call(call: Any, index: int) -> ToolCall:
+def read_tool_call(call: Any, index: int) -> ToolCall:
+    """A chat-completions ``tool_calls`` element (the ``index``-th) as a ``ToolCall``; raises
+    ``TransientModelError`` for one that cannot drive a tool (no name, arguments that are
+    not a JSON object)."""
     function = call.get("function") if isinstance(call, dict) else None
     if not isinstance(function, dict) or not isinstance(function.get("name"), str):
         raise TransientModelError("tool call has no function name")

@@ -8,8 +8,10 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from brainhands.brain.models._http import HttpModel
 from brainhands.brain.models.anthropic import AnthropicModel
 from brainhands.brain.models.openai import OpenAIChatModel
+from brainhands.brain.models.responses import BackgroundResponsesModel, ResponsesModel
 
 __all__ = ["ModelSettings", "model_from_settings"]
 
@@ -19,12 +21,13 @@ class ModelSettings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="BRAINHANDS_MODEL_", extra="ignore")
 
-    provider: Literal["openai", "anthropic"] = "openai"
+    provider: Literal["openai", "anthropic", "openai-responses"] = "openai"
     """The protocol ``base_url`` speaks: ``openai`` (chat completions: OpenAI, vLLM, Ollama,
-    llama.cpp's server) or ``anthropic`` (the Messages API)."""
+    llama.cpp's server), ``anthropic`` (the Messages API) or ``openai-responses`` (OpenAI's
+    Responses API, which can run calls in the background: ``background``)."""
     base_url: str = "http://127.0.0.1:11434/v1"
-    """The API root (default: a local Ollama, which speaks both protocols): ``/chat/completions``
-    or ``/messages`` hang off it; for ``anthropic`` the ``/v1`` may be left out."""
+    """The API root (default: a local Ollama, which speaks both protocols): ``/chat/completions``,
+    ``/responses`` or ``/messages`` hang off it; for ``anthropic`` the ``/v1`` may be left out."""
     name: str = "llama3.1"
     api_key: SecretStr | None = None
     timeout: float = Field(default=60.0, gt=0)
@@ -38,6 +41,14 @@ class ModelSettings(BaseSettings):
     it is final, and its agent's ``on_length`` says what follows."""
     temperature: float | None = Field(default=None, ge=0, le=2)
     """Sampling temperature (unset: the server's default)."""
+    background: bool = False
+    """For ``openai-responses``: run each model call as a background response, its id
+    committed before the Brain waits for it, so a Brain that dies while the model generates
+    leaves an answer the next one attaches to, paid once (without it, the call is sent
+    again, and the session's usage counts it ``resent``). The answer's text reaches watchers
+    whole, once done."""
+    poll_interval: float = Field(default=1.0, gt=0)
+    """Seconds between two looks at a background response that has not ended."""
     extra_body: Annotated[dict[str, Any], NoDecode] = Field(default_factory=dict)
     """A JSON object merged into every request body last: provider-specific fields
     (``{"thinking": {"type": "enabled", "budget_tokens": 2048}}``), or overrides of the
@@ -58,16 +69,22 @@ class ModelSettings(BaseSettings):
         return value
 
 
-def model_from_settings(settings: ModelSettings) -> OpenAIChatModel | AnthropicModel:
+def model_from_settings(settings: ModelSettings) -> HttpModel:
     """The adapter that ``settings`` describe."""
-    adapter = AnthropicModel if settings.provider == "anthropic" else OpenAIChatModel
-    return adapter(
-        settings.base_url,
-        settings.name,
-        settings.api_key.get_secret_value() if settings.api_key else None,
-        timeout=settings.timeout,
-        max_tokens=settings.max_tokens,
-        temperature=settings.temperature,
-        extra_body=settings.extra_body,
-        stream=settings.stream,
-    )
+    options: dict[str, Any] = {
+        "timeout": settings.timeout,
+        "max_tokens": settings.max_tokens,
+        "temperature": settings.temperature,
+        "extra_body": settings.extra_body,
+        "stream": settings.stream,
+    }
+    adapter: type[HttpModel] = OpenAIChatModel
+    if settings.provider == "anthropic":
+        adapter = AnthropicModel
+    elif settings.provider == "openai-responses" and settings.background:
+        adapter = BackgroundResponsesModel
+        options["poll_interval"] = settings.poll_interval
+    elif settings.provider == "openai-responses":
+        adapter = ResponsesModel
+    api_key = settings.api_key.get_secret_value() if settings.api_key else None
+    return adapter(settings.base_url, settings.name, api_key, **options)
