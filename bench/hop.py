@@ -48,6 +48,7 @@ from bench._services import add_service_urls, asyncpg_dsn, drop_schemas, new_par
 from bench._stats import machine, percentile, print_table
 from brainhands.shared.store import Draft
 from brainhands.shared.store.backends.postgres_rows import ROWS_AS_JSON
+from brainhands.shared.store.hot import run
 from brainhands.shared.store.load import _OPEN_SUBMISSIONS, _UNAPPLIED_INBOX, ROWS_BY_KIND
 from brainhands.shared.store.outbox import _MARK_SENT
 from brainhands.shared.store.store import Store
@@ -126,7 +127,9 @@ async def measure(args: argparse.Namespace) -> list[Variant]:
                 return await store.backend.read(through_sqlalchemy)
 
             async def mark_hot() -> object:
-                return await store.outbox.mark_sent([1])
+                return await store.backend.write(
+                    lambda c: run(c, _MARK_SENT, {"ids": [1], "now": 1.0}), single_statement=True
+                )
 
             async def mark_sqlalchemy() -> object:
                 return await store.backend.write(

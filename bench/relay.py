@@ -52,7 +52,6 @@ from brainhands.shared.config import normalize_database_url
 from brainhands.shared.messages import encode
 from brainhands.shared.relay import OutboxRelay
 from brainhands.shared.store import Draft, Store
-from brainhands.shared.store.outbox import claim_unsent, mark_sent
 from brainhands.shared.topology import Topology
 
 TARGET_RATIO = 0.70
@@ -152,10 +151,8 @@ async def child_relay(args: argparse.Namespace) -> None:
         try:
             # Open the pool's connection and warm the statement caches, as a relay that has
             # been running would have them, inside a transaction that changes nothing.
-            async with store.backend.engine.connect() as conn:
-                await claim_unsent(store.backend, conn, args.batch)
-                await mark_sent(conn, list(range(-args.batch, 0)))
-                await conn.rollback()
+            async with store.outbox.claim(args.batch) as claimed:
+                await claimed.mark_sent(list(range(-args.batch, 0)))
             relay = ReportingRelay(store, broker, batch_size=args.batch)
             if not await ready():
                 return

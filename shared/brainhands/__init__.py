@@ -9,7 +9,8 @@ Everything a user writes comes from this one module::
 - durable tasks (run by Brains): ``TaskKind``, ``TaskRegistry``, ``TaskView``,
   ``PhaseContext``, ``ChildOutcome``, ``ReceivedSignal`` and the phase results ``Goto``,
   ``Sleep``, ``Spawn``, ``Child``, ``Call``, ``Dispatch``, ``WaitSignal``, ``Finish``,
-  ``Fail`` (``Next`` is their union), ``JoinPolicy`` (how a wait for children ends);
+  ``Fail`` (``Next`` is their union), ``JoinPolicy`` (how a wait for children ends),
+  ``DocumentKind`` (a typed session document: a pydantic model, a version, migrations);
 - agents: ``Agent``, ``AgentRegistry``, ``TaskTool``, and for long runs ``ContextPolicy``
   (a prompt budget and its compaction), ``Budget`` and ``Price`` (what a run may spend);
 - models: ``ModelAdapter``, ``ModelResponse``, ``ToolCall``, ``ModelError``,
@@ -50,6 +51,7 @@ if TYPE_CHECKING:
     from brainhands.brain.agent import Agent, AgentRegistry, TaskTool
     from brainhands.brain.budget import Budget, Price
     from brainhands.brain.context import ContextPolicy
+    from brainhands.brain.documents import DocumentKind
     from brainhands.brain.models import (
         AnthropicModel,
         ModelAdapter,
@@ -92,6 +94,7 @@ _HOMES: dict[str, tuple[str, ...]] = {
     "brainhands.brain.agent": ("Agent", "AgentRegistry", "TaskTool"),
     "brainhands.brain.budget": ("Budget", "Price"),
     "brainhands.brain.context": ("ContextPolicy",),
+    "brainhands.brain.documents": ("DocumentKind",),
     "brainhands.brain.models": (
         "AnthropicModel", "ModelAdapter", "ModelError", "ModelResponse", "ModelSettings",
         "OpenAIChatModel", "ScriptedModel", "ToolCall", "TransientModelError",
@@ -131,6 +134,7 @@ __all__ = [
     "Decision",
     "DecisionRefused",
     "Dispatch",
+    "DocumentKind",
     "Fail",
     "Finish",
     "Goto",

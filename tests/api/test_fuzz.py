@@ -30,7 +30,8 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 def fuzzed_api(
     rabbitmq_url: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[str, str]]:
-    """A ``brainhands api`` process on a SQLite store of its own, and an admin key."""
+    """A ``brainhands api`` process on a SQLite store of its own, and an admin key that is
+    an operator's too."""
     where = tmp_path_factory.mktemp("fuzz")
     env = {
         "BRAINHANDS_DATABASE_URL": f"sqlite:///{where / 'store.db'}",
@@ -51,6 +52,8 @@ def fuzzed_api(
             "fuzz",
             "--scope",
             "admin",
+            "--scope",
+            "operator",  # the tenants' routes too
         ],
         cwd=where,
         env={**_clean_env(), **env},

@@ -68,8 +68,9 @@ from brainhands.brain.task import (
     TaskView,
     WaitSignal,
 )
+from brainhands.brain.tenant_budget import TenantBudgets
 from brainhands.shared.errors import ConfigurationError, InvalidRequest
-from brainhands.shared.store import SubmissionRecord, ToolCatalog
+from brainhands.shared.store import SubmissionRecord, TenantCharge, ToolCatalog
 from brainhands.shared.tools import describe_invalid_arguments, function_schema, model_schema
 from brainhands.shared.vocabulary import APPROVAL_KIND, BUDGET_STOP
 
@@ -182,10 +183,16 @@ def start_agent_or_task(submission: SubmissionRecord) -> Child:
 
 
 def agent_kinds(
-    agents: AgentRegistry, tools: ToolCatalog, *, declaration_grace: float = 30.0
+    agents: AgentRegistry,
+    tools: ToolCatalog,
+    *,
+    declaration_grace: float = 30.0,
+    tenants: TenantBudgets | None = None,
 ) -> TaskRegistry:
     """The task kinds that run ``agents`` (added to a Brain's registry); every agent has a
-    model by now (``AgentRegistry.with_model`` gives one to those that name none).
+    model by now (``AgentRegistry.with_model`` gives one to those that name none). Runs are
+    held to their tenants' budgets too (``tenants``; by default, as the store of ``tools``
+    keeps them: ``brain.tenant_budget``).
 
     ``tools`` is what the Hands pools declared; a granted tool missing from it is waited
     for, up to ``declaration_grace`` seconds, while this process is that young (its Hands
@@ -194,6 +201,7 @@ def agent_kinds(
     if unset:
         raise ConfigurationError(f"agents {unset} name no model and none was given")
     registry = approval_kinds()
+    budgets = tenants if tenants is not None else TenantBudgets(tools.store)
 
     def model_of(agent: Agent) -> ModelAdapter:
         if agent.model is None:  # one added to the registry after the check above
@@ -203,16 +211,22 @@ def agent_kinds(
     session = registry.add(TaskKind("agent.session"))
     generate = registry.add(TaskKind("agent.generate"))
 
-    def begin_turn(task: TaskView, turn: int, partial: str, spend: Spend, now: float) -> Next:
+    async def begin_turn(
+        task: TaskView, turn: int, partial: str, spend: Spend, ctx: PhaseContext
+    ) -> Next:
         """Start model turn ``turn`` (a generation task), or fail past the agent's limit, or
-        stop at the run's budget; ``partial``: the answers cut off before it (``on_length``)."""
+        stop at the run's budget or its tenant's; ``partial``: the answers cut off before it
+        (``on_length``)."""
         agent = agents.get(task.input["agent"])
         if turn > agent.max_turns:
             return Fail({"reason": "turn limit", "turns": agent.max_turns})
         state: dict[str, Any] = {"turn": turn, "partial": partial} if partial else {"turn": turn}
-        limit = spend.reached(now)
+        limit = spend.reached(ctx.now)
         if limit is not None:
-            return spend.stop(limit, then="resume", state=state, now=now)
+            return spend.stop(limit, then="resume", state=state, now=ctx.now)
+        stopped = await budgets.stop(ctx, spend, then="resume", state=state)
+        if stopped is not None:
+            return stopped
         child = Child("agent.generate", {"agent": agent.name, "turn": turn, **spend.carry()})
         return Spawn([child], then="next", state={**state, **spend.carry()})
 
@@ -229,12 +243,13 @@ def agent_kinds(
         except InvalidRequest as exc:
             return Fail({"reason": "invalid budget", "error": str(exc)})
         ctx.append_entry("user", {"text": task.input["text"]})
-        return begin_turn(task, 1, "", spend, ctx.now)
+        return await begin_turn(task, 1, "", spend, ctx)
 
     @session.phase("turn", light=True)
     async def turn(task: TaskView, docs: dict[str, Any], ctx: PhaseContext) -> Next:
         # Sessions saved by builds that went through this phase between turns.
-        return begin_turn(task, task.state["turn"], "", spend_of(task, task.state, ctx), ctx.now)
+        spend = spend_of(task, task.state, ctx)
+        return await begin_turn(task, task.state["turn"], "", spend, ctx)
 
     @session.phase("resume", light=True)
     async def resume(task: TaskView, docs: dict[str, Any], ctx: PhaseContext) -> Next:
@@ -242,7 +257,8 @@ def agent_kinds(
         spend = resumed(task, spend_of(task, task.state, ctx), then="resume")
         if isinstance(spend, WaitSignal):
             return spend
-        return begin_turn(task, task.state["turn"], task.state.get("partial", ""), spend, ctx.now)
+        partial = task.state.get("partial", "")
+        return await begin_turn(task, task.state["turn"], partial, spend, ctx)
 
     @session.phase("next", light=True)
     async def next_turn(task: TaskView, docs: dict[str, Any], ctx: PhaseContext) -> Next:
@@ -274,7 +290,7 @@ def agent_kinds(
         partial = state.get("partial", "")
         if state["final"] is not None and not state["joined"]:
             return Finish({"text": partial + state["final"], "turns": state["turn"]})
-        return begin_turn(task, state["turn"] + 1, partial, spend_of(task, state, ctx), ctx.now)
+        return await begin_turn(task, state["turn"] + 1, partial, spend_of(task, state, ctx), ctx)
 
     @generate.phase("prepare", light=True)
     async def prepare(task: TaskView, docs: dict[str, Any], ctx: PhaseContext) -> Next:
@@ -287,6 +303,7 @@ def agent_kinds(
         agent = agents.get(task.input["agent"])
         raw = task.state["raw"]
         response = model_of(agent).parse(raw)
+        answered = None  # what the answer this commit records charges its tenant
         if BUDGET_STOP in task.state:  # a raise ended a budget stop: recorded and charged then
             lifted = resumed(task, spend_of(task, task.state, ctx), then="tools")
             if isinstance(lifted, WaitSignal):
@@ -295,7 +312,10 @@ def agent_kinds(
         else:
             usage = response_usage(response, agent.price, resent=task.state.get("resent", 0))
             # The turn's summaries, if it compacted its context, were model calls of it too.
-            spend = spend_of(task, task.input, ctx).charged(usage + compacting(task.state))
+            turn = usage + compacting(task.state)
+            spend = spend_of(task, task.input, ctx).charged(turn)
+            answered = TenantCharge(tokens=turn.tokens, cost=turn.cost)
+            await budgets.charge(ctx, answered)
             # The message replays the answer in later requests, whatever protocol it came in.
             said = {"raw": raw, "model": task.state["model"], "message": response.as_message()}
             said.update(request_record(task.state))
@@ -342,9 +362,25 @@ def agent_kinds(
                 # The default operation id: rooted in the session's uid, so no other
                 # deployment or re-created session sends the same key.
                 children.append(Call(call.name, call.arguments))
+        # Nothing dispatched at a stop: the raise that ends it runs this phase again.
         limit = spend.reached(ctx.now, dispatching=len(children)) if children else None
-        if limit is not None:  # nothing dispatched: the raise that ends the stop runs this again
+        if limit is not None:
             return spend.stop(limit, then="tools", state=dict(task.state), now=ctx.now)
+        # The turn goes on (to its calls, or to another answer): checked against the tenant's
+        # budget with this answer counted, which the tenant's usage in the store lacks until
+        # this commit -- and the next turn's check, in the same commit, would miss.
+        stopped = await budgets.stop(
+            ctx,
+            spend,
+            then="tools",
+            state=dict(task.state),
+            dispatching=len(children),
+            pending=answered,
+        )
+        if stopped is not None:
+            return stopped
+        if children:
+            await budgets.charge(ctx, TenantCharge(tool_calls=len(children)))
         spend = spend.charged(Usage(tool_calls=len(children)))
         return Spawn(children, then="apply", state={"plan": plan, **spend.carry()})
 

@@ -24,6 +24,9 @@ A compaction's summary (``brain.context``) is a model call of the turn it shrink
 is charged with the turn's answer and kept in its checkpoint entry. A model call sent again
 because the Brain waiting for it died (``brain.model_calls``) is charged again, counted
 ``resent``.
+
+A tenant's budget limits all its sessions' runs together (``brain.tenant_budget``): a run
+over it stops at the same boundaries, the same way, its stop scoped ``tenant``.
 """
 
 from __future__ import annotations
@@ -35,9 +38,16 @@ from typing import Any
 from brainhands.brain.models.base import ModelResponse
 from brainhands.brain.task import ReceivedSignal, TaskView, WaitSignal
 from brainhands.shared.errors import InvalidRequest
-from brainhands.shared.vocabulary import BUDGET_SIGNAL, BUDGET_STOP, budget_stop_ref, check_budget
+from brainhands.shared.store import TenantBudget
+from brainhands.shared.vocabulary import (
+    BUDGET_SIGNAL,
+    BUDGET_STOP,
+    TENANT_SCOPE,
+    budget_stop_ref,
+    check_budget,
+)
 
-__all__ = ["Budget", "Price", "Spend", "Usage", "response_usage", "resumed"]
+__all__ = ["Budget", "Price", "Spend", "Usage", "limit_reached", "response_usage", "resumed"]
 
 log = logging.getLogger("brainhands.brain")
 
@@ -172,21 +182,9 @@ class Spend:
 
     def reached(self, now: float, *, dispatching: int = 0) -> str | None:
         """The limit this run has reached (None: none), checked before a model call
-        (``dispatching`` 0) or before dispatching that many tool calls. Tokens, cost and
-        seconds are reached once spent in full; tool calls once the dispatch would go past
-        the limit, so a limit of 3 lets exactly 3 calls run."""
-        spent = {
-            "tokens": self.used.tokens,
-            "cost": self.used.cost,
-            "seconds": now - self.started,
-        }
-        for name, value in spent.items():
-            if name in self.limits and value >= self.limits[name]:
-                return name
-        calls = self.used.tool_calls + dispatching
-        if dispatching and "tool_calls" in self.limits and calls > self.limits["tool_calls"]:
-            return "tool_calls"
-        return None
+        (``dispatching`` 0) or before dispatching that many tool calls (``limit_reached``)."""
+        spent = {"tokens": self.used.tokens, "cost": self.used.cost, "seconds": now - self.started}
+        return limit_reached(self.limits, spent, self.used.tool_calls, dispatching)
 
     def raised(self, signal: ReceivedSignal | None) -> Spend:
         """The spend under the limits a raise (the budget signal's payload) sets; those it
@@ -198,13 +196,42 @@ class Spend:
             return self
         return replace(self, limits={**self.limits, **limits})
 
-    def stop(self, limit: str, *, then: str, state: dict[str, Any], now: float) -> WaitSignal:
-        """Stop the run, durably, until its budget is raised: a wait for the budget signal
-        whose state says why (the view reads it), then ``then`` runs with ``state``."""
+    def stop(
+        self,
+        limit: str,
+        *,
+        then: str,
+        state: dict[str, Any],
+        now: float,
+        tenant: TenantBudget | None = None,
+    ) -> WaitSignal:
+        """Stop the run, durably, until its budget (or, with ``tenant``, its tenant's) is
+        raised: a wait for the budget signal whose state says why (the view reads it), then
+        ``then`` runs with ``state``."""
         why = {"limit": limit, "budget": self.limits, "used": self.used.to_json(), "at": now}
+        if tenant is not None:
+            why.update(scope=TENANT_SCOPE, tenant=tenant.tenant, budget=tenant.limits)
+            why["used"] = tenant.used
         return WaitSignal(
             BUDGET_SIGNAL, then=then, state={**state, "spend": self.to_json(), BUDGET_STOP: why}
         )
+
+
+def limit_reached(
+    limits: dict[str, float], spent: dict[str, float], tool_calls: float, dispatching: int
+) -> str | None:
+    """The first of ``limits`` that what was ``spent`` (tokens, cost, seconds: those it
+    names) and ``tool_calls`` reach, before a model call (``dispatching`` 0) or before
+    dispatching that many tool calls. Tokens, cost and seconds are reached once spent in
+    full; tool calls once the dispatch would go past the limit, so a limit of 3 lets
+    exactly 3 calls run."""
+    for name, value in spent.items():
+        if name in limits and value >= limits[name]:
+            return name
+    calls = tool_calls + dispatching
+    if dispatching and "tool_calls" in limits and calls > limits["tool_calls"]:
+        return "tool_calls"
+    return None
 
 
 def resumed(task: TaskView, spend: Spend, *, then: str) -> Spend | WaitSignal:

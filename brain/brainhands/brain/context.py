@@ -18,6 +18,11 @@ does ``request`` send the smaller prompt. A Brain that dies in ``compact`` re-ru
 alone (the summary asked again, nothing else); one that dies after it finds the summary
 committed and never asks for it again.
 
+A policy may show the model session documents (``documents``): each one's latest value, as
+JSON, after the system prompt (``show_documents``), within a share of the prompt budget of
+their own (``document_tokens``); one that does not fit is named and left out, so the
+documents never crowd out the conversation however they grow.
+
 A summary written by a model is a model call of the turn: its usage (``brain.budget``) is
 committed with the summary, kept in the checkpoint entry (the session's usage adds it up)
 and charged to the run's budget with the turn's answer.
@@ -27,7 +32,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -87,6 +92,12 @@ class ContextPolicy:
     summary_model: ModelAdapter | None = None
     """The model that summarises when ``compact`` is None; None: the agent's own."""
     estimate: Estimator = estimate_tokens
+    documents: tuple[str, ...] = ()
+    """Session documents the model is shown, in this order: each one's latest value, as
+    JSON, after the system prompt."""
+    document_tokens: int | None = None
+    """What the shown documents may take of the prompt (None: a quarter of
+    ``max_prompt_tokens``)."""
 
     def __post_init__(self) -> None:
         if self.max_prompt_tokens < 1 or not 0 < self.kept < self.max_prompt_tokens:
@@ -94,6 +105,19 @@ class ContextPolicy:
                 "a context policy needs max_prompt_tokens > keep_tokens > 0, not "
                 f"{self.max_prompt_tokens} and {self.keep_tokens}"
             )
+        if not 0 < self.shown_tokens < self.max_prompt_tokens:
+            raise ConfigurationError(
+                "a context policy needs max_prompt_tokens > document_tokens > 0, not "
+                f"{self.max_prompt_tokens} and {self.document_tokens}"
+            )
+
+    @property
+    def shown_tokens(self) -> int:
+        return (
+            max(1, self.max_prompt_tokens // 4)
+            if self.document_tokens is None
+            else self.document_tokens
+        )
 
     @property
     def kept(self) -> int:
@@ -148,6 +172,28 @@ def fold(entries: Sequence[EntryRecord]) -> list[Json]:
     return messages
 
 
+DOCUMENTS_HEADING = "\n\nSession documents (their latest values, JSON):"
+"""What opens the documents a policy shows, after the system prompt."""
+
+
+def show_documents(system: str, policy: ContextPolicy | None, docs: Mapping[str, Any]) -> str:
+    """``system`` followed by the documents ``policy`` shows (their values in ``docs``, a
+    phase's), one a line as ``name: JSON``, each while the shown ones fit in the policy's
+    ``document_tokens``; one that would not is named, with its size, and left out."""
+    if policy is None or not policy.documents:
+        return system
+    lines, size = [DOCUMENTS_HEADING], 0
+    for name in policy.documents:
+        line = f"{name}: {json.dumps(docs.get(name), sort_keys=True)}"
+        tokens = policy.estimate([{"role": "system", "content": line}], [])
+        if size + tokens > policy.shown_tokens:
+            line = f"{name}: (left out: about {tokens} tokens, past the documents' share)"
+        else:
+            size += tokens
+        lines.append(line)
+    return system + "\n".join(lines)
+
+
 def build_messages(system: str, entries: Sequence[EntryRecord]) -> list[Json]:
     """The chat messages for a model request, rebuilt from entries alone: the same from the
     latest checkpoint on as from the first entry."""
@@ -193,7 +239,10 @@ def compaction_phases(
 ) -> None:
     """Add compaction's phases to the ``agent.generate`` task kind: ``compact`` (summary,
     heavy) and ``checkpoint`` (its entry, light), entered from ``request`` when
-    ``wants_compaction``, and leading back to it."""
+    ``wants_compaction``, and leading back to it; and the documents the agents' policies
+    show to the ones it reads (``show_documents``)."""
+    shown = (a.context.documents for a in agents.agents.values() if a.context is not None)
+    generate.documents = (*generate.documents, *dict.fromkeys(n for names in shown for n in names))
 
     @generate.phase("compact")
     async def compact(task: TaskView, docs: dict[str, Any], ctx: PhaseContext) -> Next:

@@ -42,8 +42,8 @@ TOOL_KIND = "brainhands.tool"
 """The built-in kind of a task that waits for one tool call's outcome."""
 COMPENSATING = "brainhands.compensate"
 """The phase of a task undoing its effects (``brain.compensation``): it waits for an undo
-(``completing``), or for its undo's tool to be declared (``sleeping``); how it ends is
-decided already, so a cancel does not change it."""
+(``completing``), its undo's tool (``sleeping``) or an operator's act on a failed undo
+(``waiting``, then ``pending``); how it ends is decided, so a cancel does not change it."""
 COMPENSATE = "compensate"
 """In a tool task's input: the call's undo, frozen at dispatch (``brain.dispatch``)."""
 
@@ -148,7 +148,7 @@ def next_action(facts: Facts) -> Action:
         return Idle() if task.blocked_reason == reason else Block(reason)
     if task.cancel_requested and task.status != "completing" and task.phase != COMPENSATING:
         return _cancel(facts)
-    if task.status == "pending":
+    if task.status == "pending" and task.phase != COMPENSATING:
         return Run(_phase(task))
     if task.status == "running":
         if facts.entered_here:
@@ -157,7 +157,7 @@ def next_action(facts: Facts) -> Action:
         if task.attempt >= facts.max_restarts:
             return Settle("failed", error=crash_loop_error(task))
         return Run(_phase(task))
-    if task.status == "sleeping":
+    if task.status in ("sleeping", "pending"):  # pending: compensating, an operator's act came
         if task.wake_at is None or task.wake_at <= facts.now:
             if task.phase == COMPENSATING:  # its next undo is decided again
                 return Settle(task.outcome or "failed", result=task.result, error=task.error)

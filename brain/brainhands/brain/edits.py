@@ -34,6 +34,7 @@ from brainhands.brain.decide import (
     wind_down_changes,
 )
 from brainhands.brain.dispatch import dispatch
+from brainhands.brain.documents import Documents, DocumentValues
 from brainhands.brain.ids import derive_task_id
 from brainhands.brain.phase import RunAgain
 from brainhands.brain.registry import TaskKind, TaskRegistry
@@ -61,6 +62,7 @@ from brainhands.shared.store import (
     TaskOrigin,
     TaskRecord,
     TaskStatus,
+    TenantCharge,
     ToolCatalog,
 )
 from brainhands.shared.topology import Topology
@@ -119,6 +121,7 @@ class SessionEdits:
         self.max_restarts = max_restarts
         self.start_submission = start_submission
         self.documents: dict[str, DocumentRecord] = dict(state.documents)
+        self.values = Documents(self.documents, tasks.document_kinds)
         self.entries: list[EntryRecord] = list(state.entries)
         self.rows: dict[str, TaskRecord] = {**state.settled, **{t.id: t for t in state.open_tasks}}
         self.operations = dict(operations)
@@ -141,8 +144,9 @@ class SessionEdits:
     def kind(self, task: TaskRecord) -> TaskKind | None:
         return self.tasks.resolve(task.kind, task.kind_version)
 
-    def document_bodies(self) -> dict[str, Any]:
-        return {name: doc.body for name, doc in self.documents.items()}
+    def document_bodies(self) -> DocumentValues:
+        """The documents' values as a phase starting now reads them."""
+        return self.values.snapshot()
 
     def children(self, task: TaskRecord) -> list[ChildOutcome]:
         out = []
@@ -353,16 +357,11 @@ class SessionEdits:
         assert kind is not None
         now = time.time()
         for entry_kind, body in appended:
-            self.append_entry(draft, entry_kind, body, now)
-        for name in kind.documents:
-            current = self.documents.get(name)
-            if docs.get(name) != (current.body if current is not None else None):
-                draft.put_document(
-                    name, docs[name], expected_version=current.version if current else None
-                )
-                self.documents[name] = DocumentRecord(
-                    name, (current.version if current else 0) + 1, docs[name]
-                )
+            if isinstance(body, TenantCharge):
+                draft.charge_tenant(body)
+            else:
+                self.append_entry(draft, entry_kind, body, now)
+        self.values.write(draft, kind.document_names, docs)
         spawned: list[str] = []
         if isinstance(result, Dispatch):
             result = Spawn(

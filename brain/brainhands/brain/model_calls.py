@@ -39,7 +39,7 @@ import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from brainhands.brain.context import build_messages, wants_compaction
+from brainhands.brain.context import build_messages, show_documents, wants_compaction
 from brainhands.brain.models.base import (
     BackgroundModel,
     Json,
@@ -123,7 +123,8 @@ def request_phases(
                 extra={"event": "undeclared_tools", "task_id": task.id, "tools": missing},
             )
             return Sleep(then="request", seconds=DECLARATION_WAIT, state=state)
-        messages = build_messages(agent.system, [e for e in ctx.entries if e.seq <= state["upto"]])
+        system = show_documents(agent.system, agent.context, docs)
+        messages = build_messages(system, [e for e in ctx.entries if e.seq <= state["upto"]])
         schemas = [declared[name].schema() for name in agent.tools if name in declared]
         schemas += [t.schema() for t in agent.task_tools]
         if wants_compaction(agent.context, state, messages, schemas):

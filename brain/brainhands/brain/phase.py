@@ -1,18 +1,20 @@
 """Running one task phase: the task kind's handler, outside any transaction.
 
 A phase gets a view of its task, copies of its kind's documents and the session's entries;
-what it returns (or raises) is data for the scheduler, which commits it. Nothing here
-writes to the store.
+what it returns (or raises) is data for the scheduler, which commits it. A typed document
+is read at its kind's version and checked after the phase (``brain.documents``): one that
+cannot be read, or that the phase left holding a value its kind rejects, fails the phase.
+Nothing here writes to the store.
 """
 
 from __future__ import annotations
 
-import copy
 import logging
 import time
 from dataclasses import dataclass
 from typing import Any
 
+from brainhands.brain.documents import DocumentValues
 from brainhands.brain.registry import TaskKind
 from brainhands.brain.task import (
     Call,
@@ -65,17 +67,17 @@ class PhaseRunner:
         kind: TaskKind,
         *,
         compat: str,
-        documents: dict[str, Any],
+        documents: DocumentValues,
         children: list[ChildOutcome],
         entries: list[EntryRecord],
     ) -> PhaseDone:
-        """Run ``task``'s current phase with copies of ``documents`` (name -> body)."""
+        """Run ``task``'s current phase with copies of the ``documents`` its kind names."""
         assert task.phase is not None
         handler = kind.phases.get(task.phase)
         if handler is None:
             missing = LookupError(f"{kind.name} v{kind.version} has no phase {task.phase!r}")
             return task, missing, {}, []
-        docs = {name: copy.deepcopy(documents.get(name)) for name in kind.documents}
+        docs: dict[str, Any] = {}
         view = TaskView(
             id=task.id,
             kind=task.kind,
@@ -91,8 +93,10 @@ class PhaseRunner:
         )
         text = TextStream(self.live, self.session_id, task.id)
         try:
+            docs = documents.copies(kind.document_names)
             ctx = PhaseContext(self.session_id, compat, entries=entries, text_stream=text)
             result = await handler(view, docs, ctx)
+            documents.check(docs)
         except Exception as exc:  # the phase's failure is data for the crash-loop rule
             return task, exc, docs, []
         finally:

@@ -1,4 +1,5 @@
-"""Task kinds: named, versioned sets of phases, and migrations between versions."""
+"""Task kinds: named, versioned sets of phases, and migrations between versions; and the
+kinds of the documents they name (``brain.documents``)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from brainhands.brain.documents import DocumentKind, document_name
 from brainhands.brain.task import Call, Next, PhaseContext, TaskView
 from brainhands.shared.errors import UnknownTaskKindError
 
@@ -26,7 +28,9 @@ class TaskKind:
     version: int = 1
     start: str | None = None
     """The first phase (default: the first one registered)."""
-    documents: tuple[str, ...] = ()
+    documents: tuple[str | DocumentKind, ...] = ()
+    """The session documents its phases read and write: a name (an untyped document), or a
+    ``DocumentKind`` (a typed one; its registry reads every document of that name with it)."""
     phases: dict[str, Phase] = field(default_factory=dict)
     light: set[str] = field(default_factory=set)
     """Phases that only compute from the state they are given (no I/O, nothing slow)."""
@@ -68,6 +72,10 @@ class TaskKind:
         self.compensations[tool] = undo
 
     @property
+    def document_names(self) -> tuple[str, ...]:
+        return tuple(document_name(d) for d in self.documents)
+
+    @property
     def first_phase(self) -> str:
         if self.start is None:
             raise ValueError(f"task kind {self.name} v{self.version} has no phases")
@@ -80,18 +88,35 @@ class TaskRegistry:
 
     kinds: dict[tuple[str, int], TaskKind] = field(default_factory=dict)
     migrations: dict[tuple[str, int], Migration] = field(default_factory=dict)
+    document_kinds: dict[str, DocumentKind] = field(default_factory=dict)
+    """The typed documents its task kinds name, by name: the newest version named."""
 
     def add(self, kind: TaskKind) -> TaskKind:
         key = (kind.name, kind.version)
         if key in self.kinds and self.kinds[key] is not kind:
             raise ValueError(f"task kind {kind.name} v{kind.version} is registered twice")
         self.kinds[key] = kind
+        for doc in kind.documents:
+            if isinstance(doc, DocumentKind):
+                self.add_document(doc)
         return kind
+
+    def add_document(self, doc: DocumentKind) -> DocumentKind:
+        """Read and write every document named ``doc.name`` with ``doc`` (unless a newer
+        version of its kind is added)."""
+        known = self.document_kinds.get(doc.name)
+        if known is not None and known.version == doc.version and known is not doc:
+            raise ValueError(f"document kind {doc.name} v{doc.version} is registered twice")
+        if known is None or doc.version > known.version:
+            self.document_kinds[doc.name] = doc
+        return doc
 
     def include(self, other: TaskRegistry) -> TaskRegistry:
         """Add every kind and migration of ``other``; return self."""
         for kind in other.kinds.values():
             self.add(kind)
+        for doc in other.document_kinds.values():
+            self.add_document(doc)
         self.migrations.update(other.migrations)
         return self
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from brainhands.brain.ids import CHOSEN_OPERATION_ID_MAX
-from brainhands.shared.store import EntryRecord
+from brainhands.shared.store import EntryRecord, TenantCharge
 from brainhands.shared.vocabulary import DECISION_SIGNAL, SIGNAL_NAME_MAX
 
 __all__: tuple[str, ...] = (
@@ -94,7 +94,8 @@ class TaskView:
 class PhaseContext:
     """The world around a running phase: the session's entries, and a way to add some.
 
-    Entries appended here are committed together with what the phase returns, in order.
+    Entries appended here are committed together with what the phase returns, in order,
+    and so is what it charges to its tenant's budget.
     """
 
     def __init__(
@@ -111,6 +112,8 @@ class PhaseContext:
         self.entries = tuple(entries)
         self.now = time.time() if now is None else now
         self.appended: list[tuple[str, Any]] = []
+        """What the phase adds to its commit: entries (kind, body) and tenant charges
+        (``("", TenantCharge)``), in order."""
         self.text_stream = text_stream
         """Where a phase hands text as it is produced (a streaming model's deltas): the
         session's watchers see it live; nothing of it is stored (None: nowhere)."""
@@ -118,6 +121,11 @@ class PhaseContext:
     def append_entry(self, kind: str, body: Any) -> None:
         """Add an immutable entry to the session, in the commit of this phase's result."""
         self.appended.append((kind, body))
+
+    def charge_tenant(self, charge: TenantCharge) -> None:
+        """Count ``charge`` against the session's tenant's budget (``brain.tenant_budget``),
+        in the commit of this phase's result."""
+        self.appended.append(("", charge))
 
 
 # What a phase returns -------------------------------------------------------------------

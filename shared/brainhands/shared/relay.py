@@ -6,12 +6,16 @@ between the confirm and the mark publishes the row again, which every consumer t
 
 - **Right after a commit.** While the relay runs, the commits of its own process hand it
   their rows (``wake`` is a commit listener, the receipt carries the rows) and it publishes
-  them at once, with no query, ``batch_size`` at a time, each batch marked sent after its
-  confirms (while the next batch goes out: the rows confirmed meanwhile are marked together
-  by the next mark); the rows were written with ``publish_after`` one handoff period ahead, so other
-  relays leave them alone meanwhile. A row the relay could not get to before the last
-  ``HANDOFF_MARGIN`` of its handoff (a burst of commits outran it) is left to the polling
-  relays, which take it once the handoff is over: publishing it as well would send it twice.
+  them at once, with no query, ``batch_size`` at a time. The confirmed rows are marked sent
+  off that path: ``mark_delay`` after the first confirm, every row confirmed by then in one
+  statement (each with its own confirm time), so a mark costs no transaction of a call's
+  own; the rows were written with ``publish_after`` one handoff period ahead, so other
+  relays leave them alone meanwhile (the delay is well inside it). A process killed in
+  that delay leaves its rows unmarked, and the polling relays publish them again after the
+  handoff: a duplicate trigger, which every consumer tolerates. A row the relay could not
+  get to before the last ``HANDOFF_MARGIN`` of its handoff (a burst of commits outran it)
+  is left to the polling relays, which take it once the handoff is over: publishing it as
+  well would send it twice.
 - **Polling**, as the fallback: rows other processes wrote without a relay, rows whose
   writer died before publishing, rows whose publish failed. A poll claims them in a
   transaction (``FOR UPDATE SKIP LOCKED`` on PostgreSQL) and marks them in it.
@@ -52,6 +56,7 @@ class OutboxRelay:
         retention: float = 3600.0,
         prune_interval: float = 60.0,
         handoff: float = 5.0,
+        mark_delay: float | None = None,
     ) -> None:
         self.store = store
         self.broker = broker
@@ -60,6 +65,9 @@ class OutboxRelay:
         self.retention = retention
         self.prune_interval = prune_interval
         self.handoff = handoff
+        self.mark_delay = min(HANDOFF_MARGIN, handoff / 5) / 2 if mark_delay is None else mark_delay
+        """Seconds between a row's confirm and its mark at most (default: half the margin
+        left before its handoff ends, so the mark lands before other relays may take it)."""
         self.published = 0
         self._wakeup = asyncio.Event()
         self._next_prune = 0.0
@@ -67,9 +75,11 @@ class OutboxRelay:
         self._fresh: list[tuple[float, OutboxRow]] = []
         """Rows commits handed over, each with the monotonic time its handoff nearly ends."""
         self._publisher: asyncio.Task[None] | None = None
-        self._confirmed: list[int] = []
-        """Rows handed over that the broker confirmed, to be marked sent."""
+        self._confirmed: list[tuple[int, float]] = []
+        """Rows handed over that the broker confirmed, and when, to be marked sent."""
         self._marker: asyncio.Task[None] | None = None
+        self._mark_now = asyncio.Event()
+        """Set while the relay stops: the marks wait no longer."""
 
     def wake(self, receipt: CommitReceipt | None = None) -> None:
         """A commit listener: publish the rows the commit wrote (or poll, if none are given)."""
@@ -81,11 +91,16 @@ class OutboxRelay:
         elif receipt is None or receipt.outbox:
             self._wakeup.set()
 
-    async def flush(self) -> None:
+    async def flush(self, *, marked: bool = False) -> None:
         """Wait until the rows commits handed over so far are published (or left to the
-        polling relays): a process that publishes its own commits' rows without running the
-        relay's polling loop (a client) sets ``store.handoff`` and calls this."""
-        for task in ("_publisher", "_marker"):  # the publisher starts the marker
+        polling relays), and, if ``marked``, marked sent at once: a process that publishes
+        its own commits' rows without running the relay's polling loop (a client) sets
+        ``store.handoff``, calls this after its commits, and with ``marked`` before it
+        closes."""
+        if marked:
+            self._mark_now.set()
+        for task in ("_publisher", "_marker") if marked else ("_publisher",):
+            # The publisher starts the marker.
             while (running := getattr(self, task)) is not None and not running.done():
                 await asyncio.shield(running)
 
@@ -118,6 +133,7 @@ class OutboxRelay:
                     waiter.cancel()
         finally:
             self.store.handoff = None
+            self._mark_now.set()
             for name in ("_publisher", "_marker"):  # the publisher may start a marker
                 if (task := getattr(self, name)) is not None:
                     await asyncio.gather(task, return_exceptions=True)
@@ -138,16 +154,21 @@ class OutboxRelay:
             if not rows:
                 continue
             with _failure_logged("publishing %d committed rows", len(rows)):
-                self._confirmed += await self._publish(rows)
+                confirmed = await self._publish(rows)
+                at = time.time()
+                self._confirmed += [(row_id, at) for row_id in confirmed]
             if self._confirmed and (self._marker is None or self._marker.done()):
                 self._marker = asyncio.create_task(self._mark_confirmed())
 
     async def _mark_confirmed(self) -> None:
-        """Mark the confirmed rows sent, all those confirmed by then in one statement."""
+        """Mark the confirmed rows sent, ``mark_delay`` after the first: all those confirmed
+        by then in one statement."""
         while self._confirmed:
-            ids, self._confirmed = self._confirmed, []
-            with _failure_logged("marking %d published rows sent", len(ids)):
-                await self.store.outbox.mark_sent(ids)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._mark_now.wait(), self.mark_delay)
+            confirmed, self._confirmed = self._confirmed, []
+            with _failure_logged("marking %d published rows sent", len(confirmed)):
+                await self.store.outbox.mark_sent(confirmed)
 
     async def drain_once(self) -> int:
         """Publish one batch of unsent rows; return how many were confirmed and marked."""

@@ -22,5 +22,6 @@ FINAL_OPERATION_STATUSES: frozenset[OperationStatus] = frozenset(
 SessionStatus = Literal["idle", "running", "requires_action", "budget_exhausted"]
 """How a session stands, as its view says: ``budget_exhausted`` when its agent's run stopped
 at its budget (it resumes when an operator raises it), ``requires_action`` when a call waits
-for a decision, ``running`` while any of its tasks is not terminal, else ``idle``. Both
-``budget_exhausted`` and ``requires_action`` mean a person must act (``needs_action``)."""
+for a decision or a task whose undo failed waits for an operator to retry or abandon it,
+``running`` while any of its tasks is not terminal, else ``idle``. Both ``budget_exhausted``
+and ``requires_action`` mean a person must act (``needs_action``)."""

@@ -58,7 +58,13 @@ by raising a budget, never as a plain signal."""
 
 BUDGET_STOP = "budget_stop"
 """The key, in the state of a task waiting for ``BUDGET_SIGNAL``, of why it stopped:
-``{"limit", "budget", "used", "at"}`` (what the session's view shows)."""
+``{"limit", "budget", "used", "at"}`` (what the session's view shows), and ``"scope":
+"tenant"`` for a stop at its tenant's budget (``TENANT_SCOPE``: then ``budget`` and ``used``
+are the tenant's) rather than at the run's own."""
+
+TENANT_SCOPE = "tenant"
+"""The ``scope`` of a stop at the session's tenant's budget: an operator's raise of the
+tenant's budget lifts it (the session's own raise does not)."""
 
 
 def budget_stop_ref(task_id: str, at: float) -> dict[str, Any]:
@@ -71,6 +77,19 @@ def budget_stop_ref(task_id: str, at: float) -> dict[str, Any]:
 BUDGET_LIMITS = ("tokens", "cost", "tool_calls", "seconds")
 """What a budget may limit: model tokens (input and output), model cost (in the unit of
 the agent's prices), tool calls dispatched, and wall-clock seconds since the run began."""
+
+
+TENANT_BUDGET_LIMITS = ("tokens", "cost", "tool_calls")
+"""What a tenant's budget may limit: the same counts as a run's, added up over every run
+of the tenant's sessions (wall-clock time belongs to a run, not to a tenant)."""
+
+
+def check_tenant_budget(limits: Any) -> dict[str, float]:
+    """``limits`` as a tenant's budget: ``check_budget``'s, without ``seconds``."""
+    checked = check_budget(limits)
+    if "seconds" in checked:
+        raise InvalidRequest(f"a tenant's budget limits {', '.join(TENANT_BUDGET_LIMITS)}")
+    return checked
 
 
 def check_budget(limits: Any) -> dict[str, float]:
@@ -90,3 +109,32 @@ def check_budget(limits: Any) -> dict[str, float]:
             raise InvalidRequest(f"budget {name!r} must be a non-negative number, not {value!r}")
         checked[name] = value
     return checked
+
+
+EFFECTS_DOCUMENT = "brainhands.compensations"
+"""The session document of compensable effects (``brain.compensation``): ``{"tasks": {task
+id: [effect, ...]}, "requires_action": {task id: record}}``; a client reads a failed undo's
+record from it."""
+
+COMPENSATION_SIGNAL = "brainhands.compensation:"
+"""Prefix of the signal a task whose undo failed waits for (``compensation_signal``): an
+operator's ``retry`` or ``abandon``. The runtime's own: a client sends it by acting on the
+compensation, never as a plain signal."""
+
+CompensationAction = Literal["retry", "abandon"]
+COMPENSATION_ACTIONS: tuple[CompensationAction, ...] = ("retry", "abandon")
+"""What an operator does with a failed undo: run it again (under a new operation id), or
+leave it and the effects before it undone (the task then ends failed)."""
+
+
+def compensation_signal(task_id: str) -> str:
+    """The name of the signal task ``task_id`` waits for once an undo of it failed: one per
+    task, so an operator's word for one task is never received by another."""
+    return COMPENSATION_SIGNAL + task_id
+
+
+def compensation_ref(record: dict[str, Any]) -> dict[str, Any]:
+    """What names one failed undo (in a ``requires_action`` record) in the act on it: the
+    effect and how many times its undo was run again before. An act lifts only the failure
+    it names, so one sent for an earlier failure of the same undo does nothing."""
+    return {"effect": record["failed"]["task_id"], "attempt": record.get("attempt", 0)}

@@ -29,6 +29,9 @@ from brainhands.api.bodies import (
     DecisionBody,
     DecisionOut,
     DenyBody,
+    DocumentName,
+    DocumentOut,
+    IncrementOut,
     InputSubmission,
     RequestId,
     SessionId,
@@ -39,6 +42,7 @@ from brainhands.api.bodies import (
     TextSubmission,
 )
 from brainhands.api.changes import SessionChanges
+from brainhands.api.compensations import compensation_routes
 from brainhands.api.console import mount_console
 from brainhands.api.guard import DEV, Guarded, caller, document_keys, needs
 from brainhands.api.keys import Principal, VerifiedKeys
@@ -52,6 +56,7 @@ from brainhands.api.shared_lists import SharedLists
 from brainhands.api.shared_views import SharedViews
 from brainhands.api.stream_tokens import StreamTokens
 from brainhands.api.streams import stream_routes
+from brainhands.api.tenants import tenant_routes
 from brainhands.api.views import list_sessions, session_document
 from brainhands.api.watcher import Watchers
 from brainhands.client.approvals import pending_approvals
@@ -251,6 +256,28 @@ def create_app(
         key = session_key(caller(request).tenant, session_id)
         return session_document(await client.session(key))
 
+    @app.get(
+        "/sessions/{session_id}/documents/{name}", tags=["sessions"], openapi_extra=needs("read")
+    )
+    async def document(
+        session_id: SessionId,
+        name: DocumentName,
+        request: Request,
+        history: Annotated[int, Query(ge=0, le=1000)] = 100,
+    ) -> DocumentOut:
+        """A document of the session: its latest value and version, and its latest
+        ``history`` writes, each the JSON Patch from the value before it."""
+        key = await known.existing(caller(request).tenant, session_id)
+        found = await client.document(key, name, history=history)
+        doc = found.document
+        return DocumentOut(
+            name=doc.name,
+            version=doc.version,
+            kind_version=doc.kind_version,
+            value=doc.body,
+            history=[IncrementOut(**asdict(i)) for i in found.history],
+        )
+
     app.include_router(
         stream_routes(
             known=known,
@@ -354,6 +381,8 @@ def create_app(
         )
         return SignalOut(signal_id=receipt.request.key, created=receipt.created)
 
+    app.include_router(compensation_routes(client, known, acting))
+    app.include_router(tenant_routes(client, acting))
     return app
 
 

@@ -143,6 +143,27 @@ class StreamTokenOut(BaseModel):
     expires_at: float
 
 
+DocumentName = Annotated[str, Path(pattern=NAME, max_length=128)]
+
+
+class IncrementOut(BaseModel):
+    version: int
+    patch: list[dict[str, Any]]
+    """The RFC 6902 JSON Patch from the value before this write."""
+    kind_version: int | None
+    at: float
+
+
+class DocumentOut(BaseModel):
+    name: str
+    version: int
+    kind_version: int | None
+    """The version of its kind the value was written at (null: an untyped document)."""
+    value: Any
+    history: list[IncrementOut]
+    """Its latest writes, oldest first."""
+
+
 class SignalOut(BaseModel):
     signal_id: str
     created: bool

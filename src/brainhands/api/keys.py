@@ -19,11 +19,15 @@ from brainhands.shared.errors import NotFoundError
 from brainhands.shared.store import ApiKeyRecord, Store
 from brainhands.shared.tenancy import check_tenant
 
-Scope = Literal["read", "submit", "signal", "approve", "admin"]
-SCOPES: tuple[Scope, ...] = ("read", "submit", "signal", "approve", "admin")
+Scope = Literal["read", "submit", "signal", "approve", "admin", "operator"]
+SCOPES: tuple[Scope, ...] = ("read", "submit", "signal", "approve", "admin", "operator")
 """``read`` sessions, ``submit`` (and cancel) submissions, ``signal`` a waiting task,
 ``approve`` (or deny) calls and decide signals declared as decisions, ``admin``: all of
-them, and the API's metrics."""
+them, and the API's metrics. ``operator``: acts on tenants rather than within one (a
+tenant's budget): a tenant's own keys, ``admin`` ones too, never may."""
+
+TENANT_SCOPES = frozenset(SCOPES) - {"operator"}
+"""What a tenant's ``admin`` key may do: everything within its tenant."""
 PREFIX = "bh_"
 
 
@@ -37,7 +41,7 @@ class Principal:
     scopes: frozenset[str]
 
     def may(self, scope: Scope) -> bool:
-        return scope in self.scopes or "admin" in self.scopes
+        return scope in self.scopes or ("admin" in self.scopes and scope in TENANT_SCOPES)
 
 
 def _digest(secret: str) -> str:

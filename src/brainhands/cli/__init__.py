@@ -117,6 +117,24 @@ def build_parser() -> argparse.ArgumentParser:
     add_tenant(p)
     p.set_defaults(run="brainhands.cli.acting:raise_budget")
 
+    p = sub.add_parser("compensation", help="retry or abandon a failed undo a task waits with")
+    p.add_argument("action", choices=["retry", "abandon"])
+    p.add_argument("session")
+    p.add_argument("task", help="the waiting task (its session view lists it under compensations)")
+    p.add_argument("--reason", required=True, help="why (kept with the act)")
+    p.add_argument("--id", help="the act's id: the same id twice is one (default: random)")
+    add_tenant(p)
+    p.set_defaults(run="brainhands.cli.acting:compensation")
+
+    p = sub.add_parser("tenant", help="an operator's acts on a tenant: set or show its budget")
+    p.add_argument("what", choices=["budget"])
+    p.add_argument("action", choices=["set", "show"])
+    p.add_argument("tenant")
+    for limit, kind in (("tokens", int), ("cost", float), ("tool-calls", int)):
+        p.add_argument(f"--{limit}", type=kind, help="set: a limit (those left out: none)")
+    p.add_argument("--json", action="store_true", help="print the budget as JSON")
+    p.set_defaults(run="brainhands.cli.tenants:budget")
+
     p = sub.add_parser("pending", help="list the calls waiting for approval, by session")
     p.add_argument("--session", help="of this session only")
     p.add_argument("--json", action="store_true", help="print JSON")
@@ -161,7 +179,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--scope",
         action="append",
-        choices=["read", "submit", "signal", "approve", "admin"],
+        choices=["read", "submit", "signal", "approve", "admin", "operator"],
         help="create: what the key may do (repeatable)",
     )
     p.add_argument("--name", help="create: who or what holds it (kept with decisions)")

@@ -1,5 +1,5 @@
 """Commands that act on running sessions through the client: signal, approve, deny, raise a
-budget, and the list of calls waiting for a decision."""
+budget, retry or abandon a failed undo, and the list of calls waiting for a decision."""
 
 from __future__ import annotations
 
@@ -49,6 +49,20 @@ async def raise_budget(args: argparse.Namespace) -> int:
             return 1
     seen = "sent" if receipt.created else "already sent earlier: counted once"
     print(f"budget of session {args.session} raised to {json.dumps(limits)}: {seen}")
+    return 0
+
+
+async def compensation(args: argparse.Namespace) -> int:
+    async with await Client.from_settings(settings_for(args)) as client:
+        try:
+            receipt = await client.act_on_compensation(
+                args.session, args.task, args.action, reason=args.reason, action_id=args.id
+            )
+        except DecisionRefused as exc:
+            print(f"session {args.session}: {exc}; nothing sent", file=sys.stderr)
+            return 1
+    seen = "sent" if receipt.created else "already sent earlier: counted once"
+    print(f"{args.action} of task {args.task}'s failed undo in session {args.session}: {seen}")
     return 0
 
 

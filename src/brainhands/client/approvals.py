@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from brainhands.client.submission import DecidedBy
 from brainhands.shared.errors import DecisionRefused, InvalidRequest, NotFoundError
 from brainhands.shared.store import InboxRecord, OutboxMessage, Store, TaskRecord
 from brainhands.shared.vocabulary import APPROVAL_KIND, Verdict, decision_signal
@@ -120,6 +121,39 @@ async def approval_ids(
 
 
 async def decide(
+    store: Store,
+    session_id: str,
+    approvals: str | Sequence[str] | AllPending,
+    verdict: Verdict,
+    reason: str | None,
+    decided_by: DecidedBy,
+    *,
+    principal: str,
+    wake: Callable[[str], OutboxMessage],
+) -> list[Decision]:
+    """Record ``verdict`` on each approval ``approvals`` names (``approval_ids``), made by
+    ``decided_by``'s principal (default: ``principal``) and shown as its ``by`` (default:
+    the principal): ``Client.decide``."""
+    ids = await approval_ids(store, session_id, approvals)
+    who = decided_by.get("principal") or principal
+    return [
+        await _decide_one(
+            store,
+            session_id=session_id,
+            approval_id=approval_id,
+            verdict=verdict,
+            by=decided_by.get("by") or who,
+            reason=reason,
+            decision_id=decided_by.get("decision_id"),
+            wake=wake,
+            principal=who,
+            four_eyes=decided_by.get("four_eyes", False),
+        )
+        for approval_id in ids
+    ]
+
+
+async def _decide_one(
     store: Store,
     *,
     session_id: str,

@@ -7,10 +7,18 @@ inbox with the session's wake-up, naming the stop it lifts: the run resumes unde
 raised limits, or, if they still do not cover what it has spent, stops again. A raise is
 refused while no run of the session is stopped (``DecisionRefused``), and one that reaches
 a later stop than the one it named lifts nothing: a raise is never kept for another stop.
+
+A tenant's budget (``brain.tenant_budget``) is set by an operator (``set_tenant_budget``),
+never by the tenant: setting it again, higher, raises it, and sends each of the tenant's
+runs stopped at it the budget signal naming its stop, a page at a time. A run stopped at
+its tenant's budget is not lifted by a raise of its own (refused: ``DecisionRefused``).
 """
 
 from __future__ import annotations
 
+import asyncio
+import hashlib
+import json
 import time
 import uuid
 from collections.abc import Callable, Iterable
@@ -26,8 +34,23 @@ from brainhands.shared.store import (
     OutboxMessage,
     Store,
     TaskRecord,
+    TenantBudget,
 )
-from brainhands.shared.vocabulary import BUDGET_SIGNAL, BUDGET_STOP, budget_stop_ref, check_budget
+from brainhands.shared.tenancy import check_tenant
+from brainhands.shared.vocabulary import (
+    BUDGET_SIGNAL,
+    BUDGET_STOP,
+    TENANT_SCOPE,
+    budget_stop_ref,
+    check_budget,
+    check_tenant_budget,
+)
+
+RESUME_PAGE = 100
+"""Stopped runs a tenant's raise reads, and sends their signals, at a time."""
+
+Wake = Callable[[str], OutboxMessage]
+"""A session's wake-up, given its compatibility key."""
 
 
 @dataclass(frozen=True)
@@ -45,6 +68,9 @@ class BudgetStop:
     """What the run had spent: ``input_tokens``, ``output_tokens``, ``tokens``, ``cost``,
     ``model_calls``, ``tool_calls``, ``resent`` (model calls sent again after a kill)."""
     since: float
+    scope: str = "run"
+    """``run``: the run's own budget; ``tenant``: its tenant's (``budget`` and ``used``
+    are the tenant's), which only an operator's raise of the tenant's budget lifts."""
 
 
 def budget_stop_of(tasks: Iterable[TaskRecord]) -> BudgetStop | None:
@@ -53,7 +79,8 @@ def budget_stop_of(tasks: Iterable[TaskRecord]) -> BudgetStop | None:
         state = task.state if isinstance(task.state, dict) else {}
         why = state.get(BUDGET_STOP)
         if task.status == "waiting" and task.wait_signal == BUDGET_SIGNAL and why:
-            return BudgetStop(task.id, why["limit"], why["budget"], why["used"], why["at"])
+            scope = why.get("scope", "run")
+            return BudgetStop(task.id, why["limit"], why["budget"], why["used"], why["at"], scope)
     return None
 
 
@@ -104,6 +131,10 @@ async def raise_budget(
         if earlier is not None:
             return InboxReceipt(earlier, created=False)
         raise DecisionRefused("no run of this session is stopped at its budget")
+    if stop.scope == TENANT_SCOPE:
+        raise DecisionRefused(
+            "the session's run is stopped at its tenant's budget: an operator raises that"
+        )
     payload = {
         "budget": checked,
         "stop": budget_stop_ref(stop.task_id, stop.since),
@@ -126,3 +157,65 @@ async def _raise_sent(store: Store, session_id: str, raise_id: str | None) -> In
         return None
     sent = await store.inbox.of_session(session_id)
     return next((r for r in sent if r.name == BUDGET_SIGNAL and r.key == raise_id), None)
+
+
+@dataclass(frozen=True)
+class TenantBudgetSet:
+    """A tenant's budget as an operator set it, and the stopped runs sent the raise."""
+
+    budget: TenantBudget
+    resumed: int
+    """The tenant's runs stopped at its budget that were sent the raise (each once)."""
+
+
+async def set_tenant_budget(
+    store: Store,
+    tenant: str,
+    limits: dict[str, Any],
+    wake: Callable[[str], Wake] | None,
+    principal: str,
+) -> TenantBudgetSet:
+    """Make ``limits`` ``tenant``'s budget (replacing the one it had; what it has spent is
+    kept), as ``principal`` (an operator) sets it, then send each of its runs stopped at its
+    budget the budget signal naming its stop, with its session's wake-up (``wake(key)``;
+    None: the caller runs the sessions). A run still over the new budget stops again.
+    ``InvalidRequest`` for a tenant name or limits that are no tenant's budget, or none."""
+    check_tenant(tenant)
+    checked = check_tenant_budget(limits)
+    if not checked:
+        raise InvalidRequest("a tenant's budget names at least one limit")
+    budget = await store.tenant_budgets.set(tenant, checked, by=principal)
+    resumed, after = 0, None
+    while True:
+        page = await store.tenant_budgets.stopped(tenant, after=after, limit=RESUME_PAGE)
+        sends = [
+            _lift(store, task, checked, wake, principal)
+            for task in page
+            if task.state[BUDGET_STOP].get("scope") == TENANT_SCOPE
+        ]
+        resumed += sum(await asyncio.gather(*sends))
+        if len(page) < RESUME_PAGE:
+            return TenantBudgetSet(budget, resumed)
+        after = (page[-1].session_id, page[-1].id)
+
+
+async def _lift(
+    store: Store,
+    task: TaskRecord,
+    limits: dict[str, float],
+    wake: Callable[[str], Wake] | None,
+    principal: str,
+) -> bool:
+    """Send ``task``, stopped at its tenant's budget, the raise naming its stop; its id is
+    the stop's, so a second raise before the run goes on sends nothing more."""
+    stop = budget_stop_ref(task.id, task.state[BUDGET_STOP]["at"])
+    digest = hashlib.sha256(json.dumps(stop, sort_keys=True).encode()).hexdigest()[:32]
+    receipt = await store.inbox.send_signal(
+        session_id=task.session_id,
+        name=BUDGET_SIGNAL,
+        signal_id=f"tenant-{digest}",
+        payload={"tenant_budget": limits, "stop": stop, "by": principal, "at": time.time()},
+        wake=wake(task.session_id) if wake is not None else None,
+        sender=principal,
+    )
+    return receipt.created

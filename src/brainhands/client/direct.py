@@ -26,19 +26,13 @@ import asyncio
 import contextlib
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any, Unpack
 
-from brainhands.client.approvals import (
-    AllPending,
-    Decision,
-    PendingApproval,
-    approval_ids,
-    decide,
-    pending_approvals,
-)
-from brainhands.client.budgets import raise_budget, with_budget
-from brainhands.client.submission import DecidedBy, SignalOptions, Submission, SubmitOptions
+from brainhands.client.approvals import PendingApproval, pending_approvals
+from brainhands.client.budgets import with_budget
+from brainhands.client.operator import OperatorActs
+from brainhands.client.submission import SignalOptions, Submission, SubmitOptions
 from brainhands.client.views import SessionView, session_view
 from brainhands.shared.broker import Broker
 from brainhands.shared.config import CommonSettings
@@ -48,6 +42,7 @@ from brainhands.shared.relay import OutboxRelay
 from brainhands.shared.store import (
     ANSWER_CHANNEL,
     FINAL_SUBMISSION_STATUSES,
+    DocumentHistory,
     InboxReceipt,
     OutboxMessage,
     Store,
@@ -56,7 +51,7 @@ from brainhands.shared.store import (
 from brainhands.shared.tenancy import DEFAULT_TENANT, check_tenant, session_key, split_key
 from brainhands.shared.topology import QueueType, Topology
 from brainhands.shared.tracing import current_carrier, tracer
-from brainhands.shared.vocabulary import Verdict, signal_name
+from brainhands.shared.vocabulary import signal_name
 
 POSTGRES_POLL = 1.0
 """Seconds between re-reads of a waited submission on PostgreSQL (notifications wake sooner)."""
@@ -64,8 +59,9 @@ SQLITE_POLL = 0.2
 """Seconds between re-reads on SQLite, which has no notifications."""
 
 
-class Client:
-    """Submits to sessions, waits for answers, cancels, reads sessions.
+class Client(OperatorActs):
+    """Submits to sessions, waits for answers, cancels, reads sessions (and, as
+    ``OperatorActs``, decides approvals and raises budgets).
 
     Open with ``await Client.connect(...)`` or ``await Client.from_settings(settings)``;
     an async context manager (or call ``close``).
@@ -175,9 +171,9 @@ class Client:
         await self.close()
 
     async def close(self) -> None:
-        """Publish what is still handed over, then close the connections."""
+        """Publish (and mark sent) what is still handed over, then close the connections."""
         try:
-            await self._relay.flush()
+            await self._relay.flush(marked=True)
         finally:
             await self._feed.close()
             await self.broker.close()
@@ -299,90 +295,6 @@ class Client:
         await self._relay.flush()
         return receipt
 
-    async def approve(
-        self,
-        session_id: str,
-        approvals: str | Sequence[str] | AllPending,
-        *,
-        reason: str | None = None,
-        **decided_by: Unpack[DecidedBy],
-    ) -> list[Decision]:
-        """Approve calls waiting in ``session_id`` (one id, several, or ``ALL``: every one
-        pending now): each is dispatched once, by a Brain. See ``decide``."""
-        return await self.decide(session_id, approvals, "approved", reason, **decided_by)
-
-    async def deny(
-        self,
-        session_id: str,
-        approvals: str | Sequence[str] | AllPending,
-        *,
-        reason: str,
-        **decided_by: Unpack[DecidedBy],
-    ) -> list[Decision]:
-        """Deny calls waiting in ``session_id``: the model reads the refusal, with ``reason``;
-        the tool never runs. See ``decide``."""
-        return await self.decide(session_id, approvals, "denied", reason, **decided_by)
-
-    async def decide(
-        self,
-        session_id: str,
-        approvals: str | Sequence[str] | AllPending,
-        verdict: Verdict,
-        reason: str | None = None,
-        **decided_by: Unpack[DecidedBy],
-    ) -> list[Decision]:
-        """Record one decision per approval, each kept with who, when and why: who as the
-        decider's credential says (``principal``, default: the client's), and ``by``, a
-        display name (default: the principal). ``four_eyes``: a principal that submitted
-        to the session may not decide its calls (``DecisionRefused``).
-
-        A decision counts once: the same one sent again (or a second decider's same
-        verdict) returns the decision that counted (``new`` False); the other verdict
-        after it, or any after the call expired, raises ``DecisionRefused``.
-        ``NotFoundError`` for an approval the session does not have. Every pending call
-        is decided only when asked for by ``ALL``, never by omission: a decision names
-        what it decides.
-        """
-        key = self.key(session_id)
-        ids = await approval_ids(self.store, key, approvals)
-        wake = self._wake(key, "decision")
-        principal = decided_by.get("principal") or self.principal
-        decisions = [
-            await decide(
-                self.store,
-                session_id=key,
-                approval_id=approval_id,
-                verdict=verdict,
-                by=decided_by.get("by") or principal,
-                reason=reason,
-                decision_id=decided_by.get("decision_id"),
-                wake=wake,
-                principal=principal,
-                four_eyes=decided_by.get("four_eyes", False),
-            )
-            for approval_id in ids
-        ]
-        await self._relay.flush()
-        return decisions
-
-    async def raise_budget(
-        self,
-        session_id: str,
-        *,
-        principal: str | None = None,
-        raise_id: str | None = None,
-        **limits: float,
-    ) -> InboxReceipt:
-        """Raise the budget of ``session_id``'s run (``tokens=``, ``cost=``, ``tool_calls=``,
-        ``seconds=``: the new limits): a run stopped at it resumes. The same ``raise_id``
-        twice is one raise. A raise lifts only the stop it was sent for; one sent while no run
-        is stopped is refused (``DecisionRefused``)."""
-        key = self.key(session_id)
-        who, wake = principal or self.principal, self._wake(key, "budget")
-        receipt = await raise_budget(self.store, key, limits, wake, who, raise_id)
-        await self._relay.flush()
-        return receipt
-
     def _wake(self, session_id: str, reason: str) -> Callable[[str], OutboxMessage]:
         """Builds the session's wake-up for a request, given its compatibility key."""
 
@@ -429,6 +341,11 @@ class Client:
         """The session as it stands (``NotFoundError`` if there is none). Its rows name
         the session by its store key (``key``)."""
         return session_view(await self.store.detail(self.key(session_id)))
+
+    async def document(self, session_id: str, name: str, *, history: int = 100) -> DocumentHistory:
+        """The session's document ``name`` (``NotFoundError`` if it has none): its latest
+        value, and its latest ``history`` writes, oldest first."""
+        return await self.store.document(self.key(session_id), name, history=history)
 
     async def pending_approvals(self, session_id: str | None = None) -> list[PendingApproval]:
         """Tool calls waiting for a decision, of one session or of every one of the

@@ -31,6 +31,7 @@ from brainhands.shared.errors import (
     NotFoundError,
 )
 from brainhands.shared.statuses import FINAL_SUBMISSION_STATUSES
+from brainhands.shared.vocabulary import CompensationAction
 
 T = TypeVar("T")
 WAIT_MAX = 60.0
@@ -158,6 +159,28 @@ class HttpClient:
         sent = await self._call("POST", f"/sessions/{session_id}/budget", json=body)
         return bool(sent["created"])
 
+    async def set_tenant_budget(self, tenant: str, **limits: float) -> dict[str, Any]:
+        """Set ``tenant``'s budget (``tokens=``, ``cost=``, ``tool_calls=``), with an
+        ``operator`` key: its runs stopped at it resume. Returns the budget, what the tenant
+        spent (``used``) and how many stopped runs were sent the raise (``resumed``)."""
+        budget: dict[str, Any] = await self._call("PUT", f"/tenants/{tenant}/budget", json=limits)
+        return budget
+
+    async def tenant_budget(self, tenant: str) -> dict[str, Any]:
+        """``tenant``'s budget and what it spent, with an ``operator`` key; ``NotFoundError``
+        when it has none."""
+        budget: dict[str, Any] = await self._call("GET", f"/tenants/{tenant}/budget")
+        return budget
+
+    async def act_on_compensation(
+        self, session_id: str, task_id: str, action: CompensationAction, **act: str | None
+    ) -> bool:
+        """``retry`` or ``abandon`` (``reason=``, ``action_id=``) the failed undo task
+        ``task_id`` waits with; whether the act is new (the same ``action_id`` counts once).
+        ``DecisionRefused`` (409) when the task is not waiting for one."""
+        path = f"/sessions/{session_id}/compensations/{task_id}"
+        return bool((await self._call("POST", path, json={"action": action, **act}))["created"])
+
     async def approve(
         self, session_id: str, approvals: str | Sequence[str], **decision: Any
     ) -> list[dict[str, Any]]:
@@ -212,6 +235,13 @@ class HttpClient:
     async def session(self, session_id: str) -> dict[str, Any]:
         """The session as it stands (the API's document)."""
         document: dict[str, Any] = await self._call("GET", f"/sessions/{session_id}")
+        return document
+
+    async def document(self, session_id: str, name: str, *, history: int = 100) -> dict[str, Any]:
+        """The session's document ``name``: ``{name, version, kind_version, value,
+        history}``, its latest ``history`` writes oldest first."""
+        path = f"/sessions/{session_id}/documents/{name}"
+        document: dict[str, Any] = await self._call("GET", path, params={"history": history})
         return document
 
     async def sessions(self, **filters: Any) -> AsyncIterator[dict[str, Any]]:
@@ -348,6 +378,17 @@ class SyncHttpClient:
     ) -> bool:
         return self._run(self._client.raise_budget(session_id, raise_id=raise_id, **limits))
 
+    def set_tenant_budget(self, tenant: str, **limits: float) -> dict[str, Any]:
+        return self._run(self._client.set_tenant_budget(tenant, **limits))
+
+    def tenant_budget(self, tenant: str) -> dict[str, Any]:
+        return self._run(self._client.tenant_budget(tenant))
+
+    def act_on_compensation(
+        self, session_id: str, task_id: str, action: CompensationAction, **act: str | None
+    ) -> bool:
+        return self._run(self._client.act_on_compensation(session_id, task_id, action, **act))
+
     def approve(
         self, session_id: str, approvals: str | Sequence[str], **decision: Any
     ) -> list[dict[str, Any]]:
@@ -360,6 +401,9 @@ class SyncHttpClient:
 
     def session(self, session_id: str) -> dict[str, Any]:
         return self._run(self._client.session(session_id))
+
+    def document(self, session_id: str, name: str, *, history: int = 100) -> dict[str, Any]:
+        return self._run(self._client.document(session_id, name, history=history))
 
     def sessions(self, **filters: Any) -> list[dict[str, Any]]:
         """Every session of the key's tenant, newest first."""

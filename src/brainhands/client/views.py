@@ -8,8 +8,10 @@ from typing import Any, TypeVar
 
 from brainhands.client.approvals import PendingApproval, pending_of
 from brainhands.client.budgets import BudgetStop, budget_stop_of, session_usage
+from brainhands.client.compensations import CompensationStop, compensation_stops_of
 from brainhands.shared.statuses import SessionStatus
 from brainhands.shared.store import (
+    DocumentRecord,
     EntryRecord,
     InboxRecord,
     SessionDetail,
@@ -68,17 +70,25 @@ class SessionView:
     """Where its agent's run stopped at its budget (None: it has not): it needs action,
     a raise of the budget (``Client.raise_budget``)."""
     usage: dict[str, float] = field(default_factory=dict)
-    """What its model answers spent (tokens, cost, model calls), added up from its entries."""
+    """What its model answers spent (tokens, cost, model calls), added up from its entries;
+    ``resent``: the model calls sent again because a Brain died waiting for their answer
+    (paid twice; in ``model_calls`` and the tokens too)."""
+    documents: dict[str, DocumentRecord] = field(default_factory=dict)
+    """Its documents, by name: each one's latest value (``body``), version and kind version
+    (their histories: ``Client.document``)."""
+    compensations: list[CompensationStop] = field(default_factory=list)
+    """Tasks whose undo failed, waiting for an operator to retry or abandon it
+    (``Client.act_on_compensation``): the session needs action while there are any."""
 
     @property
     def needs_action(self) -> bool:
-        return bool(self.approvals) or self.budget_exhausted is not None
+        return bool(self.approvals or self.compensations) or self.budget_exhausted is not None
 
     @property
     def status(self) -> SessionStatus:
         if self.budget_exhausted is not None:
             return "budget_exhausted"
-        if self.approvals:
+        if self.approvals or self.compensations:
             return "requires_action"
         return "running" if any(t.status != "terminal" for t in self.tasks) else "idle"
 
@@ -99,6 +109,8 @@ def session_view(detail: SessionDetail) -> SessionView:
         approvals=[pending_of(task) for task in detail.waiting_approvals],
         budget_exhausted=budget_stop_of(detail.tasks),
         usage=session_usage(detail.state.entries),
+        documents=detail.state.documents,
+        compensations=compensation_stops_of(detail.tasks, detail.state.documents),
     )
 
 

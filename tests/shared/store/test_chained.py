@@ -12,7 +12,7 @@ import pytest
 from sqlalchemy import event, select
 
 from brainhands.shared.errors import ConflictError, NotFoundError
-from brainhands.shared.store import Draft, Store, schema
+from brainhands.shared.store import DocumentRecord, Draft, Store, schema
 from brainhands.shared.store.chained import chainable
 from brainhands.shared.store.commit import apply_draft_sync
 from brainhands.shared.store.draft import DocumentWrite, SubmissionUpdate
@@ -62,7 +62,8 @@ def second_draft(session_id: str, task_id: str, submission_id: str, inbox_id: in
     draft.update_task(task_id, expected_status="waiting", status="running", state={"s": [1]})
     draft.update_submission(submission_id, status="running", task_id=task_id)
     draft.mark_applied(inbox_id)
-    draft.put_document("plan", {"v": 2}, expected_version=1)
+    read = DocumentRecord("plan", 1, {"v": 1}, baseline=1)  # an increment on its baseline
+    draft.put_document("plan", {"v": 2}, expected_version=1, previous=read)
     draft.put_document("receipts", {"sent": []}, expected_version=None)
     draft.add_task(kind="tool", kind_version=1, input={"blob": draft.add_blob(b"large")})
     draft.add_outbox("hands.a", b"job-1", {"h": "1"})
@@ -111,7 +112,7 @@ async def picture(store: Store, session_id: str) -> dict[str, Any]:
         "entries": [(e.seq, e.kind, e.body) for e in state.entries],
         "tasks": tasks,
         "submissions": [(s.status, s.task_id is not None) for s in state.open_submissions],
-        "documents": {n: (d.version, d.body) for n, d in state.documents.items()},
+        "documents": {n: (d.version, d.body, d.baseline) for n, d in state.documents.items()},
         "blobs": blobs,
         "outbox": [tuple(r) for r in outbox],
         "applied": applied,
@@ -131,7 +132,8 @@ async def test_a_draft_is_one_statement_on_postgresql_and_writes_what_the_statem
     old_way = second_draft("b", *ids_b)
     await store.backend.write(lambda conn: apply_draft_sync(conn, old_way, notify=False))
 
-    expected = {"Postgres": 1, "Sqlite": 12}[type(store.backend).__name__]
+    # On SQLite: the guard, a write per row, and the documents' increments in one.
+    expected = {"Postgres": 1, "Sqlite": 13}[type(store.backend).__name__]
     assert len(sent) == expected, sent
     assert receipt.version == 2 and receipt.entry_seqs == [1, 2]
     assert [(r.routing_key, r.body, r.headers) for r in receipt.outbox] == [
@@ -142,7 +144,7 @@ async def test_a_draft_is_one_statement_on_postgresql_and_writes_what_the_statem
     a, b = await picture(store, "a"), await picture(store, "b")
     assert a == b
     assert a["applied"] == [True] and a["submissions"] == [("running", True)]
-    assert a["documents"] == {"plan": (2, {"v": 2}), "receipts": (1, {"sent": []})}
+    assert a["documents"] == {"plan": (2, {"v": 2}, 1), "receipts": (1, {"sent": []}, 1)}
     assert a["blobs"] == [b"large"] and len(a["tasks"]) == 4
 
 

@@ -58,7 +58,7 @@ async def test_load_is_not_n_plus_one(store: Store) -> None:
     large = await count_load_queries(store, "large")
 
     # The session, then a statement per row kind; PostgreSQL reads the kinds in one.
-    assert small == large == (2 if store.backend.chains_writes else 6)
+    assert small == large == (2 if store.backend.chains_writes else 7)
     state = await store.load("large")
     assert len(state.entries) == 200
     assert len(state.open_tasks) == 40

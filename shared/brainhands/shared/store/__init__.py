@@ -12,12 +12,14 @@ from brainhands.shared.store.claims import OperationClaim
 from brainhands.shared.store.declarations import ToolCatalog
 from brainhands.shared.store.details import SessionDetail
 from brainhands.shared.store.draft import (
+    COMPACT_AFTER,
     Draft,
     NewTask,
     OutboxMessage,
     SubmissionChange,
     TaskChange,
     TaskOrigin,
+    TenantCharge,
     new_id,
 )
 from brainhands.shared.store.guard import ANSWER_CHANNEL, SESSION_CHANNEL
@@ -34,6 +36,8 @@ from brainhands.shared.store.records import (
     JSON,
     ClaimedSession,
     CommitReceipt,
+    DocumentHistory,
+    DocumentIncrement,
     DocumentRecord,
     EntryRecord,
     InboxRecord,
@@ -51,10 +55,12 @@ from brainhands.shared.store.records import (
 )
 from brainhands.shared.store.store import Store
 from brainhands.shared.store.submissions import CallbackDue, SubmitReceipt
+from brainhands.shared.store.tenant_budgets import TenantBudget
 
 __all__ = [
     "ANSWER_CHANNEL",
     "CHECKPOINT_KIND",
+    "COMPACT_AFTER",
     "FINAL_OPERATION_STATUSES",
     "FINAL_SUBMISSION_STATUSES",
     "JSON",
@@ -63,6 +69,8 @@ __all__ = [
     "CallbackDue",
     "ClaimedSession",
     "CommitReceipt",
+    "DocumentHistory",
+    "DocumentIncrement",
     "DocumentRecord",
     "Draft",
     "EntryRecord",
@@ -94,6 +102,8 @@ __all__ = [
     "TaskOutcome",
     "TaskRecord",
     "TaskStatus",
+    "TenantBudget",
+    "TenantCharge",
     "ToolCatalog",
     "behind_head",
     "head_revision",

@@ -3,7 +3,8 @@
 The guard (``guard.GUARD``) is a data-modifying ``WITH`` query, and every other write of the
 draft -- entries, blobs, documents, new tasks and submissions, task and submission updates,
 joined answers, inbox marks, outbox rows -- is one more, each selecting ``FROM`` the
-guard's row. A refused guard returns no row, so nothing else is written. A check that must
+guard's row. A refused guard returns no row, so nothing else is written. A draft committed
+alone adds its tenant charge (``tenant_budgets``) in its statement too. A check that must
 fail the whole commit (a task no longer in the status the draft expects, a document no
 longer at the version the draft read, an update that finds no row) calls
 ``brainhands_refuse`` (migration 0010), which raises: the statement, and the commit with it,
@@ -41,12 +42,14 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.sql import ColumnElement
 
 from brainhands.shared.store import schema
+from brainhands.shared.store.documents import conflict
 from brainhands.shared.store.draft import Draft
 from brainhands.shared.store.engine import CONFLICT, MISSING
 from brainhands.shared.store.fence import rows_for
 from brainhands.shared.store.guard import GUARD, ends_submission, guard_params, notifications
 from brainhands.shared.store.hot import HotStatement, hot, run
 from brainhands.shared.store.records import CommitReceipt, OutboxRow
+from brainhands.shared.store.tenant_budgets import adding, charge_params
 
 STATEMENTS_KEPT = 256
 """Shapes whose statement is kept (building one costs a few milliseconds)."""
@@ -59,8 +62,9 @@ _STAMPS = ("created_at", "updated_at")
 class _Shape(NamedTuple):
     entries: int
     blobs: int
-    documents: tuple[bool, ...]
-    """Each document write: whether it replaces a version (else it creates the document)."""
+    documents: tuple[tuple[bool, bool], ...]
+    """Each document write: whether it replaces a version (else it creates the document), and
+    whether it rewrites the baseline."""
     new_tasks: tuple[tuple[str, ...], ...]
     task_updates: tuple[tuple[tuple[str, ...], bool], ...]
     """Each update's columns, and whether it expects a status."""
@@ -71,6 +75,8 @@ class _Shape(NamedTuple):
     outbox: int
     notify: tuple[bool, bool] | None
     """None, or (True, whether ``ANSWER_CHANNEL`` too)."""
+    charge: bool = False
+    """Whether it adds the draft's tenant charge (``tenant_budgets``)."""
 
 
 def one_shape(drafts: Sequence[Draft], *, notify: bool) -> bool:
@@ -107,16 +113,19 @@ def write_chained(
     *,
     notify: bool,
     publish_after: float | None,
+    charges: bool = False,
 ) -> list[CommitReceipt | None]:
     """Write each of ``drafts`` (``chainable``) as one statement; None for one whose guard
     was refused (nothing of it written). Drafts of one shape share one round trip (pipelined,
     in the caller's transaction if any); the rows they return say which draft each is for.
+    ``charges``: each statement adds its draft's tenant charge too (else the caller does).
     """
     by_statement: dict[HotStatement, list[int]] = {}
     params = []
     for i, draft in enumerate(drafts):
-        by_statement.setdefault(_statement(_shape(draft, notify)), []).append(i)
-        params.append(_params(draft, now, publish_after))
+        shape = _shape(draft, notify, charge=charges and draft.charge is not None)
+        by_statement.setdefault(_statement(shape), []).append(i)
+        params.append(_params(draft, now, publish_after, shape.charge))
     out: list[CommitReceipt | None] = [None] * len(drafts)
     for statement, group in by_statement.items():
         sent = [params[i] for i in group]
@@ -128,11 +137,11 @@ def write_chained(
     return out
 
 
-def _shape(draft: Draft, notify: bool) -> _Shape:
+def _shape(draft: Draft, notify: bool, *, charge: bool = False) -> _Shape:
     return _Shape(
         entries=len(draft.entries),
         blobs=len(draft.blobs),
-        documents=tuple(d.expected_version is not None for d in draft.documents),
+        documents=tuple((d.expected_version is not None, d.rebase) for d in draft.documents),
         new_tasks=tuple(tuple(sorted(t.keys() - _STAMPS)) for t in draft.new_tasks),
         task_updates=tuple(
             (tuple(sorted(u.changes)), u.expected_status is not None) for u in draft.task_updates
@@ -143,6 +152,7 @@ def _shape(draft: Draft, notify: bool) -> _Shape:
         inbox=len(draft.applied_inbox),
         outbox=len(draft.outbox),
         notify=(True, ends_submission(draft)) if notify else None,
+        charge=charge,
     )
 
 
@@ -163,9 +173,11 @@ def _receipt(draft: Draft, row: Any) -> CommitReceipt:
     )
 
 
-def _params(draft: Draft, now: float, publish_after: float | None) -> dict[str, Any]:
+def _params(draft: Draft, now: float, publish_after: float | None, charge: bool) -> dict[str, Any]:
     sid = draft.session_id
     params = guard_params(draft, now)
+    if charge and draft.charge is not None:
+        params.update(charge_params(sid, draft.charge, "c_"))
     for i, e in enumerate(draft.entries):
         params[f"e{i}_kind"] = e.kind
         params[f"e{i}_body"] = e.body
@@ -174,15 +186,14 @@ def _params(draft: Draft, now: float, publish_after: float | None) -> dict[str, 
         params[f"b{i}_data"] = data
     for i, doc in enumerate(draft.documents):
         params[f"d{i}_name"] = doc.name
-        params[f"d{i}_body"] = doc.body
+        params[f"d{i}_version"] = doc.version
+        params[f"d{i}_patch"] = doc.increment
+        params[f"d{i}_kind_version"] = doc.kind_version
+        if doc.rebase:
+            params[f"d{i}_body"] = doc.body
         if doc.expected_version is not None:
             params[f"d{i}_expected"] = doc.expected_version
-            params[f"d{i}_version"] = doc.expected_version + 1
-            params[f"d{i}_refusal"] = (
-                f"document {doc.name!r} of session {sid} is not at version {doc.expected_version}"
-            )
-        else:
-            params[f"d{i}_version"] = 1
+            params[f"d{i}_refusal"] = conflict(doc, sid)
     for i, task in enumerate(draft.new_tasks):
         params.update({f"t{i}_{c}": v for c, v in task.items()})
     for i, change in enumerate(draft.task_updates):
@@ -267,27 +278,59 @@ def _statement(shape: _Shape) -> HotStatement:
             )
             .cte(f"b{i}")
         )
-    d = schema.document
-    for i, replaces in enumerate(shape.documents):
-        body, version = _bound(d, f"d{i}_", "body"), _bound(d, f"d{i}_", "version")
+    d, di = schema.document, schema.document_increment
+    for i, (replaces, rebase) in enumerate(shape.documents):
+        name, version = _bound(d, f"d{i}_", "name"), _bound(d, f"d{i}_", "version")
+        kind_version = _bound(d, f"d{i}_", "kind_version")
+        writes.append(
+            insert(di)
+            .from_select(
+                ["session_id", "name", "version", "patch", "kind_version", "at"],
+                select(
+                    g.c.id, name, version, _bound(di, f"d{i}_", "patch"), kind_version, now
+                ).select_from(g),
+            )
+            .cte(f"di{i}")
+        )
         if not replaces:
             writes.append(
                 insert(d)
                 .from_select(
-                    ["session_id", "name", "version", "body", "updated_at"],
-                    select(g.c.id, _bound(d, f"d{i}_", "name"), version, body, now).select_from(g),
+                    [
+                        "session_id",
+                        "name",
+                        "version",
+                        "body",
+                        "updated_at",
+                        "baseline",
+                        "kind_version",
+                    ],
+                    select(
+                        g.c.id,
+                        name,
+                        version,
+                        _bound(d, f"d{i}_", "body"),
+                        now,
+                        version,
+                        kind_version,
+                    ).select_from(g),
                 )
                 .cte(f"d{i}")
             )
             continue
+        moved: dict[str, Any] = {"version": version, "updated_at": now}
+        if rebase:
+            moved.update(
+                body=_bound(d, f"d{i}_", "body"), baseline=version, kind_version=kind_version
+            )
         cte = (
             update(d)
             .where(
                 d.c.session_id == g.c.id,
-                d.c.name == _bound(d, f"d{i}_", "name"),
+                d.c.name == name,
                 d.c.version == bindparam(f"d{i}_expected", type_=d.c.version.type),
             )
-            .values(version=version, body=body, updated_at=now)
+            .values(moved)
             .returning(d.c.name)
             .cte(f"d{i}")
         )
@@ -355,4 +398,6 @@ def _statement(shape: _Shape) -> HotStatement:
         )
         writes.append(cte)
         columns.append(select(cte.c.id).scalar_subquery().label(f"o{i}"))
+    if shape.charge:
+        writes.append(adding("c_").where(select(g.c.id).exists()).cte("c"))
     return hot(select(*columns).select_from(g).add_cte(*writes))

@@ -28,6 +28,7 @@ from brainhands.shared.errors import (
 )
 from brainhands.shared.store import schema
 from brainhands.shared.store.chained import chainable, one_shape, write_chained
+from brainhands.shared.store.documents import write_documents_sync
 from brainhands.shared.store.draft import Draft, OutboxMessage
 from brainhands.shared.store.guard import (
     GUARD,
@@ -38,6 +39,7 @@ from brainhands.shared.store.guard import (
 )
 from brainhands.shared.store.hot import HotStatement, hot, run
 from brainhands.shared.store.records import CommitReceipt, OutboxRow
+from brainhands.shared.store.tenant_budgets import add_charges_sync
 
 _GUARD = GUARD.returning(schema.session.c.entry_count)
 _GUARD_NOTIFY = {a: hot(_GUARD.returning(*notifications(a))) for a in (False, True)}
@@ -153,7 +155,10 @@ def one_statement(draft: Draft, *, chained: bool) -> bool:
 
 def one_round_trip(drafts: Sequence[Draft], *, chained: bool, notify: bool) -> bool:
     """Whether ``drafts`` are written in one round trip, atomic without a transaction around
-    it: each as one statement, all by the same one (``chained.one_shape``)."""
+    it: each as one statement, all by the same one (``chained.one_shape``), and, for more
+    than one, with no tenant charge (added last, in one more statement: ``tenant_budgets``)."""
+    if len(drafts) > 1 and any(d.charge is not None for d in drafts):
+        return False
     return all(one_statement(d, chained=chained) for d in drafts) and one_shape(
         drafts, notify=notify
     )
@@ -167,7 +172,10 @@ def _write(
     chained: bool,
     handoff: float | None,
 ) -> list[CommitReceipt | None]:
-    """Write ``drafts``; None for each whose guard was refused (nothing of it written)."""
+    """Write ``drafts``; None for each whose guard was refused (nothing of it written).
+    A draft alone that is one statement adds its tenant charge in it; the others' charges
+    are added last (``tenant_budgets``)."""
+    lone = len(drafts) == 1
     one = [i for i, draft in enumerate(drafts) if one_statement(draft, chained=chained)]
     written: dict[int, CommitReceipt | None] = dict(
         zip(
@@ -178,6 +186,7 @@ def _write(
                 now,
                 notify=notify,
                 publish_after=publish_after(now, handoff),
+                charges=lone,
             ),
             strict=True,
         )
@@ -190,6 +199,10 @@ def _write(
         written[i] = (
             None if entry_count is None else _apply_guarded(conn, draft, entry_count, now, handoff)
         )
+    charged = [
+        d for i, d in enumerate(drafts) if written[i] is not None and not (lone and i in one)
+    ]
+    add_charges_sync(conn, charged)
     return [written[i] for i in range(len(drafts))]
 
 
@@ -220,8 +233,7 @@ def _apply_guarded(
             _INSERT_BLOBS,
             [{"id": i, "data": data, "created_at": now} for i, data in draft.blobs.items()],
         )
-    for doc in draft.documents:
-        _write_document(conn, draft.session_id, doc.name, doc.body, doc.expected_version, now)
+    write_documents_sync(conn, draft.session_id, draft.documents, now)
     # One executemany per set of columns: a batch's rows must all name the same ones.
     by_columns: dict[frozenset[str], list[dict[str, Any]]] = {}
     for t in draft.new_tasks:
@@ -333,28 +345,3 @@ def insert_outbox_sync(
         OutboxRow(row_id, m.routing_key, m.body, m.headers)
         for row_id, m in zip(ids, messages, strict=True)
     )
-
-
-def _write_document(
-    conn: Connection,
-    session_id: str,
-    name: str,
-    body: object,
-    expected_version: int | None,
-    now: float,
-) -> None:
-    d = schema.document
-    if expected_version is None:
-        conn.execute(
-            insert(d).values(session_id=session_id, name=name, version=1, body=body, updated_at=now)
-        )
-        return
-    done = conn.execute(
-        update(d)
-        .where(d.c.session_id == session_id, d.c.name == name, d.c.version == expected_version)
-        .values(version=expected_version + 1, body=body, updated_at=now)
-    )
-    if done.rowcount != 1:
-        raise ConflictError(
-            f"document {name!r} of session {session_id} is not at version {expected_version}"
-        )

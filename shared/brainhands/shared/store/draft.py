@@ -15,8 +15,11 @@ import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Required, TypedDict, cast
 
+import jsonpatch
+
 from brainhands.shared.store.records import (
     JSON,
+    DocumentRecord,
     JoinPolicy,
     SubmissionStatus,
     TaskOutcome,
@@ -100,12 +103,36 @@ class NewEntry:
     body: JSON
 
 
+COMPACT_AFTER = 64
+"""Increments a document may have after its baseline: the write past them rewrites the
+baseline too, so a read folds this many patches at most."""
+
+
 @dataclass(frozen=True)
 class DocumentWrite:
     name: str
     body: JSON
+    """The document's value after the write."""
     expected_version: int | None
     """None creates the document; otherwise the version the writer read."""
+    patch: JSON = None
+    """The increment: the RFC 6902 JSON Patch from the value read to ``body`` (None: one
+    that replaces the whole value)."""
+    rebase: bool = True
+    """Whether the write rewrites the baseline (the whole value, kept at its version)."""
+    kind_version: int | None = None
+    """The version of the document's kind ``body`` is written at (None: untyped)."""
+
+    @property
+    def version(self) -> int:
+        return 1 if self.expected_version is None else self.expected_version + 1
+
+    @property
+    def increment(self) -> JSON:
+        """The patch the write appends to the document's history."""
+        if self.patch is None:
+            return [{"op": "replace", "path": "", "value": self.body}]
+        return self.patch
 
 
 @dataclass(frozen=True)
@@ -126,6 +153,20 @@ class OutboxMessage:
     routing_key: str
     body: bytes
     headers: dict[str, str] | None = None
+
+
+@dataclass(frozen=True)
+class TenantCharge:
+    """What one commit spends of its session's tenant's budget (``tenant_budgets``)."""
+
+    tokens: int = 0
+    cost: float = 0.0
+    tool_calls: int = 0
+
+    def __add__(self, other: TenantCharge) -> TenantCharge:
+        return TenantCharge(
+            self.tokens + other.tokens, self.cost + other.cost, self.tool_calls + other.tool_calls
+        )
 
 
 @dataclass(frozen=True)
@@ -154,6 +195,9 @@ class Draft:
     blobs: dict[str, bytes] = field(default_factory=dict)
     applied_inbox: list[int] = field(default_factory=list)
     """Ids of inbox requests this commit carries out (marked applied in it)."""
+    charge: TenantCharge | None = None
+    """What this commit spends of its tenant's budget: added to the tenant's usage in the
+    same transaction (None: nothing to count, as for every tenant without a budget)."""
     # By task id, where ``update_task`` finds this draft's earlier writes of a task: its row
     # in ``new_tasks``, its latest place in ``task_updates`` (a pass updates its tasks at
     # every decision, so these are looked up often).
@@ -176,6 +220,7 @@ class Draft:
                 self.outbox,
                 self.blobs,
                 self.applied_inbox,
+                self.charge,
             )
         )
 
@@ -183,9 +228,37 @@ class Draft:
         """Append an immutable entry; its ``seq`` is assigned gap-free at commit."""
         self.entries.append(NewEntry(kind, body))
 
-    def put_document(self, name: str, body: JSON, *, expected_version: int | None) -> None:
-        """Create (``expected_version=None``) or replace a document read at that version."""
-        self.documents.append(DocumentWrite(name, body, expected_version))
+    def put_document(
+        self,
+        name: str,
+        body: JSON,
+        *,
+        expected_version: int | None,
+        previous: DocumentRecord | None = None,
+        kind_version: int | None = None,
+    ) -> DocumentRecord:
+        """Create (``expected_version=None``) or replace a document read at that version,
+        as ``previous`` (its record read then, if the writer has it): the write appends the
+        JSON Patch from ``previous`` to ``body`` (without it, a patch replacing the whole
+        value). It rewrites the baseline too when the write has no ``previous``, changes the
+        kind version (``kind_version``: the one ``body`` is written at) or is the one past
+        ``COMPACT_AFTER`` increments. Returns the document as the commit leaves it."""
+        version = 1 if expected_version is None else expected_version + 1
+        patch = None
+        baseline = version
+        if previous is not None and expected_version is not None:
+            patch = jsonpatch.make_patch(previous.body, body).patch
+            if (
+                previous.baseline is not None
+                and previous.kind_version == kind_version
+                and version - previous.baseline <= COMPACT_AFTER
+            ):
+                baseline = previous.baseline
+        write = DocumentWrite(
+            name, body, expected_version, patch, baseline == version, kind_version
+        )
+        self.documents.append(write)
+        return DocumentRecord(name, version, body, kind_version, baseline)
 
     def add_task(
         self,
@@ -267,6 +340,10 @@ class Draft:
         if unknown:
             raise ValueError(f"unknown submission fields: {sorted(unknown)}")
         self.joined_answers.append(JoinedAnswer(root_id, changes))
+
+    def charge_tenant(self, charge: TenantCharge) -> None:
+        """Count ``charge`` against the session's tenant's budget, in this commit."""
+        self.charge = charge if self.charge is None else self.charge + charge
 
     def mark_applied(self, inbox_id: int) -> None:
         """Mark an inbox request as carried out by this commit."""

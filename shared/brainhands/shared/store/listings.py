@@ -11,7 +11,12 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import Select, and_, exists, func, literal, or_, select
 
 from brainhands.shared.store import schema
-from brainhands.shared.vocabulary import APPROVAL_KIND, BUDGET_SIGNAL, DECISION_PREFIX
+from brainhands.shared.vocabulary import (
+    APPROVAL_KIND,
+    BUDGET_SIGNAL,
+    COMPENSATION_SIGNAL,
+    DECISION_PREFIX,
+)
 
 if TYPE_CHECKING:
     from brainhands.shared.store.store import Store
@@ -41,7 +46,8 @@ class SessionSummary:
     open: bool
     """A task of it is not terminal."""
     needs_action: bool
-    """A call of it waits for a decision, or its run for a raised budget."""
+    """A call of it waits for a decision, its run for a raised budget, or a task whose undo
+    failed for an operator's act."""
 
 
 def _listing(which: SessionFilter) -> Select[Any]:
@@ -55,8 +61,11 @@ def _listing(which: SessionFilter) -> Select[Any]:
         ),
     )
     out_of_budget = _t.c.wait_signal == BUDGET_SIGNAL
+    undo_failed = _t.c.wait_signal.startswith(COMPENSATION_SIGNAL, autoescape=True)
     waiting = exists().where(
-        _t.c.session_id == _s.c.id, _t.c.status == "waiting", or_(undecided, out_of_budget)
+        _t.c.session_id == _s.c.id,
+        _t.c.status == "waiting",
+        or_(undecided, out_of_budget, undo_failed),
     )
     query = select(
         _s.c.id,

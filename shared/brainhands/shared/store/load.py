@@ -1,10 +1,11 @@
 """Reading a session back: a fixed number of queries, whatever its size.
 
-One query per row kind (session, entries, documents, open tasks, open submissions, inbox
-requests not yet applied; for a claim, the operations its waiting tool calls refer to), so a
-Brain rebuilds a consistent context after a restart without N+1 reads; on PostgreSQL the row
-kinds after the session's are one statement (each kind aggregated as JSON), in one snapshot
-and one round trip. Plus, only when open tasks wait for tasks already settled, one query for
+One query per row kind (session, entries, documents and the increments after their
+baselines -- folded: ``documents`` --, open tasks, open submissions, inbox requests not yet
+applied; for a claim, the operations its waiting tool calls refer to), so a Brain rebuilds
+a consistent context after a restart without N+1 reads; on PostgreSQL the row kinds after
+the session's are one statement (each kind aggregated as JSON), in one snapshot and one
+round trip. Plus, only when open tasks wait for tasks already settled, one query for
 those rows.
 
 The operations a Brain reads come with their results: a result stored as a blob is joined
@@ -39,6 +40,7 @@ from sqlalchemy.engine import Connection
 
 from brainhands.shared.errors import NotFoundError
 from brainhands.shared.store import fence, schema
+from brainhands.shared.store.documents import DOCUMENTS, INCREMENTS, fold_rows
 from brainhands.shared.store.hot import HotStatement, hot, run
 from brainhands.shared.store.records import (
     OPEN_SUBMISSION_STATUSES,
@@ -53,10 +55,9 @@ from brainhands.shared.store.records import (
     TaskRecord,
 )
 
-_s, _e, _d, _t, _sub, _o, _b, _i = (
+_s, _e, _t, _sub, _o, _b, _i = (
     schema.session,
     schema.entry,
-    schema.document,
     schema.task,
     schema.submission,
     schema.operation,
@@ -87,9 +88,6 @@ _CONTEXT_ENTRIES = hot(
     select(*_ENTRY_COLUMNS)
     .where(_e.c.session_id == _SID, _e.c.seq >= func.coalesce(_LATEST_CHECKPOINT, 0))
     .order_by(_e.c.seq)
-)
-_DOCUMENTS = hot(
-    select(_d.c.session_id, _d.c.name, _d.c.version, _d.c.body).where(_d.c.session_id == _SID)
 )
 _OPEN_TASKS = hot(
     select(_t)
@@ -191,7 +189,7 @@ class RowReader:
 
 def load_session_sync(conn: Connection, session_id: str, rows: RowReader) -> SessionState:
     """Everything a Brain needs to continue ``session_id``: the session, its rows (one
-    statement on PostgreSQL, five on SQLite; every entry), and the settled tasks its waits
+    statement on PostgreSQL, six on SQLite; every entry), and the settled tasks its waits
     refer to."""
     row = run(conn, _SESSION, {"sid": session_id}).one_or_none()
     if row is None:
@@ -221,7 +219,7 @@ def claim_sessions_sync(
     PostgreSQL), so a batch costs what one claim costs. On PostgreSQL the fence claim and
     the rows with the operations are one statement (``_CLAIM``), then the settled tasks waits
     refer to, if any: two round trips at most, three for a claim that waited for a commit
-    (nine on SQLite).
+    (ten on SQLite).
     Returns, per claim, what was read or why the claim was refused: ``StaleLeaseError``
     (with the stored fence) when the token is not above the fence, ``NotFoundError`` for an
     unknown session.
@@ -404,9 +402,8 @@ def _rows_by_kind(
     entries = _per_session(
         conn, read_entries, sids, lambda r: EntryRecord(r.seq, r.kind, r.body, r.created_at)
     )
-    documents = _per_session(
-        conn, _DOCUMENTS, sids, lambda r: DocumentRecord(r.name, r.version, r.body)
-    )
+    documents = _per_session(conn, DOCUMENTS, sids, lambda r: r)
+    increments = _per_session(conn, INCREMENTS, sids, lambda r: r)
     tasks = _per_session(conn, _OPEN_TASKS, sids, task_record)
     found = {sid: SessionRows(submissions[sid], inbox[sid]) for sid in arrived}
     if operations:
@@ -415,7 +412,7 @@ def _rows_by_kind(
             found[sid].operations = {o.operation_id: o for o in waited[sid]}
     for sid in sids:
         found[sid].entries = entries[sid]
-        found[sid].documents = {d.name: d for d in documents[sid]}
+        found[sid].documents = fold_rows(documents[sid], increments[sid])
         found[sid].tasks = tasks[sid]
     return found
 

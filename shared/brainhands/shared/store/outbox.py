@@ -9,20 +9,25 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING
 
-from sqlalchemy import bindparam, delete, func, or_, select, update
+from sqlalchemy import bindparam, case, delete, func, or_, select, update
+from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from brainhands.shared.store import schema
-from brainhands.shared.store.hot import hot, run
+from brainhands.shared.store.hot import hot
 from brainhands.shared.store.records import OutboxRow
 
 if TYPE_CHECKING:
     from brainhands.shared.store.store import Store
 
+
+MARK_BATCH = 500
+"""Rows marked sent by one statement at most (its parameters: two a row)."""
 
 _MARK_SENT = hot(
     update(schema.outbox)
@@ -74,12 +79,15 @@ class Outbox:
             found = [OutboxRow(r.id, r.routing_key, bytes(r.body), r.headers) for r in rows]
             yield ClaimedRows(found, conn)
 
-    async def mark_sent(self, ids: list[int]) -> None:
-        """Record that the broker confirmed these rows: one statement, in one hop."""
-        if ids:
+    async def mark_sent(self, confirmed: Sequence[tuple[int, float]]) -> None:
+        """Record that the broker confirmed these rows (id, when), ``MARK_BATCH`` rows a
+        statement, each in one hop."""
+        o = schema.outbox
+        for start in range(0, len(confirmed), MARK_BATCH):
+            batch = dict(confirmed[start : start + MARK_BATCH])
+            stmt = update(o).where(o.c.id.in_(batch)).values(sent_at=case(batch, value=o.c.id))
             await self._store.backend.write(
-                lambda conn: run(conn, _MARK_SENT, {"ids": ids, "now": time.time()}),
-                single_statement=True,
+                partial(Connection.execute, statement=stmt), single_statement=True
             )
 
     async def prune(self, *, older_than: float) -> int:

@@ -44,9 +44,35 @@ class EntryRecord:
 
 @dataclass(frozen=True)
 class DocumentRecord:
+    """A document's latest value (its baseline with the increments after it folded in)."""
+
     name: str
     version: int
     body: JSON
+    kind_version: int | None = None
+    """The version of its kind ``body`` was written at (None: an untyped document)."""
+    baseline: int | None = None
+    """The version whose value the store keeps whole; the increments after it are folded on
+    each read (None: not known, as for a record made by a writer: its next write rewrites
+    the baseline)."""
+
+
+@dataclass(frozen=True)
+class DocumentIncrement:
+    """One write of a document: the RFC 6902 JSON Patch from the value before it."""
+
+    version: int
+    patch: JSON
+    kind_version: int | None
+    at: float
+
+
+@dataclass(frozen=True)
+class DocumentHistory:
+    """A document as its readers show it: its latest value and its writes, oldest first."""
+
+    document: DocumentRecord
+    history: list[DocumentIncrement]
 
 
 @dataclass(frozen=True)

@@ -84,6 +84,10 @@ entry = Table(
     ),
 )
 
+# A document: its version (the latest write's), and its baseline -- the value ``body`` holds,
+# at version ``baseline`` -- which the increments after it fold into the latest value
+# (``documents``). ``kind_version``: the version of its kind the value was written at (None:
+# an untyped document); every increment after the baseline was written at it too.
 document = Table(
     "document",
     metadata,
@@ -92,6 +96,21 @@ document = Table(
     Column("version", BigInteger, nullable=False),
     Column("body", JSON, nullable=False),
     Column("updated_at", Float, nullable=False),
+    Column("baseline", BigInteger, nullable=False, server_default="0"),
+    Column("kind_version", Integer, nullable=True),
+)
+
+# Every write of a document, as the RFC 6902 JSON Patch from the value before it: appended in
+# the commit of the step that made it, kept as the document's history.
+document_increment = Table(
+    "document_increment",
+    metadata,
+    Column("session_id", SESSION_ID, ForeignKey("session.id"), primary_key=True),
+    Column("name", String(128), primary_key=True),
+    Column("version", BigInteger, primary_key=True),
+    Column("patch", JSON, nullable=False),
+    Column("kind_version", Integer, nullable=True),
+    Column("at", Float, nullable=False),
 )
 
 task = Table(
@@ -293,4 +312,29 @@ api_key = Table(
     Column("secret_hash", String(64), nullable=False),
     Column("created_at", Float, nullable=False),
     Column("revoked_at", Float, nullable=True),
+)
+
+tenant_budget = Table(
+    "tenant_budget",
+    metadata,
+    # A tenant's budget, set by an operator: its limits (``TENANT_BUDGET_LIMITS``) over
+    # everything its sessions' runs spend from when it was first set (``tenant_budgets``).
+    Column("tenant", String(64), primary_key=True),
+    Column("limits", JSON, nullable=False),
+    Column("set_by", String(128), nullable=False),
+    Column("created_at", Float, nullable=False),
+    Column("updated_at", Float, nullable=False),
+)
+
+tenant_usage = Table(
+    "tenant_usage",
+    metadata,
+    # What a tenant with a budget has spent, in shards (by a hash of the session): each
+    # commit that spends adds to its session's shard in the same transaction, so commits of
+    # the tenant's sessions seldom wait for one another; a read adds the shards up.
+    Column("tenant", String(64), primary_key=True),
+    Column("shard", Integer, primary_key=True),
+    Column("tokens", BigInteger, nullable=False, server_default="0"),
+    Column("cost", Float, nullable=False, server_default="0"),
+    Column("tool_calls", BigInteger, nullable=False, server_default="0"),
 )

@@ -21,6 +21,7 @@ from brainhands.shared.store.details import (
     read_session_detail,
     waiting_approvals_in,
 )
+from brainhands.shared.store.documents import history_sync
 from brainhands.shared.store.draft import Draft, new_id
 from brainhands.shared.store.group import GroupCommit
 from brainhands.shared.store.inbox import Inbox
@@ -41,6 +42,7 @@ from brainhands.shared.store.records import (
     OPEN_SUBMISSION_STATUSES,
     ClaimedSession,
     CommitReceipt,
+    DocumentHistory,
     InboxRecord,
     OperationRecord,
     SessionRecord,
@@ -49,6 +51,7 @@ from brainhands.shared.store.records import (
     TaskRecord,
 )
 from brainhands.shared.store.submissions import Submissions
+from brainhands.shared.store.tenant_budgets import TenantBudgets
 from brainhands.shared.tenancy import split_key
 
 log = logging.getLogger("brainhands.store")
@@ -63,7 +66,8 @@ class Store:
     commit (the outbox relay uses one to publish without a polling delay). What else the
     store keeps is reached through its parts, one per kind of row: ``submissions``,
     ``inbox``, ``ledger`` (operations), ``outbox``, ``declarations``, ``api_keys``,
-    ``queries`` (reads across sessions) and ``listings`` (sessions as lists show them).
+    ``queries`` (reads across sessions), ``listings`` (sessions as lists show them) and
+    ``tenant_budgets``.
     """
 
     def __init__(self, backend: Backend) -> None:
@@ -102,6 +106,7 @@ class Store:
         self.outbox = Outbox(self)
         self.listings = Listings(self)
         self.api_keys = ApiKeys(self)
+        self.tenant_budgets = TenantBudgets(self)
         self.ledger = OperationLedger(self)
         """The operation ledger: what Hands claim and record (Brains only read it)."""
         self._rows: Batcher[
@@ -197,6 +202,13 @@ class Store:
         """Read the session's state in one snapshot and a fixed number of queries."""
         async with self.backend.snapshot() as conn:
             return await conn.run_sync(load_session_sync, session_id, self.backend.rows)
+
+    async def document(self, session_id: str, name: str, *, history: int = 100) -> DocumentHistory:
+        """The session's document ``name`` (its latest value: baseline and increments
+        folded) and its latest ``history`` writes, in one snapshot; ``NotFoundError`` if the
+        session has no such document."""
+        async with self.backend.snapshot() as conn:
+            return await conn.run_sync(history_sync, session_id, name, history)
 
     async def detail(self, session_id: str) -> SessionDetail:
         """The session as people look at it, in one snapshot (``NotFoundError`` if there is

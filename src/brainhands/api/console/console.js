@@ -192,6 +192,46 @@ function renderApprovals(sessionId, view) {
   }
 }
 
+let shownCompensations = null;
+
+function renderCompensations(sessionId, view) {
+  // A task whose undo failed waits for an operator: retry the undo, or abandon the rest.
+  const stops = view.compensations || [];
+  const ids = stops.map((c) => `${c.task_id}/${c.attempt}`).join(" ");
+  if (ids === shownCompensations) return;
+  shownCompensations = ids;
+  const body = $("compensations");
+  body.replaceChildren();
+  $("compensations-box").hidden = stops.length === 0;
+  for (const c of stops) {
+    const row = document.createElement("tr");
+    cell(row, c.task_id);
+    cell(row, `${c.failed.tool} ${c.failed.operation_id}` + (c.attempt ? ` (retried ${c.attempt})` : ""));
+    cell(row, "").appendChild(document.createElement("code")).textContent = JSON.stringify(c.error);
+    cell(row, c.not_compensated.map((e) => e.tool).join(", "));
+    const actions = cell(row, "");
+    const reason = document.createElement("input");
+    reason.id = "undo-reason-" + c.task_id;
+    reason.placeholder = "reason";
+    const path = `/sessions/${encodeURIComponent(sessionId)}/compensations/${encodeURIComponent(c.task_id)}`;
+    const buttons = [];
+    for (const [action, label, css] of [["retry", "Retry undo", "approve"], ["abandon", "Abandon", "deny"]]) {
+      if (action === "retry" && !c.retryable) continue;
+      const button = document.createElement("button");
+      button.className = css;
+      button.id = `${action}-${c.task_id}`;
+      button.textContent = label;
+      button.onclick = () => {
+        buttons.forEach((b) => { b.disabled = true; });
+        call("POST", path, { action, reason: reason.value || `${action} in the console` }).catch(() => {});
+      };
+      buttons.push(button);
+    }
+    actions.append(reason, ...buttons);
+    body.appendChild(row);
+  }
+}
+
 function showSession(sessionId) {
   $("session").hidden = false;
   $("title").textContent = "Session " + sessionId;
@@ -214,10 +254,13 @@ function showSession(sessionId) {
     const budget = stop
       ? `BUDGET EXHAUSTED (${stop.limit}: used ${JSON.stringify(stop.used)} of ${JSON.stringify(stop.budget)}) — `
       : "";
+    const undos = (view.compensations || []).length;
+    const failed = undos ? `UNDO FAILED (${undos} task(s) waiting for retry or abandon) — ` : "";
     $("status").textContent =
-      (view.needs_action ? "NEEDS ACTION — " : "") + budget + states.join(", ") + ` — version ${view.version}`;
+      (view.needs_action ? "NEEDS ACTION — " : "") + budget + failed + states.join(", ") + ` — version ${view.version}`;
     $("status").className = view.needs_action ? "needs" : "";
     renderApprovals(sessionId, view);
+    renderCompensations(sessionId, view);
     const entries = $("entries");
     entries.replaceChildren();
     for (const e of view.entries) {

@@ -13,6 +13,7 @@ from sqlalchemy import JSON, Boolean, Integer, String, bindparam, column, text
 from sqlalchemy.engine import Connection
 
 from brainhands.shared.store import fence
+from brainhands.shared.store.documents import folded
 from brainhands.shared.store.hot import hot, run
 from brainhands.shared.store.load import (
     CHECKPOINT_KIND,
@@ -24,7 +25,6 @@ from brainhands.shared.store.load import (
 )
 from brainhands.shared.store.records import (
     OPEN_SUBMISSION_STATUSES,
-    DocumentRecord,
     EntryRecord,
     InboxRecord,
     SubmissionRecord,
@@ -33,6 +33,7 @@ from brainhands.shared.store.records import (
 from brainhands.shared.store.schema import (
     blob,
     document,
+    document_increment,
     entry,
     inbox,
     operation,
@@ -46,7 +47,8 @@ def _rows_object(whole: str, ops: str, history: str) -> str:
     """PostgreSQL: what _ENTRIES (or _CONTEXT_ENTRIES), _DOCUMENTS, _OPEN_TASKS,
     _OPEN_SUBMISSIONS, _UNAPPLIED_INBOX and _WAITED_OPERATIONS read for session ``:sid``, in
     their orders, as one JSON object (a table's row aggregates to the object of its columns),
-    decoded by the driver. Unless the SQL condition ``whole`` holds, only the arrivals
+    decoded by the driver; a document comes with the patches after its baseline, to fold
+    (``documents``). Unless the SQL condition ``whole`` holds, only the arrivals
     (submissions, inbox); unless ``ops`` does, no operations: the other kinds' subqueries
     are not run. Unless ``history`` does, the entries from the latest checkpoint on (its seq
     an init plan on the partial index ix_entry_checkpoint, the entries a range of the
@@ -58,7 +60,10 @@ def _rows_object(whole: str, ops: str, history: str) -> str:
       ELSE coalesce((SELECT max(c.seq) FROM {entry.name} c
         WHERE c.session_id = :sid AND c.kind = '{CHECKPOINT_KIND}'), 0) END) END,
   'documents', CASE WHEN {whole} THEN (SELECT coalesce(json_agg(
-      json_build_array(d.name, d.version, d.body)), '[]')
+      json_build_array(d.name, d.version, d.body, d.kind_version, d.baseline,
+        (SELECT coalesce(json_agg(i.patch ORDER BY i.version), '[]')
+          FROM {document_increment.name} i
+          WHERE i.session_id = :sid AND i.name = d.name AND i.version > d.baseline))), '[]')
       FROM {document.name} d WHERE d.session_id = :sid) END,
   'tasks', CASE WHEN {whole} THEN (SELECT coalesce(json_agg(t ORDER BY t.created_at, t.id), '[]')
       FROM {task.name} t WHERE t.session_id = :sid AND t.status != 'terminal') END,
@@ -139,7 +144,7 @@ def _parse_rows(rows: dict[str, Any]) -> SessionRows:
         [SubmissionRecord(**r) for r in rows["submissions"]],
         [InboxRecord(**r) for r in rows["inbox"]],
         [EntryRecord(*e) for e in rows["entries"] or ()],
-        {d[0]: DocumentRecord(*d) for d in rows["documents"] or ()},
+        {d[0]: folded(*d) for d in rows["documents"] or ()},
         [TaskRecord(**t) for t in rows["tasks"] or ()],
         {o["operation_id"]: operation_with_result(o, blob) for o, blob in rows["operations"] or ()},
     )
