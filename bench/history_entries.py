@@ -20,9 +20,12 @@ the database's excluded; latency is wall time, the database's included. The size
 alternate turn by turn, so that a change in the machine's load falls on all alike.
 
 The target: the bounded sessions' median CPU and latency per turn at every size within 20%
-of the 10-entry session's.
+of the 10-entry session's. ``--finished N`` first writes N finished one-call sessions into
+the schema (``bench/history_fill.py``'s bulk SQL, then ``VACUUM ANALYZE``): the same turns,
+in a store that holds a history of others.
 
     .venv/bin/python -m bench.history_entries [--sizes 10 100 1000 10000] [--turns 40]
+        [--finished N]
 """
 
 from __future__ import annotations
@@ -39,10 +42,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import asyncpg
 from sqlalchemy import insert, update
 
-from bench._services import add_service_urls, drop_schemas, new_parser, open_store, run_names
+from bench._services import (
+    add_service_urls,
+    asyncpg_dsn,
+    drop_schemas,
+    new_parser,
+    open_store,
+    run_names,
+)
 from bench._stats import machine, percentile, print_table
+from bench.history_fill import prefill as history_prefill
 from brainhands.brain.agent import Agent, AgentRegistry, agent_kinds, start_agent_or_task
 from brainhands.brain.context import CHECKPOINT, SUMMARY_PREFIX, ContextPolicy
 from brainhands.brain.models.scripted import ScriptedModel
@@ -176,6 +188,16 @@ async def bench(args: argparse.Namespace, schema: str) -> list[Lane]:
     store = await open_store(args.database_url, schema)
     lanes: list[Lane] = []
     try:
+        if args.finished:
+            db = await asyncpg.connect(
+                asyncpg_dsn(args.database_url), server_settings={"search_path": schema}
+            )
+            try:
+                print(f"prefill: {args.finished:,} finished sessions", flush=True)
+                fill = await history_prefill(db, Topology("entries"), args.finished)
+                print(f"prefill took {fill.total:.1f} s", flush=True)
+            finally:
+                await db.close()
         with tempfile.TemporaryDirectory(prefix="brainhands-bench-entries-") as tmp:
             registry = agent_kinds(agents_for(args.budget, Path(tmp)), ToolCatalog(store))
             for size in args.sizes:
@@ -235,10 +257,15 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--warmup", type=int, default=5, help="unmeasured turns per session")
     parser.add_argument("--budget", type=int, default=1500, help="prompt budget (tokens)")
     parser.add_argument("--checkpoint-every", type=int, default=20, help="prefilled entries")
+    parser.add_argument(
+        "--finished", type=int, default=0, help="finished sessions written into the store first"
+    )
     add_service_urls(parser, "postgres")
     args = parser.parse_args(argv)
-    if min(args.sizes) < 1 or args.turns < 1 or args.warmup < 0 or args.checkpoint_every < 3:
-        parser.error("sizes and turns must be positive, --checkpoint-every at least 3")
+    if min(args.sizes) < 1 or args.turns < 1 or min(args.warmup, args.finished) < 0:
+        parser.error("sizes and turns must be positive, --warmup and --finished not negative")
+    if args.checkpoint_every < 3:
+        parser.error("--checkpoint-every must be at least 3")
     return args
 
 

@@ -199,3 +199,23 @@ def test_a_policy_keeps_less_than_its_budget() -> None:
     with pytest.raises(ConfigurationError):
         ContextPolicy(max_prompt_tokens=0)
     assert ContextPolicy(max_prompt_tokens=100).kept == 50
+
+
+async def test_a_request_phase_that_raised_before_its_call_counts_no_call_resent(
+    store: Store,
+) -> None:
+    # The phase fails (not the model: a bug, a store blip) and runs again: it is entered a
+    # second time, but no holder was lost, so its one call went out once.
+    raised: list[int] = []
+
+    def answer(messages: list[dict[str, Any]]) -> dict[str, Any]:
+        if not raised:
+            raised.append(1)
+            raise RuntimeError("a blip before the call")
+        return {"role": "assistant", "content": "noted"}
+
+    agents = AgentRegistry()
+    agents.add(Agent(name="chatty", system="s", model=BilledModel(answer, usage=(10, 2))))
+    await say(store, agents, 0, "note this")
+    [model] = [e.body for e in (await store.load("s1")).entries if e.kind == "model"]
+    assert raised and model["request"]["resent"] == 0 and model["usage"]["model_calls"] == 1

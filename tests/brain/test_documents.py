@@ -13,10 +13,10 @@ from pydantic import BaseModel
 from brainhands.brain import Finish, Next, PhaseContext, TaskKind, TaskRegistry, TaskView
 from brainhands.brain.agent import Agent, AgentRegistry, TaskTool, agent_kinds, start_agent_or_task
 from brainhands.brain.context import DOCUMENTS_HEADING, ContextPolicy, show_documents
-from brainhands.brain.documents import DocumentKind, DocumentRejected
+from brainhands.brain.documents import DocumentConflict, DocumentKind, DocumentRejected, Documents
 from brainhands.brain.scheduler import SessionRunner
 from brainhands.shared.errors import ConfigurationError
-from brainhands.shared.store import Store
+from brainhands.shared.store import DocumentRecord, Store
 from brainhands.shared.store.declarations import ToolCatalog
 from brainhands.shared.topology import Topology
 from tests.brain import agent_passes
@@ -211,3 +211,24 @@ async def test_an_agent_whose_policy_shows_a_document_sees_its_latest_value(
     first, second = (asked[0]["content"] for asked in model.asked)
     assert first == f"You plan.{DOCUMENTS_HEADING}\nplan: null"
     assert second == f'You plan.{DOCUMENTS_HEADING}\nplan: {{"steps": ["book", "pay"]}}'
+
+
+def test_a_phase_changes_a_document_as_it_read_it_and_others_writes_meanwhile_are_kept() -> None:
+    read = DocumentRecord("notes", 3, {"a": 1, "b": 1})
+    documents = Documents({"notes": read}, {})
+    untouched, edited, clashing = (documents.snapshot().copies(["notes"]) for _ in range(3))
+    # Another task's write lands while the phases run: b is 2 now.
+    documents.records["notes"] = DocumentRecord("notes", 4, {"a": 1, "b": 2})
+    done = Finish({})
+
+    # A copy left as it was read is not written back over the newer value.
+    assert documents.changes(["notes"], untouched, done) == (done, {})
+    # A change to another field applies to the new value: neither write is lost.
+    edited["notes"]["a"] = 5
+    assert documents.changes(["notes"], edited, done) == (done, {"notes": {"a": 5, "b": 2}})
+    # A change to what the other write changed does not apply: the phase fails, to run again.
+    clashing["notes"] = {"a": 1}
+    documents.records["notes"] = DocumentRecord("notes", 5, {"c": 3})
+    failed, written = documents.changes(["notes"], clashing, done)
+    assert isinstance(failed, DocumentConflict) and written == {}
+    assert "went from version 3 to 5" in str(failed)

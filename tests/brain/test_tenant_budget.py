@@ -5,9 +5,13 @@ budget resumes both. In-process Brain passes against real stores (both backends)
 
 from __future__ import annotations
 
+import time
+
 import pytest
+from sqlalchemy import update
 
 from brainhands.brain.agent import Agent, AgentRegistry
+from brainhands.brain.budget import TENANT_RECHECK
 from brainhands.client.budgets import (
     BudgetStop,
     budget_stop_of,
@@ -15,7 +19,8 @@ from brainhands.client.budgets import (
     set_tenant_budget,
 )
 from brainhands.shared.errors import DecisionRefused, InvalidRequest
-from brainhands.shared.store import Store
+from brainhands.shared.store import Store, schema
+from brainhands.shared.vocabulary import BUDGET_SIGNAL
 from tests.brain.agent_passes import BilledModel, calls, run_pass, run_until, submit
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
@@ -133,3 +138,34 @@ async def test_a_tenant_budget_is_checked_before_it_is_kept(store: Store) -> Non
     with pytest.raises(InvalidRequest):
         await set_tenant_budget(store, "no/slash", {"tokens": 1}, None, "operator")
     assert await store.tenant_budgets.tenants() == set()
+
+
+async def test_a_run_stopped_after_the_raise_scanned_looks_again_and_goes_on(
+    store: Store,
+) -> None:
+    # The raise's scan ran before the stop was committed (its Brain read the old limits):
+    # the stop waits for a raise no one will send, for TENANT_RECHECK seconds at most.
+    agents, model = note_taker()
+    await set_tenant_budget(store, "acme", {"tokens": 100}, None, "operator")
+    await start(store, "acme/s1")
+
+    async def stopped() -> bool:
+        return await stop_of(store, "acme/s1") is not None
+
+    await run_until(store, agents, "acme/s1", stopped)
+    await store.tenant_budgets.set("acme", {"tokens": 10_000}, by="operator")  # no scan
+    [waiting] = [t for t in (await store.load("acme/s1")).open_tasks if t.wait_signal]
+    assert waiting.wait_signal == BUDGET_SIGNAL
+    assert waiting.wake_at == pytest.approx(time.time() + TENANT_RECHECK, abs=5)
+    await run_pass(store, agents, "acme/s1")
+    assert await stop_of(store, "acme/s1") is not None  # before its time: still stopped
+
+    async with store.backend.engine.begin() as conn:  # its time has come
+        task = schema.task
+        await conn.execute(update(task).where(task.c.id == waiting.id).values(wake_at=0.0))
+
+    async def answered() -> bool:
+        return await status(store, "acme/s1") == "answered"
+
+    await run_until(store, agents, "acme/s1", answered)
+    assert len(model.asked) == 4

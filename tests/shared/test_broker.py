@@ -322,3 +322,12 @@ async def test_broker_outage_fails_fast_and_recovers(rabbitmq_url: str, namespac
     finally:
         await broker.close()
         await delete_topology(rabbitmq_url, topology, [queue])
+
+
+def test_only_work_queues_have_their_deliveries_counted_by_the_consumers() -> None:
+    # A private listener's redelivery published again would reach every listener.
+    topology = Topology("ns", queue_type="classic")
+    work = [topology.hands_queue("email"), *topology.brain_queues("v1")]
+    assert all(topology.is_work_queue(name) for name in work)
+    others = [topology.parking_queue, "amq.gen-abc", "other.hands.email", "ns.live"]
+    assert not any(topology.is_work_queue(name) for name in others)

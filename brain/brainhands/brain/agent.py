@@ -296,7 +296,8 @@ def agent_kinds(
     async def prepare(task: TaskView, docs: dict[str, Any], ctx: PhaseContext) -> Next:
         agent = agents.get(task.input["agent"])
         upto = ctx.entries[-1].seq if ctx.entries else 0
-        return Goto("request", state={"upto": upto, "model": model_of(agent).name, "attempt": 0})
+        state = {"upto": upto, "model": model_of(agent).name, "attempt": 0}
+        return Goto("request", state={**state, "restarts": task.restarts})
 
     @generate.phase("tools", light=True)
     async def dispatch(task: TaskView, docs: dict[str, Any], ctx: PhaseContext) -> Next:

@@ -51,6 +51,10 @@ __all__ = ["Budget", "Price", "Spend", "Usage", "limit_reached", "response_usage
 
 log = logging.getLogger("brainhands.brain")
 
+TENANT_RECHECK = 60.0
+"""Seconds a run stopped at its tenant's budget waits for a raise before it reads that
+budget again: a raise whose resuming scan ran before the stop was committed is not missed
+(a stop at the run's own budget waits for its raise alone)."""
 PER = 1_000_000
 """Prices are per this many tokens, as providers quote them."""
 
@@ -213,7 +217,10 @@ class Spend:
             why.update(scope=TENANT_SCOPE, tenant=tenant.tenant, budget=tenant.limits)
             why["used"] = tenant.used
         return WaitSignal(
-            BUDGET_SIGNAL, then=then, state={**state, "spend": self.to_json(), BUDGET_STOP: why}
+            BUDGET_SIGNAL,
+            then=then,
+            timeout=TENANT_RECHECK if tenant is not None else None,
+            state={**state, "spend": self.to_json(), BUDGET_STOP: why},
         )
 
 
@@ -237,8 +244,12 @@ def limit_reached(
 def resumed(task: TaskView, spend: Spend, *, then: str) -> Spend | WaitSignal:
     """``spend`` under the raise ``task`` received at its stop, or, when that raise names
     another stop than the one in its state, the same stop again: the stale raise is used up
-    and the run waits on for one meant for it (``then`` runs once that comes)."""
+    and the run waits on for one meant for it (``then`` runs once that comes). A stop at
+    the tenant's budget that waited ``TENANT_RECHECK`` seconds goes on as it was: the
+    boundary it stopped at reads the tenant's budget again (and stops again if it must)."""
     stop, signal = task.state[BUDGET_STOP], task.signal
+    if signal is not None and signal.timed_out:  # a tenant's stop: its budget is read again
+        return spend
     payload = signal.payload if signal is not None else None
     named = payload.get("stop") if isinstance(payload, dict) else None
     if named == budget_stop_ref(task.id, stop["at"]):
@@ -251,4 +262,5 @@ def resumed(task: TaskView, spend: Spend, *, then: str) -> Spend | WaitSignal:
             "signal_id": signal.signal_id if signal is not None else None,
         },
     )
-    return WaitSignal(BUDGET_SIGNAL, then=then, state=dict(task.state))
+    recheck = TENANT_RECHECK if stop.get("scope") == TENANT_SCOPE else None
+    return WaitSignal(BUDGET_SIGNAL, then=then, timeout=recheck, state=dict(task.state))

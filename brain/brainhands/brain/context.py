@@ -252,7 +252,10 @@ def compaction_phases(
         messages = fold([e for e in ctx.entries if e.seq <= state["upto"]])
         cut = policy.split(messages) if policy is not None else 0
         if cut == 0:  # nothing older than what is kept: send it as it is
-            return Goto("request", state={**state, "compacted": state["upto"]})
+            return Goto(
+                "request",
+                state={**state, "compacted": state["upto"], "restarts": task.restarts},
+            )
         assert policy is not None
         try:
             summary, usage = await summarise(policy, model_of(agent), messages[:cut], agent.price)
@@ -291,4 +294,5 @@ def compaction_phases(
             "context compacted",
             extra={"event": "compacted", "task_id": task.id, "summarised": cut, "seq": covers + 1},
         )
-        return Goto("request", state={**state, "upto": covers + 1, "compacted": covers + 1})
+        entered = {"upto": covers + 1, "compacted": covers + 1, "restarts": task.restarts}
+        return Goto("request", state={**state, **entered})

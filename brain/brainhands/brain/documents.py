@@ -20,8 +20,9 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
+import jsonpatch
 from pydantic import BaseModel, ValidationError
 
 from brainhands.shared.errors import BrainhandsError, ConfigurationError
@@ -31,8 +32,25 @@ DocumentMigration = Callable[[Any], Any]
 """``value -> value``: a document's value moving up one version of its kind."""
 
 
+R = TypeVar("R")
+
+
 class DocumentRejected(BrainhandsError):
     """A document's value is not one its kind accepts (or cannot be read at its version)."""
+
+
+class DocumentConflict(BrainhandsError):
+    """A phase changed a document that another write changed while it ran, and its change
+    does not apply to the new value: the phase fails, and runs again on the new value."""
+
+
+class PhaseDocuments(dict[str, Any]):
+    """A phase's copies of its documents (``DocumentValues.copies``), and the records they
+    were read from (``read``): what its changes are measured against."""
+
+    def __init__(self, values: dict[str, Any], read: dict[str, DocumentRecord | None]) -> None:
+        super().__init__(values)
+        self.read = read
 
 
 @dataclass
@@ -130,18 +148,51 @@ class Documents:
         """The documents as they stand now, for a phase about to run."""
         return DocumentValues(dict(self.records), self)
 
-    def write(self, draft: Draft, names: Iterable[str], docs: Mapping[str, Any]) -> None:
-        """Put in ``draft`` each of ``names`` whose value in ``docs`` (a phase's, checked)
-        differs from the one read now: an increment on the record read, at its kind's
-        version."""
+    def changes(
+        self, names: Iterable[str], docs: Mapping[str, Any], result: R
+    ) -> tuple[R | DocumentConflict, dict[str, Any]]:
+        """The phase's ``result`` and the values of ``names`` it changed (``docs``: its
+        copies, checked), each as it is to be written now: a document another write changed
+        while the phase ran gets the phase's change (its JSON Patch) applied to the new
+        value, so neither write is lost; where it does not apply, the result is a
+        ``DocumentConflict`` (the phase failed). A copy the phase left as it read it is not
+        written, however old."""
+        try:
+            return result, self._changes(names, docs)
+        except DocumentConflict as exc:
+            return exc, {}
+
+    def _changes(self, names: Iterable[str], docs: Mapping[str, Any]) -> dict[str, Any]:
+        read = docs.read if isinstance(docs, PhaseDocuments) else {}
+        changed = {}
         for name in names:
-            current = self.records.get(name)
-            if docs.get(name) == self.value(current):
+            was = read.get(name, self.records.get(name))
+            before = self.value(was)
+            if name not in docs or docs[name] == before:
                 continue
+            new = docs[name]
+            current = self.records.get(name)
+            if current is not None and (was is None or current.version != was.version):
+                try:
+                    new = jsonpatch.make_patch(before, new).apply(self.value(current))
+                except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException) as exc:
+                    raise DocumentConflict(
+                        f"document {name!r} went from version {was.version if was else 0} to "
+                        f"{current.version} while the phase ran, and its change does not apply "
+                        f"to the new value: {exc}"
+                    ) from exc
+            changed[name] = new
+        return changed
+
+    def write(self, draft: Draft, changed: Mapping[str, Any]) -> None:
+        """Put each of ``changed`` (``changes``) in ``draft``: an increment on the record as
+        the pass holds it, at its kind's version."""
+        for name, value in changed.items():
+            current = self.records.get(name)
             kind = self.kinds.get(name)
             self.records[name] = draft.put_document(
                 name,
-                docs[name],
+                value,
                 expected_version=current.version if current is not None else None,
                 previous=current,
                 kind_version=kind.version if kind is not None else None,
@@ -158,7 +209,10 @@ class DocumentValues:
     def copies(self, names: Iterable[str]) -> dict[str, Any]:
         """Copies of the values of ``names``, for a phase to change (``DocumentRejected`` if
         a typed one cannot be read at its kind's version)."""
-        return {n: copy.deepcopy(self.documents.value(self.records.get(n))) for n in names}
+        read = {n: self.records.get(n) for n in names}
+        return PhaseDocuments(
+            {n: copy.deepcopy(self.documents.value(record)) for n, record in read.items()}, read
+        )
 
     def check(self, docs: dict[str, Any]) -> None:
         """Make each typed value of ``docs`` JSON, or raise ``DocumentRejected``."""

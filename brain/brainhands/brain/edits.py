@@ -321,6 +321,8 @@ class SessionEdits:
         """Put a finished phase's result (or its failure) into ``draft``."""
         self.summary.phases += 1
         metrics.PHASES_RUN.labels(task.kind).inc()
+        if (kind := self.kind(task)) and not isinstance(result, BaseException | RunAgain):
+            result, docs = self.values.changes(kind.document_names, docs, result)
         if isinstance(result, BaseException):
             log.warning(
                 "phase failed",
@@ -353,15 +355,13 @@ class SessionEdits:
         docs: dict[str, Any],
         appended: list[tuple[str, Any]],
     ) -> None:
-        kind = self.kind(task)
-        assert kind is not None
         now = time.time()
         for entry_kind, body in appended:
             if isinstance(body, TenantCharge):
                 draft.charge_tenant(body)
             else:
                 self.append_entry(draft, entry_kind, body, now)
-        self.values.write(draft, kind.document_names, docs)
+        self.values.write(draft, docs)
         spawned: list[str] = []
         if isinstance(result, Dispatch):
             result = Spawn(

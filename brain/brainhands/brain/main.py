@@ -33,6 +33,7 @@ async def brain(args: argparse.Namespace) -> int:
     if not tasks.kinds and not agents.agents:
         raise ConfigurationError("nothing to run: give --tasks MODULE and/or --agents MODULE")
     async with open_services(settings, name=f"brain-{'-'.join(args.compat)}") as services:
+        services.store.document_increments = settings.document_increments
         await services.store.declarations.declare_agents(args.compat, agents.agents)
         tools = ToolCatalog(services.store)
         grace = settings.tool_declaration_grace

@@ -9,8 +9,9 @@ of that request carries it (as its ``Idempotency-Key``, for a ``KeyedModel``), a
 ``model`` entry of its answer records it (``request_record``).
 
 A Brain that dies while a call is out leaves its task in the phase that made it; the Brain
-that takes the session over enters that phase again, and the task's ``attempt`` (how many
-times the phase was entered) tells it so:
+that takes the session over enters that phase again, and the task's ``restarts`` (its
+entries after a lost holder, which a phase that raised does not add to), against the count
+committed when the request was entered, tell it so:
 
 - a model that can only ``complete`` is sent the request again, under the same id. The
   first sending may have been paid for (its answer died with the Brain; a provider that
@@ -131,7 +132,10 @@ def request_phases(
             return Goto("compact", state=state)
         model = model_of(agent)
         key = state["request_id"] = request_id(task.id, state["attempt"])
-        state["resent"] = state.get("resent", 0) + task.attempt - 1  # entered again: a kill
+        # Entered again after a kill (the task's restarts since the request was entered):
+        # the call may have gone out.
+        killed = task.restarts - state.get("restarts", task.restarts)
+        state.update(resent=state.get("resent", 0) + killed, restarts=task.restarts)
         try:
             with metrics.MODEL_SECONDS.labels(model.name).time():
                 if isinstance(model, BackgroundModel):
@@ -149,7 +153,9 @@ def request_phases(
         """Wait for the background response ``request`` began: the Brain that enters this
         phase again after a kill attaches to the same response."""
         agent = agents.get(task.input["agent"])
-        state = {**task.state, "reattached": task.state.get("reattached", 0) + task.attempt - 1}
+        killed = task.restarts - task.state.get("restarts", task.restarts)
+        reattached = task.state.get("reattached", 0) + killed
+        state = {**task.state, "reattached": reattached, "restarts": task.restarts}
         model = model_of(agent)
         if not isinstance(model, BackgroundModel):
             # A build whose model runs no calls in the background: the response begun is

@@ -88,6 +88,7 @@ class PhaseRunner:
             state=task.state,
             phase=task.phase,
             attempt=task.attempt,
+            restarts=task.restarts,
             children=children,
             signal=ReceivedSignal.from_row(task.signal),
         )

@@ -19,6 +19,10 @@ class BrainSettings(CommonSettings):
     """How long a session lease lives without renewal; renewed every third of it."""
     max_restarts: int = Field(default=5, ge=1)
     """Entries into one phase before a task that keeps dying there is failed."""
+    document_increments: bool = False
+    """Whether a document write stores its increment alone, the whole value only at each
+    new baseline. Off: every write stores the whole value as well (what a build older than
+    increments reads); turn it on once no such build runs (docs/deploy.md)."""
     tool_declaration_grace: float = Field(default=30.0, ge=0)
     """Seconds a young task or agent turn waits for a Hands pool to declare a tool it calls
     (Hands started after the Brain); past them the call fails, or is refused, as unknown."""

@@ -89,6 +89,9 @@ class TaskView:
     """Outcomes of the tasks the last wait was for, in the order they were spawned."""
     signal: ReceivedSignal | None = None
     """What the last ``WaitSignal`` received (None unless this phase resumed from one)."""
+    restarts: int = 0
+    """How many times the task was entered again after its holder was lost (a kill), over
+    all its phases: unlike ``attempt``, a phase that raised does not count."""
 
 
 class PhaseContext:

@@ -53,6 +53,8 @@ logger = logging.getLogger("brainhands.broker")
 PERSISTENT = int(aio_pika.DeliveryMode.PERSISTENT)
 """A message the broker keeps on disk (quorum queues keep every message anyway)."""
 
+RECOUNT_PAUSE = 1.0
+"""Seconds a redelivery whose counted copy was not confirmed waits before it is requeued."""
 REASON_HEADER = "x-brainhands-reason"
 """Header of a message parked by brainhands: why (e.g. the validation error of its body)."""
 ORIGIN_HEADER = "x-brainhands-origin"
@@ -352,7 +354,9 @@ class Broker:
         parked once the count passes the delivery limit. The copy goes to the back of the
         queue; it is handled when it comes, as a message delivered before.
 
-        If the copy is not confirmed the delivery is requeued, and counted when it comes back.
+        If the copy is not confirmed the delivery is requeued (after ``RECOUNT_PAUSE``), and
+        counted when it comes back. Only work queues are counted: a private listener's
+        queue (cancel notices, live notes) is not published again to every listener.
         """
         count = (delivery.delivery_count or 0) + 1
         limit = self._topology.delivery_limit
@@ -367,10 +371,11 @@ class Broker:
             )
         except BrokerError:
             logger.warning(
-                "could not count a redelivery; requeued",
+                "could not count a redelivery; requeued after a pause",
                 extra={"routing_key": delivery.routing_key},
                 exc_info=True,
             )
+            await asyncio.sleep(RECOUNT_PAUSE)  # not straight back while publishing fails
             await delivery.reject(requeue=True)
         else:
             await delivery.ack()
@@ -398,7 +403,10 @@ class Broker:
                 handler,
                 park=self.park,
                 count_redelivery=(
-                    None if self._topology.broker_counts_deliveries else self.count_redelivery
+                    None
+                    if self._topology.broker_counts_deliveries
+                    or not self._topology.is_work_queue(queue_name)
+                    else self.count_redelivery
                 ),
                 on_cancel=self._consumers.discard,
             )

@@ -104,6 +104,12 @@ class Topology:
         """Queue (and routing key) of the tool results for Brains of one compatibility key."""
         return f"{self.namespace}.results.{_checked('compat', compat)}"
 
+    def is_work_queue(self, name: str) -> bool:
+        """Whether ``name`` is one of the deployment's work queues (a Hands pool's, a Brain
+        build's wake-ups or results), not the parking queue or a private listener's."""
+        prefixes = (f"{self.namespace}.hands.", f"{self.namespace}.brain.")
+        return name.startswith((*prefixes, f"{self.namespace}.results."))
+
     def brain_queues(self, compat: str) -> tuple[str, str]:
         """Both queues a Brain of ``compat`` consumes: wake-ups and results."""
         return self.brain_queue(compat), self.results_queue(compat)

@@ -1,6 +1,7 @@
 """The API's routes for an operator's acts on a tenant (``brain.tenant_budget``): set its
 budget, read it. Only a key with the ``operator`` scope may: a tenant's own keys, ``admin``
-ones included, never set or read their tenant's budget."""
+ones included, never set it nor read it here. (A run stopped at it shows, in its session's
+view, the limit it reached and the tenant's usage then: why it stopped.)"""
 
 from __future__ import annotations
 

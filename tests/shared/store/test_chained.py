@@ -39,6 +39,7 @@ def statements(store: Store) -> Iterator[list[str]]:
 async def session_with_work(store: Store, session_id: str) -> tuple[str, str, int]:
     """A claimed session with a waiting task, a queued submission and an unapplied inbox
     request, committed at version 1: (task id, submission id, inbox id)."""
+    store.document_increments = True  # increments alone: the statement's longest shape
     await store.create_session(session_id, compat="v1")
     await store.claim_session_fence(session_id, 1)
     first = Draft(session_id, version=0, fence=1)

@@ -8,7 +8,7 @@ import json
 
 import jsonpatch
 import pytest
-from sqlalchemy import delete, select
+from sqlalchemy import delete, select, update
 
 from brainhands.shared.errors import ConflictError
 from brainhands.shared.store import COMPACT_AFTER, DocumentRecord, Draft, Store, migrate, schema
@@ -17,6 +17,7 @@ from tests.helpers.stores import StoreTarget
 pytestmark = pytest.mark.integration
 
 _i = schema.document_increment
+_d = schema.document
 
 
 async def write(
@@ -48,8 +49,10 @@ async def increments(store: Store) -> list[tuple[int, object]]:
 
 @pytest.fixture
 async def session(store: Store) -> Store:
+    """A session on a store that writes increments alone (``document_increments``)."""
     await store.create_session("s1", compat="v1")
     await store.claim_session_fence("s1", 1)
+    store.document_increments = True
     return store
 
 
@@ -110,6 +113,28 @@ async def test_the_write_past_compact_after_rewrites_the_baseline(session: Store
         COMPACT_AFTER + 2,
         {"n": "after"},
     )
+
+
+async def test_by_default_each_write_keeps_the_whole_value_for_builds_that_read_only_it(
+    session: Store,
+) -> None:
+    session.document_increments = False
+    await write(session, [{"n": 1}, {"n": 2}, {"n": 3}])
+    async with session.backend.engine.connect() as conn:
+        row = (await conn.execute(select(_d.c.version, _d.c.baseline, _d.c.body))).one()
+    assert tuple(row) == (3, 3, {"n": 3})  # the whole value, as a build without increments reads
+    assert [v for v, _ in await increments(session)] == [1, 2, 3]  # and the history
+
+    # Such a build writes the whole value, moves the version and appends no increment: the
+    # next read takes the value it wrote, and the next write rewrites the baseline.
+    async with session.backend.engine.begin() as conn:
+        await conn.execute(update(_d).values(version=4, body={"n": "old build"}))
+    doc = (await session.load("s1")).documents["plan"]
+    assert (doc.version, doc.body, doc.baseline) == (4, {"n": "old build"}, None)
+    session.document_increments = True
+    [after] = await write(session, [{"n": 5}], start=doc)
+    assert after.baseline == 5
+    assert (await session.load("s1")).documents["plan"].body == {"n": 5}
 
 
 async def test_a_write_at_another_kind_version_rewrites_the_baseline(session: Store) -> None:

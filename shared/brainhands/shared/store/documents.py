@@ -74,7 +74,12 @@ def folded(
     patches: Sequence[JSON],
 ) -> DocumentRecord:
     """The document whose baseline (``body`` at version ``baseline``) is followed by
-    ``patches``, the increments after it, in order."""
+    ``patches``, the increments after it, in order. A row ahead of its baseline with no
+    increments after it was written whole by a build that writes none (one older than
+    increments, in a rolling upgrade): its ``body`` is the value at ``version``, and its
+    baseline is not known (the next write rewrites it)."""
+    if not patches and version != baseline:
+        return DocumentRecord(name, version, body, kind_version, None)
     if len(patches) != version - baseline:
         raise StoreError(
             f"document {name!r} is at version {version} with {len(patches)} increments "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Callable
@@ -77,6 +78,11 @@ class Store:
         self.handoff: float | None = None
         """While a relay runs in this process: seconds its outbox rows are left to it alone
         (it publishes them right after each commit; other relays take them after that)."""
+        self.document_increments = False
+        """Whether a document write keeps the whole value only at its baselines (every
+        ``COMPACT_AFTER`` increments), as ``BRAINHANDS_DOCUMENT_INCREMENTS`` says. Off (the
+        default, and while any build older than increments reads the store): every write
+        rewrites the whole value as well, its increment kept as history."""
         notify, chained = backend.notifies, backend.chains_writes
         self._drafts: GroupCommit[Draft, CommitReceipt] = GroupCommit(
             backend,
@@ -189,6 +195,8 @@ class Store:
         ``StaleLeaseError`` if its fence moved past ``draft.fence``; either way nothing of
         the draft is written, and the other drafts are not affected.
         """
+        if not self.document_increments:
+            draft.documents = [dataclasses.replace(w, rebase=True) for w in draft.documents]
         receipt = await self._drafts.commit(draft)
         self.notify(receipt)
         return receipt
