@@ -164,7 +164,9 @@ async def test_a_key_needs_the_scope_of_what_it_does(brains: BrainHarness) -> No
     for name, op in operations.items():
         if not name.endswith(("/healthz", "/readyz")):
             assert op["security"] == [{"apiKey": []}], name
-            assert op["x-scope"] in {"read", "submit", "signal", "approve", "admin"}, name
+            assert op["x-scope"] in {"read", "submit", "signal", "approve", "admin", "operator"}, (
+                name
+            )
     logged = await asyncio.to_thread(Path(api.log).read_text)
     assert submitter.split("_")[-1] not in logged  # no secret in the logs
 

@@ -161,7 +161,9 @@ async def test_a_store_gone_back_is_refused_until_an_operator_accepts_it(
     sent = await sends(cluster)
     assert sent == 5
 
-    # 1. A Hands finds an operation's outcome gone: the call does not go out again.
+    # 1. A Hands finds an operation's outcome gone: the call does not go out again. (The
+    # relays mark what they published a moment later: those marks land before the loss.)
+    await eventually(cluster.outbox_drained, within=10, what="the outbox marked sent")
     op = await email_operation(cluster, cluster.sessions[0])
     await lose_the_outcome(cluster, op)
     await eventually(lambda: went_back(redis, keys), within=30, what="the store found gone back")
