@@ -75,7 +75,7 @@ INSERTS: dict[str, str] = {
     "session": f"""
         INSERT INTO session (id, uid, compat, version, fence, status, entry_count,
                              created_at, updated_at, tenant)
-        SELECT h.sid, h.uid, '{COMPAT}', 4, 2, 'active', 4, h.t, h.t + 0.075, NULL
+        SELECT h.sid, h.uid, '{COMPAT}', 4, 2, 'active', 4, h.t, h.t + 0.075, 'default'
         FROM ({_SESSIONS}) AS h
     """,
     "entry": f"""
