@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import signal
 import time
 
@@ -136,3 +137,25 @@ async def test_a_lost_wake_up_is_found_by_the_sweeper(brains: BrainHarness) -> N
 
     assert record.status == "answered"
     assert '"reason": "sweeper"' in brains.log(0) or "swept" in brains.log(0)
+
+
+async def test_a_lease_handed_over_is_claimed_by_the_next_passes_first_commit(
+    brains: BrainHarness,
+) -> None:
+    brains.start_brain()
+    await brains.submit("napper", {"seconds": 1})
+
+    record = await brains.answer(within=30)
+
+    assert record.status == "answered"
+    passes = [
+        json.loads(line)
+        for line in brains.log(0).splitlines()
+        if '"event": "advanced"' in line and '"session_id": "s1"' in line
+    ]
+    # The first pass found the lease never held: it claimed the fence as it took the lease.
+    # The timer's pass took it from a holder that let go normally: no claim of its own, the
+    # first commit's guard raised the fence.
+    assert [p["claim"] for p in passes] == ["acquire", "first_commit"]
+    assert passes[-1]["commits"] >= 1
+    assert (await brains.store.load("s1")).session.fence == 2

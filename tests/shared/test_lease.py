@@ -595,3 +595,87 @@ async def test_the_renewal_connection_is_taken_only_once_a_renewal_is_due(
         await asyncio.sleep(2 * manager.renew_every)  # more rounds, on the same client
     assert len(clients) == 1
     await eventually(lambda: clients[0].connection is None, what="the renewal client closed")
+
+
+# Handed over: the claim may wait for the holder's first commit
+
+
+async def test_only_a_lease_handed_over_by_the_previous_token_is_marked_so(
+    manager: LeaseManager,
+) -> None:
+    first = await acquired(manager)
+    assert not first.handed_over  # nobody held it before
+    await manager.release(first, hand_over=True)
+
+    second = await acquired(manager)
+    assert second.handed_over
+    await manager.release(second)  # let go without handing over (its work failed)
+
+    third = await acquired(manager)
+    assert not third.handed_over
+    await manager.release(third, hand_over=True)
+    fourth = await acquired(manager)
+    assert fourth.handed_over
+
+
+async def test_an_expired_lease_is_not_handed_over_even_if_an_earlier_one_was(
+    manager: LeaseManager,
+) -> None:
+    first = await acquired(manager)
+    await manager.release(first, hand_over=True)
+    paused = await acquired(manager)  # its holder stops and never renews
+
+    resumed_too_late = await acquire_eventually(manager, RESOURCE)
+    assert not resumed_too_late.handed_over
+    # The paused holder's release, once it resumes, hands nothing over: the lease is not its.
+    assert not await manager.release(paused, hand_over=True)
+    assert (await acquire_eventually(manager, RESOURCE)).handed_over is False
+
+
+async def test_a_hand_over_is_forgotten_with_the_counter(
+    manager: LeaseManager, redis: Redis, namespace: str
+) -> None:
+    lease = await acquired(manager)
+    await manager.release(lease, hand_over=True)
+    await forget_namespace(redis, namespace)  # Redis restarted empty
+
+    assert not (await acquired(manager)).handed_over
+
+
+async def test_a_handed_over_lease_is_checked_and_claimed_by_its_first_write(
+    manager: LeaseManager,
+) -> None:
+    store = MemoryFence()
+    checks: list[int] = []
+
+    async def check(token: int) -> None:
+        checks.append(token)
+        if token <= store.fence:
+            raise StaleLeaseError(RESOURCE, token, store.fence)
+
+    first = await manager.acquire_fenced(RESOURCE, store.claim, check=check)
+    assert first is not None and not first.handed_over
+    await manager.release(first, hand_over=True)
+    second = await manager.acquire_fenced(RESOURCE, store.claim, check=check)
+
+    assert second is not None and second.handed_over
+    assert (store.claims, checks, store.fence) == ([1], [2], 1)
+
+
+async def test_a_refused_check_raises_the_counter_and_claims_the_next_token(
+    manager: LeaseManager,
+) -> None:
+    store = MemoryFence()
+    first = await manager.acquire_fenced(RESOURCE, store.claim)
+    assert first is not None
+    await manager.release(first, hand_over=True)
+    store.fence = 7  # another way in moved the store's fence past Redis's counter
+
+    async def check(token: int) -> None:
+        if token <= store.fence:
+            raise StaleLeaseError(RESOURCE, token, store.fence)
+
+    lease = await manager.acquire_fenced(RESOURCE, store.claim, check=check)
+
+    assert lease is not None and not lease.handed_over
+    assert (lease.token, store.claims, store.fence) == (8, [1, 8], 8)

@@ -60,7 +60,8 @@ MAX_DECISION_ROUNDS = 100
 
 
 class SessionRunner:
-    """One pass over a session, for the holder of its lease token ``fence``."""
+    """One pass over a session, for the holder of its lease token ``fence`` (``claims_fence``:
+    its first commit claims the fence, whose claim was deferred: ``Store.claim_session``)."""
 
     def __init__(
         self,
@@ -71,6 +72,7 @@ class SessionRunner:
         topology: Topology,
         session_id: str,
         fence: int,
+        claims_fence: bool = False,
         max_restarts: int = 5,
         declaration_grace: float = 30.0,
         start_submission: StartSubmission = start_from_input,
@@ -83,6 +85,7 @@ class SessionRunner:
         self.topology = topology
         self.session_id = session_id
         self.fence = fence
+        self.claims_fence = claims_fence
         self.max_restarts = max_restarts
         self.start_submission = start_submission
         self.compats = compats
@@ -347,7 +350,9 @@ class SessionRunner:
     async def _commit(self, draft: Draft) -> CommitReceipt:
         """Commit ``draft``, built against the current version (its rows are adopted)."""
         sent_at = time.monotonic()
+        draft.claims_fence = self.claims_fence
         receipt = await self.store.commit(draft)
+        self.claims_fence = False
         self.edits.version = receipt.version
         self.summary.commits += 1
         self.arrivals.note_dispatched(draft, sent_at)

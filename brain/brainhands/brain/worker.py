@@ -33,6 +33,7 @@ import logging
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from brainhands.brain.arrivals import LEASE_WAIT_MARGIN
@@ -216,6 +217,7 @@ class BrainWorker:
                     topology=self.broker.topology,
                     session_id=session_id,
                     fence=lease.token,
+                    claims_fence=lease.handed_over,
                     max_restarts=self.max_restarts,
                     declaration_grace=self.declaration_grace,
                     start_submission=self.start_submission,
@@ -249,9 +251,10 @@ class BrainWorker:
             raise
         finally:
             # The version the pass left is Redis's witness of the store (``shared.witness``).
+            # A pass that ended normally has nothing in flight: it hands the lease over.
             witness = None if committed is None else committed.session.version
             with contextlib.suppress(BrainhandsError):
-                await self.leases.release(lease, witness=witness)
+                await self.leases.release(lease, witness=witness, hand_over=committed is not None)
         if summary.foreign is None:
             assert committed is not None
             self._keep(session_id, committed)
@@ -279,6 +282,8 @@ class BrainWorker:
                 "session_id": session_id,
                 "phases": summary.phases,
                 "commits": summary.commits,
+                # Where the fence was claimed: with the lease, or by the first commit.
+                "claim": "first_commit" if lease.handed_over else "acquire",
                 "next_wake": summary.next_wake,
                 **trigger.log(),
             },
@@ -311,9 +316,9 @@ class BrainWorker:
         resource = session_resource(session_id)
         deadline = time.monotonic() + self.leases.ttl_ms / 1000 + LEASE_WAIT_MARGIN
 
-        async def claim(token: int) -> None:
+        async def claim(token: int, *, defer: bool = False) -> None:
             known = self._kept.get(session_id)
-            claimed.append(await self.store.claim_session(session_id, token, known))
+            claimed.append(await self.store.claim_session(session_id, token, known, defer=defer))
 
         def went_back(lease: Lease) -> StoreWentBack | None:
             stored = claimed[-1].state.session.version if claimed else None
@@ -321,7 +326,9 @@ class BrainWorker:
 
         waits = 0
         while True:
-            lease = await self.leases.acquire_fenced(resource, claim, went_back=went_back)
+            lease = await self.leases.acquire_fenced(
+                resource, claim, went_back=went_back, check=partial(claim, defer=True)
+            )
             if lease is not None:
                 return lease
             if time.monotonic() > deadline:

@@ -46,6 +46,11 @@ class Keys:
         its fence key."""
         return f"{self.namespace}:witness:{resource}"
 
+    def handed(self, resource: str) -> str:
+        """The token of the last holder of ``resource`` that handed its lease over (nothing
+        of its own in flight); expires after ``lease.HANDED_TTL_MS``."""
+        return f"{self.namespace}:handed:{resource}"
+
     def witnesses(self) -> str:
         """A ``SCAN`` pattern matching every witness key of the namespace."""
         return f"{_glob_escaped(self.namespace)}:witness:*"

@@ -52,6 +52,9 @@ from brainhands.shared.witness import declare_went_back, read_evidence, went_bac
 
 COUNTER_TTL_MS = 7 * 24 * 3600 * 1000
 """How long a resource's token counter outlives its last acquisition in Redis."""
+HANDED_TTL_MS = 15 * 60 * 1000
+"""How long Redis remembers that a lease was handed over (``LeaseManager.release``): an
+acquisition after that claims the store's fence at once, as after any other release."""
 
 
 @dataclass(frozen=True)
@@ -62,7 +65,10 @@ class Lease:
     ``acquired_at`` is ``time.monotonic()`` taken before the acquire request was sent, so
     unless renewed the lease is gone from Redis by ``acquired_at + ttl_ms / 1000``.
     ``witnessed`` is what an earlier holder released the resource saying the store had
-    committed (``shared.witness``), None when Redis holds no such record.
+    committed (``shared.witness``), None when Redis holds no such record. ``handed_over``:
+    the previous token's holder handed the lease over (``LeaseManager.release``), so no
+    earlier holder can still write, and the store's fence may be claimed by this holder's
+    first commit instead of before its work (``LeaseManager.acquire_fenced``'s ``check``).
     """
 
     resource: str
@@ -71,6 +77,7 @@ class Lease:
     ttl_ms: int
     acquired_at: float
     witnessed: int | None = None
+    handed_over: bool = False
 
 
 @dataclass(frozen=True)
@@ -84,10 +91,12 @@ class _Asked:
 
 @dataclass(frozen=True)
 class _Letting:
-    """One release asked for: the lease, and what its holder committed last (if anything)."""
+    """One release asked for: the lease, what its holder committed last (if anything), and
+    whether it hands the lease over."""
 
     lease: Lease
     witness: int | None
+    hand_over: bool
 
 
 WentBack = Callable[[Lease], StoreWentBack | None]
@@ -134,7 +143,7 @@ class LeaseManager:
             ttl_ms=ttl_ms,
         )
         # Acquisitions and releases asked for while one is on its way share the next trip.
-        self._acquiring: Batcher[_Asked, tuple[int, Any]] = Batcher(
+        self._acquiring: Batcher[_Asked, tuple[int, Any, bool]] = Batcher(
             self._acquire_batch, what="lease_acquisitions"
         )
         self._releasing: Batcher[_Letting, bool] = Batcher(
@@ -154,23 +163,25 @@ class LeaseManager:
         """
         owner = owner or uuid.uuid4().hex
         sent = time.monotonic()
-        token, witnessed = await self._acquiring(_Asked(resource, owner, floor))
+        token, witnessed, handed_over = await self._acquiring(_Asked(resource, owner, floor))
         if token < 0:
             raise read_evidence(witnessed)
         if token == 0:
             return None
         metrics.LEASE_ACQUIRED.labels(resource.split(":", 1)[0]).inc()
         witness = None if witnessed is None else int(witnessed)
-        return Lease(resource, owner, token, self.ttl_ms, sent, witness)
+        return Lease(resource, owner, token, self.ttl_ms, sent, witness, handed_over)
 
-    async def _acquire_batch(self, batch: list[_Asked]) -> list[tuple[int, Any]]:
+    async def _acquire_batch(self, batch: list[_Asked]) -> list[tuple[int, Any, bool]]:
         keys = [self._keys.store_went_back()]
         args: list[str | int] = [self.ttl_ms, self.counter_ttl_ms]
         for asked in batch:
             r = asked.resource
             keys += [self._keys.lease(r), self._keys.fence(r), self._keys.witness(r)]
+            keys.append(self._keys.handed(r))
             args += [asked.owner, asked.floor]
-        return [(int(token), seen) for token, seen in await self._run(self._acquire, keys, args)]
+        answers = await self._run(self._acquire, keys, args)
+        return [(int(token), seen, handed == 1) for token, seen, handed in answers]
 
     async def store_went_back(self) -> StoreWentBack | None:
         """The standing finding that the store went back, if a worker made one: no
@@ -194,22 +205,29 @@ class LeaseManager:
         metrics.LEASE_RENEWED.inc(sum(renewed))
         return renewed
 
-    async def release(self, lease: Lease, *, witness: int | None = None) -> bool:
+    async def release(
+        self, lease: Lease, *, witness: int | None = None, hand_over: bool = False
+    ) -> bool:
         """Let go of ``lease``; False when it had already expired or another holder has it.
 
         ``witness``: what the holder's last commit left in the store -- a session's version,
         the fence of an operation's final outcome -- recorded for the next holder to compare
         (``shared.witness``). Give it only for a commit the store acknowledged.
+        ``hand_over``: the holder ended its work normally and nothing of it is in flight, so
+        the next holder may claim the store's fence with its first commit (recorded only if
+        the lease was still held).
         """
-        return await self._releasing(_Letting(lease, witness))
+        return await self._releasing(_Letting(lease, witness, hand_over))
 
     async def _release_batch(self, batch: list[_Letting]) -> list[bool]:
         keys: list[str] = []
-        args: list[str | int] = [self.counter_ttl_ms]
+        args: list[str | int] = [self.counter_ttl_ms, HANDED_TTL_MS]
         for letting in batch:
             resource = letting.lease.resource
             keys += [self._keys.lease(resource), self._keys.witness(resource)]
+            keys.append(self._keys.handed(resource))
             args += [_holder(letting.lease), "" if letting.witness is None else letting.witness]
+            args.append(letting.lease.token if letting.hand_over else "")
         return [n == 1 for n in await self._run(self._release, keys, args)]
 
     async def held(self, resources: list[str]) -> set[str]:
@@ -236,6 +254,7 @@ class LeaseManager:
         attempts: int = 3,
         owner: str | None = None,
         went_back: WentBack | None = None,
+        check: Callable[[int], Awaitable[object]] | None = None,
     ) -> Lease | None:
         """Acquire ``resource`` with a token the store has accepted.
 
@@ -244,6 +263,12 @@ class LeaseManager:
         ``StaleLeaseError`` carrying the stored fence. On refusal Redis is behind the store
         (it restarted empty): the lease is released, the counter raised to the store's
         fence, and the acquisition tried again, ``attempts`` times in all.
+
+        ``check(token)``, if given, is used instead of ``claim`` for a lease that was handed
+        over (``Lease.handed_over``): it refuses as ``claim`` does but leaves the fence where
+        it is, and the holder's first write claims it (``fence < :t``) -- one transaction
+        less. A lease that was not handed over (its holder may be paused, not gone) is always
+        claimed at once, so that holder can change nothing from then on.
 
         ``went_back(lease)`` compares what the claim read (or found missing: the claim
         raised ``NotFoundError``) with the lease's witness. When the store is behind it,
@@ -260,7 +285,8 @@ class LeaseManager:
             if lease is None:
                 return None
             try:
-                refused_at = await self._claimed(lease, claim, went_back)
+                claiming = check if check is not None and lease.handed_over else claim
+                refused_at = await self._claimed(lease, claiming, went_back)
             except BaseException:
                 # The claim's own error matters more; an unreleased lease expires anyway.
                 with contextlib.suppress(LeaseBackendError):

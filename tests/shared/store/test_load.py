@@ -386,3 +386,66 @@ async def test_rows_asked_together_share_one_hop_each_gets_its_own(store: Store)
 
     assert [list(tasks) for tasks, _ops in found] == [[first], [second]]
     assert shared == lone
+
+
+async def test_a_deferred_claim_reads_and_leaves_the_fence_to_the_first_commit(
+    store: Store,
+) -> None:
+    await store.create_session("s1", compat="v1")
+    await grow_at(store, "s1", fence=1, entries=2)
+
+    checked = await store.claim_session("s1", 2, defer=True)
+
+    assert checked.state.session.fence == 2  # as the holder will make it
+    assert len(checked.state.entries) == 2
+    assert (await store.load("s1")).session.fence == 1  # nothing written
+    for refused in (1, 0):
+        with pytest.raises(StaleLeaseError) as caught:
+            await store.claim_session("s1", refused, defer=True)
+        assert caught.value.current == 1
+
+    draft = Draft("s1", version=checked.state.session.version, fence=2, claims_fence=True)
+    draft.append_entry("note", {"claimed": True})
+    await store.commit(draft)
+    assert (await store.load("s1")).session.fence == 2
+    late = Draft("s1", version=checked.state.session.version + 1, fence=1)  # the old holder
+    late.append_entry("note", {})
+    with pytest.raises(StaleLeaseError):
+        await store.commit(late)
+
+
+async def test_a_first_commit_claims_nothing_once_a_newer_holder_claimed(store: Store) -> None:
+    await store.create_session("s1", compat="v1")
+    checked = await store.claim_session("s1", 2, defer=True)
+    await store.claim_session("s1", 3)  # a newer holder, claimed at once
+
+    draft = Draft("s1", version=checked.state.session.version, fence=2, claims_fence=True)
+    draft.append_entry("note", {})
+    with pytest.raises(StaleLeaseError) as caught:
+        await store.commit(draft)
+
+    assert caught.value.current == 3
+    equal = Draft("s1", version=checked.state.session.version, fence=3, claims_fence=True)
+    equal.append_entry("note", {})
+    with pytest.raises(StaleLeaseError):  # a claim needs a token above the fence
+        await store.commit(equal)
+
+
+async def test_deferred_and_immediate_claims_share_one_hop(store: Store) -> None:
+    for sid in ("a", "b", "stale"):
+        await store.create_session(sid, compat="v1")
+        await grow_at(store, sid, fence=1, entries=1)
+    await store.claim_session_fence("stale", 9)
+
+    a, b, stale = await asyncio.gather(
+        store.claim_session("a", 2, defer=True),
+        store.claim_session("b", 2),
+        store.claim_session("stale", 3, defer=True),
+        return_exceptions=True,
+    )
+
+    assert not isinstance(a, BaseException) and not isinstance(b, BaseException)
+    assert (a.state.session.fence, b.state.session.fence) == (2, 2)
+    assert isinstance(stale, StaleLeaseError) and stale.current == 9
+    fences = {sid: (await store.load(sid)).session.fence for sid in ("a", "b")}
+    assert fences == {"a": 1, "b": 2}

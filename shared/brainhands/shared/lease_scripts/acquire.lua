@@ -3,12 +3,14 @@
 --
 -- KEYS[1]       the deployment's went-back flag: while it exists (a worker found the store
 --               behind a witness) every acquisition is refused
--- KEYS[3i - 1]  lease key of the i-th resource: "<owner>:<token>" of the current holder,
+-- KEYS[4i - 2]  lease key of the i-th resource: "<owner>:<token>" of the current holder,
 --               expiring with the lease
--- KEYS[3i]      its fence key: the resource's token counter, expiring ARGV[2] ms after its
+-- KEYS[4i - 1]  its fence key: the resource's token counter, expiring ARGV[2] ms after its
 --               last use
--- KEYS[3i + 1]  its witness key: what the store had committed for the resource when a
+-- KEYS[4i]      its witness key: what the store had committed for the resource when a
 --               holder last released it (release.lua); it lives as long as the counter
+-- KEYS[4i + 1]  its handed-over key: the token of the last holder that let go of the lease
+--               with nothing of its own in flight (release.lua)
 -- ARGV[1]       lease TTL in milliseconds
 -- ARGV[2]       counter TTL in milliseconds: an idle resource's counter is forgotten, as in a
 --               restart, and the store's refusal raises the next one past its fence
@@ -16,22 +18,30 @@
 -- ARGV[2i + 2]  its floor: the token must be greater than this (the highest fence the store
 --               has seen), because the counter starts over when Redis restarts empty
 --
--- Returns one pair per resource: {token, witness} with the new token and the witness (nil
--- when none), {0, nil} when another holder has the lease, or {-1, flag} for every resource
--- while the went-back flag is set (its value: the evidence, as JSON).
+-- Returns one triple per resource: {token, witness, handed} with the new token, the witness
+-- (nil when none) and 1 when the previous token's holder handed the lease over (its token is
+-- the handed-over key's and the counter's: no holder of an earlier token can still be at
+-- work either, since the first acquisition after one that was not handed over claims the
+-- store's fence at once), else 0; {0, nil, 0} when another holder has the lease, or
+-- {-1, flag, 0} for every resource while the went-back flag is set (its value: the
+-- evidence, as JSON).
 
 local flag = redis.call('GET', KEYS[1])
 local answers = {}
-for i = 1, (#KEYS - 1) / 3 do
-  local lease, fence, witness = KEYS[3 * i - 1], KEYS[3 * i], KEYS[3 * i + 1]
+for i = 1, (#KEYS - 1) / 4 do
+  local lease, fence = KEYS[4 * i - 2], KEYS[4 * i - 1]
+  local witness, handed = KEYS[4 * i], KEYS[4 * i + 1]
   if flag then
-    answers[i] = {-1, flag}
+    answers[i] = {-1, flag, 0}
   elseif redis.call('EXISTS', lease) == 1 then
-    answers[i] = {0, false}
+    answers[i] = {0, false, 0}
   else
     local counter = tonumber(redis.call('GET', fence) or '0')
+    local handed_over = 0
     if counter < tonumber(ARGV[2 * i + 2]) then
       redis.call('SET', fence, ARGV[2 * i + 2])
+    elseif counter > 0 and tonumber(redis.call('GET', handed) or '0') == counter then
+      handed_over = 1
     end
     local token = redis.call('INCR', fence)
     redis.call('PEXPIRE', fence, ARGV[2])
@@ -39,7 +49,7 @@ for i = 1, (#KEYS - 1) / 3 do
     -- The token is part of the holder so that a stale Lease of the same owner cannot renew
     -- or release a newer acquisition.
     redis.call('SET', lease, string.format('%s:%d', ARGV[2 * i + 1], token), 'PX', ARGV[1])
-    answers[i] = {token, redis.call('GET', witness)}
+    answers[i] = {token, redis.call('GET', witness), handed_over}
   end
 end
 return answers

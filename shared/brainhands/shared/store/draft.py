@@ -198,6 +198,9 @@ class Draft:
     charge: TenantCharge | None = None
     """What this commit spends of its tenant's budget: added to the tenant's usage in the
     same transaction (None: nothing to count, as for every tenant without a budget)."""
+    claims_fence: bool = False
+    """The holder's first commit after a deferred claim (``SessionClaim.defer``): its guard
+    claims the fence (below ``fence``, raised to it) instead of matching it."""
     # By task id, where ``update_task`` finds this draft's earlier writes of a task: its row
     # in ``new_tasks``, its latest place in ``task_updates`` (a pass updates its tasks at
     # every decision, so these are looked up often).

@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Insert, Table, bindparam, select, update
+from sqlalchemy import Insert, Table, bindparam, cast, select, update
 from sqlalchemy.engine import Connection
 
 from brainhands.shared.errors import NotFoundError, StaleLeaseError, StoreError
@@ -30,6 +30,14 @@ _CLAIM_SESSION = hot(
     .where(_s.c.id == bindparam("sid"), _s.c.fence < bindparam("below", type_=_s.c.fence.type))
     .values(fence=bindparam("token", type_=_s.c.fence.type))
     .returning(*_s.c)
+)
+_CHECK_SESSION = hot(
+    select(
+        *(
+            cast(bindparam("token", type_=c.type), c.type).label(c.name) if c.name == "fence" else c
+            for c in _s.c
+        )
+    ).where(_s.c.id == bindparam("sid"), _s.c.fence < bindparam("token", type_=_s.c.fence.type))
 )
 _SESSION_FENCES = hot(
     select(_s.c.id, _s.c.fence).where(_s.c.id.in_(bindparam("ids", expanding=True)))
@@ -45,11 +53,24 @@ def claim_session_fence(conn: Connection, session_id: str, token: int) -> Any:
     return claimed
 
 
-def claim_session_fences(conn: Connection, claims: Sequence[tuple[str, int]]) -> list[Any]:
+def claim_session_fences(
+    conn: Connection, claims: Sequence[tuple[str, int]], *, defer: Sequence[bool] = ()
+) -> list[Any]:
     """``claim_session_fence`` for each ``(session_id, token)``, all in one round trip where
-    the backend pipelines: each session's row, or the error refusing its claim."""
-    params = [{"sid": sid, "below": token, "token": token} for sid, token in claims]
-    found = run(conn, _CLAIM_SESSION, params[0] if len(params) == 1 else params).all()
+    the backend pipelines: each session's row, or the error refusing its claim. A claim
+    whose ``defer`` is true is only checked: its row is read if its fence is below the token
+    (and shows the token as its fence), refused as a claim would be otherwise; the holder's
+    first commit claims the fence (``Draft.claims_fence``)."""
+    found = []
+    deferred = set(i for i, d in enumerate(defer) if d)
+    for statement, chosen in ((_CLAIM_SESSION, False), (_CHECK_SESSION, True)):
+        params = [
+            {"sid": sid, "below": token, "token": token}
+            for i, (sid, token) in enumerate(claims)
+            if (i in deferred) is chosen
+        ]
+        if params:
+            found += run(conn, statement, params[0] if len(params) == 1 else params).all()
     return session_claims(conn, claims, found)
 
 

@@ -1,9 +1,11 @@
 """The session guard: every commit's first write, and what a refused one means.
 
 ``UPDATE session ... WHERE version = :v AND fence = :t`` bumps the version and reserves the
-entry sequence numbers. It locks the session's row until the commit ends, so the commits of
-one session are serialized and entry ``seq`` stays gap-free; a guard that matches no row
-refuses the commit before anything of it is written. On PostgreSQL the guard also notifies
+entry sequence numbers; the first commit of a holder whose claim was deferred
+(``Draft.claims_fence``) claims the fence in it instead (``fence < :t``, set to ``:t``).
+It locks the session's row until the commit ends, so the commits of one session are
+serialized and entry ``seq`` stays gap-free; a guard that matches no row refuses the commit
+before anything of it is written. On PostgreSQL the guard also notifies
 (``pg_notify`` in its ``RETURNING``, delivered when the transaction commits, and only then).
 """
 
@@ -33,9 +35,13 @@ GUARD = (
     .where(
         _s.c.id == bindparam("g_id"),
         _s.c.version == bindparam("g_version"),
-        _s.c.fence == bindparam("g_fence"),
+        _s.c.fence.between(
+            bindparam("g_fence_low", type_=_s.c.fence.type),
+            bindparam("g_fence_high", type_=_s.c.fence.type),
+        ),
     )
     .values(
+        fence=bindparam("g_fence", type_=_s.c.fence.type),
         version=_s.c.version + 1,
         entry_count=_s.c.entry_count + bindparam("g_entries", type_=_s.c.entry_count.type),
         updated_at=bindparam("g_now", type_=_s.c.updated_at.type),
@@ -49,6 +55,9 @@ def guard_params(draft: Draft, now: float) -> dict[str, Any]:
         "g_id": draft.session_id,
         "g_version": draft.version,
         "g_fence": draft.fence,
+        # A claim: any fence below the token; else the token itself.
+        "g_fence_low": -1 if draft.claims_fence else draft.fence,
+        "g_fence_high": draft.fence - 1 if draft.claims_fence else draft.fence,
         "g_entries": len(draft.entries),
         "g_now": now,
     }
@@ -76,7 +85,7 @@ def raise_guard_failure(conn: Connection, draft: Draft) -> None:
     ).one_or_none()
     if row is None:
         raise NotFoundError(f"session {draft.session_id} does not exist")
-    if row.fence != draft.fence:
+    if row.fence >= draft.fence if draft.claims_fence else row.fence != draft.fence:
         raise StaleLeaseError(session_resource(draft.session_id), draft.fence, row.fence)
     raise ConflictError(
         f"session {draft.session_id} is at version {row.version}, the draft was read at "

@@ -206,6 +206,9 @@ class SessionClaim:
     token: int
     known: SessionState | None = None
     """The state the Brain kept from an earlier pass, reused if still at its version."""
+    defer: bool = False
+    """Only check the fence (below the token), leaving the claim to the holder's first
+    commit: its lease was handed over (``Lease.handed_over``)."""
 
 
 def claim_sessions_sync(
@@ -420,7 +423,8 @@ def _rows_by_kind(
 def _claim_fences(
     conn: Connection, claims: Sequence[SessionClaim]
 ) -> tuple[list[Any], dict[str, SessionRows]]:
-    return fence.claim_session_fences(conn, [(c.session_id, c.token) for c in claims]), {}
+    pairs = [(c.session_id, c.token) for c in claims]
+    return fence.claim_session_fences(conn, pairs, defer=[c.defer for c in claims]), {}
 
 
 ROWS_BY_KIND = RowReader(read=_rows_by_kind, claim=_claim_fences)

@@ -233,17 +233,24 @@ class Store:
             return await waiting_approvals_in(conn, session_id, tenant=tenant, limit=limit)
 
     async def claim_session(
-        self, session_id: str, token: int, known: SessionState | None = None
+        self,
+        session_id: str,
+        token: int,
+        known: SessionState | None = None,
+        *,
+        defer: bool = False,
     ) -> ClaimedSession:
         """Claim the session for lease ``token`` and read its state, in one hop shared with
-        the claims asked for meanwhile (``shared.batch``).
+        the claims asked for meanwhile (``shared.batch``); with ``defer``, only check that
+        ``token`` is above the fence, for the holder's first commit to claim it
+        (``Draft.claims_fence``).
 
         ``known`` (the state kept from an earlier pass) is reused if the session is still at
         its version; then only what arrives without a commit is read again: its open
         submissions, its inbox and the operations its waiting calls refer to. Raises
         ``StaleLeaseError`` if ``token`` is not above the fence.
         """
-        return await self._claims(SessionClaim(session_id, token, known))
+        return await self._claims(SessionClaim(session_id, token, known, defer))
 
     async def _claim_batch(
         self, claims: list[SessionClaim]

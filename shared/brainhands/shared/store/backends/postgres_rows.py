@@ -94,25 +94,38 @@ _WHOLE = hot(
     )
     .columns(session_id=String, rows=JSON)
 )
-_SESSION_COLUMNS = ", ".join(SESSION_KEYS)
 # A Brain's claim of a session on PostgreSQL, one statement: the fence claim (``fence``'s
 # _CLAIM_SESSION), and the rows with their waited-for operations -- all of them unless the
 # session is still at version ``:known``, the state the Brain kept. The rows are read in the
 # statement's snapshot, taken before the claim waited for the session's row lock, if it did:
 # ``seen_version`` is the version in that snapshot, which differs from the claimed row's when
-# a commit came in between (the rows are then read again).
-_CLAIM = hot(
-    text(
-        f"""WITH f AS (UPDATE {session.name} SET fence = :token WHERE id = :sid AND fence < :token
-  RETURNING {_SESSION_COLUMNS})
-SELECT f.*, (SELECT s.version FROM {session.name} s WHERE s.id = :sid) AS seen_version,
+# a commit came in between (the rows are then read again). A claim deferred to the holder's
+# first commit (``SessionClaim.defer``) is the same statement with a check for the claim: it
+# reads the row if its fence is below the token, and shows the fence as the token.
+_CLAIMED = f"UPDATE {session.name} SET fence = :token WHERE id = :sid AND fence < :token RETURNING "
+_CHECKED = f"SELECT * FROM {session.name} WHERE id = :sid AND fence < :token"
+
+
+def _claim_statement(claimed: str) -> Any:
+    fence_as_token = "CAST(:token AS BIGINT) AS fence"
+    columns = ", ".join(fence_as_token if k == "fence" else f"f.{k}" for k in SESSION_KEYS)
+    return hot(
+        text(
+            f"""WITH f AS ({claimed})
+SELECT {columns}, (SELECT s.version FROM {session.name} s WHERE s.id = :sid) AS seen_version,
   {_rows_object("f.version IS DISTINCT FROM :known", "TRUE", "FALSE")} AS rows FROM f"""
+        )
+        .bindparams(
+            bindparam("token", type_=session.c.fence.type), bindparam("known", type_=Integer)
+        )
+        .columns(
+            *(column(c.name, c.type) for c in session.c), column("seen_version", Integer), rows=JSON
+        )
     )
-    .bindparams(bindparam("token", type_=session.c.fence.type), bindparam("known", type_=Integer))
-    .columns(
-        *(column(c.name, c.type) for c in session.c), column("seen_version", Integer), rows=JSON
-    )
-)
+
+
+_CLAIM = {False: _claim_statement(_CLAIMED + "*"), True: _claim_statement(_CHECKED)}
+"""By ``SessionClaim.defer``."""
 
 
 def _rows_as_json(
@@ -153,15 +166,19 @@ def _parse_rows(rows: dict[str, Any]) -> SessionRows:
 def _claim_with_rows(
     conn: Connection, claims: Sequence[SessionClaim]
 ) -> tuple[list[Any], dict[str, SessionRows]]:
-    params = [
-        {
-            "sid": c.session_id,
-            "token": c.token,
-            "known": None if c.known is None else c.known.session.version,
-        }
-        for c in claims
-    ]
-    found = run(conn, _CLAIM, params[0] if len(params) == 1 else params).all()
+    found = []
+    for defer in (False, True):
+        params = [
+            {
+                "sid": c.session_id,
+                "token": c.token,
+                "known": None if c.known is None else c.known.session.version,
+            }
+            for c in claims
+            if c.defer is defer
+        ]
+        if params:
+            found += run(conn, _CLAIM[defer], params[0] if len(params) == 1 else params).all()
     pairs = [(c.session_id, c.token) for c in claims]
     # A commit between the statement's snapshot and its claim: those rows are read again.
     read = {r.id: _parse_rows(r.rows) for r in found if r.seen_version == r.version}
