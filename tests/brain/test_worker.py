@@ -6,9 +6,11 @@ import asyncio
 import json
 import signal
 import time
+from typing import Any
 
 import pytest
 
+from brainhands.shared.messages import SessionWake
 from tests.helpers.brains import BrainHarness
 from tests.helpers.polling import eventually
 
@@ -148,14 +150,28 @@ async def test_a_lease_handed_over_is_claimed_by_the_next_passes_first_commit(
     record = await brains.answer(within=30)
 
     assert record.status == "answered"
-    passes = [
-        json.loads(line)
-        for line in brains.log(0).splitlines()
-        if '"event": "advanced"' in line and '"session_id": "s1"' in line
-    ]
+    passes = passes_of(brains)
     # The first pass found the lease never held: it claimed the fence as it took the lease.
     # The timer's pass took it from a holder that let go normally: no claim of its own, the
     # first commit's guard raised the fence.
     assert [p["claim"] for p in passes] == ["acquire", "first_commit"]
     assert passes[-1]["commits"] >= 1
     assert (await brains.store.load("s1")).session.fence == 2
+
+    # Two stray wake-ups: the first pass is handed over and commits nothing, so its token
+    # never reaches the store and it does not hand over in turn: the next one claims at once.
+    for n in (3, 4):
+        wake = SessionWake(session_id="s1", compat="v1", reason="stray")
+        await brains.env.broker.publish(wake, brains.env.topology.brain_queue("v1"))
+        await eventually(lambda n=n: len(passes_of(brains)) == n, what=f"pass {n}")
+    assert [p["claim"] for p in passes_of(brains)[2:]] == ["none", "acquire"]
+    assert (await brains.store.load("s1")).session.fence == 4
+
+
+def passes_of(brains: BrainHarness) -> list[dict[str, Any]]:
+    """The ``advanced`` log records of Brain 0's passes over session s1."""
+    return [
+        json.loads(line)
+        for line in brains.log(0).splitlines()
+        if '"event": "advanced"' in line and '"session_id": "s1"' in line
+    ]

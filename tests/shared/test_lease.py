@@ -679,3 +679,28 @@ async def test_a_refused_check_raises_the_counter_and_claims_the_next_token(
 
     assert lease is not None and not lease.handed_over
     assert (lease.token, store.claims, store.fence) == (8, [1, 8], 8)
+
+
+async def test_an_acquisition_after_a_refusal_is_never_handed_over(
+    manager: LeaseManager, redis: Redis, keys: Keys
+) -> None:
+    # The counter was lost while the handed-over key survived (a short counter TTL, an
+    # eviction): raising the counter to the store's fence must not make it look handed over.
+    lease = await acquired(manager)
+    await manager.release(lease, hand_over=True)
+    await redis.delete(keys.fence(RESOURCE))
+    store = MemoryFence(fence=1)
+
+    again = await manager.acquire_fenced(RESOURCE, store.claim, check=store.claim)
+
+    assert again is not None and again.token == 2 and not again.handed_over
+    assert store.claims == [1, 2]  # the refusal, then the claim of the next token at once
+
+
+async def test_a_manager_without_hand_overs_claims_every_time(redis: Redis, keys: Keys) -> None:
+    manager = LeaseManager(redis, keys, ttl_ms=TTL_MS, hand_over=False)
+    first = await acquired(manager)
+    await manager.release(first, hand_over=True)
+
+    assert not (await acquired(manager)).handed_over
+    assert await redis.exists(keys.handed(RESOURCE)) == 0

@@ -251,10 +251,12 @@ class BrainWorker:
             raise
         finally:
             # The version the pass left is Redis's witness of the store (``shared.witness``).
-            # A pass that ended normally has nothing in flight: it hands the lease over.
+            # A pass that ended normally has nothing in flight: it hands the lease over, if
+            # its token is the store's fence (claimed with the lease or by a commit).
             witness = None if committed is None else committed.session.version
+            hand_over = committed is not None and not runner.claims_fence
             with contextlib.suppress(BrainhandsError):
-                await self.leases.release(lease, witness=witness, hand_over=committed is not None)
+                await self.leases.release(lease, witness=witness, hand_over=hand_over)
         if summary.foreign is None:
             assert committed is not None
             self._keep(session_id, committed)
@@ -282,8 +284,8 @@ class BrainWorker:
                 "session_id": session_id,
                 "phases": summary.phases,
                 "commits": summary.commits,
-                # Where the fence was claimed: with the lease, or by the first commit.
-                "claim": "first_commit" if lease.handed_over else "acquire",
+                # Where the fence was claimed: with the lease, by the first commit, or not.
+                "claim": claim_of(lease, summary.commits),
                 "next_wake": summary.next_wake,
                 **trigger.log(),
             },
@@ -410,3 +412,11 @@ class BrainWorker:
             await self.broker.publish(wake, queue)
         except BrainhandsError as exc:  # the sweeper will find the timer anyway
             log.warning("timer wake-up not sent: %s", exc, extra={"event": "timer_lost"})
+
+
+def claim_of(lease: Lease, commits: int) -> str:
+    """Where a pass claimed its session's fence: ``acquire`` (a lease not handed over),
+    ``first_commit``, or ``none`` (handed over, and it committed nothing)."""
+    if not lease.handed_over:
+        return "acquire"
+    return "first_commit" if commits else "none"

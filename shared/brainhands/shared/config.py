@@ -116,6 +116,10 @@ class CommonSettings(BaseSettings):
     the database and password only)."""
     redis_sentinel_master: str = Field(default="brainhands", min_length=1)
     """The name the Sentinels monitor the Redis primary under."""
+    lease_hand_over: bool = True
+    """Let a lease that its holder handed over be claimed by the next holder's first commit
+    (one store transaction fewer a pass). Always off with Sentinels; turn it off for a Redis
+    that fails over behind one address, which may lose its last acknowledged writes."""
     namespace: str = "brainhands"
     """Prefix of every queue, exchange and Redis key, so deployments can share services."""
     otlp_endpoint: str | None = None

@@ -53,8 +53,9 @@ from brainhands.shared.witness import declare_went_back, read_evidence, went_bac
 COUNTER_TTL_MS = 7 * 24 * 3600 * 1000
 """How long a resource's token counter outlives its last acquisition in Redis."""
 HANDED_TTL_MS = 15 * 60 * 1000
-"""How long Redis remembers that a lease was handed over (``LeaseManager.release``): an
-acquisition after that claims the store's fence at once, as after any other release."""
+"""How long Redis remembers that a lease was handed over (``LeaseManager.release``; at most
+the counter's TTL): an acquisition after that claims the store's fence at once, as after any
+other release."""
 
 
 @dataclass(frozen=True)
@@ -109,6 +110,10 @@ class LeaseManager:
 
     ``renew_every``: seconds between renewals of a held lease, a quarter of the TTL by
     default, so a renewal may come three quarters of the TTL late before the lease is lost.
+    ``hand_over``: whether leases may be handed over (``release``). That relies on Redis never
+    losing a write it acknowledged, short of restarting empty: a failover to a replica that
+    missed the last writes could give a paused holder's token to a second holder, and the
+    store's fence, not yet claimed, would not tell them apart. So it is off with Sentinels.
     """
 
     def __init__(
@@ -119,6 +124,7 @@ class LeaseManager:
         ttl_ms: int = 10_000,
         counter_ttl_ms: int = COUNTER_TTL_MS,
         renew_every: float | None = None,
+        hand_over: bool = True,
     ) -> None:
         if ttl_ms <= 0:
             raise ValueError(f"ttl_ms must be positive, got {ttl_ms}")
@@ -130,6 +136,7 @@ class LeaseManager:
         self.ttl_ms = ttl_ms
         self.counter_ttl_ms = counter_ttl_ms
         self.renew_every = every
+        self.hand_over = hand_over
         self._redis = redis
         self._keys = keys
         self._acquire = _register(redis, "acquire.lua")
@@ -170,6 +177,7 @@ class LeaseManager:
             return None
         metrics.LEASE_ACQUIRED.labels(resource.split(":", 1)[0]).inc()
         witness = None if witnessed is None else int(witnessed)
+        handed_over = handed_over and self.hand_over
         return Lease(resource, owner, token, self.ttl_ms, sent, witness, handed_over)
 
     async def _acquire_batch(self, batch: list[_Asked]) -> list[tuple[int, Any, bool]]:
@@ -221,13 +229,13 @@ class LeaseManager:
 
     async def _release_batch(self, batch: list[_Letting]) -> list[bool]:
         keys: list[str] = []
-        args: list[str | int] = [self.counter_ttl_ms, HANDED_TTL_MS]
+        args: list[str | int] = [self.counter_ttl_ms, min(HANDED_TTL_MS, self.counter_ttl_ms)]
         for letting in batch:
             resource = letting.lease.resource
             keys += [self._keys.lease(resource), self._keys.witness(resource)]
             keys.append(self._keys.handed(resource))
             args += [_holder(letting.lease), "" if letting.witness is None else letting.witness]
-            args.append(letting.lease.token if letting.hand_over else "")
+            args.append(letting.lease.token if letting.hand_over and self.hand_over else "")
         return [n == 1 for n in await self._run(self._release, keys, args)]
 
     async def held(self, resources: list[str]) -> set[str]:

@@ -35,9 +35,11 @@ class Services:
     broker: Broker
     redis: Redis
     keys: Keys
+    hand_over: bool = True
+    """Whether leases may be handed over (``LeaseManager``): not with Sentinels."""
 
     def leases(self, ttl_ms: int) -> LeaseManager:
-        return LeaseManager(self.redis, self.keys, ttl_ms=ttl_ms)
+        return LeaseManager(self.redis, self.keys, ttl_ms=ttl_ms, hand_over=self.hand_over)
 
 
 @contextlib.asynccontextmanager
@@ -55,7 +57,8 @@ async def open_services(settings: CommonSettings, *, name: str) -> AsyncIterator
                 sentinel_master=settings.redis_sentinel_master,
             )
             try:
-                yield Services(store, broker, redis, Keys(settings.namespace))
+                hand_over = settings.lease_hand_over and not settings.sentinel_addresses
+                yield Services(store, broker, redis, Keys(settings.namespace), hand_over)
             finally:
                 await redis.aclose()
         finally:

@@ -38,9 +38,11 @@ for i = 1, (#KEYS - 1) / 4 do
   else
     local counter = tonumber(redis.call('GET', fence) or '0')
     local handed_over = 0
-    if counter < tonumber(ARGV[2 * i + 2]) then
+    local floor = tonumber(ARGV[2 * i + 2])
+    if counter < floor then
       redis.call('SET', fence, ARGV[2 * i + 2])
-    elseif counter > 0 and tonumber(redis.call('GET', handed) or '0') == counter then
+    elseif floor == 0 and counter > 0 and tonumber(redis.call('GET', handed) or '0') == counter then
+      -- (an acquisition with a floor follows a refusal: Redis was behind the store)
       handed_over = 1
     end
     local token = redis.call('INCR', fence)

@@ -222,7 +222,7 @@ def claim_sessions_sync(
     PostgreSQL), so a batch costs what one claim costs. On PostgreSQL the fence claim and
     the rows with the operations are one statement (``_CLAIM``), then the settled tasks waits
     refer to, if any: two round trips at most, three for a claim that waited for a commit
-    (ten on SQLite).
+    (ten on SQLite), one more for a batch with both deferred claims and others.
     Returns, per claim, what was read or why the claim was refused: ``StaleLeaseError``
     (with the stored fence) when the token is not above the fence, ``NotFoundError`` for an
     unknown session.
