@@ -3,6 +3,8 @@ Anthropic's ``usage``), when a run has reached its budget, and what a raise chan
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from brainhands.brain.budget import Budget, Price, Spend, Usage, response_usage, resumed
@@ -31,6 +33,14 @@ def test_usage_is_read_from_both_protocols_and_priced() -> None:
     silent = completion({"role": "assistant", "content": "x"})
     del silent["usage"]  # a server that reports none: no tokens a budget can count
     assert response_usage(parse_chat_completion(silent), price) == Usage(model_calls=1)
+
+
+def test_usage_adds_and_writes_out_every_field() -> None:
+    one = Usage(1, 2, 0.5, 1, 3, 1)
+    assert one + Usage(10, 20, 0.25, 2, 30, 0) == Usage(11, 22, 0.75, 3, 33, 1)
+    names = {f.name for f in dataclasses.fields(Usage)}
+    assert one.to_json() == {**{n: getattr(one, n) for n in names}, "tokens": 3}
+    assert Usage.from_json(one.to_json()) == one
 
 
 def test_a_run_reaches_tokens_cost_and_seconds_once_spent_and_tool_calls_before_going_past() -> (

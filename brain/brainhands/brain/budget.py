@@ -108,12 +108,28 @@ class Usage:
     def tokens(self) -> int:
         return self.input_tokens + self.output_tokens
 
+    # Both run at every model turn: the fields are written out rather than read through
+    # ``asdict``, which deep-copies.
     def __add__(self, other: Usage) -> Usage:
-        mine, theirs = asdict(self), asdict(other)
-        return Usage(**{name: mine[name] + theirs[name] for name in mine})
+        return Usage(
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+            cost=self.cost + other.cost,
+            model_calls=self.model_calls + other.model_calls,
+            tool_calls=self.tool_calls + other.tool_calls,
+            resent=self.resent + other.resent,
+        )
 
     def to_json(self) -> dict[str, Any]:
-        return {**asdict(self), "tokens": self.tokens}
+        return {
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "cost": self.cost,
+            "model_calls": self.model_calls,
+            "tool_calls": self.tool_calls,
+            "resent": self.resent,
+            "tokens": self.tokens,
+        }
 
     @classmethod
     def from_json(cls, data: Any) -> Usage:

@@ -114,9 +114,12 @@ class Idle:
 Action = Run | Settle | WindDown | Block | Receive | Expire | Idle
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Facts:
-    """What the scheduler knows about one open task."""
+    """What the scheduler knows about one open task.
+
+    Not frozen, though nothing changes it: it is made for every open task at every
+    decision, and a frozen dataclass's ``__init__`` costs several times as much."""
 
     task: TaskRecord
     now: float

@@ -134,7 +134,6 @@ class SessionEdits:
         """A root task ended in this pass: the next submission may start."""
         self.wait_entered = False
         """A task began a signal wait since the signals were last read."""
-        self.compensations = Compensations(self)
 
     # The picture ---------------------------------------------------------------------------
 
@@ -240,13 +239,16 @@ class SessionEdits:
     def end(self, draft: Draft, task: TaskRecord, action: Settle, changes: TaskChange) -> None:
         """End ``task`` as ``action`` says, with ``changes``: unless it fails or is cancelled
         with effects to undo, which it then compensates first (``brain.compensation``)."""
+        # Made for the call, not kept: kept, it and this object would hold each other, and
+        # the pass's rows would wait for the collector instead of going with the pass.
+        compensations = Compensations(self)
         if task.kind != TOOL_KIND and action.outcome != "succeeded":
-            ending = self.compensations.before_end(draft, task, action)
+            ending = compensations.before_end(draft, task, action)
             if ending is None:
                 return  # compensating: it ends once its effects are undone
             changes = {**changes, "error": ending.error}
         ended = self.update(draft, task, **changes)
-        self.compensations.ended(draft, ended)
+        compensations.ended(draft, ended)
         self.answer(draft, ended)
 
     def wind_down(self, draft: Draft, task: TaskRecord, action: WindDown) -> None:
@@ -320,7 +322,7 @@ class SessionEdits:
     ) -> None:
         """Put a finished phase's result (or its failure) into ``draft``."""
         self.summary.phases += 1
-        metrics.PHASES_RUN.labels(task.kind).inc()
+        metrics.labelled(metrics.PHASES_RUN, task.kind).inc()
         if (kind := self.kind(task)) and not isinstance(result, BaseException | RunAgain):
             result, docs = self.values.changes(kind.document_names, docs, result)
         if isinstance(result, BaseException):

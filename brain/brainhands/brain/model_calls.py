@@ -57,6 +57,8 @@ from brainhands.shared import metrics
 from brainhands.shared.store import ToolCatalog
 
 if TYPE_CHECKING:
+    from typing_extensions import TypeIs
+
     from brainhands.brain.agent import Agent, AgentRegistry
 
 log = logging.getLogger("brainhands.brain")
@@ -84,6 +86,28 @@ def request_record(state: dict[str, Any]) -> dict[str, Any]:
     return {"request": record}
 
 
+_IMPLEMENTS: dict[tuple[type, type], bool] = {}
+
+
+def _implements(model: ModelAdapter, protocol: type) -> bool:
+    """``isinstance(model, protocol)`` for a runtime-checkable protocol, answered once per
+    class of model: the check looks up every member of the protocol each time (~12 us, at
+    every model call), and an adapter's methods are its class's."""
+    key = (type(model), protocol)
+    found = _IMPLEMENTS.get(key)
+    if found is None:
+        found = _IMPLEMENTS[key] = isinstance(model, protocol)
+    return found
+
+
+def _keyed(model: ModelAdapter) -> TypeIs[KeyedModel]:
+    return _implements(model, KeyedModel)
+
+
+def _background(model: ModelAdapter) -> TypeIs[BackgroundModel]:
+    return _implements(model, BackgroundModel)
+
+
 async def send(
     model: ModelAdapter,
     messages: list[Json],
@@ -93,7 +117,7 @@ async def send(
 ) -> ModelResponse:
     """One call of ``model`` in the foreground, under the request id ``key`` if it can
     carry one."""
-    if isinstance(model, KeyedModel):
+    if _keyed(model):
         return await model.complete_keyed(messages, tools, request_id=key, on_text=on_text)
     return await model.complete(messages, tools, on_text=on_text)
 
@@ -137,8 +161,8 @@ def request_phases(
         killed = task.restarts - state.get("restarts", task.restarts)
         state.update(resent=state.get("resent", 0) + killed, restarts=task.restarts)
         try:
-            with metrics.MODEL_SECONDS.labels(model.name).time():
-                if isinstance(model, BackgroundModel):
+            with metrics.labelled(metrics.MODEL_SECONDS, model.name).time():
+                if _background(model):
                     response_id = await model.begin(messages, schemas, request_id=key)
                     return Goto("await", state={**state, "response_id": response_id})
                 response = await send(model, messages, schemas, key, ctx.text_stream)
@@ -157,12 +181,12 @@ def request_phases(
         reattached = task.state.get("reattached", 0) + killed
         state = {**task.state, "reattached": reattached, "restarts": task.restarts}
         model = model_of(agent)
-        if not isinstance(model, BackgroundModel):
+        if not _background(model):
             # A build whose model runs no calls in the background: the response begun is
             # left, paid for, and the request sent again.
             return Goto("request", state={**state, "resent": state.get("resent", 0) + 1})
         try:
-            with metrics.MODEL_SECONDS.labels(model.name).time():
+            with metrics.labelled(metrics.MODEL_SECONDS, model.name).time():
                 response = await model.attach(state["response_id"], on_text=ctx.text_stream)
         except TransientModelError as exc:
             return retry(agent, state, exc)

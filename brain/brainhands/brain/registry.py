@@ -36,6 +36,10 @@ class TaskKind:
     """Phases that only compute from the state they are given (no I/O, nothing slow)."""
     compensations: dict[str, Compensator | str] = field(default_factory=dict)
     """By tool name: how this kind undoes a succeeded call of it (``compensate``)."""
+    _names: tuple[tuple[str | DocumentKind, ...], tuple[str, ...]] = field(
+        default=((), ()), init=False, repr=False, compare=False
+    )
+    """``documents`` as ``document_names`` last read it, and their names."""
 
     def phase(self, name: str, *, light: bool = False) -> Callable[[Phase], Phase]:
         """Register ``async def fn(task, docs, ctx) -> Next`` as the phase ``name``.
@@ -73,7 +77,13 @@ class TaskKind:
 
     @property
     def document_names(self) -> tuple[str, ...]:
-        return tuple(document_name(d) for d in self.documents)
+        """The names of ``documents``: read at every phase, made again only once
+        ``documents`` is set again (``brain.context`` adds to it as agents are declared)."""
+        documents, names = self._names
+        if documents is not self.documents:
+            names = tuple(document_name(d) for d in self.documents)
+            self._names = (self.documents, names)
+        return names
 
     @property
     def first_phase(self) -> str:

@@ -165,7 +165,7 @@ class BrainWorker:
             await settle(self.broker.park, delivery, judge_delivery(misplaced(message)))
             return
         if delivery.returned:
-            metrics.REDELIVERIES.labels("brain").inc()
+            metrics.labelled(metrics.REDELIVERIES, "brain").inc()
         # What woke the pass, on the line that ends it: one INFO line for each delivery.
         trigger = Trigger(message.type, delivery.returned, time.time())
         log.debug(

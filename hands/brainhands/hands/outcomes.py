@@ -98,7 +98,7 @@ class Outcomes:
             attempted=attempted,
             started_at=started_at,
         )
-        metrics.TOOL_OUTCOMES.labels(job.tool, status).inc()
+        metrics.labelled(metrics.TOOL_OUTCOMES, job.tool, status).inc()
         log.info(
             "outcome",
             extra={

@@ -130,9 +130,9 @@ class HandsWorker:
             await self._handle(message, delivery)
 
     async def _handle(self, job: ToolJob, delivery: Delivery) -> None:
-        metrics.JOBS_RECEIVED.labels(self.pool).inc()
+        metrics.labelled(metrics.JOBS_RECEIVED, self.pool).inc()
         if delivery.returned:
-            metrics.REDELIVERIES.labels("hands").inc()
+            metrics.labelled(metrics.REDELIVERIES, "hands").inc()
         fields = {"operation_id": job.operation_id, "session_id": job.session_id, "tool": job.tool}
         log.debug(
             "received",
@@ -160,7 +160,7 @@ class HandsWorker:
             ended = await self._hold(lease, held, claimed[-1], delivery.delivered_before, fields)
         await settle(self.broker.park, delivery, judge_delivery(ended))
         if lease is not None and ended is None:
-            metrics.JOBS_ACKED.labels(self.pool).inc()
+            metrics.labelled(metrics.JOBS_ACKED, self.pool).inc()
             log.debug("acked", extra={**fields, "event": "acked"})
 
     async def _hold(
@@ -371,7 +371,7 @@ class HandsWorker:
                 ctx = call.context(attempt, cancel, self._live.publish)
                 try:
                     async with asyncio.timeout(spec.timeout) as deadline:
-                        with metrics.TOOL_SECONDS.labels(spec.name).time():
+                        with metrics.labelled(metrics.TOOL_SECONDS, spec.name).time():
                             value = await spec.fn(call.args, ctx)
                 except Exception as exc:  # the tool's failure is data; LeaseLost is not one
                     failure: Exception = exc

@@ -6,7 +6,11 @@ histograms); labels are low-cardinality (pool, tool, status, kind), never ids.
 
 from __future__ import annotations
 
+from typing import TypeVar, cast
+
 from prometheus_client import Counter, Gauge, Histogram
+
+_Metric = TypeVar("_Metric", Counter, Histogram)
 
 JOBS_RECEIVED = Counter("brainhands_jobs_received_total", "Tool jobs delivered", ["pool"])
 JOBS_ACKED = Counter("brainhands_jobs_acked_total", "Tool jobs acked after their commit", ["pool"])
@@ -71,3 +75,18 @@ SWEEPER_HELD_BACK = Counter(
 )
 SESSIONS_ADVANCED = Counter("brainhands_sessions_advanced_total", "Session passes by Brains")
 PHASES_RUN = Counter("brainhands_phases_total", "Task phases run", ["kind"])
+
+
+_CHILDREN: dict[tuple[object, tuple[str, ...]], object] = {}
+
+
+def labelled(metric: _Metric, *values: str) -> _Metric:
+    """``metric.labels(*values)``, looked up once per process: counted per call or phase,
+    where ``labels`` (its checks, its lock) costs more than the count. The labels are
+    low-cardinality and the metric keeps every child it made anyway: keeping them here too
+    holds nothing more."""
+    key = (metric, values)
+    child = _CHILDREN.get(key)
+    if child is None:
+        child = _CHILDREN[key] = metric.labels(*values)
+    return cast(_Metric, child)

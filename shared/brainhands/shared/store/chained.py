@@ -82,6 +82,8 @@ class _Shape(NamedTuple):
 def one_shape(drafts: Sequence[Draft], *, notify: bool) -> bool:
     """Whether ``drafts`` (each ``chainable``) are written by one statement, pipelined for
     all of them in one round trip: atomic together, as one execution is."""
+    if len(drafts) == 1:
+        return True  # its shape is found once, where it is written (``write_chained``)
     return len({_shape(draft, notify) for draft in drafts}) == 1
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING
 
-from sqlalchemy import bindparam, case, delete, func, or_, select, update
+from sqlalchemy import Integer, bindparam, case, delete, func, or_, select, update
 from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -29,6 +29,21 @@ if TYPE_CHECKING:
 MARK_BATCH = 500
 """Rows marked sent by one statement at most (its parameters: two a row)."""
 
+_o = schema.outbox
+_CLAIM = (
+    select(_o.c.id, _o.c.routing_key, _o.c.body, _o.c.headers)
+    .where(
+        _o.c.sent_at.is_(None),
+        or_(
+            _o.c.publish_after.is_(None),
+            _o.c.publish_after <= bindparam("now", type_=_o.c.publish_after.type),
+        ),
+    )
+    .order_by(_o.c.id)
+    .limit(bindparam("limit", type_=Integer))
+)
+"""The oldest unsent rows not handed to their writer's relay (``Outbox.claim``), built once
+for every relay's every poll."""
 _MARK_SENT = hot(
     update(schema.outbox)
     .where(schema.outbox.c.id.in_(bindparam("ids", expanding=True)))
@@ -54,6 +69,7 @@ class Outbox:
 
     def __init__(self, store: Store) -> None:
         self._store = store
+        self._claim = store.backend.skip_locked(_CLAIM)
 
     @contextlib.asynccontextmanager
     async def claim(self, limit: int) -> AsyncIterator[ClaimedRows]:
@@ -63,19 +79,8 @@ class Outbox:
         Rows still handed to their writer's relay (``publish_after`` in the future) are left
         to it.
         """
-        backend = self._store.backend
-        o = schema.outbox
-        stmt = (
-            select(o.c.id, o.c.routing_key, o.c.body, o.c.headers)
-            .where(
-                o.c.sent_at.is_(None),
-                or_(o.c.publish_after.is_(None), o.c.publish_after <= time.time()),
-            )
-            .order_by(o.c.id)
-            .limit(limit)
-        )
-        async with backend.transaction() as conn:
-            rows = await conn.execute(backend.skip_locked(stmt))
+        async with self._store.backend.transaction() as conn:
+            rows = await conn.execute(self._claim, {"now": time.time(), "limit": limit})
             found = [OutboxRow(r.id, r.routing_key, bytes(r.body), r.headers) for r in rows]
             yield ClaimedRows(found, conn)
 
