@@ -359,10 +359,15 @@ async def test_10_the_service_accepts_a_send_and_drops_the_receipt(cluster: Clus
     await cluster.check_invariants("10 receipt dropped in flight")
 
 
-# Three minutes of kills, then up to three for the sessions to finish (``wait_done``): the
-# file's 240 s would cut that wait to one minute, which a loaded machine can need more than.
-@pytest.mark.timeout(420)
-async def test_11_soak_random_kills_of_every_process_for_3_minutes(cluster: Cluster) -> None:
+SOAK = 60.0
+"""Seconds of random kills in the suite's soak; the long soak, through every infrastructure
+fault too, is ``bench/faults.py``."""
+
+
+# A minute of kills, then up to three for the sessions to finish (``wait_done``): the file's
+# 240 s would cut that wait short, which a loaded machine can need more than.
+@pytest.mark.timeout(360)
+async def test_11_soak_random_kills_of_every_process_for_a_minute(cluster: Cluster) -> None:
     names = ["brain-0", "brain-1", "hands-0", "hands-1", "hands-2", "sweeper-0"]
     for name in names:
         cluster.start(name)
@@ -370,10 +375,10 @@ async def test_11_soak_random_kills_of_every_process_for_3_minutes(cluster: Clus
     rng = random.Random(11)
     started = time.monotonic()
     restart_at: dict[str, float] = {}
-    while time.monotonic() - started < 180:
+    while time.monotonic() - started < SOAK:
         now = time.monotonic()
-        # 50 sessions spread over the three minutes, so work is always in flight.
-        while len(cluster.sessions) < min(50, 1 + (now - started) / 3.4):
+        # 20 sessions spread over the minute, so work is always in flight.
+        while len(cluster.sessions) < min(20, 1 + (now - started) / 3.0):
             await cluster.submit_batches(1)
         for name, when in list(restart_at.items()):
             if now >= when:
@@ -390,4 +395,4 @@ async def test_11_soak_random_kills_of_every_process_for_3_minutes(cluster: Clus
     for name in restart_at:
         cluster.start(name)
     await cluster.wait_done(within=180)
-    await cluster.check_invariants("11 soak: 50 sessions x 5 emails under kills")
+    await cluster.check_invariants("11 soak: 20 sessions x 5 emails under kills")
