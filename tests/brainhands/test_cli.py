@@ -15,9 +15,12 @@ import pytest
 from sqlalchemy import insert
 
 from brainhands.brain.decide import TOOL_KIND
+from brainhands.cli.operate import resume_command
+from brainhands.client.budgets import BudgetStop
 from brainhands.shared.config import normalize_database_url
 from brainhands.shared.messages import ToolJob
 from brainhands.shared.store import Store, schema
+from brainhands.shared.vocabulary import TENANT_SCOPE
 from tests.helpers.agent_run import AgentRun, agent_run
 from tests.helpers.brains import BrainHarness
 from tests.helpers.polling import eventually
@@ -438,3 +441,18 @@ async def test_pending_show_approve_and_deny_from_the_command_line(agent_run: Ag
     record = await brains.answer(within=60)
     assert record.status == "answered"
     assert run("pending").stdout.strip() == "no call is waiting for approval"
+
+
+def test_show_names_the_command_that_resumes_a_stopped_run() -> None:
+    run_stop = BudgetStop("t1", "tool_calls", {"tool_calls": 3}, {"tool_calls": 3}, 0.0)
+    tenant_stop = BudgetStop(
+        "t1", "cost", {"tokens": 1000, "cost": 2.5}, {"cost": 2.6}, 0.0, scope=TENANT_SCOPE
+    )
+
+    assert resume_command(run_stop, "s1", "acme") == (
+        "brainhands raise-budget --session s1 --tool-calls N"
+    )
+    # A set replaces every limit of the tenant: the others are repeated as they are.
+    assert resume_command(tenant_stop, "s1", "acme") == (
+        "brainhands tenant budget set acme --tokens 1000 --cost N"
+    )

@@ -20,13 +20,14 @@ from brainhands.api.keys import create_key, list_keys, revoke_key
 from brainhands.cli.acting import settings_for
 from brainhands.cli.parked import PurgeFilter, judge_parked, purge_parked
 from brainhands.client.approvals import pending_approvals
-from brainhands.client.budgets import budget_stop_of, session_usage
+from brainhands.client.budgets import BudgetStop, budget_stop_of, session_usage
 from brainhands.client.direct import Client
 from brainhands.shared.broker import Broker
 from brainhands.shared.config import CommonSettings, load_settings
 from brainhands.shared.parking import list_parked, replay_parked
 from brainhands.shared.store import OperationRecord, SessionState, Store, TaskRecord, head_revision
 from brainhands.shared.tenancy import session_key
+from brainhands.shared.vocabulary import TENANT_SCOPE
 
 
 async def migrate(args: argparse.Namespace) -> int:
@@ -133,7 +134,7 @@ async def show(args: argparse.Namespace) -> int:
     if stop is not None:
         print(f"\nNEEDS ACTION: budget_exhausted ({stop.limit}) since {_when(stop.since)}")
         print(f"  used {json.dumps(stop.used)} of {json.dumps(stop.budget)}")
-        print(f"  to resume: brainhands raise-budget --session {args.session} --{stop.limit} N")
+        print(f"  to resume: {resume_command(stop, s.id, s.tenant)}")
     if usage:
         print(f"\nusage: {json.dumps(usage)}")
     print(f"\nentries ({len(state.entries)}):")
@@ -391,3 +392,17 @@ async def keys(args: argparse.Namespace) -> int:
     finally:
         await store.close()
     return 0
+
+
+def resume_command(stop: BudgetStop, session_id: str, tenant: str) -> str:
+    """The command that resumes a run stopped at ``stop``: a raise of the session's budget,
+    or, for a stop at its tenant's budget, the tenant's budget set again with the limit
+    reached as ``N`` (a set replaces every limit, so the others are repeated)."""
+    flag = stop.limit.replace("_", "-")
+    if stop.scope != TENANT_SCOPE:
+        return f"brainhands raise-budget --session {session_id} --{flag} N"
+    limits = " ".join(
+        f"--{name.replace('_', '-')} {'N' if name == stop.limit else value}"
+        for name, value in stop.budget.items()
+    )
+    return f"brainhands tenant budget set {tenant} {limits}"
