@@ -23,7 +23,8 @@ pytestmark = [
 ]
 
 HOT = {
-    "the session claim": _CLAIM,
+    "the session claim": _CLAIM[False],
+    "the session claim deferred to the first commit": _CLAIM[True],
     "the start of a call": _MARK_STARTED,
     "an outcome with its event": _RECORD_OUTCOME_AND_EVENT,
 }
