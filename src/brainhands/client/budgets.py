@@ -135,17 +135,27 @@ async def raise_budget(
         raise DecisionRefused(
             "the session's run is stopped at its tenant's budget: an operator raises that"
         )
-    payload = {
-        "budget": checked,
-        "stop": budget_stop_ref(stop.task_id, stop.since),
-        "by": principal,
-        "at": time.time(),
-    }
+    payload = {"budget": checked, "stop": budget_stop_ref(stop.task_id, stop.since)}
+    return await _send_raise(
+        store, session_id, raise_id or uuid.uuid4().hex, payload, wake, principal
+    )
+
+
+async def _send_raise(
+    store: Store,
+    session_id: str,
+    raise_id: str,
+    payload: dict[str, Any],
+    wake: Wake | None,
+    principal: str,
+) -> InboxReceipt:
+    """Send the budget signal ``payload`` (the raise and the stop it names) to the session
+    of store key ``session_id`` under ``raise_id``, recorded as made by ``principal`` now."""
     return await store.inbox.send_signal(
         session_id=session_id,
         name=BUDGET_SIGNAL,
-        signal_id=raise_id or uuid.uuid4().hex,
-        payload=payload,
+        signal_id=raise_id,
+        payload={**payload, "by": principal, "at": time.time()},
         wake=wake,
         sender=principal,
     )
@@ -210,12 +220,9 @@ async def _lift(
     the stop's, so a second raise before the run goes on sends nothing more."""
     stop = budget_stop_ref(task.id, task.state[BUDGET_STOP]["at"])
     digest = hashlib.sha256(json.dumps(stop, sort_keys=True).encode()).hexdigest()[:32]
-    receipt = await store.inbox.send_signal(
-        session_id=task.session_id,
-        name=BUDGET_SIGNAL,
-        signal_id=f"tenant-{digest}",
-        payload={"tenant_budget": limits, "stop": stop, "by": principal, "at": time.time()},
-        wake=wake(task.session_id) if wake is not None else None,
-        sender=principal,
+    payload = {"tenant_budget": limits, "stop": stop}
+    woken = wake(task.session_id) if wake is not None else None
+    receipt = await _send_raise(
+        store, task.session_id, f"tenant-{digest}", payload, woken, principal
     )
     return receipt.created
