@@ -82,6 +82,7 @@ def operation(status: str, **fields: Any) -> OperationRecord:
         status=status,
         attempts=1,
         interruptions=0,
+        unsettled_claims=None,
         fence=1,
         result=fields.get("result"),  # type: ignore[arg-type]
         error=fields.get("error"),

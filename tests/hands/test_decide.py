@@ -12,6 +12,7 @@ from brainhands.hands.decide import (
     Step,
     after_interruption,
     after_query,
+    goes_out_unmarked,
     interruption_error,
     judge_failure,
     lease_lasts,
@@ -34,14 +35,14 @@ def decide(
     policy: ReplayPolicy,
     interruptions: int = 0,
     *,
-    claimed_before: bool = False,
+    unmarked_before: bool = False,
     redelivered: bool = False,
     next_attempt_at: float | None = None,
 ) -> Step:
     return next_step(
         status,  # type: ignore[arg-type]
         policy,
-        claimed_before=claimed_before,
+        unmarked_before=unmarked_before,
         delivered_before=redelivered,
         interruptions=interruptions,
         retry=RETRY,
@@ -220,15 +221,16 @@ def test_a_query_call_whose_job_came_again_asks_first() -> None:
 
 
 @pytest.mark.parametrize("redelivered", [False, True])
-def test_a_call_claimed_before_with_no_started_mark_is_taken_as_started(
+def test_a_call_unmarked_before_with_no_started_mark_is_taken_as_started(
     redelivered: bool,
 ) -> None:
-    # An earlier holder claimed it and may have made the call and died before any commit:
+    # An earlier holder claimed it since it was last settled, and may have gone straight to
+    # the tool and died before any commit:
     # however the job came (even as a duplicate first delivery), it is recovered as a
     # started one would be.
     def again(policy: ReplayPolicy, interruptions: int = 0, **kw: float) -> Step:
         return decide(
-            "intended", policy, interruptions, claimed_before=True, redelivered=redelivered, **kw
+            "intended", policy, interruptions, unmarked_before=True, redelivered=redelivered, **kw
         )
 
     assert again("query") == Step("query")
@@ -247,17 +249,28 @@ def test_a_started_call_is_recovered_as_before_whatever_its_delivery() -> None:
             ("query", Step("query")),
             ("safe", Step("rerun", 0.5)),
         ]:
-            got = decide("started", policy, claimed_before=before, redelivered=redelivered)
+            got = decide("started", policy, unmarked_before=before, redelivered=redelivered)
             assert got == step, (policy, before, redelivered)
 
 
 def test_what_counts_as_interrupted() -> None:
-    assert was_interrupted("started", "unsafe", claimed_before=False)
-    assert was_interrupted("intended", "safe", claimed_before=True)
-    assert was_interrupted("intended", "query", claimed_before=True)
-    assert not was_interrupted("intended", "unsafe", claimed_before=True)
-    assert not was_interrupted("intended", "safe", claimed_before=False)
-    assert not was_interrupted("succeeded", "safe", claimed_before=True)
+    assert was_interrupted("started", "unsafe", unmarked_before=False)
+    assert was_interrupted("intended", "safe", unmarked_before=True)
+    assert was_interrupted("intended", "query", unmarked_before=True)
+    assert not was_interrupted("intended", "unsafe", unmarked_before=True)
+    assert not was_interrupted("intended", "safe", unmarked_before=False)
+    assert not was_interrupted("succeeded", "safe", unmarked_before=True)
+
+
+def test_only_a_call_straight_from_its_claim_with_its_lease_vouched_for_goes_out_unmarked() -> None:
+    for policy in ("safe", "query"):
+        assert goes_out_unmarked(policy, straight_from_claim=True, lease_lasts=True)
+        # Deferred (a query, a backoff, an earlier attempt): the start is marked, so a
+        # holder that settled and died before it is known to have interrupted nothing.
+        assert not goes_out_unmarked(policy, straight_from_claim=False, lease_lasts=True)
+        # A lease that may be running out: the mark's fenced write decides instead.
+        assert not goes_out_unmarked(policy, straight_from_claim=True, lease_lasts=False)
+    assert not goes_out_unmarked("unsafe", straight_from_claim=True, lease_lasts=True)
 
 
 def test_an_unmarked_call_goes_out_only_while_its_lease_lasts_with_a_margin() -> None:

@@ -10,7 +10,7 @@ from pydantic import BaseModel
 from redis.asyncio import Redis
 
 from brainhands.hands.context import ToolContext
-from brainhands.hands.running import RunningCall, RunningCalls, vouch_for_lease
+from brainhands.hands.running import RunningCall, RunningCalls, lease_vouched
 from brainhands.shared.errors import LeaseLost
 from brainhands.shared.keys import Keys, operation_resource
 from brainhands.shared.lease import LeaseManager
@@ -94,24 +94,29 @@ def test_a_notice_stops_only_its_own_call_and_shutdown_stops_all() -> None:
 
 @pytest.mark.integration
 @pytest.mark.timeout(20)
-async def test_a_holder_stalled_past_its_ttl_is_refused_before_the_renewer_hears_of_it(
+async def test_a_holder_stalled_past_its_ttl_is_not_vouched_for_before_the_renewer_hears_of_it(
     redis_url: str, namespace: str
 ) -> None:
     # A pause the body wakes from first: the loop stalls (as under SIGSTOP) with the body
     # ready to run, so the renewer's expiry timer has not fired when it checks its lease.
+    # Not vouched for, its call must go out marked: the mark's fenced write refuses it if
+    # another holder claimed the call meanwhile.
     redis = Redis.from_url(redis_url)
     try:
         manager = LeaseManager(redis, Keys(namespace), ttl_ms=1000)
         lease = await manager.acquire(operation_resource("op-stall"))
         assert lease is not None
         holding = manager.hold(lease)
-        with pytest.raises(LeaseLost, match="local clock"):
+        vouched = []
+        with pytest.raises(LeaseLost):
             async with holding:
-                vouch_for_lease(holding)  # fresh: the call may go out
+                vouched.append(lease_vouched(holding))  # fresh: the call may go out unmarked
                 await asyncio.sleep(1.5)  # past the first TTL: it counts from the renewals
-                vouch_for_lease(holding)
+                vouched.append(lease_vouched(holding))
                 time.sleep(1.2)  # noqa: ASYNC251 -- stalled past the TTL, no await between
-                vouch_for_lease(holding)
+                vouched.append(lease_vouched(holding))
+                await asyncio.sleep(1.0)  # the renewer hears of it now: the body is stopped
+        assert vouched == [True, True, False]
         # Redis let the lease go meanwhile: another holder could have it.
         assert await manager.acquire(lease.resource) is not None
     finally:

@@ -111,10 +111,10 @@ async def test_retries_stop_at_the_limit_and_the_count_survives_a_kill(
 
     op = await hands.outcome(job.operation_id)
 
-    # The kill came while the worker held the call: with no started mark, its successor
-    # counts that as an interruption (the call may have gone out), apart from the tool's own
-    # four failed attempts: 4 in all on the tool's account, not 2 + 4.
-    assert (op.status, op.interruptions, op.attempts - op.interruptions) == ("failed", 1, 4)
+    # The kill came while the worker waited out its backoff, the row settled by the retry it
+    # scheduled: it interrupted nothing, and the successor's third attempt went out marked.
+    # The tool's own four failed attempts end the call: 4 in all, not 2 + 4.
+    assert (op.status, op.interruptions, op.attempts - op.interruptions) == ("failed", 0, 4)
     assert op.error["retryable"] is True
     faults = await hands.email.set_faults()
     assert faults["fail_next"] == 100 - 4  # the service saw exactly four calls

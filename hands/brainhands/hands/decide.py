@@ -25,11 +25,27 @@ class Step:
 
 
 def marks_started(policy: ReplayPolicy) -> bool:
-    """Whether a call commits ``started`` before it goes out: only an ``unsafe`` one, whose
-    interruption must be found as such (``uncertain``, never run again). A ``safe`` call may
-    run again by definition, and a ``query`` call asks first whenever an earlier holder
-    may have made it (``next_step``), so neither pays that commit."""
+    """Whether every call of ``policy`` commits ``started`` before it goes out: only an
+    ``unsafe`` one, whose interruption must be found as such (``uncertain``, never run
+    again). A ``safe`` call may run again by definition, and a ``query`` call asks first
+    whenever an earlier holder may have made it (``next_step``), so neither pays that
+    commit when it goes out straight from its claim (``goes_out_unmarked``)."""
     return policy == "unsafe"
+
+
+def goes_out_unmarked(
+    policy: ReplayPolicy, *, straight_from_claim: bool, lease_lasts: bool
+) -> bool:
+    """Whether an attempt goes out with no ``started`` mark: a ``safe`` or ``query`` call
+    whose holder goes to the tool straight from its claim -- nothing deferred in between (a
+    query, a backoff, an earlier attempt) -- while its lease lasts (``lease_lasts``).
+
+    Any other attempt marks its start first. The mark is what tells the next holder that
+    this one reached the tool: a holder that settled its row (``unsettled_claims``) and died
+    before a marked start interrupted nothing (``was_interrupted``). It is also the fenced
+    write that lets a holder whose lease may be running out go on: a holder paused past its
+    TTL is refused there instead of calling."""
+    return straight_from_claim and lease_lasts and not marks_started(policy)
 
 
 LEASE_MARGIN = 0.1
@@ -41,10 +57,10 @@ def lease_lasts(expires_at: float, ttl: float, *, now: float) -> bool:
     """Whether a lease known to be held until ``expires_at`` (TTL ``ttl`` seconds; both by
     the monotonic clock) is still held at ``now`` with ``LEASE_MARGIN`` to spare.
 
-    A call with no started mark has no fenced write between the claim and the tool, and
-    the claim may be long past (a query, a backoff): a holder paused past its TTL meanwhile
-    may have been superseded by one that asked, found nothing and ran the call, so it must
-    not send too. A healthy holder renews every quarter TTL and keeps three quarters left.
+    A call with no started mark has no fenced write between the claim and the tool: a
+    holder paused past its TTL meanwhile may have been superseded by one that asked, found
+    nothing and ran the call, so it must not send with no mark. A healthy holder renews
+    every quarter TTL and keeps three quarters left.
     """
     return now < expires_at - ttl * LEASE_MARGIN
 
@@ -53,7 +69,7 @@ def next_step(
     status: OperationStatus,
     policy: ReplayPolicy,
     *,
-    claimed_before: bool,
+    unmarked_before: bool,
     delivered_before: bool,
     interruptions: int,
     retry: RetryPolicy,
@@ -63,14 +79,14 @@ def next_step(
     """Decide from the stored state (and, for ``query``, the delivery), as DESIGN §4 prescribes.
 
     - an outcome exists: publish it again (the earlier result event may have been lost);
-    - ``started`` (only an ``unsafe`` call commits it today; rows of earlier builds may
-      hold it for any policy): the holder died or lost its lease mid-call, and the effect
-      may have happened: ``unsafe`` is recorded ``uncertain``, ``query`` asks first,
-      ``safe`` runs again as an interruption (``after_interruption``);
-    - ``intended``, ``claimed_before`` (the claim found the row: an earlier holder had the
-      call) and a policy that does not mark ``started``: that holder may have made the call
-      and died with no commit, so it is taken as ``started`` -- ``query`` asks, ``safe``
-      runs again as an interruption;
+    - ``started``: the holder died or lost its lease mid-call, and the effect may have
+      happened: ``unsafe`` is recorded ``uncertain``, ``query`` asks first, ``safe`` runs
+      again as an interruption (``after_interruption``);
+    - ``intended``, ``unmarked_before`` (an earlier holder claimed the row since it was last
+      settled, and may have gone straight to the tool: ``claims.OperationClaim``) and a
+      policy that goes out unmarked: that holder may have made the call and died with no
+      commit, so it is taken as ``started`` -- ``query`` asks, ``safe`` runs again as an
+      interruption;
     - ``intended``, a ``query`` call whose job ``delivered_before`` (redelivered by the
       broker or re-published by the sweeper): asks first, though the store names no earlier
       holder (a store that failed over may have lost that holder's claim);
@@ -79,7 +95,7 @@ def next_step(
     """
     if status in FINAL_OPERATION_STATUSES:
         return Step("republish")
-    interrupted = was_interrupted(status, policy, claimed_before=claimed_before)
+    interrupted = was_interrupted(status, policy, unmarked_before=unmarked_before)
     if interrupted and policy == "unsafe":
         return Step("record_uncertain")
     if policy == "query" and (interrupted or delivered_before):
@@ -97,11 +113,14 @@ def after_query(*, interrupted: bool, interruptions: int, retry: RetryPolicy) ->
     return Step("run")
 
 
-def was_interrupted(status: OperationStatus, policy: ReplayPolicy, *, claimed_before: bool) -> bool:
+def was_interrupted(
+    status: OperationStatus, policy: ReplayPolicy, *, unmarked_before: bool
+) -> bool:
     """Whether an operation not yet final was cut short by an earlier holder: it says
-    ``started``, or it was claimed before and its policy commits no ``started`` mark."""
+    ``started``, or an earlier holder may have gone out unmarked since it was last settled
+    (``unmarked_before``) and its policy lets a call go out so."""
     return status == "started" or (
-        status not in FINAL_OPERATION_STATUSES and claimed_before and not marks_started(policy)
+        status not in FINAL_OPERATION_STATUSES and unmarked_before and not marks_started(policy)
     )
 
 

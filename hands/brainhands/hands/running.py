@@ -14,7 +14,7 @@ from pydantic import BaseModel
 
 from brainhands.hands.context import ToolContext
 from brainhands.hands.decide import lease_lasts
-from brainhands.shared.errors import BrainhandsError, LeaseLost
+from brainhands.shared.errors import BrainhandsError
 from brainhands.shared.lease import Lease
 from brainhands.shared.messages import LiveNote, ToolJob
 from brainhands.shared.renewal import Holding
@@ -59,13 +59,12 @@ class RunningCall(HeldJob):
         )
 
 
-def vouch_for_lease(holding: Holding[Lease]) -> None:
-    """Raise ``LeaseLost`` unless the held lease still lasts by the local clock
-    (``decide.lease_lasts``): the check before a call with no started mark goes out, as no
-    fenced write stands between its claim and the tool."""
+def lease_vouched(holding: Holding[Lease]) -> bool:
+    """Whether the held lease still lasts by the local clock (``decide.lease_lasts``): a
+    call may go out with no started mark only then, as no fenced write stands between its
+    claim and the tool (``decide.goes_out_unmarked``)."""
     lease = holding.lease
-    if not lease_lasts(holding.expires_at, lease.ttl_ms / 1000, now=time.monotonic()):
-        raise LeaseLost(lease.resource, "too little of its TTL left by the local clock to call")
+    return lease_lasts(holding.expires_at, lease.ttl_ms / 1000, now=time.monotonic())
 
 
 class RunningCalls:

@@ -23,17 +23,18 @@ from typing import Any
 from pydantic import ValidationError
 
 from brainhands.hands.decide import (
+    after_interruption,
     after_query,
+    goes_out_unmarked,
     interruption_error,
     judge_failure,
-    marks_started,
     next_step,
     retry_or_fail,
     tool_failures,
     was_interrupted,
 )
 from brainhands.hands.outcomes import Outcomes
-from brainhands.hands.running import HeldJob, RunningCall, RunningCalls, vouch_for_lease
+from brainhands.hands.running import HeldJob, RunningCall, RunningCalls, lease_vouched
 from brainhands.shared import metrics
 from brainhands.shared.broker import Broker
 from brainhands.shared.calls import ToolCallIntent
@@ -243,75 +244,96 @@ class HandsWorker:
             await self._outcomes.failure(held, "InvalidArguments", describe_invalid_arguments(exc))
             return
         call = RunningCall(job, held.fence, spec, args)
-        interrupted = was_interrupted(op.status, spec.policy, claimed_before=claim.claimed_before)
+        policy, retry = spec.policy, spec.retry
+        interrupted = was_interrupted(op.status, policy, unmarked_before=claim.unmarked_before)
         step = next_step(
             op.status,
-            spec.policy,
-            claimed_before=claim.claimed_before,
+            policy,
+            unmarked_before=claim.unmarked_before,
             delivered_before=delivered_before,
             interruptions=op.interruptions,
-            retry=spec.retry,
+            retry=retry,
             next_attempt_at=op.next_attempt_at,
             now=time.time(),
         )
-        # The attempt an earlier holder made with no started mark is not counted yet.
-        unmarked = interrupted and op.status != "started"
-        queried = step.action == "query"
-        if queried:
-            made = op.status != "started"  # the attempt the query finds, if it finds one
-            if await self._found_by_query(call, op.attempts + made, attempted=made):
-                return
-            step = after_query(
-                interrupted=interrupted, interruptions=op.interruptions, retry=spec.retry
-            )
         if step.action == "republish":
             await self._outcomes.republish(call, op)
             return
+        if step.action == "run" and not step.delay:  # the hot path: straight to the tool
+            await self._run(call, op.attempts, op.interruptions, holding, claim.cancel_requested)
+            return
+        # The attempt an earlier holder made with no started mark is counted with its
+        # interruption, in this holder's first write.
+        unmarked = interrupted and op.status != "started"
+        attempts = op.attempts + unmarked
         if interrupted:
             metrics.INTERRUPTIONS.labels(spec.name).inc()
-        attempts = op.attempts
-        if step.action != "run":  # the call was cut short: say so in the record
+        if step.action in ("record_uncertain", "record_interrupted"):
             error = interruption_error(
-                attempts=op.attempts + unmarked,
+                attempts=attempts,
                 interruptions=op.interruptions,
-                policy=spec.policy,
-                retry=spec.retry,
+                policy=policy,
+                retry=retry,
                 spent=step.action == "record_interrupted",
             )
-            if step.action == "record_uncertain":
-                await self._outcomes.record(call, "uncertain", error=error, interrupted=True)
-                return
-            if step.action == "record_interrupted":
-                await self._outcomes.record(
-                    call, "failed", error=error, interrupted=True, attempted=unmarked
-                )
-                return
-            await self.ledger.schedule_retry(
-                job.operation_id,
-                call.fence,
-                error=error,
-                retry_at=time.time() + step.delay,
-                interrupted=True,
-                attempted=unmarked,
+            status: OperationStatus = "uncertain" if step.action == "record_uncertain" else "failed"
+            await self._outcomes.record(
+                call, status, error=error, interrupted=True, attempted=unmarked
             )
-            attempts += unmarked
+            return
+        # The start is deferred (a query, a backoff): the row is settled first, with what
+        # earlier holders did, so a death before the (marked) start interrupts nothing.
+        if interrupted:
+            error = interruption_error(
+                attempts=attempts,
+                interruptions=op.interruptions,
+                policy=policy,
+                retry=retry,
+                spent=False,
+            )
+            backoff = after_interruption(op.interruptions, retry).delay
+            retry_at: float | None = time.time() + backoff
+        else:
+            error, retry_at = op.error, op.next_attempt_at
+        await self.ledger.schedule_retry(
+            job.operation_id,
+            call.fence,
+            error=error,
+            retry_at=retry_at,
+            interrupted=interrupted,
+            attempted=unmarked,
+        )
+        interruptions = op.interruptions + interrupted
+        if step.action == "query":
+            # An attempt the query finds was counted just now, if an earlier holder's;
+            # otherwise (a job delivered before, nothing claimed) it is counted with it.
+            found = op.attempts + 1 if not interrupted else attempts
+            if await self._found_by_query(call, found, attempted=not interrupted):
+                return
+            step = after_query(interrupted=interrupted, interruptions=op.interruptions, retry=retry)
+            if step.action == "record_interrupted":
+                error = interruption_error(
+                    attempts=attempts,
+                    interruptions=op.interruptions,
+                    policy=policy,
+                    retry=retry,
+                    spent=True,
+                )
+                await self._outcomes.record(call, "failed", error=error)
+                return
+        if interrupted:
             log.info(
                 "interrupted call runs again",
                 extra={
                     "event": "rerun",
                     "operation_id": job.operation_id,
-                    "interruptions": error["interruptions"],
-                    "delay": step.delay,
+                    "interruptions": interruptions,
+                    "delay": backoff,
                 },
             )
-        if step.delay:
-            await asyncio.sleep(step.delay)
-        interruptions = op.interruptions + (step.action == "rerun")
-        # What the claim read of the cancel is stale once anything ran since (a query, the
-        # retry's write, a backoff): a cancel committed meanwhile must still stop the call.
-        fresh = not queried and step.action == "run" and not step.delay
-        cancel_requested = claim.cancel_requested if fresh else None
-        await self._run(call, attempts, interruptions, holding, cancel_requested=cancel_requested)
+        if retry_at is not None and retry_at > time.time():
+            await asyncio.sleep(retry_at - time.time())
+        await self._run(call, attempts, interruptions, holding, None)
 
     async def _arguments(self, job: ToolJob) -> Any:
         """The job's arguments, read from their blob when they travel by reference."""
@@ -325,24 +347,22 @@ class HandsWorker:
         attempts: int,
         interruptions: int,
         holding: Holding[Lease],
-        *,
         cancel_requested: bool | None,
     ) -> None:
         """Call the tool; each failure is judged by the tool's replay and retry policies.
 
-        ``attempts`` and ``interruptions`` are the row's counts so far; ``cancel_requested``
-        is what the claim read of the call's cancel while still current, checked before the
-        first attempt of a call with no started mark; None: read it again (as before each
-        later attempt). Such a call goes out only while its lease lasts by the local clock
-        (``vouch_for_lease``): no fenced write comes between its claim and the tool."""
+        ``attempts`` and ``interruptions`` are the row's counts so far. ``cancel_requested``
+        is what the claim read of the call's cancel, given when the holder comes straight
+        from its claim (None otherwise): only then may the first attempt go out with no
+        started mark (``decide.goes_out_unmarked``), checking the cancel the claim read.
+        Every other attempt marks its start, which refuses a call whose cancel committed."""
         job, spec = call.job, call.spec
-        unmarked = not marks_started(spec.policy)
+        straight = cancel_requested is not None
         while True:
+            unmarked = goes_out_unmarked(
+                spec.policy, straight_from_claim=straight, lease_lasts=lease_vouched(holding)
+            )
             if unmarked:
-                if cancel_requested is None:
-                    cancel_requested = job.task_id in await self.ledger.cancelled_tasks(
-                        [job.task_id]
-                    )
                 attempt, started_at = attempts + 1, time.time()
             else:
                 try:
@@ -355,8 +375,6 @@ class HandsWorker:
                 error = {"type": "Cancelled", "message": "cancelled before the call went out"}
                 await self._outcomes.record(call, "cancelled", error=error)
                 return
-            if unmarked:
-                vouch_for_lease(holding)
             log.info(
                 "started",
                 extra={
@@ -405,7 +423,7 @@ class HandsWorker:
                 retry_at=time.time() + verdict.delay,
                 attempted=unmarked,
             )
-            attempts = attempt
+            attempts, straight = attempt, False
             log.info(
                 "retry scheduled",
                 extra={
@@ -415,7 +433,6 @@ class HandsWorker:
                     "error": verdict.error,
                 },
             )
-            cancel_requested = None  # read again before the next attempt
             await asyncio.sleep(verdict.delay)
 
     async def _found_by_query(self, call: RunningCall, attempt: int, *, attempted: bool) -> bool:

@@ -41,14 +41,18 @@ class OperationClaim:
     call whose policy commits no ``started`` mark checks it here instead."""
 
     @property
-    def claimed_before(self) -> bool:
-        """Whether the row was there before this claim: an earlier holder claimed the call
-        and, unless its policy marks ``started``, may have made it with no commit.
+    def unmarked_before(self) -> bool:
+        """Whether an earlier holder may have started the call with no ``started`` mark:
+        one claimed the row since its holders last settled it (a retry scheduled, a start
+        marked) -- a holder goes from its claim straight to the tool, unmarked, only when
+        nothing was deferred. A holder that settled and died before its (marked) start
+        interrupted nothing.
 
-        A claim that creates the row writes one time as both ``created_at`` and
-        ``updated_at``; one that raises the fence of an existing row writes only
-        ``updated_at`` (``claim_operation_fences``)."""
-        return self.operation.created_at != self.operation.updated_at
+        The claim counts itself among ``unsettled_claims`` (``claim_operation_fences``); a
+        row of an earlier build has no count, and any earlier claim of it may have started
+        the call."""
+        claims = self.operation.unsettled_claims
+        return claims is None or claims > 1
 
 
 def claim_operations(

@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Insert, Table, bindparam, cast, select, update
+from sqlalchemy import Insert, Table, bindparam, cast, func, select, update
 from sqlalchemy.engine import Connection
 
 from brainhands.shared.errors import NotFoundError, StaleLeaseError, StoreError
@@ -120,13 +120,19 @@ def _claim_operation(insert: Callable[[Table], Any]) -> HotStatement:
     """``INSERT ... ON CONFLICT DO UPDATE ... WHERE fence < :fence RETURNING *``.
 
     The new row's columns are bound by name; the conflict branch takes the token and the
-    time from the row that was proposed (``excluded``), so each is bound only once.
+    time from the row that was proposed (``excluded``), so each is bound only once. It also
+    counts the claim among the row's ``unsettled_claims`` (a row of an earlier build, which
+    has no count, is taken to hold one already: its claimer may have made the call).
     """
     o = schema.operation
     stmt = insert(o)
     upsert: Insert = stmt.on_conflict_do_update(
         index_elements=[o.c.operation_id],
-        set_={"fence": stmt.excluded.fence, "updated_at": stmt.excluded.updated_at},
+        set_={
+            "fence": stmt.excluded.fence,
+            "updated_at": stmt.excluded.updated_at,
+            "unsettled_claims": func.coalesce(o.c.unsettled_claims, 1) + 1,
+        },
         where=o.c.fence < stmt.excluded.fence,
     )
     return hot(upsert.returning(*o.c))
@@ -172,6 +178,7 @@ def claim_operation_fences(
             **claim.intent,
             "operation_id": claim.operation_id,
             "status": "intended",
+            "unsettled_claims": 1,
             "fence": claim.token,
             "created_at": now,
             "updated_at": now,

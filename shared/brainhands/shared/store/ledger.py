@@ -5,10 +5,12 @@ fencing token, so a worker that lost its lease (paused, partitioned, slow) can c
 nothing. Status meanings:
 
 - ``intended``: no call is in flight (never started, or the last attempt failed and a retry
-  is due at ``next_attempt_at``) -- or, for a call whose policy commits no ``started`` mark
-  (``safe``, ``query``), one may be, if the row was claimed before (``claims.OperationClaim``);
+  is due at ``next_attempt_at``) -- or, for a call whose policy lets it go out with no
+  ``started`` mark (``safe``, ``query``, straight from its holder's claim), one may be, if
+  the row was claimed since its holders last settled it (``claims.OperationClaim``);
 - ``started``: a call may be in flight; if its holder died, the effect may have happened
-  (only ``unsafe`` calls are marked so before they go out);
+  (``unsafe`` calls are marked so before they go out, and every call whose start was
+  deferred after its claim: a backoff, a query, a retry);
 - ``succeeded | failed | uncertain | cancelled``: the outcome, final.
 
 These writes are a Hands job's hot path, so each runs the way a Brain's commit does
@@ -85,6 +87,7 @@ _MARK_STARTED = hot(
         attempts=_o.c.attempts + 1,
         started_at=_bound("started_at"),
         next_attempt_at=null(),
+        unsettled_claims=0,
         updated_at=_bound("updated_at"),
     )
     .where(~_CANCEL_REQUESTED)
@@ -100,6 +103,7 @@ _SCHEDULE_RETRY = hot(
         next_attempt_at=_bound("next_attempt_at"),
         interruptions=_INTERRUPTIONS,
         attempts=_ATTEMPTS,
+        unsettled_claims=0,
         updated_at=_bound("updated_at"),
     )
 )
@@ -202,14 +206,17 @@ class OperationLedger:
         operation_id: str,
         token: int,
         *,
-        error: dict[str, Any],
-        retry_at: float,
+        error: dict[str, Any] | None,
+        retry_at: float | None,
         interrupted: bool = False,
         attempted: bool = False,
     ) -> None:
         """The attempt failed (or, ``interrupted``, was cut short by its worker's death or a
         lost lease: counted apart) and may run again: back to ``intended`` until ``retry_at``.
-        ``attempted``: the attempt went out with no ``started`` mark, and is counted now."""
+        ``attempted``: the attempt went out with no ``started`` mark, and is counted now.
+
+        It settles the row (``unsettled_claims``): the holder's next start, after whatever
+        it waits for, is marked; a holder that dies before it interrupted nothing."""
         await self._write(
             lambda conn: _schedule_retry(
                 conn, operation_id, token, error, retry_at, interrupted, attempted
@@ -313,8 +320,8 @@ def _schedule_retry(
     conn: Connection,
     operation_id: str,
     token: int,
-    error: dict[str, Any],
-    retry_at: float,
+    error: dict[str, Any] | None,
+    retry_at: float | None,
     interrupted: bool,
     attempted: bool,
 ) -> None:

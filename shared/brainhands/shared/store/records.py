@@ -250,6 +250,9 @@ class OperationRecord:
     status: OperationStatus
     attempts: int
     interruptions: int
+    unsettled_claims: int | None
+    """Claims of the row since its holders last settled it (scheduled a retry, marked a
+    start, recorded an outcome); None on rows of earlier builds (``claims.OperationClaim``)."""
     fence: int
     result: JSON
     """Read back from its blob where the Brain reads operations (``operations_by_ids_sync``);

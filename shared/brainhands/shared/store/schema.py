@@ -226,6 +226,9 @@ operation = Table(
     Column("attempts", Integer, nullable=False, server_default="0"),
     # Attempts cut short by their worker's death or a lost lease: not the tool's failures.
     Column("interruptions", Integer, nullable=False, server_default="0"),
+    # Claims since the holders' last settling write (a retry scheduled, a start marked): more
+    # than the claimer's own means an earlier holder may have started the call unmarked.
+    Column("unsettled_claims", Integer, nullable=True),
     Column("fence", BigInteger, nullable=False, server_default="0"),
     Column("result", JSON, nullable=True),
     Column("error", JSON, nullable=True),
