@@ -25,8 +25,10 @@ Redis of the run's own killed and started again empty), ``broker-node`` (one nod
 three-node RabbitMQ cluster SIGKILLed and restarted: ``tests/helpers/rabbit_cluster.py``),
 ``hands-partition`` (a Hands in a network namespace of its own cut from every service for 3x
 its lease TTL while the other works on: ``tests/helpers/netns.py``), ``slow-link`` (that Hands
-behind 100 +/- 50 ms and 3% packet loss for 15 s). The namespaces need root (``ip netns``)
-and, for the loss, ``nft``.
+behind 100 +/- 50 ms and 3% packet loss for 15 s), ``churn-storm`` (three minutes of a
+worker SIGKILLed every 0.3-1 s and started again, the deployment's Redis state dropped twice,
+over two ``query`` tools, one working three lease TTLs: ``tests/helpers/storm.py``; no call
+may fail by churn alone). The namespaces need root (``ip netns``) and, for the loss, ``nft``.
 
     .venv/bin/python -m bench.faults [--faults NAME ...] [--batches B] [--in-flight N]
         [--delay S] [--drops D] [--timeout S]
@@ -37,6 +39,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import random
 import signal
 import subprocess
 import tempfile
@@ -56,10 +59,14 @@ from tests.helpers.polling import eventually, once_it_answers
 from tests.helpers.rabbit_cluster import RabbitCluster, rabbit_cluster
 from tests.helpers.redis_sentinel import SentinelGroup, sentinel_group, wait_for_ping
 from tests.helpers.stores import StoreTarget
+from tests.helpers.storm import kill_storm
 
 TOOLS = ("send_query", "send_safe", "send_unsafe")
 """The tools the batches cycle through: one per policy."""
 UNSAFE = "send_unsafe"
+STORM_TOOLS = ("send_email_after_work", "send_email")
+"""The churn storm's tools: both ``query``, one working three lease TTLs before its send
+(``tests/helpers/tools.py``), the other the notify example's own send."""
 
 
 @dataclass
@@ -92,6 +99,8 @@ class Fault:
     link_ttl_ms: int = 0
     """Not 0: the first Hands runs behind a link of its own (``Cluster.link``), with this
     lease TTL."""
+    tools: tuple[str, ...] = TOOLS
+    """The tools the batches cycle through."""
 
 
 @dataclass
@@ -223,6 +232,27 @@ async def lose_a_broker_node(cluster: Cluster, services: Services) -> str:
     return f"RabbitMQ node {first} (the workers' first address) SIGKILLed, restarted 3 s later"
 
 
+STORM_SECONDS = 180.0
+STORM_WORKERS = ("brain-0", "brain-1", "hands-0", "hands-1", "hands-2", "sweeper-0")
+
+
+async def blow_a_churn_storm(cluster: Cluster, services: Services) -> str:
+    for name in ("hands-2", "sweeper-0"):
+        cluster.start(name, **services.env)
+    await kill_storm(
+        cluster,
+        STORM_WORKERS,
+        seconds=STORM_SECONDS,
+        rng=random.Random(49),
+        redis_wipes_at=(STORM_SECONDS / 3, 2 * STORM_SECONDS / 3),
+    )
+    kills = sum(n for what, n in cluster.kills.items() if what.startswith("SIGKILL"))
+    return (
+        f"{kills} workers SIGKILLed over {STORM_SECONDS:.0f} s (one every 0.3-1 s, each "
+        "started again 0.5-2 s later) and the deployment's Redis state dropped twice"
+    )
+
+
 PARTITION_TTL_MS = 1500
 SLOW_LINK_TTL_MS = 5000
 """A lease renewed every third of 1.5 s has a 1 s margin, which one lost SYN (retransmitted
@@ -257,6 +287,7 @@ FAULTS: dict[str, Fault] = {
     "broker-node": Fault(broker_cluster, lose_a_broker_node),
     "hands-partition": Fault(system_services, partition_a_hands, link_ttl_ms=PARTITION_TTL_MS),
     "slow-link": Fault(system_services, slow_a_hands_link, link_ttl_ms=SLOW_LINK_TTL_MS),
+    "churn-storm": Fault(system_services, blow_a_churn_storm, tools=STORM_TOOLS),
 }
 
 
@@ -284,7 +315,7 @@ async def soak(args: argparse.Namespace, name: str, tmp: Path) -> Row:
             c.start("hands-0", **services.env)
         c.start("hands-1", **services.env)
         for n in range(args.batches):
-            await c.submit_batches(1, tool=TOOLS[n % len(TOOLS)])
+            await c.submit_batches(1, tool=fault.tools[n % len(fault.tools)])
         await eventually(
             lambda: once_it_answers(lambda: c.operations_started(args.in_flight)),
             within=args.timeout,
@@ -305,8 +336,8 @@ async def soak(args: argparse.Namespace, name: str, tmp: Path) -> Row:
 async def judge(c: Cluster, name: str, injected: str, healed: float) -> Row:
     """Count, at the email service's ledger and in the store, what the fault cost."""
     ledger = await c.email.ledger()
-    sent = Counter(s["key"] for s in ledger["sends"])
-    sent_unsafe = Counter(s["key"] for s in ledger["unsafe_sends"])
+    sent = Counter(notice_key(s["key"]) for s in ledger["sends"])
+    sent_unsafe = Counter(notice_key(s["key"]) for s in ledger["unsafe_sends"])
     lost = duplicate = uncertain = failed = 0
     recovery: list[float] = []
     for session in c.sessions:
@@ -318,7 +349,9 @@ async def judge(c: Cluster, name: str, injected: str, healed: float) -> Row:
             recovery.append(root.updated_at - healed)
         uncertain += sum(o.status == "uncertain" for o in operations)
         for notice in (t for t in tasks if t.kind == "send-notice"):
-            key = notice.input["key"]
+            key = notice.input[
+                "key"
+            ]  # sent under it, or under its operation ids (the tests' tools)
             times = sent_unsafe[key] if notice.input.get("tool") == UNSAFE else sent[key]
             duplicate += times > 1
             if notice.status != "terminal":
@@ -326,6 +359,12 @@ async def judge(c: Cluster, name: str, injected: str, healed: float) -> Row:
             elif notice.outcome != "succeeded":
                 failed += 1
     return Row(name, injected, len(c.sessions), lost, duplicate, uncertain, failed, recovery, 0.0)
+
+
+def notice_key(key: str) -> str:
+    """The notice an email was sent for: the notify example's tools send under the notice's
+    key, the tests' tools under an operation id made of it (``{uid}:{key}/{send}``)."""
+    return key.split(":", 1)[-1].rsplit("/", 1)[0]
 
 
 # The report ------------------------------------------------------------------------------------

@@ -88,6 +88,16 @@ def test_interruptions_have_their_own_budget_and_backoff() -> None:
     assert decide("started", "safe", interruptions=4) == Step("record_interrupted")
 
 
+def test_the_default_backoff_outlasts_a_storm_of_several_minutes_and_stays_bounded() -> None:
+    policy = RetryPolicy()
+    waits = [after_interruption(n, policy).delay for n in range(policy.max_interruptions)]
+    assert waits[:3] == [0.25, 0.5, 1.0]  # doubling from a quarter second
+    assert max(waits) == 60.0  # never more than a minute between reruns
+    # Even if every rerun is cut short at once, the budget is spent only after 13 minutes.
+    assert sum(waits) > 13 * 60
+    assert after_interruption(policy.max_interruptions, policy) == Step("record_interrupted")
+
+
 def test_only_a_retryable_tool_error_says_nothing_happened() -> None:
     busy = ToolError("busy", retryable=True)
     for policy in REPLAY_POLICIES:

@@ -11,6 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from brainhands.examples.notify import tools as notify_tools
 from brainhands.examples.notify.email_client import EmailClient, EmailServiceUnavailable
 from brainhands.hands import QueryAnswer, RetryPolicy, ToolContext, ToolError, tool
 
@@ -155,3 +156,13 @@ async def send_after_work(args: Email, ctx: ToolContext) -> dict[str, Any]:
 async def send_gated(args: Email, ctx: ToolContext) -> dict[str, Any]:
     """Sends an email once a person approved the call (the tool's declaration says so)."""
     return await deliver(args, ctx)
+
+
+@tool(pool="email", policy="query", query=notify_tools.was_sent, timeout=60)
+async def send_email_after_work(args: notify_tools.Email, ctx: ToolContext) -> dict[str, Any]:
+    """The notify example's ``send_email`` after ``TEST_SLOW_WORK`` seconds of work (4.5 by
+    default: three of the chaos cluster's lease TTLs), with the default budget and backoff
+    of interruptions: a long ``query`` call whose effect comes at its very end."""
+    await asyncio.sleep(float(os.environ.get("TEST_SLOW_WORK", "4.5")))
+    receipt = await notify_tools.service().send(args.key, args.to, args.subject, args.body)
+    return {"receipt": receipt, "via": "call", "attempt": ctx.attempt}

@@ -33,8 +33,11 @@ class RetryPolicy(BaseModel):
     ``max_attempts`` bounds the tool's own failures (a retryable ``ToolError``, or, for
     ``safe`` and ``query`` tools, an exception after which the effect may have happened).
     ``max_interruptions`` bounds something else: attempts cut short by their worker's death
-    or a lost lease. A flaky fleet spends that budget, never the tool's, and a call that
-    keeps killing its worker still ends once it is spent.
+    or a lost lease after the tool began (a holder that dies before interrupts nothing). A
+    flaky fleet spends that budget, never the tool's, and a call that keeps killing its
+    worker still ends once it is spent. Its backoff doubles up to ``max_interruption_delay``:
+    by default the 20 interruptions span over 13 minutes of waits, so a call cut short again
+    and again by a storm of restarts is still pending when the storm ends.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -45,7 +48,7 @@ class RetryPolicy(BaseModel):
     max_delay: float = Field(default=30.0, ge=0)
     max_interruptions: int = Field(default=20, ge=0)
     interruption_delay: float = Field(default=0.25, ge=0)
-    max_interruption_delay: float = Field(default=10.0, ge=0)
+    max_interruption_delay: float = Field(default=60.0, ge=0)
 
     def delay(self, attempt: int) -> float:
         """Seconds to wait after failed attempt number ``attempt`` (1-based)."""
