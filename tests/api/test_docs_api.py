@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from brainhands.shared.webhook_signing import tenant_secret
 from tests.helpers.agent_run import AgentRun, agent_run
 from tests.helpers.api import key_for, start_api
 from tests.helpers.markdown import python_blocks
@@ -35,16 +36,18 @@ async def test_every_block_of_docs_api_runs_against_a_live_deployment(
     agent_run: AgentRun,
 ) -> None:
     brains = agent_run.brains
-    agent_run.start_brain(tasks="tests.helpers.kinds", BRAINHANDS_WEBHOOK_SECRET=SECRET)
+    # The page's receiver listens on loopback: the operator allows it.
+    webhooks = {"BRAINHANDS_WEBHOOK_SECRET": SECRET, "BRAINHANDS_WEBHOOK_ALLOW": "127.0.0.1/32"}
+    agent_run.start_brain(tasks="tests.helpers.kinds", **webhooks)
     agent_run.start_hands()
-    api = await start_api(brains, BRAINHANDS_WEBHOOK_SECRET=SECRET)
+    api = await start_api(brains, **webhooks)
     namespace: dict[str, Any] = {
         "__name__": "docs_api",
         "API": api.url,
         "ACME_APP": await key_for(brains, "acme", "read", "submit", "signal"),
         "ACME_OPS": await key_for(brains, "acme", "read", "signal", "approve"),
         "GLOBEX_APP": await key_for(brains, "globex", "read", "submit"),
-        "WEBHOOK_SECRET": SECRET.encode(),
+        "ACME_WEBHOOK_SECRET": tenant_secret(SECRET.encode(), "acme", 0),
     }
     for block in python_blocks(PAGE):
         source = "\n" * (block.line - 1) + block.code  # tracebacks name the page's lines

@@ -1,5 +1,5 @@
-"""``brainhands tenant budget set|show``, run as an operator runs it: a real process, on
-the embedded store."""
+"""``brainhands tenant budget set|show`` and ``brainhands webhook-secret show|rotate``, run
+as an operator runs them: a real process, on the embedded store."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from brainhands.shared.webhook_signing import tenant_secret
 from tests.brainhands.test_cli import brainhands
 
 pytestmark = pytest.mark.integration
@@ -42,3 +43,29 @@ def test_an_operator_sets_and_shows_a_tenants_budget(
 
     key = brainhands("keys", "create", "--tenant", "ops", "--scope", "operator", cwd=tmp_path)
     assert key.returncode == 0, key.stderr
+
+
+def test_an_operator_shows_and_rotates_a_tenants_webhook_secret(
+    rabbitmq_url: str, namespace: str, tmp_path: Path
+) -> None:
+    key = "the-deployment-webhook-key"
+    env = {"BRAINHANDS_RABBITMQ_URL": rabbitmq_url, "BRAINHANDS_NAMESPACE": namespace}
+    assert brainhands("migrate", cwd=tmp_path, env=env).returncode == 0
+    unset = brainhands("webhook-secret", "show", "acme", cwd=tmp_path, env=env)
+    assert unset.returncode != 0 and "BRAINHANDS_WEBHOOK_SECRET" in unset.stderr
+
+    env["BRAINHANDS_WEBHOOK_SECRET"] = key
+
+    def secrets(*args: str) -> list[str]:
+        done = brainhands("webhook-secret", *args, cwd=tmp_path, env=env)
+        assert done.returncode == 0, done.stderr
+        return [line.split()[0] for line in done.stdout.splitlines()]
+
+    def of(tenant: str, generation: int) -> str:
+        return tenant_secret(key.encode(), tenant, generation)
+
+    assert secrets("show", "acme") == [of("acme", 0)]
+    assert secrets("rotate", "acme", "--grace", "600") == [of("acme", 1), of("acme", 0)]
+    assert secrets("show", "acme") == [of("acme", 1), of("acme", 0)]  # both, in the grace
+    assert secrets("rotate", "acme", "--grace", "0") == [of("acme", 2)]
+    assert secrets("show", "globex") == [of("globex", 0)]  # another tenant, untouched

@@ -90,3 +90,15 @@ def test_a_bad_broker_url_fails_at_start_up_naming_the_variable_and_the_node(
     monkeypatch.setenv("BRAINHANDS_RABBITMQ_URL", written)
     with pytest.raises(ConfigurationError, match=f"BRAINHANDS_RABBITMQ_URL: .*{problem}"):
         load_settings(CommonSettings)
+
+
+def test_a_bad_webhook_allow_list_fails_at_start_up_naming_the_variable_and_the_entry(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("BRAINHANDS_WEBHOOK_ALLOW", "10.0.0.0/8,hooks.internal")
+    with pytest.raises(ConfigurationError, match=r"BRAINHANDS_WEBHOOK_ALLOW: .*'hooks\.internal'"):
+        load_settings(CommonSettings)
+    monkeypatch.setenv("BRAINHANDS_WEBHOOK_ALLOW", "10.0.0.0/8, hooks.internal:8443")
+    allow = load_settings(CommonSettings).webhook_allow_list
+    assert [str(n) for n in allow.networks] == ["10.0.0.0/8"]
+    assert allow.endpoints == {("hooks.internal", 8443)}

@@ -9,25 +9,33 @@ A sweeper that dies after a post and before its record posts it again: the recei
 on ``Idempotency-Key`` (the submission's id).
 
 What is posted, JSON: ``{"tenant", "session_id", "request_id", "status", "answer",
-"error"}``, with ``X-Brainhands-Timestamp`` (epoch seconds) and ``X-Brainhands-Signature:
-sha256=<hex>``, the HMAC-SHA256 under ``BRAINHANDS_WEBHOOK_SECRET`` of
-``<timestamp>.<body>`` (``signature``): a receiver recomputes it and refuses an old
+"error"}``, signed with the tenant's own secret over a timestamp, the ``Idempotency-Key``
+and the body (``shared.webhook_signing``): a receiver recomputes it and refuses an old
 timestamp, so a captured post cannot be replayed later.
+
+Posts go only to public addresses, or to those the operator allows: the host is resolved
+and checked at each try, and the connection made to the checked address
+(``webhook_transport``). What the tenant's view shows of a failure (``callback_error``) is
+``delivery failed (HTTP status N)``, ``delivery failed`` (no HTTP answer: refused, reset,
+timed out, not HTTP, alike) or ``refused destination`` (given up at once): never the
+transport's error, which would tell a tenant what listens where. The operator's log has it.
 """
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import hmac
 import json
 import logging
 import time
 
 import httpx
 
-from brainhands.shared.store import CallbackDue, Store
+from brainhands.brain.webhook_transport import PinnedTransport
+from brainhands.shared.destinations import AllowList
+from brainhands.shared.errors import RefusedDestination
+from brainhands.shared.store import CallbackDue, Store, WebhookSecretState
 from brainhands.shared.tenancy import split_key
+from brainhands.shared.webhook_signing import SIGNATURE_HEADER, signature_header, tenant_secret
 
 log = logging.getLogger("brainhands.callbacks")
 
@@ -36,26 +44,34 @@ BATCH = 50
 BACKOFF_MAX = 300.0
 
 
-def signature(secret: bytes, timestamp: str, body: bytes) -> str:
-    """The ``X-Brainhands-Signature`` of a post: what a receiver recomputes to trust it."""
-    digest = hmac.new(secret, timestamp.encode() + b"." + body, hashlib.sha256).hexdigest()
-    return f"sha256={digest}"
-
-
 def next_attempt_at(attempts: int, now: float) -> float:
     """When a delivery tried ``attempts`` times is tried again: 2, 4, 8 ... seconds after,
     at most five minutes."""
     return now + min(BACKOFF_MAX, 2.0**attempts)
 
 
+def told_failure(status: int | None) -> str:
+    """What a tenant's view says of a failed post: its HTTP status, if it got one."""
+    return "delivery failed" if status is None else f"delivery failed (HTTP status {status})"
+
+
 class Callbacks:
     def __init__(
-        self, store: Store, secret: bytes, *, max_attempts: int = 20, timeout: float = 10.0
+        self,
+        store: Store,
+        secret: bytes,
+        allow: AllowList,
+        *,
+        max_attempts: int = 20,
+        timeout: float = 10.0,
     ) -> None:
         self.store = store
         self.secret = secret
+        """The deployment's key, from which each tenant's secret is derived."""
         self.max_attempts = max_attempts
-        self._http = httpx.AsyncClient(timeout=timeout, follow_redirects=False)
+        self._http = httpx.AsyncClient(
+            transport=PinnedTransport(allow), timeout=timeout, follow_redirects=False
+        )
 
     async def aclose(self) -> None:
         await self._http.aclose()
@@ -63,10 +79,13 @@ class Callbacks:
     async def deliver_due(self) -> int:
         """Post every delivery due now (up to ``BATCH``); returns how many were done."""
         due = await self.store.submissions.callbacks_due(time.time(), limit=BATCH)
-        done = await asyncio.gather(*(self._deliver(d) for d in due))
+        if not due:
+            return 0
+        keys = await self.store.webhook_secrets.states(split_key(d.session_id)[0] for d in due)
+        done = await asyncio.gather(*(self._deliver(d, keys) for d in due))
         return sum(done)
 
-    async def _deliver(self, due: CallbackDue) -> bool:
+    async def _deliver(self, due: CallbackDue, keys: dict[str, WebhookSecretState]) -> bool:
         tenant, session_id = split_key(due.session_id)
         body = json.dumps(
             {
@@ -79,33 +98,37 @@ class Callbacks:
             },
             separators=(",", ":"),
         ).encode()
-        stamp = str(int(time.time()))
+        now = int(time.time())
+        secrets = [tenant_secret(self.secret, tenant, g) for g in keys[tenant].generations(now)]
         headers = {
             "Content-Type": "application/json",
             "Idempotency-Key": due.id,
-            "X-Brainhands-Timestamp": stamp,
-            "X-Brainhands-Signature": signature(self.secret, stamp, body),
+            SIGNATURE_HEADER: signature_header(secrets, now, due.id, body),
         }
+        refused = False
         try:
             response = await self._http.post(due.callback_url, content=body, headers=headers)
-            failure = None if response.is_success else f"answered {response.status_code}"
+            failure = None if response.is_success else told_failure(response.status_code)
+            cause = failure
+        except RefusedDestination as exc:  # raised before anything is sent
+            failure, cause, refused = RefusedDestination.TOLD, str(exc), True
         except httpx.HTTPError as exc:
-            failure = f"{type(exc).__name__}: {exc}"
+            failure, cause = told_failure(None), f"{type(exc).__name__}: {exc}"
         attempts = due.callback_attempts + 1
-        now = time.time()
+        at = time.time()
         done_at = next_at = None
         if failure is None:
-            done_at = now
-        elif attempts >= self.max_attempts:
-            done_at = now
+            done_at = at
+        elif refused or attempts >= self.max_attempts:
+            done_at = at
             log.warning(
-                "webhook given up after %d attempts: %s", attempts, failure,
+                "webhook given up after %d attempts: %s", attempts, cause,
                 extra={"event": "callback_given_up", "submission_id": due.id},
             )  # fmt: skip
         else:
-            next_at = next_attempt_at(attempts, now)
+            next_at = next_attempt_at(attempts, at)
             log.info(
-                "webhook failed (attempt %d), tried again later: %s", attempts, failure,
+                "webhook failed (attempt %d), tried again later: %s", attempts, cause,
                 extra={"event": "callback_failed", "submission_id": due.id},
             )  # fmt: skip
         await self.store.submissions.record_callback(

@@ -92,7 +92,11 @@ async def sweeper(args: argparse.Namespace) -> int:
 def sweeper_of(services: Services, leases: LeaseManager, settings: BrainSettings) -> Sweeper:
     secret = settings.webhook_secret
     callbacks = (
-        None if secret is None else Callbacks(services.store, secret.get_secret_value().encode())
+        None
+        if secret is None
+        else Callbacks(
+            services.store, secret.get_secret_value().encode(), settings.webhook_allow_list
+        )
     )
     return Sweeper(
         store=services.store,

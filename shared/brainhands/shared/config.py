@@ -13,6 +13,7 @@ from urllib.parse import urlsplit
 from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from brainhands.shared.destinations import AllowList, parse_allow_list
 from brainhands.shared.errors import ConfigurationError
 from brainhands.shared.tenancy import DEFAULT_TENANT, check_tenant
 from brainhands.shared.topology import QueueType, Topology
@@ -134,8 +135,15 @@ class CommonSettings(BaseSettings):
     tenant: str = DEFAULT_TENANT
     """The tenant whose sessions the CLI and ``Client.from_settings`` act on."""
     webhook_secret: SecretStr | None = None
-    """Key that signs the webhooks posted when a submission with a ``callback_url`` ends
-    (HMAC-SHA256); needed by the sweepers that post them and the API that accepts them."""
+    """Key from which each tenant's webhook secret is derived (``webhook_signing``): the
+    webhooks posted when a submission with a ``callback_url`` ends are signed with their
+    tenant's (HMAC-SHA256); needed by the sweepers that post them and the API that accepts
+    them."""
+    webhook_allow: str = ""
+    """Destinations a webhook may be posted to although they are not public addresses
+    (loopback, private, link-local ... are refused otherwise): networks (``10.1.0.0/16``,
+    ``127.0.0.1``) and ``host:port`` pairs (``hooks.internal:8443``), comma-separated;
+    the same in the API and the sweepers (``shared.destinations``)."""
     identity: str = Field(default="operator", min_length=1, max_length=128)
     """Who the CLI's and ``Client.from_settings``'s acts are recorded as (a decision's
     principal, a submission's)."""
@@ -162,6 +170,17 @@ class CommonSettings(BaseSettings):
         if not value.startswith(("redis://", "rediss://", "unix://")):
             raise ValueError("must be a Redis URL (redis://host:6379/0)")
         return value
+
+    @field_validator("webhook_allow")
+    @classmethod
+    def _webhook_allow(cls, value: str) -> str:
+        parse_allow_list(value)
+        return value
+
+    @property
+    def webhook_allow_list(self) -> AllowList:
+        """The operator's exceptions to the webhooks' public-address rule."""
+        return parse_allow_list(self.webhook_allow)
 
     @field_validator("redis_sentinels")
     @classmethod

@@ -20,6 +20,8 @@
     ├── UnknownToolError            no tool of that name is registered in this worker
     ├── UnknownTaskKindError        no handler for that task kind/version in this build
     ├── InvalidRequest              a client's request is malformed (also a ValueError)
+    │   └── RefusedDestination      a webhook's host resolves to an address it may not be
+    │                               posted to (loopback, private ...), or not at all
     ├── DecisionRefused             an approval's decision or a budget raise cannot count
     ├── SubmissionFailed            a submission a client waited for failed or was cancelled
     ├── AnswerTimeout               a client stopped waiting for an answer (also a TimeoutError)
@@ -162,6 +164,16 @@ class SubmissionFailed(BrainhandsError):
 class InvalidRequest(BrainhandsError, ValueError):
     """A client's request is malformed: a reserved signal name, a decision naming no call,
     a tenant or session id out of form. The message says what to change."""
+
+
+class RefusedDestination(InvalidRequest):
+    """A ``callback_url`` whose host does not resolve, or resolves to an address the
+    deployment does not post to (loopback, private, link-local, multicast, reserved,
+    unspecified) and the operator does not allow (``shared.destinations``). The message is
+    for the operator's log: it names the address, which may be internal, so a tenant is
+    told ``TOLD`` and nothing more (which names resolve inside is not theirs to learn)."""
+
+    TOLD = "refused destination"
 
 
 class DecisionRefused(BrainhandsError):

@@ -61,6 +61,7 @@ from brainhands.api.views import list_sessions, session_document
 from brainhands.api.watcher import Watchers
 from brainhands.client.approvals import pending_approvals
 from brainhands.client.direct import Client
+from brainhands.shared.destinations import check_destination
 from brainhands.shared.errors import AnswerTimeout
 from brainhands.shared.store import SessionFilter, SubmissionRecord
 from brainhands.shared.tenancy import session_key, split_key
@@ -114,6 +115,7 @@ def create_app(
     app.state.watchers = watchers = Watchers()
     known = KnownSessions(store)
     agents = KnownAgents(store, settings.api_compat)
+    webhook_allow = settings.webhook_allow_list
 
     answer_problems(app)
 
@@ -160,10 +162,12 @@ def create_app(
                     f"no agent {body.agent!r} in this deployment; its Brains "
                     f"({settings.api_compat}) serve: {', '.join(sorted(served))}",
                 )
-        if body.callback_url is not None and settings.webhook_secret is None:
-            raise HTTPException(
-                400, "this deployment posts no webhooks: it has no BRAINHANDS_WEBHOOK_SECRET"
-            )
+        if body.callback_url is not None:
+            if settings.webhook_secret is None:
+                raise HTTPException(
+                    400, "this deployment posts no webhooks: it has no BRAINHANDS_WEBHOOK_SECRET"
+                )
+            check_destination(body.callback_url, webhook_allow)
         handle = await client.submit(
             key,
             body.text if isinstance(body, TextSubmission) else body.input,

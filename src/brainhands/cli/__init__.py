@@ -135,6 +135,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print the budget as JSON")
     p.set_defaults(run="brainhands.cli.tenants:budget")
 
+    p = sub.add_parser(
+        "webhook-secret", help="show or rotate the secret a tenant's webhooks are signed with"
+    )
+    p.add_argument("action", choices=["show", "rotate"])
+    p.add_argument("tenant")
+    p.add_argument(
+        "--grace",
+        type=float,
+        default=86400.0,
+        help="rotate: seconds the previous secret still signs too (default: a day; 0: none)",
+    )
+    p.set_defaults(run="brainhands.cli.tenants:webhook_secret")
+
     p = sub.add_parser("pending", help="list the calls waiting for approval, by session")
     p.add_argument("--session", help="of this session only")
     p.add_argument("--json", action="store_true", help="print JSON")

@@ -110,3 +110,48 @@ async def test_sessions_from_before_tenants_are_carried_to_their_tenants_keys(
         assert [r.id for r in sessions] == ["acme/s1", "s0"]  # the old key is gone
     finally:
         await store.close()
+
+
+async def test_a_delivery_error_kept_before_0018_is_shown_as_a_tenant_is_told_now(
+    store_target: StoreTarget,
+) -> None:
+    """Before 0018 a failed webhook kept the transport's error, which a tenant's view
+    showed (what listens where); upgraded, it says only what a tenant is told now."""
+    store = await Store.open(store_target.url, upgrade=False, db_schema=store_target.schema)
+    try:
+        await migrate.upgrade(store.backend, "0016")
+        kept = {
+            "sub1": "answered 500",
+            "sub2": "ConnectError: [Errno 111] Connection refused",
+            "sub3": "RemoteProtocolError: illegal status line: bytearray(b'-ERR')",
+            "sub4": None,
+        }
+        async with store.backend.transaction() as conn:
+            await conn.execute(
+                text(
+                    "INSERT INTO session (id, uid, compat, version, fence, status, entry_count, "
+                    "created_at, updated_at, tenant) "
+                    "VALUES ('acme/s1', 'a1', 'v1', 0, 0, 'active', 0, 1, 1, 'acme')"
+                )
+            )
+            for n, (id_, error) in enumerate(kept.items()):
+                await conn.execute(
+                    text(
+                        "INSERT INTO submission (id, session_id, request_id, status, input, "
+                        "created_at, updated_at, callback_url, callback_error) VALUES "
+                        "(:id, 'acme/s1', :r, 'answered', '{}', 1, 1, 'http://h/', :error)"
+                    ),
+                    {"id": id_, "r": f"r{n}", "error": error},
+                )
+        await migrate.upgrade(store.backend)
+        async with store.backend.snapshot() as conn:
+            rows = await conn.execute(text("SELECT id, callback_error FROM submission"))
+            told = {row.id: row.callback_error for row in rows}
+        assert told == {
+            "sub1": "delivery failed (HTTP status 500)",
+            "sub2": "delivery failed",
+            "sub3": "delivery failed",
+            "sub4": None,
+        }
+    finally:
+        await store.close()

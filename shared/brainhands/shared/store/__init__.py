@@ -56,6 +56,7 @@ from brainhands.shared.store.records import (
 from brainhands.shared.store.store import Store
 from brainhands.shared.store.submissions import CallbackDue, SubmitReceipt
 from brainhands.shared.store.tenant_budgets import TenantBudget
+from brainhands.shared.store.webhook_secrets import WebhookSecretState
 
 __all__ = [
     "ANSWER_CHANNEL",
@@ -105,6 +106,7 @@ __all__ = [
     "TenantBudget",
     "TenantCharge",
     "ToolCatalog",
+    "WebhookSecretState",
     "behind_head",
     "head_revision",
     "new_id",

@@ -341,3 +341,16 @@ tenant_usage = Table(
     Column("cost", Float, nullable=False, server_default="0"),
     Column("tool_calls", BigInteger, nullable=False, server_default="0"),
 )
+
+webhook_secret = Table(
+    "webhook_secret",
+    metadata,
+    # Which of a tenant's webhook secrets sign its posts (``webhook_secrets``): the secrets
+    # themselves are derived from the deployment's key, never stored. No row: generation
+    # 0. ``previous_until``: posts are also signed with generation - 1 until then.
+    Column("tenant", String(64), primary_key=True),
+    Column("generation", Integer, nullable=False),
+    Column("previous_until", Float, nullable=True),
+    Column("rotated_by", String(128), nullable=False),
+    Column("rotated_at", Float, nullable=False),
+)

@@ -53,6 +53,7 @@ from brainhands.shared.store.records import (
 )
 from brainhands.shared.store.submissions import Submissions
 from brainhands.shared.store.tenant_budgets import TenantBudgets
+from brainhands.shared.store.webhook_secrets import WebhookSecrets
 from brainhands.shared.tenancy import split_key
 
 log = logging.getLogger("brainhands.store")
@@ -67,8 +68,8 @@ class Store:
     commit (the outbox relay uses one to publish without a polling delay). What else the
     store keeps is reached through its parts, one per kind of row: ``submissions``,
     ``inbox``, ``ledger`` (operations), ``outbox``, ``declarations``, ``api_keys``,
-    ``queries`` (reads across sessions), ``listings`` (sessions as lists show them) and
-    ``tenant_budgets``.
+    ``queries`` (reads across sessions), ``listings`` (sessions as lists show them),
+    ``tenant_budgets`` and ``webhook_secrets``.
     """
 
     def __init__(self, backend: Backend) -> None:
@@ -113,6 +114,7 @@ class Store:
         self.listings = Listings(self)
         self.api_keys = ApiKeys(self)
         self.tenant_budgets = TenantBudgets(self)
+        self.webhook_secrets = WebhookSecrets(self)
         self.ledger = OperationLedger(self)
         """The operation ledger: what Hands claim and record (Brains only read it)."""
         self._rows: Batcher[
