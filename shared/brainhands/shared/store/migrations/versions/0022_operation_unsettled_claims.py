@@ -7,7 +7,7 @@ Rows written before this revision have none (NULL): their next claim takes every
 claim as one that may have started the call, as before.
 
 Revision ID: 0022
-Revises: 0016
+Revises: 0018
 Create Date: 2026-12-06 23:30:00.000000
 """
 
@@ -17,7 +17,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0022"
-down_revision = "0016"
+down_revision = "0018"
 branch_labels = None
 depends_on = None
 
