@@ -65,7 +65,6 @@ async def brain(args: argparse.Namespace) -> int:
             await serve(
                 services,
                 work,
-                http_port=settings.http_port,
                 service="brainhands-brain",
                 otlp_endpoint=settings.otlp_endpoint,
                 consuming=lambda: worker.consuming,
@@ -82,7 +81,6 @@ async def sweeper(args: argparse.Namespace) -> int:
         await serve(
             services,
             sweeper.run,
-            http_port=settings.http_port,
             service="brainhands-sweeper",
             otlp_endpoint=settings.otlp_endpoint,
         )
@@ -118,7 +116,6 @@ async def relay(args: argparse.Namespace) -> int:
         await serve(
             services,
             _until_stopped,
-            http_port=settings.http_port,
             service="brainhands-relay",
             otlp_endpoint=settings.otlp_endpoint,
         )

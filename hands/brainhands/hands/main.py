@@ -48,7 +48,6 @@ async def hands(args: argparse.Namespace) -> int:
         await serve(
             services,
             worker.run,
-            http_port=settings.http_port,
             service=f"brainhands-hands-{args.pool}",
             otlp_endpoint=settings.otlp_endpoint,
             consuming=lambda: worker.consuming,

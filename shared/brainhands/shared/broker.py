@@ -134,6 +134,7 @@ class Broker:
         """
         nodes = [URL(node) for node in broker_node_urls(url)]
         failures = []
+        last: BaseException | None = None
         for first in range(len(nodes)):
             connection = _NodesConnection(
                 [*nodes[first:], *nodes[:first]],
@@ -146,8 +147,11 @@ class Broker:
             except TRANSPORT_ERRORS as exc:
                 await connection.close()
                 failures.append(f"{nodes[first].host}:{nodes[first].port}: {exc!r}")
+                last = exc
         else:
-            raise BrokerUnavailable(f"cannot connect to RabbitMQ: {'; '.join(failures)}")
+            # From the last node's error: it says whether trying again can help (a refused
+            # connection) or not (a refused login), ``shared.startup``.
+            raise BrokerUnavailable(f"cannot connect to RabbitMQ: {'; '.join(failures)}") from last
         try:
             channel = await connection.channel(publisher_confirms=True, on_return_raises=True)
             await topology.declare_base(channel)

@@ -8,7 +8,7 @@ standard local ports and the store in a SQLite file.
 from __future__ import annotations
 
 from typing import TypeVar
-from urllib.parse import urlsplit
+from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -57,6 +57,16 @@ def _hosts_as_parameters(url: str) -> str:
     if query:
         parameters.append(query)
     return f"{scheme}://{userinfo}{at}{slash or '/'}{database}?{'&'.join(parameters)}"
+
+
+def redacted_url(url: str) -> str:
+    """``url`` with its password replaced by ``***``, whatever its scheme: what logs and
+    messages may show of a service's address."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+    return urlunsplit(parts._replace(netloc=netloc))
 
 
 def parse_addresses(value: str) -> list[tuple[str, int]]:
@@ -144,6 +154,14 @@ class CommonSettings(BaseSettings):
     (loopback, private, link-local ... are refused otherwise): networks (``10.1.0.0/16``,
     ``127.0.0.1``) and ``host:port`` pairs (``hooks.internal:8443``), comma-separated;
     the same in the API and the sweepers (``shared.destinations``)."""
+    startup_deadline: float = Field(default=300.0, gt=0)
+    """Seconds a starting process waits for a service that does not answer (the store,
+    RabbitMQ, Redis) before it exits, saying which: long enough to outlast a server's restart
+    or a managed database's failover (a minute or two), short enough that a wrong address
+    shows as a failing process within minutes."""
+    startup_retry_max: float = Field(default=10.0, gt=0)
+    """Longest pause, in seconds, between a starting process's attempts to reach a service
+    (the pauses double from 0.1 s up to it)."""
     identity: str = Field(default="operator", min_length=1, max_length=128)
     """Who the CLI's and ``Client.from_settings``'s acts are recorded as (a decision's
     principal, a submission's)."""

@@ -2,6 +2,8 @@
 
     BrainhandsError
     ├── ConfigurationError          a setting is missing or invalid (raised at start-up)
+    ├── StartupFailed               a service did not answer a starting process within its
+    │                               deadline, or refused it for good
     ├── StoreError                  the session store failed (driver errors are wrapped here)
     │   ├── StoreUnavailable        connection-level failure; retryable
     │   ├── ConflictError           the session changed since the draft was read (stale version)
@@ -51,6 +53,11 @@ class BrainhandsError(Exception):
 
 class ConfigurationError(BrainhandsError):
     """A setting is missing or invalid; the message names the variable to set."""
+
+
+class StartupFailed(BrainhandsError):
+    """A starting process could not reach a service it needs (``shared.startup``); the message
+    names the service and its address, without the password."""
 
 
 class StoreError(BrainhandsError):

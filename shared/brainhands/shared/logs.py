@@ -51,5 +51,13 @@ def configure_logging(*, json_lines: bool, level: int = logging.INFO) -> None:
     root.setLevel(level)
     logging.getLogger("alembic").setLevel(logging.WARNING)
     logging.getLogger("aiormq").setLevel(logging.WARNING)
+    logging.getLogger("aiormq.connection").addFilter(_not_a_failed_attempt)
     logging.getLogger("aio_pika").setLevel(logging.WARNING)
     logging.getLogger("httpx").setLevel(logging.WARNING)
+
+
+def _not_a_failed_attempt(record: logging.LogRecord) -> bool:
+    """Drops aiormq's error line for a connection attempt that failed: whoever made the
+    attempt says so once (``shared.startup`` while a process starts, aio-pika's robust
+    connection while it runs), and aiormq's repeated it, at error level, at every attempt."""
+    return not str(record.msg).startswith("error when creating transport")

@@ -8,7 +8,6 @@ import gc
 from collections.abc import Callable
 from typing import Any
 
-from brainhands.shared.health import HealthServer
 from brainhands.shared.relay import OutboxRelay
 from brainhands.shared.runtime import Services, stop_on_signals
 from brainhands.shared.tracing import configure_tracing, flush_tracing
@@ -19,13 +18,12 @@ async def serve(
     services: Services,
     work: Callable[[asyncio.Event], Any],
     *,
-    http_port: int,
     service: str,
     otlp_endpoint: str | None,
     consuming: Callable[[], bool] = lambda: True,
 ) -> None:
-    """Run ``work`` with an embedded relay woken by this process's commits, and the
-    process's health port.
+    """Run ``work`` with an embedded relay woken by this process's commits, the process's
+    health port saying from now on whether it is ready.
 
     On a signal the work drains first; the relay stops after it, so outcomes committed
     while draining are still published.
@@ -35,7 +33,7 @@ async def serve(
     relay_stop = asyncio.Event()
     relay = OutboxRelay(services.store, services.broker)
     services.store.add_commit_listener(relay.wake)
-    health = HealthServer(
+    services.health.ready_when(
         {
             "store": services.store.ping,
             "rabbitmq": lambda: _now(services.broker.connected),
@@ -45,8 +43,6 @@ async def serve(
             "consuming": lambda: _now(consuming()),
         }
     )
-    if http_port >= 0:
-        await health.start(http_port)
     # What exists by now (modules, compiled statements, clients) lives as long as the process:
     # kept out of the collector's full passes, which walked all of it and held up every pass
     # in flight (120-240 ms each, in Brains and Hands under a burst).
@@ -62,7 +58,6 @@ async def serve(
         relay_stop.set()
         await relay_task
         await relay.drain_once()
-        await health.close()
         flush_tracing()
 
 

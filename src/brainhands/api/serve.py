@@ -22,7 +22,9 @@ from brainhands.api.live import LiveNotes
 from brainhands.api.settings import ApiSettings
 from brainhands.client.direct import Client
 from brainhands.shared.config import load_settings
+from brainhands.shared.health import HealthServer
 from brainhands.shared.runtime import stop_on_signals
+from brainhands.shared.startup import Startup
 
 log = logging.getLogger("brainhands.api")
 
@@ -36,6 +38,30 @@ class Server(uvicorn.Server):
         yield
 
 
+async def connect_client(settings: ApiSettings, host: str, port: int) -> Client:
+    """An operator's client (each route names the session by its caller's tenant's key),
+    once the store and RabbitMQ answer.
+
+    Until then the API's port serves only ``/healthz`` and ``/readyz`` (503, saying what
+    the process waits for), as a worker's health port does while it starts
+    (``shared.startup``); its ``/metrics`` is for an ``admin`` key, so it waits for the
+    routes, which come up once the client is connected.
+    """
+    starting = HealthServer(metrics=False)
+    await starting.start(port, host)
+    try:
+        startup = Startup(
+            deadline=settings.startup_deadline,
+            retry_max=settings.startup_retry_max,
+            report=starting.wait_for,
+        )
+        return await Client.from_settings(
+            settings, compat=settings.api_compat, operator=True, startup=startup
+        )
+    finally:
+        await starting.close()
+
+
 async def api(args: argparse.Namespace) -> int:
     settings = load_settings(ApiSettings)
     host = args.host or settings.api_host
@@ -46,8 +72,7 @@ async def api(args: argparse.Namespace) -> int:
             "API beyond your own machine; set BRAINHANDS_API_AUTH=keys.",
             extra={"event": "auth_off"},
         )
-    # An operator's client: each route names the session by its caller's tenant's key.
-    client = await Client.from_settings(settings, compat=settings.api_compat, operator=True)
+    client = await connect_client(settings, host, port)
     async with client:
         changes = SessionChanges(client.store)
         await changes.start()

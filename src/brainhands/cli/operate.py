@@ -11,7 +11,6 @@ import sys
 import time
 from datetime import UTC, datetime
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import SecretStr
 from pydantic_settings import BaseSettings
@@ -23,7 +22,7 @@ from brainhands.client.approvals import pending_approvals
 from brainhands.client.budgets import BudgetStop, budget_stop_of, session_usage
 from brainhands.client.direct import Client
 from brainhands.shared.broker import Broker
-from brainhands.shared.config import CommonSettings, load_settings
+from brainhands.shared.config import CommonSettings, load_settings, redacted_url
 from brainhands.shared.parking import list_parked, replay_parked
 from brainhands.shared.store import OperationRecord, SessionState, Store, TaskRecord, head_revision
 from brainhands.shared.tenancy import session_key
@@ -329,20 +328,11 @@ async def config(args: argparse.Namespace) -> int:
     for name, value in settings:
         shown = "***" if isinstance(value, SecretStr) else value
         if isinstance(shown, str) and "://" in shown:
-            shown = _redacted_url(shown)
+            shown = redacted_url(shown)
         elif isinstance(shown, dict | list):
             shown = json.dumps(shown)  # as the variable takes it back
         print(f"{prefix}{name.upper()}={'' if shown is None else shown}")
     return 0
-
-
-def _redacted_url(url: str) -> str:
-    """The URL with its password replaced, whatever its scheme."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
-    return urlunsplit(parts._replace(netloc=netloc))
 
 
 def _redacted(url: str) -> str:

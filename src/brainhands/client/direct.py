@@ -39,6 +39,7 @@ from brainhands.shared.config import CommonSettings
 from brainhands.shared.errors import AnswerTimeout
 from brainhands.shared.messages import SessionWake, encode
 from brainhands.shared.relay import OutboxRelay
+from brainhands.shared.startup import Startup, reach_broker, reach_store
 from brainhands.shared.store import (
     ANSWER_CHANNEL,
     FINAL_SUBMISSION_STATUSES,
@@ -114,6 +115,7 @@ class Client(OperatorActs):
         poll: float | None = None,
         tenant: str | None = DEFAULT_TENANT,
         principal: str = "client",
+        startup: Startup | None = None,
     ) -> Client:
         """Connect to the deployment's store and broker.
 
@@ -123,12 +125,14 @@ class Client(OperatorActs):
         submission (default 1 s on PostgreSQL, where the answer's commit wakes the waiter;
         0.2 s on SQLite). ``delivery_limit`` and ``queue_type``: the workers' (the queues
         it declares must match theirs). ``tenant``: see ``Client``. ``principal``: who its acts are
-        recorded as.
+        recorded as. ``startup``: wait for a store or broker that does not answer yet, as a
+        starting process does (``shared.startup``); by default a connection that fails
+        raises at once.
         """
-        store = await Store.open(database_url, pool_size=4, db_schema=database_schema)
+        store = await reach_store(startup, database_url, db_schema=database_schema, pool_size=4)
         try:
             topology = Topology(namespace, delivery_limit=delivery_limit, queue_type=queue_type)
-            broker = await Broker.connect(rabbitmq_url, topology, connection_name="client")
+            broker = await reach_broker(startup, rabbitmq_url, topology, name="client")
         except BaseException:
             await store.close()
             raise
@@ -148,6 +152,7 @@ class Client(OperatorActs):
         compat: str = "v1",
         poll: float | None = None,
         operator: bool = False,
+        startup: Startup | None = None,
     ) -> Client:
         """``connect`` with the URLs, namespace and tenant of ``settings`` (``operator``:
         for every tenant, by store key, whatever ``settings`` says)."""
@@ -162,6 +167,7 @@ class Client(OperatorActs):
             poll=poll,
             tenant=None if operator else settings.tenant,
             principal=settings.identity,
+            startup=startup,
         )
 
     async def __aenter__(self) -> Client:

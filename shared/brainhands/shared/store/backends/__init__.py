@@ -33,6 +33,10 @@ async def open_backend(url: str, *, pool_size: int = 10, db_schema: str | None =
     engine = create_engine(url, pool_size=pool_size, db_schema=db_schema)
     backend = Postgres(engine, kept=max(1, pool_size // 2))
     if db_schema:
-        async with backend.transaction() as conn:
-            await conn.execute(text(f'CREATE SCHEMA IF NOT EXISTS "{db_schema}"'))
+        try:
+            async with backend.transaction() as conn:
+                await conn.execute(text(f'CREATE SCHEMA IF NOT EXISTS "{db_schema}"'))
+        except BaseException:
+            await backend.close()  # a starting process tries again with a new one
+            raise
     return backend
