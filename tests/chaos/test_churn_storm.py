@@ -20,7 +20,7 @@ import pytest
 
 from brainhands.shared.store import schema
 from tests.helpers.cluster import Cluster
-from tests.helpers.storm import kill_storm
+from tests.helpers.storm import kill_storm, supervised_until_done
 
 pytestmark = [pytest.mark.integration, pytest.mark.chaos]
 
@@ -41,7 +41,7 @@ async def test_a_storm_of_kills_and_redis_restarts_fails_no_call(cluster: Cluste
     await kill_storm(
         cluster, WORKERS, seconds=STORM, rng=random.Random(49), redis_wipes_at=(10.0, 25.0)
     )
-    await cluster.wait_done(within=150)
+    await supervised_until_done(cluster, WORKERS, within=150)
 
     checked = await cluster.check_invariants(
         "churn storm: kills + 2 redis restarts", expect_failed=1

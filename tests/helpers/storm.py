@@ -3,7 +3,8 @@ worker SIGKILLed every ``interval`` seconds and started again a moment later, a 
 died by itself (a poison job) started again too, and the deployment's Redis state dropped at
 chosen moments, as a Redis restarted with nothing kept would have it.
 
-The suite's churn case and ``bench/faults.py``'s long one both blow through it.
+The suite's churn case and ``bench/faults.py``'s long one both blow through it, then wait for
+the sessions with every worker supervised (``supervised_until_done``).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from collections.abc import Sequence
 from redis.asyncio import Redis
 
 from tests.helpers.cluster import Cluster
+from tests.helpers.polling import eventually
 
 
 async def kill_storm(
@@ -38,7 +40,7 @@ async def kill_storm(
     while (now := time.monotonic()) - started < seconds:
         for name in names:
             if name not in restart_at and cluster.procs[name].poll() is not None:
-                cluster.kills[f"died by itself: {name.split('-')[0]}"] += 1
+                cluster.kills[f"died by itself: {role(name)}"] += 1
                 restart_at[name] = now
         for name, when in list(restart_at.items()):
             if now >= when:
@@ -58,6 +60,20 @@ async def kill_storm(
         await asyncio.sleep(rng.uniform(*interval))
     for name in restart_at:
         cluster.start(name)
+
+
+async def supervised_until_done(cluster: Cluster, names: Sequence[str], within: float) -> None:
+    """Wait for every session to finish while starting again each of ``names`` that dies
+    (a poison job's doing), as a supervisor would."""
+
+    async def done() -> bool:
+        for name in names:
+            if cluster.procs[name].poll() is not None:
+                cluster.kills[f"died by itself: {role(name)}"] += 1
+                cluster.start(name)
+        return await cluster.all_done()
+
+    await eventually(done, within=within, what="every session to finish")
 
 
 def role(name: str) -> str:
