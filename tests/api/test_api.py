@@ -31,7 +31,7 @@ async def test_submit_over_http_once_per_request_id_and_read_the_answer(
 ) -> None:
     brains.start_brain()
     api = await start_api(brains)
-    key = await key_for(brains, "acme", "read", "submit")
+    key = await key_for(brains, "acme", "read", "submit", "tasks")
     async with api.http(key) as http:
         first = await http.post(
             "/sessions/s1/submissions", json={"input": STEPS, "request_id": "r1"}
@@ -72,8 +72,8 @@ async def test_a_tenants_session_ids_are_its_own_and_say_nothing_of_another_tena
 ) -> None:
     brains.start_brain()
     api = await start_api(brains)
-    acme = await key_for(brains, "acme", "read", "submit")
-    globex = await key_for(brains, "globex", "read", "submit")
+    acme = await key_for(brains, "acme", "read", "submit", "tasks")
+    globex = await key_for(brains, "globex", "read", "submit", "tasks")
     async with api.http(acme) as http:
         made = await http.post(
             "/sessions/s1/submissions", json={"input": STEPS, "request_id": "r1"}
@@ -121,7 +121,7 @@ async def test_a_tenants_session_ids_are_its_own_and_say_nothing_of_another_tena
 
 async def test_a_key_needs_the_scope_of_what_it_does(brains: BrainHarness) -> None:
     api = await start_api(brains)
-    submitter = await key_for(brains, "acme", "read", "submit")
+    submitter = await key_for(brains, "acme", "read", "submit", "tasks")
     signaller = await key_for(brains, "acme", "signal")
     reader = await key_for(brains, "acme", "read")
     async with api.http(submitter) as http:
@@ -213,7 +213,7 @@ async def test_the_event_stream_resumes_after_the_last_event_id_even_on_another_
     brains: BrainHarness,
 ) -> None:
     api = await start_api(brains)
-    key = await key_for(brains, "acme", "read", "submit")
+    key = await key_for(brains, "acme", "read", "submit", "tasks")
     async with api.http(key) as http:
         await http.post("/sessions/s1/submissions", json={"input": STEPS, "request_id": "r1"})
         stream = events(http, "/sessions/s1/events")
@@ -252,8 +252,8 @@ async def test_the_sessions_list_stream_shows_its_tenants_changes_and_no_others(
 ) -> None:
     brains.start_brain()  # its commits are what the list streams hear of
     api = await start_api(brains)
-    acme = await key_for(brains, "acme", "read", "submit")
-    globex = await key_for(brains, "globex", "read", "submit")
+    acme = await key_for(brains, "acme", "read", "submit", "tasks")
+    globex = await key_for(brains, "globex", "read", "submit", "tasks")
     seen: list[list[dict[str, Any]]] = [[] for _ in range(3)]
 
     async def watch(http: httpx.AsyncClient, into: list[dict[str, Any]]) -> None:
@@ -290,7 +290,7 @@ async def test_the_sessions_list_stream_shows_its_tenants_changes_and_no_others(
 
 async def test_a_stopping_api_ends_its_event_streams_and_exits(brains: BrainHarness) -> None:
     api = await start_api(brains)
-    key = await key_for(brains, "acme", "read", "submit")
+    key = await key_for(brains, "acme", "read", "submit", "tasks")
     async with api.http(key) as http:
         await http.post("/sessions/s1/submissions", json={"input": STEPS})
         streams = [events(http, "/sessions/s1/events"), events(http, "/events")]
@@ -326,7 +326,7 @@ async def test_approve_and_deny_over_http(agent_run: AgentRun) -> None:
     agent_run.start_brain()
     agent_run.start_hands()
     api = await start_api(brains)
-    key = await key_for(brains, "acme", "read", "submit", "approve")
+    key = await key_for(brains, "acme", "read", "submit", "tasks", "approve")
 
     async def declared() -> bool:
         return "guarded" in await brains.store.declarations.agents("v1")
@@ -370,7 +370,7 @@ async def test_who_decided_is_the_key_and_four_eyes_keep_a_submitter_from_decidi
     agent_run.start_brain()
     agent_run.start_hands()
     api = await start_api(brains, BRAINHANDS_API_FOUR_EYES="true")
-    asker = await key_for(brains, "acme", "read", "submit", "approve")
+    asker = await key_for(brains, "acme", "read", "submit", "tasks", "approve")
     checker = await key_for(brains, "acme", "approve")
     async with api.http(asker) as http:
         ana, bo = await errand_waiting_for_two_approvals(http)

@@ -22,8 +22,8 @@ async def test_a_run_stopped_at_its_budget_shows_in_the_view_and_a_raise_resumes
     brains.start_brain(tasks=None, agents="tests.brain.budget_agents", **agent_run.extra)
     agent_run.start_hands()
     api = await start_api(brains)
-    operator = await key_for(brains, "acme", "read", "submit", "approve")
-    submitter = await key_for(brains, "acme", "read", "submit")
+    operator = await key_for(brains, "acme", "read", "submit", "tasks", "approve")
+    submitter = await key_for(brains, "acme", "read", "submit", "tasks")
 
     async def declared() -> bool:
         return "frugal" in await brains.store.declarations.agents("v1")

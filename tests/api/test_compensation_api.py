@@ -23,9 +23,9 @@ async def test_a_failed_undo_is_retried_over_http_once_by_an_operator_of_its_ten
     brains: BrainHarness,
 ) -> None:
     api = await start_api(brains)
-    operator = await key_for(brains, "acme", "read", "submit", "approve")
-    reader = await key_for(brains, "acme", "read", "submit")
-    stranger = await key_for(brains, "other", "read", "submit", "approve")
+    operator = await key_for(brains, "acme", "read", "submit", "tasks", "approve")
+    reader = await key_for(brains, "acme", "read", "submit", "tasks")
+    stranger = await key_for(brains, "other", "read", "submit", "tasks", "approve")
     trip = Trip(brains.store, "acme/trip-1")
     root, hotel = await trip.stuck()
     path = f"/sessions/trip-1/compensations/{root.id}"

@@ -68,7 +68,7 @@ async def test_an_operator_watches_a_session_approves_and_denies_and_sees_it_fin
     agent_run.start_brain()
     agent_run.start_hands()
     api = await start_api(brains)
-    key = await key_for(brains, "acme", "read", "submit", "approve")
+    key = await key_for(brains, "acme", "read", "submit", "tasks", "approve")
     wait = WebDriverWait(browser, 60)
 
     browser.get(f"{api.url}/console")
@@ -130,7 +130,7 @@ async def test_a_plain_event_source_opens_a_stream_with_a_stream_token(
     brains = agent_run.brains
     agent_run.start_brain(tasks="tests.helpers.kinds")
     api = await start_api(brains)
-    key = await key_for(brains, "acme", "read", "submit")
+    key = await key_for(brains, "acme", "read", "submit", "tasks")
     async with api.http(key) as http:
         made = await http.post(
             "/sessions/s1/submissions", json={"input": {"kind": "steps", "input": {}}}

@@ -44,9 +44,9 @@ async def test_every_block_of_docs_api_runs_against_a_live_deployment(
     namespace: dict[str, Any] = {
         "__name__": "docs_api",
         "API": api.url,
-        "ACME_APP": await key_for(brains, "acme", "read", "submit", "signal"),
+        "ACME_APP": await key_for(brains, "acme", "read", "submit", "tasks", "signal"),
         "ACME_OPS": await key_for(brains, "acme", "read", "signal", "approve"),
-        "GLOBEX_APP": await key_for(brains, "globex", "read", "submit"),
+        "GLOBEX_APP": await key_for(brains, "globex", "read", "submit", "tasks"),
         "ACME_WEBHOOK_SECRET": tenant_secret(SECRET.encode(), "acme", 0),
     }
     for block in python_blocks(PAGE):

@@ -20,8 +20,8 @@ STEPS = {"kind": "steps", "input": {"x": 1}}  # tests.helpers.kinds: appends to 
 async def test_a_documents_value_and_history_for_its_tenant_only(brains: BrainHarness) -> None:
     brains.start_brain()
     api = await start_api(brains)
-    acme = await key_for(brains, "acme", "read", "submit")
-    globex = await key_for(brains, "globex", "read", "submit")
+    acme = await key_for(brains, "acme", "read", "submit", "tasks")
+    globex = await key_for(brains, "globex", "read", "submit", "tasks")
     async with api.http(acme) as http, api.http(globex) as other:
         body = {"input": STEPS, "request_id": "r1"}
         done = await http.post("/sessions/s1/submissions", params={"wait": 30}, json=body)

@@ -91,7 +91,7 @@ async def test_an_unknown_query_parameter_is_ignored_and_a_repeated_one_refused(
     brains: BrainHarness,
 ) -> None:
     api = await start_api(brains)
-    key = await key_for(brains, "acme", "read", "submit")
+    key = await key_for(brains, "acme", "read", "submit", "tasks")
     async with api.http(key) as http:
         made = await http.post(
             "/sessions/s1/submissions", params={"_": "123"}, json={"input": STEPS}

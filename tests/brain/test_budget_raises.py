@@ -79,11 +79,11 @@ async def test_a_raise_is_refused_while_no_run_is_stopped_and_a_retried_one_is_s
 
     await run_until(store, agents, "s1", answered)
     again = await raise_to(store, 1000, "more")  # a retry, after the run went on: the same
-    assert not again.created and again.request.key == "more"
+    assert not again.created and again.signal_id == "more"
     with pytest.raises(DecisionRefused):
         await raise_to(store, 1000, "other")
     raises = [r for r in await store.inbox.of_session("s1") if r.name == BUDGET_SIGNAL]
-    assert [r.key for r in raises] == ["more"]
+    assert [r.key for r in raises] == ["brainhands.budget:more"]  # in the raises' namespace
 
 
 async def test_a_second_raise_of_one_stop_does_not_lift_the_runs_next_stop(
@@ -130,7 +130,7 @@ async def test_a_raise_left_by_a_cancelled_run_does_not_lift_a_later_runs_stop(
     await run_until(store, agents, "s1", cancelled)
     assert await stop_of(store) is None
     unapplied = [r for r in await store.inbox.of_session("s1") if r.applied_at is None]
-    assert [r.key for r in unapplied] == ["left"]  # kept: no wait for it any more
+    assert [r.key for r in unapplied] == ["brainhands.budget:left"]  # kept: no wait for it any more
 
     # A later run of the session stops at its own budget: the leftover raise reaches its
     # wait, and lifts nothing.

@@ -30,7 +30,7 @@ STEPS = {"kind": "steps", "input": {"x": 1}}
 
 async def test_submit_wait_read_and_follow_a_session_over_http(brains: BrainHarness) -> None:
     api = await start_api(brains)
-    key = await key_for(brains, "acme", "read", "submit", "signal")
+    key = await key_for(brains, "acme", "read", "submit", "tasks", "signal")
     async with HttpClient(api.url, key) as client:
         handle = await client.submit("s1", STEPS, request_id="r1")
         assert handle.created and (await handle.status()).status == "queued"
@@ -78,7 +78,7 @@ async def test_cancel_and_decide_over_http(agent_run: AgentRun) -> None:
     agent_run.start_brain(tasks="tests.helpers.kinds")
     agent_run.start_hands()
     api = await start_api(brains)
-    key = await key_for(brains, "acme", "read", "submit", "approve")
+    key = await key_for(brains, "acme", "read", "submit", "tasks", "approve")
     async with HttpClient(api.url, key) as client:
         asked = await client.submit("s1", "please do the errand", agent="guarded")
 
@@ -105,7 +105,7 @@ async def test_cancel_and_decide_over_http(agent_run: AgentRun) -> None:
 async def test_code_that_is_not_async_uses_the_blocking_client(brains: BrainHarness) -> None:
     brains.start_brain()
     api = await start_api(brains)
-    key = await key_for(brains, "acme", "read", "submit")
+    key = await key_for(brains, "acme", "read", "submit", "tasks")
 
     def application() -> tuple[Any, Any, list[str], bool]:
         """What a script without an event loop writes."""

@@ -95,7 +95,7 @@ async def watched_message(
     ``agent`` to session ``s1`` (request ``r1``), and return what its event stream showed
     (``seen_until_answered``, ``start()`` called once the first view came)."""
     api = await start_api(brains)
-    key = await key_for(brains, "acme", "read", "submit")
+    key = await key_for(brains, "acme", "read", "submit", "tasks")
     async with api.http(key) as http:
         made = await http.post(
             "/sessions/s1/submissions",

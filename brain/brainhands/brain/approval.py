@@ -23,6 +23,7 @@ from brainhands.brain.registry import TaskKind, TaskRegistry
 from brainhands.brain.task import (
     Child,
     Dispatch,
+    Fail,
     Finish,
     Next,
     PhaseContext,
@@ -47,6 +48,12 @@ class ApprovalRequest:
     on_expiry: Expiry = "deny"
     task_kind: str | None = None
     """For a task tool: the kind of the task an approval starts (else a Hands call)."""
+    operation_id: str | None = None
+    """The operation id the call was made with (``Call.operation_id``), kept for its dispatch."""
+    mirror: bool = False
+    """Made in a call's place where it was dispatched (``brain.dispatch``), not by an
+    agent: the approval ends as its call ended, so the task that made the call reads the
+    call's own outcome; denied or expired, it fails with the refusal."""
 
     def input(self) -> dict[str, Any]:
         return {
@@ -57,6 +64,8 @@ class ApprovalRequest:
             "expires_in": self.expires_in,
             "on_expiry": self.on_expiry,
             "task_kind": self.task_kind,
+            "operation_id": self.operation_id,
+            "mirror": self.mirror,
         }
 
 
@@ -96,19 +105,28 @@ def approval_kinds() -> TaskRegistry:
             kind, arguments = task.input.get("task_kind"), task.input["arguments"]
             if kind is not None:
                 return Spawn([Child(kind, arguments)], then="done", state=decision)
-            return Dispatch(task.input["tool"], arguments, then="done", state=decision)
+            return Dispatch(
+                task.input["tool"],
+                arguments,
+                then="done",
+                state=decision,
+                operation_id=task.input.get("operation_id"),
+            )
         reason = decision.get("reason") or "no reason given"
-        return Finish(
-            {
-                "status": "denied",
-                "error": f"call of {task.input['tool']!r} denied by {decision['by']}: {reason}",
-                "decision": decision,
-            }
-        )
+        refusal = {
+            "status": "denied",
+            "error": f"call of {task.input['tool']!r} denied by {decision['by']}: {reason}",
+            "decision": decision,
+        }
+        return Fail(refusal) if task.input.get("mirror") else Finish(refusal)
 
     @approval.phase("done", light=True)
     async def done(task: TaskView, docs: dict[str, Any], ctx: PhaseContext) -> Next:
         [outcome] = task.children
+        if task.input.get("mirror"):
+            if outcome.outcome == "succeeded":
+                return Finish(outcome.result)
+            return Fail(outcome.error)
         return Finish({**child_tool_outcome(outcome).for_model(), "decision": task.state})
 
     return registry

@@ -37,6 +37,7 @@ from brainhands.shared.store import (
     TaskChange,
     TaskRecord,
 )
+from brainhands.shared.vocabulary import signal_id_of
 
 TOOL_KIND = "brainhands.tool"
 """The built-in kind of a task that waits for one tool call's outcome."""
@@ -260,7 +261,7 @@ def received_signal(request: InboxRecord, now: float) -> dict[str, Any]:
     return {
         "name": request.name,
         "payload": body.get("payload"),
-        "signal_id": request.key,
+        "signal_id": signal_id_of(request.name or "", request.key),
         "timed_out": bool(body.get("timed_out", False)),
         "received_at": now,
     }

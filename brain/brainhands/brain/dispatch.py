@@ -5,6 +5,14 @@ the outbox of the same commit, so no job is ever sent for a call that was not re
 the sweeper can send it again from the row. Arguments too large to go inline are stored once,
 as a blob of that commit, and both refer to it.
 
+A call of a tool declared ``approval=True`` is dispatched only under an approval: made by
+an approval task (``brain.approval``: the approved call itself), or by a task below one (an
+approved task tool's task: what its approver approved). Any other caller -- a task kind
+started from a raw submission, a compensation, a follow-up -- gets an approval task in the
+call's place, which dispatches it once approved and then ends as the call ended, so the
+caller reads its outcome as it would the call's. Checked here, where every call of every
+path is committed, not in the agent loop.
+
 A call that has an undo (``brain.compensation``) says so in its tool task's input, frozen
 here from what the dispatching Brain knows: whichever Brain settles the call records its
 effect without having read the tool's declaration, and a cancel waits for its real outcome.
@@ -15,16 +23,18 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING
 
+from brainhands.brain.approval import ApprovalRequest
 from brainhands.brain.decide import COMPENSATE, TOOL_KIND, unknown_tool
 from brainhands.brain.ids import derive_operation_id
 from brainhands.brain.registry import TaskKind
-from brainhands.brain.task import Call
+from brainhands.brain.task import Call, Child
 from brainhands.shared.calls import ToolCallIntent
 from brainhands.shared.errors import UnknownToolError
 from brainhands.shared.messages import MAX_INLINE_JSON, encode
 from brainhands.shared.store import Draft, TaskRecord
 from brainhands.shared.tools import ToolDeclaration
 from brainhands.shared.tracing import current_carrier
+from brainhands.shared.vocabulary import APPROVAL_KIND
 
 if TYPE_CHECKING:
     from brainhands.brain.edits import SessionEdits
@@ -33,26 +43,16 @@ if TYPE_CHECKING:
 def dispatch(edits: SessionEdits, draft: Draft, task: TaskRecord, call: Call) -> str:
     """Record ``call``, made by ``task``, in ``draft``: its tool task (waiting, its input the
     call's intent) and its job in the outbox; or, for a tool no pool declared, its tool task
-    ended failed. Returns the tool task's id."""
-    task_id = edits.new_id(draft)
-    operation_id = derive_operation_id(edits.session.uid, task_id, call.operation_id)
+    ended failed; or, for a tool that needs an approval ``task`` is not under, an approval
+    task in its place. Returns the id of the task made."""
     try:
         declared = edits.tools.get(call.tool)
     except UnknownToolError as exc:
-        ended = unknown_tool(exc)
-        edits.create(
-            draft,
-            task_id=task_id,
-            kind=TOOL_KIND,
-            kind_version=1,
-            input={"tool": call.tool, "arguments": call.arguments},
-            parent_id=task.id,
-            status="terminal",
-            outcome=ended.outcome,
-            error=ended.error,
-            operation_id=operation_id,
-        )
-        return task_id
+        return undeclared(edits, draft, task, call, exc)
+    if declared.approval and not approved(edits, task):
+        return ask_approval(edits, draft, task, call)
+    task_id = edits.new_id(draft)
+    operation_id = derive_operation_id(edits.session.uid, task_id, call.operation_id)
     arguments, blob_id = call.arguments, None
     encoded = json.dumps(call.arguments).encode()
     if len(encoded) > MAX_INLINE_JSON:
@@ -77,6 +77,52 @@ def dispatch(edits: SessionEdits, draft: Draft, task: TaskRecord, call: Call) ->
     job = intent.job(compat=edits.compat, trace=current_carrier())
     draft.add_outbox(edits.topology.hands_queue(declared.pool), encode(job))
     return task_id
+
+
+def undeclared(
+    edits: SessionEdits, draft: Draft, task: TaskRecord, call: Call, exc: UnknownToolError
+) -> str:
+    """Record ``call`` of a tool no pool declared: its tool task, ended failed."""
+    task_id = edits.new_id(draft)
+    ended = unknown_tool(exc)
+    edits.create(
+        draft,
+        task_id=task_id,
+        kind=TOOL_KIND,
+        kind_version=1,
+        input={"tool": call.tool, "arguments": call.arguments},
+        parent_id=task.id,
+        status="terminal",
+        outcome=ended.outcome,
+        error=ended.error,
+        operation_id=derive_operation_id(edits.session.uid, task_id, call.operation_id),
+    )
+    return task_id
+
+
+def approved(edits: SessionEdits, task: TaskRecord) -> bool:
+    """Whether ``task`` is an approval task or a task below one: its calls were approved."""
+    row: TaskRecord | None = task
+    while row is not None:
+        if row.kind == APPROVAL_KIND:
+            return True
+        row = edits.rows.get(row.parent_id) if row.parent_id is not None else None
+    return False
+
+
+def ask_approval(edits: SessionEdits, draft: Draft, task: TaskRecord, call: Call) -> str:
+    """Put an approval task, made by ``task``, in the place of ``call``: it waits for a
+    decision (listed in the session's pending approvals), then dispatches the call and ends
+    as the call ended (``mirror``); denied or expired, it fails with the refusal."""
+    request = ApprovalRequest(
+        tool=call.tool,
+        arguments=call.arguments,
+        call_id=call.operation_id or "",
+        agent=task.kind,
+        operation_id=call.operation_id,
+        mirror=True,
+    )
+    return edits.spawn(draft, Child(APPROVAL_KIND, request.input()), parent=task.id)
 
 
 def frozen_undo(kind: TaskKind | None, declared: ToolDeclaration) -> str | bool | None:

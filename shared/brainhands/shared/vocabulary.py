@@ -34,20 +34,61 @@ DECISION_SIGNAL = "approval:"
 the API, only a key that may approve sends one."""
 
 
+RUNTIME_PREFIXES = (DECISION_PREFIX, "brainhands.", DECISION_SIGNAL)
+"""How the names (and the ids) of the runtime's own signals start: no plain signal's name
+or id may."""
+
+
 def signal_name(name: str, signal_id: str, *, decision: bool) -> str:
     """The stored name of a signal a client sends as ``name`` (``decision``: to a wait
-    declared a decision); ``InvalidRequest`` for a name the runtime keeps for its own
-    signals, or a name or id of no length or longer than ``SIGNAL_NAME_MAX``."""
-    if name.startswith((DECISION_PREFIX, "brainhands.", DECISION_SIGNAL)):
-        raise InvalidRequest(
-            f"signal names starting {DECISION_PREFIX!r}, 'brainhands.' or {DECISION_SIGNAL!r} "
-            "are the runtime's own (approvals: use approve and deny; a decision: decision=True)"
-        )
+    declared a decision); ``InvalidRequest`` for a name or an id in the runtime's own
+    namespaces (``RUNTIME_PREFIXES``), or of no length or longer than ``SIGNAL_NAME_MAX``."""
+    for what, value in (("name", name), ("signal_id", signal_id)):
+        if value.startswith(RUNTIME_PREFIXES):
+            raise InvalidRequest(
+                f"signal {what}s starting {DECISION_PREFIX!r}, 'brainhands.' or "
+                f"{DECISION_SIGNAL!r} are the runtime's own (approvals: use approve and deny; "
+                "a decision: decision=True)"
+            )
     stored = DECISION_SIGNAL + name if decision else name
     for what, value in (("name", stored), ("signal_id", signal_id)):
         if not 0 < len(value) <= SIGNAL_NAME_MAX:
             raise InvalidRequest(f"a signal's {what} has 1 to {SIGNAL_NAME_MAX} characters")
     return stored
+
+
+def signal_space(name: str) -> str:
+    """The namespace of the ids of the signals named ``name``: none for a plain signal;
+    for the runtime's own, one per kind of act (an approval's decision, a decision signal,
+    a budget raise, an act on a failed undo), so that an id an approver or an operator
+    will use can never be taken first by another kind of signal."""
+    if name.startswith(COMPENSATION_SIGNAL):
+        return COMPENSATION_SIGNAL
+    for prefix in (DECISION_PREFIX, DECISION_SIGNAL):
+        if name.startswith(prefix):
+            return prefix
+    return name + ":" if name.startswith("brainhands.") else ""
+
+
+def signal_key(name: str, signal_id: str) -> str:
+    """The inbox key of signal ``signal_id`` sent as ``name``: a plain signal's id as it
+    is (``InvalidRequest`` for an id in a runtime namespace), a runtime signal's id in its
+    namespace (``signal_space``; an id already in it, as an exclusive wait's own, as it
+    is). Every sender goes through it, so no plain signal can enter a decision's key."""
+    space = signal_space(name)
+    if not space:
+        if signal_id.startswith(RUNTIME_PREFIXES):
+            raise InvalidRequest(f"signal id {signal_id!r} is in the runtime's own namespace")
+        return signal_id
+    return signal_id if signal_id.startswith(space) else space + signal_id
+
+
+def signal_id_of(name: str, key: str) -> str:
+    """The id a signal named ``name`` was sent under, from its inbox key (``signal_key``)."""
+    space = signal_space(name)
+    if space and key != name and key.startswith(space):
+        return key[len(space) :]
+    return key
 
 
 BUDGET_SIGNAL = "brainhands.budget"

@@ -154,6 +154,10 @@ def create_app(
         the submission has ended (or with its status then), in this one request."""
         who = caller(request)
         key = session_key(who.tenant, session_id)
+        if isinstance(body, InputSubmission) and not who.may("tasks"):
+            raise HTTPException(
+                403, "a task kind's raw input needs a key with the 'tasks' scope too"
+            )
         if isinstance(body, TextSubmission):
             served = await agents.names(body.agent)
             if served and body.agent not in served:  # none declared yet: a Brain will say
@@ -366,8 +370,9 @@ def create_app(
             signal_id=body.signal_id,
             decision=body.decision,
             principal=acting(who),
+            four_eyes=settings.api_four_eyes,
         )
-        return SignalOut(signal_id=receipt.request.key, created=receipt.created)
+        return SignalOut(signal_id=receipt.signal_id, created=receipt.created)
 
     @app.post("/sessions/{session_id}/budget", tags=["budgets"], openapi_extra=needs("approve"))
     async def raise_budget(session_id: SessionId, body: BudgetRaise, request: Request) -> SignalOut:
@@ -381,11 +386,12 @@ def create_app(
             await known.existing(who.tenant, session_id),
             principal=acting(who),
             raise_id=body.raise_id,
+            four_eyes=settings.api_four_eyes,
             **_limits(body),
         )
-        return SignalOut(signal_id=receipt.request.key, created=receipt.created)
+        return SignalOut(signal_id=receipt.signal_id, created=receipt.created)
 
-    app.include_router(compensation_routes(client, known, acting))
+    app.include_router(compensation_routes(client, known, acting, settings.api_four_eyes))
     app.include_router(tenant_routes(client, acting))
     return app
 

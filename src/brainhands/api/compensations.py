@@ -30,10 +30,10 @@ class CompensationAct(Closed):
 
 
 def compensation_routes(
-    client: Client, known: KnownSessions, acting: Callable[[Principal], str]
+    client: Client, known: KnownSessions, acting: Callable[[Principal], str], four_eyes: bool
 ) -> APIRouter:
     """``POST /sessions/{id}/compensations/{task_id}``; ``acting``: what a key's acts are
-    recorded as."""
+    recorded as; ``four_eyes``: refused to a key that submitted to the session."""
     app = APIRouter(route_class=Guarded)
 
     @app.post(
@@ -56,7 +56,8 @@ def compensation_routes(
             reason=body.reason,
             action_id=body.action_id,
             principal=acting(who),
+            four_eyes=four_eyes,
         )
-        return SignalOut(signal_id=receipt.request.key, created=receipt.created)
+        return SignalOut(signal_id=receipt.signal_id, created=receipt.created)
 
     return app

@@ -19,9 +19,19 @@ from brainhands.shared.errors import NotFoundError
 from brainhands.shared.store import ApiKeyRecord, Store
 from brainhands.shared.tenancy import check_tenant
 
-Scope = Literal["read", "submit", "signal", "approve", "admin", "operator"]
-SCOPES: tuple[Scope, ...] = ("read", "submit", "signal", "approve", "admin", "operator")
-"""``read`` sessions, ``submit`` (and cancel) submissions, ``signal`` a waiting task,
+Scope = Literal["read", "submit", "tasks", "signal", "approve", "admin", "operator"]
+SCOPES: tuple[Scope, ...] = (
+    "read",
+    "submit",
+    "tasks",
+    "signal",
+    "approve",
+    "admin",
+    "operator",
+)
+"""``read`` sessions, ``submit`` (and cancel) submissions, ``tasks``: with ``submit``,
+submit a task kind's raw ``input`` (an agent-only key sends messages to agents alone),
+``signal`` a waiting task,
 ``approve`` (or deny) calls and decide signals declared as decisions, ``admin``: all of
 them, and the API's metrics. ``operator``: acts on tenants rather than within one (a
 tenant's budget): a tenant's own keys, ``admin`` ones too, never may."""

@@ -25,8 +25,8 @@ class ApiSettings(CommonSettings):
     api_compat: str = "v1"
     """The Brain build sessions created through the API are run by."""
     api_four_eyes: bool = False
-    """A call is approved or denied only by a key other than the ones that submitted to
-    its session."""
+    """A session's decisions (approve, deny, decision signals, budget raises, undo retry
+    or abandon) are made only by a key other than the ones that submitted to it."""
     api_cors_origins: str = ""
     """Comma-separated origins whose pages may call the API from a browser
     (``https://console.example.com``); empty: none but the API's own."""

@@ -192,7 +192,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--scope",
         action="append",
-        choices=["read", "submit", "signal", "approve", "admin", "operator"],
+        choices=["read", "submit", "tasks", "signal", "approve", "admin", "operator"],
         help="create: what the key may do (repeatable)",
     )
     p.add_argument("--name", help="create: who or what holds it (kept with decisions)")

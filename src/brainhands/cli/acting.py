@@ -35,7 +35,7 @@ async def signal(args: argparse.Namespace) -> int:
             args.session, args.name, payload, signal_id=args.id, decision=args.decision
         )
     seen = "sent" if receipt.created else "already sent earlier: counted once"
-    print(f"signal {args.name!r} ({receipt.request.key}) to session {args.session}: {seen}")
+    print(f"signal {args.name!r} ({receipt.signal_id}) to session {args.session}: {seen}")
     return 0
 
 

@@ -15,10 +15,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from brainhands.client.four_eyes import check_four_eyes
 from brainhands.client.submission import DecidedBy
 from brainhands.shared.errors import DecisionRefused, InvalidRequest, NotFoundError
 from brainhands.shared.store import InboxRecord, OutboxMessage, Store, TaskRecord
 from brainhands.shared.vocabulary import APPROVAL_KIND, Verdict, decision_signal
+
+DECISION_FIELDS = frozenset({"verdict", "by", "reason", "decision_id", "at"})
+"""What a decision's payload holds (``_decide_one``)."""
 
 
 class AllPending:
@@ -172,11 +176,8 @@ async def _decide_one(
     task = (await store.queries.tasks_by_ids([approval_id])).get(approval_id)
     if task is None or task.kind != APPROVAL_KIND or task.session_id != session_id:
         raise NotFoundError(f"session {session_id} has no approval {approval_id!r}")
-    if four_eyes and await store.submissions.submitted_by(session_id, principal):
-        raise DecisionRefused(
-            f"approval {approval_id!r}: {principal} submitted to this session, and a call "
-            "is decided by someone other than who asked for it (four eyes)"
-        )
+    if four_eyes:
+        await check_four_eyes(store, session_id, principal, f"approval {approval_id!r}")
     name = decision_signal(approval_id)
     decision_id = decision_id or uuid.uuid4().hex
     if task.status == "terminal":
@@ -209,7 +210,10 @@ def _counted(approval_id: str, made: InboxRecord, verdict: Verdict, *, new: bool
             approval_id, "denied", "expiry", reason, made.key, made.created_at, False
         )
     else:
-        p = body["payload"]
+        p = body.get("payload")
+        if not isinstance(p, dict) or not p.keys() >= DECISION_FIELDS:
+            # Only a decision takes its key; a record kept from before is never read as one.
+            raise DecisionRefused(f"approval {approval_id!r} holds no decision to show")
         decision = Decision(
             approval_id,
             p["verdict"],

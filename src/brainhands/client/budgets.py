@@ -44,6 +44,7 @@ from brainhands.shared.vocabulary import (
     budget_stop_ref,
     check_budget,
     check_tenant_budget,
+    signal_key,
 )
 
 RESUME_PAGE = 100
@@ -165,8 +166,8 @@ async def _raise_sent(store: Store, session_id: str, raise_id: str | None) -> In
     """The raise sent to the session under ``raise_id`` before, if any."""
     if raise_id is None:
         return None
-    sent = await store.inbox.of_session(session_id)
-    return next((r for r in sent if r.name == BUDGET_SIGNAL and r.key == raise_id), None)
+    sent, key = await store.inbox.of_session(session_id), signal_key(BUDGET_SIGNAL, raise_id)
+    return next((r for r in sent if r.name == BUDGET_SIGNAL and r.key == key), None)
 
 
 @dataclass(frozen=True)

@@ -34,6 +34,7 @@ from brainhands.shared.vocabulary import (
     CompensationAction,
     compensation_ref,
     compensation_signal,
+    signal_key,
 )
 
 
@@ -152,4 +153,4 @@ async def _act_sent(
         return None
     sent = await store.inbox.of_session(session_id)
     name = compensation_signal(task_id)
-    return next((r for r in sent if r.name == name and r.key == action_id), None)
+    return next((r for r in sent if r.name == name and r.key == signal_key(name, action_id)), None)

@@ -31,6 +31,7 @@ from typing import Any, Unpack
 
 from brainhands.client.approvals import PendingApproval, pending_approvals
 from brainhands.client.budgets import with_budget
+from brainhands.client.four_eyes import check_four_eyes
 from brainhands.client.operator import OperatorActs
 from brainhands.client.submission import SignalOptions, Submission, SubmitOptions
 from brainhands.client.views import SessionView, session_view
@@ -284,12 +285,16 @@ class Client(OperatorActs):
         (``WaitSignal``) resumes with ``payload``; with none waiting yet, it is kept until
         one does. The same ``signal_id`` (random by default) twice is one signal
         (``created`` False). ``decision``: for a wait declared a decision
-        (``WaitSignal(..., decision=True)``), which no other signal of that name reaches.
-        ``principal``: who sends it (default: the client's). ``NotFoundError`` for an
-        unknown session."""
+        (``WaitSignal(..., decision=True)``), which no other signal of that name reaches;
+        ``four_eyes``: a decision refused (``DecisionRefused``) to a principal that
+        submitted to the session. ``principal``: who sends it (default: the client's).
+        ``NotFoundError`` for an unknown session."""
         signal_id = options.get("signal_id") or uuid.uuid4().hex
-        name = signal_name(name, signal_id, decision=options.get("decision", False))
+        decision = options.get("decision", False)
+        name = signal_name(name, signal_id, decision=decision)
         key = self.key(session_id)
+        if decision and options.get("four_eyes", False):
+            await check_four_eyes(self.store, key, principal or self.principal, "a decision")
         receipt = await self.store.inbox.send_signal(
             session_id=key,
             name=name,

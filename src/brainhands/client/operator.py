@@ -11,6 +11,7 @@ from typing import Protocol, Unpack
 from brainhands.client.approvals import AllPending, Decision, decide
 from brainhands.client.budgets import TenantBudgetSet, raise_budget, set_tenant_budget
 from brainhands.client.compensations import act_on_compensation
+from brainhands.client.four_eyes import check_four_eyes
 from brainhands.client.submission import DecidedBy
 from brainhands.shared.relay import OutboxRelay
 from brainhands.shared.store import InboxReceipt, OutboxMessage, Store, TenantBudget
@@ -104,14 +105,18 @@ class OperatorActs:
         *,
         principal: str | None = None,
         raise_id: str | None = None,
+        four_eyes: bool = False,
         **limits: float,
     ) -> InboxReceipt:
         """Raise the budget of ``session_id``'s run (``tokens=``, ``cost=``, ``tool_calls=``,
         ``seconds=``: the new limits): a run stopped at it resumes. The same ``raise_id``
         twice is one raise. A raise lifts only the stop it was sent for; one sent while no run
-        is stopped is refused (``DecisionRefused``)."""
+        is stopped is refused (``DecisionRefused``), as is one by a principal that submitted
+        to the session when ``four_eyes``."""
         key = self.key(session_id)
         who, wake = principal or self.principal, self._wake(key, "budget")
+        if four_eyes:
+            await check_four_eyes(self.store, key, who, "a budget raise")
         receipt = await raise_budget(self.store, key, limits, wake, who, raise_id)
         await self._relay.flush()
         return receipt
@@ -125,14 +130,18 @@ class OperatorActs:
         reason: str,
         action_id: str | None = None,
         principal: str | None = None,
+        four_eyes: bool = False,
     ) -> InboxReceipt:
         """Act on the failed undo task ``task_id`` of ``session_id`` waits with: ``retry``
         runs it again, under a new operation id, and the compensation goes on; ``abandon``
         ends the task failed, the effects not undone listed in its error with ``reason``.
         The same ``action_id`` twice is one act; ``DecisionRefused`` when the task is not
-        waiting for one. See ``client.compensations``."""
+        waiting for one, or (``four_eyes``) when the principal submitted to the session.
+        See ``client.compensations``."""
         key = self.key(session_id)
         who, wake = principal or self.principal, self._wake(key, "compensation")
+        if four_eyes:
+            await check_four_eyes(self.store, key, who, f"an act on task {task_id}'s undo")
         receipt = await act_on_compensation(
             self.store, key, task_id, action, reason, wake, who, action_id
         )

@@ -31,6 +31,7 @@ class SignalOptions(TypedDict, total=False):
 
     signal_id: str | None
     decision: bool
+    four_eyes: bool
 
 
 class DecidedBy(TypedDict, total=False):

@@ -5,6 +5,11 @@ The service accepts a send under a key and can be asked about that key later, so
 the service whether the email went out instead of sending it again. ``send_email_unsafe``
 uses an endpoint that cannot be asked and does not dedupe: the runtime never repeats it on
 its own and records ``uncertain`` when it cannot know.
+
+With ``NOTIFY_APPROVE`` set (``brainhands demo --approve``) both sends are declared to need
+approval: a send is dispatched only under one, wherever it is made -- by the agent's batch,
+which its approver approved as a whole, or by a ``notice-batch`` submitted directly, whose
+every send then waits for its own.
 """
 
 from __future__ import annotations
@@ -35,6 +40,10 @@ class Lookup(BaseModel):
     key: str = Field(description="the key the email was sent under")
 
 
+APPROVAL = bool(os.environ.get("NOTIFY_APPROVE"))
+"""The sends need approval (``brainhands demo --approve``)."""
+
+
 def service() -> EmailClient:
     return EmailClient(os.environ.get("NOTIFY_EMAIL_URL", "http://127.0.0.1:8025"), timeout=10)
 
@@ -54,6 +63,7 @@ async def was_sent(args: Email, ctx: ToolContext) -> QueryAnswer:
     query=was_sent,
     timeout=30,
     retry=RetryPolicy(max_attempts=5, initial_delay=0.2, max_delay=2),
+    approval=APPROVAL,
 )
 async def send_email(args: Email, ctx: ToolContext) -> dict[str, Any]:
     """Send one email; the service dedupes on its key."""
@@ -77,7 +87,7 @@ async def lookup_email(args: Lookup, ctx: ToolContext) -> dict[str, Any]:
     return {"sent": receipt is not None, "receipt": receipt}
 
 
-@tool(pool="email", policy="unsafe", timeout=30)
+@tool(pool="email", policy="unsafe", timeout=30, approval=APPROVAL)
 async def send_email_unsafe(args: Email, ctx: ToolContext) -> dict[str, Any]:
     """Send through an endpoint that neither dedupes nor answers questions."""
     try:

@@ -23,6 +23,7 @@ from brainhands.shared.store.commit import insert_outbox
 from brainhands.shared.store.details import inbox_in
 from brainhands.shared.store.draft import OutboxMessage
 from brainhands.shared.store.records import JSON, CommitReceipt, InboxRecord, OutboxRow
+from brainhands.shared.vocabulary import signal_id_of, signal_key
 
 if TYPE_CHECKING:
     from brainhands.shared.store.store import Store
@@ -33,6 +34,11 @@ class InboxReceipt:
     request: InboxRecord
     created: bool
     """False when the same request was made before: nothing new was written."""
+
+    @property
+    def signal_id(self) -> str:
+        """For a signal: the id it was sent under (its key less its namespace)."""
+        return signal_id_of(self.request.name or "", self.request.key)
 
 
 class Inbox:
@@ -100,12 +106,19 @@ class Inbox:
     ) -> InboxReceipt:
         """Keep a signal named ``name`` in the session's inbox until a wait receives it; the
         same ``signal_id`` twice is one signal. ``timed_out``: an exclusive wait's timeout, sent
-        as its one signal. ``sender``: who sent it, as their credential says, kept with it."""
+        as its one signal. ``sender``: who sent it, as their credential says, kept with it.
+        The id is kept in the namespace of the name's kind (``signal_key``): a plain signal
+        never takes the key of a decision, a budget raise or an act on a failed undo."""
         body: dict[str, Any] = {"payload": payload}
         if timed_out:
             body["timed_out"] = True
         if sender is not None:
             body["sender"] = sender
         return await self.send_request(
-            session_id=session_id, kind="signal", key=signal_id, name=name, body=body, wake=wake
+            session_id=session_id,
+            kind="signal",
+            key=signal_key(name, signal_id),
+            name=name,
+            body=body,
+            wake=wake,
         )

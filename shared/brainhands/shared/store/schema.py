@@ -261,7 +261,8 @@ inbox = Table(
     ),
     Column("session_id", SESSION_ID, ForeignKey("session.id"), nullable=False),
     Column("kind", String(32), nullable=False),
-    Column("key", String(128), nullable=False),
+    # A signal's id in its namespace (``vocabulary.signal_key``): a prefix and 128 characters.
+    Column("key", String(192), nullable=False),
     Column("body", JSON, nullable=True),
     Column("name", String(128), nullable=True),
     Column("created_at", Float, nullable=False),

@@ -4,7 +4,7 @@ them too (``webhook_secret``); and what a tenant's view says of a failed deliver
 the words it is told now (the transport's error it kept before told what listens where)
 
 Revision ID: 0018
-Revises: 0016
+Revises: 0017
 Create Date: 2026-12-06 23:30:00.000000
 """
 
@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0018"
-down_revision = "0016"
+down_revision = "0017"
 branch_labels = None
 depends_on = None
 
