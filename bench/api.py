@@ -33,6 +33,11 @@ with ``brainhands.api.keys.create_key``, or none (``--auth none``).
    noise hits all alike. The difference at p50 between the bare request and the client is
    what the API adds; httpx adds its own cost on top, shown by ``GET /healthz`` both ways.
 
+3. **Long polls.** ``--long-polls`` requests (``GET .../submissions/{id}?wait=60``, one
+   per session, on submissions no Brain runs) held open: the store reads a second they
+   cost, against none open (``bench.api_long_polls``, which also compares with an older
+   commit's API: ``--before REF``). 0 skips it.
+
 Targets: the API adds <= 2 ms at p50 to a submission's round trip; with 1,000 watchers the
 commit -> event p50 is <= 50 ms and none falls behind.
 
@@ -752,6 +757,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--warmup", type=int, default=3, help="unmeasured commits and sessions")
     parser.add_argument("--auth", choices=["keys", "none"], default="keys", help="API auth")
     parser.add_argument("--timeout", type=float, default=90.0, help="seconds a step may take")
+    parser.add_argument("--long-polls", type=int, default=1000, help="waiters (part 3; 0: none)")
     parser.add_argument("--logs", help="keep the processes' logs in this directory")
     add_service_urls(parser, "postgres", "rabbitmq", "redis")
     args = parser.parse_args(argv)
@@ -777,7 +783,26 @@ async def main(args: argparse.Namespace) -> None:
             queues = [topology.hands_queue(POOL), *topology.brain_queues(COMPAT)]
             await clean_namespace(args, namespace, queues, [db_schema])
     report(args, results)
+    if args.long_polls:
+        await long_poll_row(args)
     print(f"({machine()})")
+
+
+async def long_poll_row(args: argparse.Namespace) -> None:
+    """Part 3, on a deployment of its own."""
+    from bench import api_long_polls  # it imports this module's helpers
+
+    print(f"\n3. long polls: {args.long_polls} waiters", flush=True)
+    polls = argparse.Namespace(
+        **vars(args),
+        waiters=args.long_polls,
+        window=20.0,
+        settle=2 * api_long_polls.STATS_FLUSH + 1,
+    )
+    with tempfile.TemporaryDirectory(prefix="brainhands-bench-api-polls-") as tmp:
+        found = await api_long_polls.measure(polls, Path(args.logs or tmp) / "long-polls", ROOT)
+    print()
+    print_table(["long polls", "this tree"], api_long_polls.rows(found), align="<>")
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -120,7 +121,7 @@ async def test_a_tenants_session_ids_are_its_own_and_say_nothing_of_another_tena
 
 
 async def test_a_key_needs_the_scope_of_what_it_does(brains: BrainHarness) -> None:
-    api = await start_api(brains)
+    api = await start_api(brains, BRAINHANDS_API_DOCS="true")
     submitter = await key_for(brains, "acme", "read", "submit", "tasks")
     signaller = await key_for(brains, "acme", "signal")
     reader = await key_for(brains, "acme", "read")
@@ -129,7 +130,7 @@ async def test_a_key_needs_the_scope_of_what_it_does(brains: BrainHarness) -> No
         refused = await http.post("/sessions/s1/signals", json={"name": "go"})
         assert refused.status_code == 403 and "'signal' scope" in refused.json()["detail"]
         metrics = await http.get("/metrics")
-        assert metrics.status_code == 403 and "'admin' scope" in metrics.json()["detail"]
+        assert metrics.status_code == 403 and "'operator' scope" in metrics.json()["detail"]
     async with api.http(signaller) as http:
         sent = await http.post("/sessions/s1/signals", json={"name": "go"})
         assert sent.status_code == 200, sent.text
@@ -147,7 +148,8 @@ async def test_a_key_needs_the_scope_of_what_it_does(brains: BrainHarness) -> No
         assert (await http.get("/metrics")).status_code == 401
     async with api.http("bh_nope_nothing") as http:
         assert (await http.get("/sessions")).status_code == 401
-        document = (await http.get("/openapi.json")).json()  # public, like /healthz
+    async with api.http(reader) as http:
+        document = (await http.get("/openapi.json")).json()  # for any key, when turned on
     assert document["components"]["securitySchemes"]["apiKey"]["scheme"] == "bearer"
     operations = {
         f"{method.upper()} {path}": op
@@ -157,7 +159,7 @@ async def test_a_key_needs_the_scope_of_what_it_does(brains: BrainHarness) -> No
     assert operations["GET /healthz"].get("security") is None
     assert operations["POST /sessions/{session_id}/submissions"]["x-scope"] == "submit"
     assert operations["POST /sessions/{session_id}/signals"]["x-scope"] == "signal"
-    assert operations["GET /metrics"]["x-scope"] == "admin"
+    assert operations["GET /metrics"]["x-scope"] == "operator"
     assert operations["POST /sessions/{session_id}/approvals/{approval_id}/deny"]["x-scope"] == (
         "approve"
     )
@@ -169,6 +171,12 @@ async def test_a_key_needs_the_scope_of_what_it_does(brains: BrainHarness) -> No
             )
     logged = await asyncio.to_thread(Path(api.log).read_text)
     assert submitter.split("_")[-1] not in logged  # no secret in the logs
+
+
+async def _chunked(size: int) -> AsyncIterator[bytes]:
+    """A body of ``size`` bytes sent in chunks, with no ``Content-Length``."""
+    for _ in range(size // 1024):
+        yield b"[" * 1024
 
 
 async def test_bad_input_gets_a_problem_saying_what_is_wrong(brains: BrainHarness) -> None:
@@ -183,6 +191,11 @@ async def test_bad_input_gets_a_problem_saying_what_is_wrong(brains: BrainHarnes
             (await http.post("/sessions/s1/submissions", json={"text": "a", "input": STEPS}),
              422, "Extra inputs are not permitted"),
             (await http.post("/sessions/s1/submissions", json={"text": "x" * 5000}), 413, "2048"),
+            (await http.post("/sessions/s1/submissions", content=_chunked(3 * 1024),
+                             headers={"content-type": "application/json"}), 413, "2048"),
+            (await http.post("/sessions/s1/submissions", content=b'{"input": {"x": NaN}}',
+                             headers={"content-type": "application/json"}), 422,
+             "body: NaN is not a finite number"),
             (await http.post("/sessions/bad%20id/submissions", json={"input": STEPS}), 422,
              "session_id"),
             (await http.get("/sessions/nobody"), 404, "session nobody does not exist"),

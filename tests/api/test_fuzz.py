@@ -1,6 +1,8 @@
 """The API fuzzed from its own OpenAPI document (schemathesis): whatever a client sends that
 the document describes, or gets wrong, the answer is never a server error and always what
-the document says it can be."""
+the document says it can be; and every body field given a value the store would keep but
+no view could show again (too deep, a lone surrogate, Infinity or NaN) is refused with a
+4xx."""
 
 from __future__ import annotations
 
@@ -12,7 +14,9 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
+import httpx
 import hypothesis
 import hypothesis.errors
 import pytest
@@ -41,6 +45,7 @@ def fuzzed_api(
         "BRAINHANDS_API_BURST": "100000",
         "BRAINHANDS_WEBHOOK_SECRET": "fuzz",  # a callback_url the document allows is taken,
         "BRAINHANDS_WEBHOOK_ALLOW": "0.0.0.0/0,::/0",  # to any address (tests/security's)
+        "BRAINHANDS_API_DOCS": "true",  # the document, for a key
     }
     made = subprocess.run(
         [
@@ -96,8 +101,8 @@ def test_no_request_the_document_allows_or_forbids_gets_a_server_error(
     (negative); each answer is checked against the document (status, content type,
     schema) and must not be a 5xx. The event streams never end: ``test_api`` has them."""
     url, key = fuzzed_api
-    schema = schemathesis.openapi.from_url(f"{url}/openapi.json")
     auth = {"Authorization": f"Bearer {key}"}
+    schema = schemathesis.openapi.from_url(f"{url}/openapi.json", headers=auth)
     fuzzed, failures = [], []
     for found in schema.get_all_operations():
         operation = found.ok()
@@ -134,3 +139,64 @@ def test_no_request_the_document_allows_or_forbids_gets_a_server_error(
         fuzzed.append(name)
     assert len(fuzzed) >= 9, fuzzed
     assert not failures, "\n\n".join(failures)
+
+
+HOSTILE = {
+    "nested too deep": "[" * 600 + "]" * 600,
+    "a lone surrogate": '"\\ud800"',
+    "a lone surrogate in a key": '{"\\udfff": 1}',
+    "Infinity": "Infinity",
+    "-Infinity": "-Infinity",
+    "NaN": "NaN",
+    "a number too large for a float": "1e999",
+}
+"""JSON values the store would keep and no view could show again (each as raw JSON text)."""
+
+
+def test_every_body_field_refuses_what_no_view_could_show_with_a_4xx(
+    fuzzed_api: tuple[str, str],
+) -> None:
+    """Each hostile value in each field of each operation's body (and as a whole body):
+    every answer a 4xx problem, never a server error."""
+    url, key = fuzzed_api
+    auth = {"Authorization": f"Bearer {key}"}
+    document = httpx.get(f"{url}/openapi.json", headers=auth).json()
+    tried = 0
+    with httpx.Client(base_url=url, headers=auth, timeout=30) as http:
+        for path, item in document["paths"].items():
+            for method, operation in item.items():
+                fields = _body_fields(document, operation)
+                if fields is None:
+                    continue
+                target = path.replace("{session_id}", "s1").replace("{tenant}", "fuzz")
+                target = target.replace("{approval_id}", "a1").replace("{task_id}", "t1")
+                for field in [*fields, None]:
+                    for what, value in HOSTILE.items():
+                        body = value if field is None else f'{{"{field}": {value}}}'
+                        answer = http.request(
+                            method.upper(),
+                            target,
+                            content=body.encode(),
+                            headers={"content-type": "application/json"},
+                        )
+                        tried += 1
+                        where = f"{method.upper()} {path} {field}: {what}"
+                        assert 400 <= answer.status_code < 500, (where, answer.text)
+                        assert answer.headers["content-type"] == "application/problem+json"
+    assert tried >= 100, tried
+
+
+def _body_fields(document: dict[str, Any], operation: dict[str, Any]) -> list[str] | None:
+    """The top-level fields of an operation's JSON body (None: it takes none)."""
+    content = operation.get("requestBody", {}).get("content", {}).get("application/json")
+    if content is None:
+        return None
+    fields: set[str] = set()
+    pending = [content["schema"]]
+    while pending:
+        schema = pending.pop()
+        if "$ref" in schema:
+            schema = document["components"]["schemas"][schema["$ref"].rsplit("/", 1)[1]]
+        pending.extend(schema.get("anyOf", []) + schema.get("oneOf", []))
+        fields.update(schema.get("properties", {}))
+    return sorted(fields)

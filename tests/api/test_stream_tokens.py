@@ -30,6 +30,9 @@ def test_a_token_altered_or_signed_elsewhere_reads_as_nothing() -> None:
         StreamTokens(b"another").mint("k1", "s1", ttl=60)[0],  # another API's secret
         token.removeprefix("bhs_"),
         "bhs_nothing",
+        "bhs_abc.é",  # a signature that is no ASCII: nothing, not an error
+        f"{body}.{signature}é",
+        "bhs_é.abc",
         "",
     ):
         assert tokens.read(bad) is None, bad

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
+from brainhands.api.keys import Principal
 from brainhands.api.watcher import BACKLOG, Watcher, Watchers
 from brainhands.shared.messages import LiveNote
 
@@ -62,11 +63,28 @@ async def test_every_open_stream_is_pinged_by_one_timer_and_closed_at_shutdown()
     with watchers.open() as first, watchers.open() as second:
         assert await asyncio.wait_for(first.next(), 1) == "ping"
         assert await asyncio.wait_for(second.next(), 1) == "ping"
-        pinger = watchers._pinger
-        assert pinger is not None
+        [pinger] = watchers._timers  # no credential check without a way to check
         watchers.close()
         assert [await first.next(), await second.next()] == ["closed", "closed"]
         with watchers.open() as late:  # a stream opening during shutdown ends at once
             assert await late.next() == "closed"
     await asyncio.sleep(0)
-    assert pinger.cancelled() and watchers._pinger is None  # no timer with no stream open
+    assert pinger.cancelled() and not watchers._timers  # no timer with no stream open
+
+
+async def test_a_stream_ends_once_the_credential_it_was_opened_with_does() -> None:
+    revoked: set[str] = set()
+
+    async def valid(who: Principal) -> bool:
+        return who.key_id not in revoked
+
+    watchers = Watchers(period=60, valid=valid, check=0.02)
+    alice = Principal("k1", "acme", "alice", frozenset({"read"}))
+    bob = Principal("k2", "acme", "bob", frozenset({"read"}))
+    with watchers.open(alice) as kept, watchers.open(bob) as ended, watchers.open() as dev:
+        revoked.add("k2")
+        assert await asyncio.wait_for(ended.next(), 1) == "closed"
+        await asyncio.sleep(0.1)  # several checks later, the others still run
+        kept.changed()
+        dev.changed()
+        assert [await kept.next(), await dev.next()] == ["changed", "changed"]

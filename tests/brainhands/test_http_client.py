@@ -13,10 +13,12 @@ from brainhands import (
     ApiError,
     DecisionRefused,
     HttpClient,
+    InvalidRequest,
     NotFoundError,
     SubmissionFailed,
     SyncHttpClient,
 )
+from brainhands.client.http import _path
 from tests.helpers.agent_run import AgentRun, agent_run
 from tests.helpers.api import key_for, start_api
 from tests.helpers.brains import BrainHarness
@@ -126,3 +128,35 @@ async def test_code_that_is_not_async_uses_the_blocking_client(brains: BrainHarn
     assert answer["input"] == {"x": 1}
     assert [s["status"] for s in view["submissions"]] == ["answered"]
     assert listed == ["s1"] and missing
+
+
+@pytest.mark.parametrize(
+    ("segments", "path"),
+    [
+        (("sessions", "s1"), "/sessions/s1"),
+        (
+            ("sessions", "a/../../approvals?session_id=x"),
+            "/sessions/a%2F..%2F..%2Fapprovals%3Fsession_id%3Dx",
+        ),
+        (("sessions", "..", "events"), "/sessions/%2E%2E/events"),
+        (("sessions", ".", "budget"), "/sessions/%2E/budget"),
+        (("sessions", "x#frag", "é 100%"), "/sessions/x%23frag/%C3%A9%20100%25"),
+    ],
+)
+def test_every_id_is_one_encoded_path_segment(segments: tuple[str, ...], path: str) -> None:
+    assert _path(*segments) == path
+
+
+def _deep(depth: int) -> list[Any]:
+    value: list[Any] = []
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+@pytest.mark.parametrize("payload", [float("nan"), {"x": float("inf")}, "\ud800", _deep(70)])
+async def test_a_payload_no_view_could_show_is_refused_before_it_is_sent(payload: Any) -> None:
+    # Nothing listens there: a request sent would fail otherwise.
+    async with HttpClient("http://127.0.0.1:9", "bh_x_y") as client:
+        with pytest.raises(InvalidRequest, match=r"^body\.payload"):
+            await client.signal("s1", "go", payload)

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import secrets
 from dataclasses import asdict
+from functools import partial
 from typing import Annotated, Any, Literal
 
 from fastapi import FastAPI, Query, Request
-from fastapi.responses import PlainTextResponse, Response
+from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.exceptions import HTTPException
 
@@ -44,10 +45,11 @@ from brainhands.api.bodies import (
 from brainhands.api.changes import SessionChanges
 from brainhands.api.compensations import compensation_routes
 from brainhands.api.console import mount_console
-from brainhands.api.guard import DEV, Guarded, caller, document_keys, needs
+from brainhands.api.guard import DEV, Guarded, caller, document_keys, needs, still_valid
 from brainhands.api.keys import Principal, VerifiedKeys
 from brainhands.api.known import KnownAgents, KnownSessions
 from brainhands.api.live import LiveNotes
+from brainhands.api.long_polls import LongPolls
 from brainhands.api.problems import PROBLEMS, answer_problems
 from brainhands.api.protect import protect
 from brainhands.api.quota import Quotas
@@ -62,7 +64,6 @@ from brainhands.api.watcher import Watchers
 from brainhands.client.approvals import pending_approvals
 from brainhands.client.direct import Client
 from brainhands.shared.destinations import check_destination
-from brainhands.shared.errors import AnswerTimeout
 from brainhands.shared.store import SessionFilter, SubmissionRecord
 from brainhands.shared.tenancy import session_key, split_key
 from brainhands.shared.vocabulary import Verdict
@@ -94,13 +95,15 @@ def create_app(
         summary="Durable tool-using agents: submit, watch, approve, signal.",
         version="1",
         responses=PROBLEMS,
-        openapi_url="/openapi.json" if settings.api_docs else None,
+        openapi_url=None,  # served below, for a key, when turned on
+        docs_url=None,  # its pages load their code from elsewhere: none is served
+        redoc_url=None,
     )
     app.router.route_class = Guarded
     document_keys(app)
     protect(app, settings)
     app.state.client, app.state.settings = client, settings
-    app.state.keys = VerifiedKeys(client.store)
+    app.state.keys = keys = VerifiedKeys(client.store)
     secret = settings.api_token_secret
     app.state.stream_tokens = tokens = StreamTokens(
         secret.get_secret_value().encode() if secret else secrets.token_bytes(32)
@@ -112,7 +115,8 @@ def create_app(
     mount_console(app)
     views = SharedViews(client, changes)
     lists = SharedLists(store, changes)
-    app.state.watchers = watchers = Watchers()
+    app.state.watchers = watchers = Watchers(valid=partial(still_valid, keys))
+    long_polls = LongPolls(client, changes, watchers, quotas)
     known = KnownSessions(store)
     agents = KnownAgents(store, settings.api_compat)
     webhook_allow = settings.webhook_allow_list
@@ -131,11 +135,22 @@ def create_app(
         return PlainTextResponse("ready" if ready else "not ready", 200 if ready else 503)
 
     @app.get(
-        "/metrics", response_class=PlainTextResponse, tags=["health"], openapi_extra=needs("admin")
+        "/metrics",
+        response_class=PlainTextResponse,
+        tags=["health"],
+        openapi_extra=needs("operator"),
     )
     async def metrics() -> Response:
-        """The API process's Prometheus metrics, for an ``admin`` key."""
+        """The API process's Prometheus metrics, for an ``operator`` key: they count every
+        tenant's requests, so no tenant's key reads them."""
         return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
+
+    if settings.api_docs:
+
+        @app.get("/openapi.json", include_in_schema=False, openapi_extra=needs("read"))
+        async def openapi() -> JSONResponse:
+            """The OpenAPI document, for any key of the deployment."""
+            return JSONResponse(app.openapi())
 
     # Submissions ---------------------------------------------------------------------------
 
@@ -185,20 +200,13 @@ def create_app(
         )
         known.learn(key)
         if wait:
-            record = await _waited(key, handle.request_id, wait)
+            record = await long_polls.wait(who, key, handle.request_id, wait)
             return submission_out(record, session_id, handle.created)
         if handle.created:  # committed just now, queued: nothing to read back
             return SubmissionOut(
                 session_id=session_id, request_id=handle.request_id, status="queued", created=True
             )
         return submission_out(await handle.status(), session_id, created=False)
-
-    async def _waited(key: str, request_id: str, wait: float) -> SubmissionRecord:
-        try:  # its first read returns at once a submission that has ended
-            return await client.wait(key, request_id, timeout=wait)
-        except AnswerTimeout as still:
-            record: SubmissionRecord = still.record
-            return record
 
     @app.get(
         "/sessions/{session_id}/submissions/{request_id}",
@@ -211,12 +219,14 @@ def create_app(
         request: Request,
         wait: Annotated[float, Query(ge=0, le=60)] = 0,
     ) -> SubmissionOut:
-        """A submission's status and answer; ``wait`` seconds: until it has ended."""
-        key = session_key(caller(request).tenant, session_id)
+        """A submission's status and answer; ``wait`` seconds: until it has ended (the
+        request then holds one of the key's open streams)."""
+        who = caller(request)
+        key = session_key(who.tenant, session_id)
         if not wait:
             record = await client.submission(key, request_id).status()
         else:
-            record = await _waited(key, request_id, wait)
+            record = await long_polls.wait(who, key, request_id, wait)
         return submission_out(record, session_id)
 
     @app.post(

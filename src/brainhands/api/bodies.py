@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import Path, Query
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from brainhands.api.stream_tokens import TTL_DEFAULT, TTL_MAX
 from brainhands.shared.vocabulary import BUDGET_LIMITS
@@ -16,6 +16,16 @@ NAME = r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$"
 
 CURSOR = r"^[0-9]{1,12}(\.[0-9]{1,9})?:[A-Za-z0-9][A-Za-z0-9._:@-]{0,63}$"
 """A page cursor: the last page's ``updated_at:id``."""
+
+
+def _not_a_bool(value: Any) -> Any:
+    if isinstance(value, bool):  # which Python counts as an int: JSON does not
+        raise ValueError("a whole number, not true or false")
+    return value
+
+
+Count = Annotated[int, Field(ge=0), BeforeValidator(_not_a_bool)]
+"""A count in a body: a whole number from 0 (``3`` or ``3.0``; not ``true``)."""
 
 SessionId = Annotated[str, Path(pattern=NAME, max_length=64)]
 StreamToken = Annotated[
@@ -43,11 +53,11 @@ class BudgetLimits(Closed):
     """Limits of an agent's run (``brain.budget``); a limit left out is not set (or, in a
     raise, kept)."""
 
-    tokens: int | None = Field(default=None, ge=0)
+    tokens: Count | None = None
     """Model tokens, input and output together."""
     cost: float | None = Field(default=None, ge=0)
     """Model cost, at the agent's prices."""
-    tool_calls: int | None = Field(default=None, ge=0)
+    tool_calls: Count | None = None
     seconds: float | None = Field(default=None, ge=0)
     """Wall-clock seconds since the run began."""
 

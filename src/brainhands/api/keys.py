@@ -33,8 +33,8 @@ SCOPES: tuple[Scope, ...] = (
 submit a task kind's raw ``input`` (an agent-only key sends messages to agents alone),
 ``signal`` a waiting task,
 ``approve`` (or deny) calls and decide signals declared as decisions, ``admin``: all of
-them, and the API's metrics. ``operator``: acts on tenants rather than within one (a
-tenant's budget): a tenant's own keys, ``admin`` ones too, never may."""
+them. ``operator``: acts on tenants rather than within one (a tenant's budget) and reads
+the deployment's metrics: a tenant's own keys, ``admin`` ones too, never may."""
 
 TENANT_SCOPES = frozenset(SCOPES) - {"operator"}
 """What a tenant's ``admin`` key may do: everything within its tenant."""
@@ -49,6 +49,8 @@ class Principal:
     tenant: str
     name: str
     scopes: frozenset[str]
+    expires_at: float | None = None
+    """When the credential it was read from ends (a stream token's), besides its key."""
 
     def may(self, scope: Scope) -> bool:
         return scope in self.scopes or ("admin" in self.scopes and scope in TENANT_SCOPES)
@@ -87,7 +89,7 @@ class VerifiedKeys:
     working within ``ttl``, a new one works within ``ttl``, and keys that do not exist
     (random ``bh_x_y`` tokens sent in bulk) cost no store read and push nothing out."""
 
-    def __init__(self, store: Store, ttl: float = 5.0) -> None:
+    def __init__(self, store: Store, ttl: float = 2.0) -> None:
         self.store = store
         self.ttl = ttl
         self._records: dict[str, tuple[Principal, str]] = {}

@@ -1,10 +1,16 @@
-"""A request body larger than the configured limit is refused (413) before it is read."""
+"""A request body larger than the configured limit is refused (413) before it is read.
+
+A body sent in chunks, with no ``Content-Length``, is counted as it arrives: the chunk
+that passes the limit raises ``TooLarge``, an HTTP error (413) the route's body reading
+lets through, so that it is answered as the limit and not as a body it could not parse.
+"""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
+from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 
@@ -32,12 +38,12 @@ class BodyLimit:
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
                 if seen > self.limit:
-                    raise TooLarge
+                    raise TooLarge(self.limit)
             return message
 
         try:
             await self.app(scope, counted, send)
-        except TooLarge:
+        except TooLarge:  # read outside a route (which answers it as a problem itself)
             await self._refuse(send)
 
     async def _refuse(self, send: Send) -> None:
@@ -45,7 +51,7 @@ class BodyLimit:
             "type": "about:blank",
             "title": "Payload Too Large",
             "status": 413,
-            "detail": f"the request body is larger than {self.limit} bytes",
+            "detail": too_large(self.limit),
         }
         raw = json.dumps(body).encode()
         headers = [
@@ -56,5 +62,12 @@ class BodyLimit:
         await send({"type": "http.response.body", "body": raw})
 
 
-class TooLarge(Exception):
+def too_large(limit: int) -> str:
+    return f"the request body is larger than {limit} bytes (BRAINHANDS_API_MAX_BODY)"
+
+
+class TooLarge(HTTPException):
     """The body outgrew the limit while it was read."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(413, too_large(limit))

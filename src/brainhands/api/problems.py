@@ -15,6 +15,7 @@ from starlette.exceptions import HTTPException
 
 from brainhands.api.keys import Principal
 from brainhands.shared.errors import DecisionRefused, InvalidRequest, NotFoundError
+from brainhands.shared.storable import MAX_DEPTH
 
 log = logging.getLogger("brainhands.api")
 
@@ -37,7 +38,11 @@ PROBLEMS: dict[int | str, dict[str, Any]] = {
     for status, what in (
         (400, "the body could not be read (not JSON, or not in the encoding it claims)"),
         (401, "no API key, or an unknown, revoked or malformed one"),
-        (403, "the key lacks the scope this needs, or the request's Host is not served"),
+        (
+            403,
+            "the key lacks the scope this needs, the request's Host is not served, or "
+            "(authentication off) a write came from another site's page",
+        ),
         (404, "no such session, submission or approval (for this key's tenant)"),
         (
             409,
@@ -45,8 +50,17 @@ PROBLEMS: dict[int | str, dict[str, Any]] = {
             "the session is stopped at its budget",
         ),
         (413, "the request body is larger than the configured limit"),
-        (422, "malformed JSON, unknown fields or invalid values"),
-        (429, "the key is over its request rate or its open streams (see Retry-After)"),
+        (
+            422,
+            "malformed JSON, unknown fields or invalid values; or a value no view could "
+            f"show again: nested deeper than {MAX_DEPTH} levels, a lone surrogate, Infinity "
+            "or NaN",
+        ),
+        (
+            429,
+            "the key (or, without a valid key, the client's address) is over its request "
+            "rate, or the key over its open streams and waits (see Retry-After)",
+        ),
         (500, "the API failed; the problem names the request to report"),
     )
 }
@@ -69,6 +83,7 @@ def answer_problems(app: FastAPI) -> None:
             403: "Forbidden",
             404: "Not Found",
             405: "Not Allowed",
+            413: "Payload Too Large",
             429: "Too Many Requests",
         }
         headers = {"WWW-Authenticate": "Bearer"} if exc.status_code == 401 else {}

@@ -29,13 +29,11 @@ HEADERS = [
     (b"referrer-policy", b"no-referrer"),
     (b"x-frame-options", b"DENY"),
 ]
-DOCS = ("/docs", "/redoc")
-"""Pages FastAPI serves with inline script: framed and sniffed as little, not under CSP."""
 
 
 class Protect:
-    """Answers a request for a ``Host`` not served with a problem (400), and adds the
-    headers above (and the CSP, but to the documentation pages) to every response."""
+    """Answers a request for a ``Host`` not served, or whose path holds an encoded ``/``,
+    with a problem (400), and adds the headers above and the CSP to every response."""
 
     def __init__(self, app: ASGIApp, hosts: list[str]) -> None:
         self.app = app
@@ -45,9 +43,7 @@ class Protect:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        headers = list(HEADERS)
-        if not scope["path"].startswith(DOCS):
-            headers.append((b"content-security-policy", POLICY.encode()))
+        headers = [*HEADERS, (b"content-security-policy", POLICY.encode())]
 
         async def with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
@@ -55,8 +51,13 @@ class Protect:
             await send(message)
 
         host = _host(scope)
+        detail = None
         if self.hosts is not None and host not in self.hosts:
             detail = f"this API does not serve the host {host!r} (BRAINHANDS_API_ALLOWED_HOSTS)"
+        elif b"%2f" in scope.get("raw_path", b"").lower():
+            # Routes match the decoded path: an encoded '/' would split an id into others.
+            detail = "a path segment holds an encoded '/', which no id or name may"
+        if detail is not None:
             body = {"type": "about:blank", "title": "Bad Request", "status": 400, "detail": detail}
             refused = JSONResponse(body, status_code=400, media_type="application/problem+json")
             await refused(scope, receive, with_headers)

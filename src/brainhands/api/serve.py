@@ -1,8 +1,9 @@
 """The API role: ``brainhands api``, one uvicorn server in front of one client.
 
-It serves the routes of ``brainhands.api.app``, its OpenAPI document at ``/openapi.json``,
-and ``/healthz``, ``/readyz``, ``/metrics`` on the same port. Without authentication
-(``BRAINHANDS_API_AUTH=none``) it says so, loudly, at start-up.
+It serves the routes of ``brainhands.api.app``, its OpenAPI document at ``/openapi.json``
+(when turned on), and ``/healthz``, ``/readyz``, ``/metrics`` on the same port. Without
+authentication (``BRAINHANDS_API_AUTH=none``) it says so, loudly, at start-up, and
+refuses to listen beyond the loopback interface.
 """
 
 from __future__ import annotations
@@ -66,6 +67,7 @@ async def api(args: argparse.Namespace) -> int:
     settings = load_settings(ApiSettings)
     host = args.host or settings.api_host
     port = settings.api_port if args.port is None else args.port
+    settings.check_bind(host)
     if settings.api_auth == "none":
         log.warning(
             "AUTHENTICATION IS OFF: every request acts for the default tenant. Never expose this "

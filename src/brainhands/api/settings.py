@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import ipaddress
 from typing import Literal
 
 from pydantic import Field, SecretStr
 
 from brainhands.shared.config import CommonSettings
+from brainhands.shared.errors import ConfigurationError
 
 
 class ApiSettings(CommonSettings):
@@ -19,7 +21,9 @@ class ApiSettings(CommonSettings):
     api_auth: Literal["keys", "none"] = "keys"
     """``keys``: every request needs an API key (``brainhands keys create``); ``none``: no
     authentication, every request acts for the default tenant, whose sessions the CLI and
-    the Python client make unless told otherwise (local development only)."""
+    the Python client make unless told otherwise (one developer's machine only: the API
+    then refuses to listen on an address other than a loopback one, refuses writes from
+    other sites' pages, and still asks an ``operator`` key for an operator's acts)."""
     api_max_body: int = Field(default=1_048_576, ge=1024)
     """Largest request body accepted, in bytes; a larger one is refused with 413."""
     api_compat: str = "v1"
@@ -43,8 +47,18 @@ class ApiSettings(CommonSettings):
     api_token_secret: SecretStr | None = None
     """Key that signs stream tokens (``POST /stream-tokens``); every API replica needs the
     same one to accept the others' tokens. Unset: each process makes its own."""
-    api_docs: bool = True
-    """Serve the OpenAPI document and its pages (``/openapi.json``, ``/docs``)."""
+    api_docs: bool = False
+    """Serve the OpenAPI document (``/openapi.json``), to any key of the deployment. No
+    page renders it: a documentation page would load its code from elsewhere."""
+
+    def check_bind(self, host: str) -> None:
+        """``ConfigurationError`` if authentication is off and ``host`` is not a loopback
+        address: no key would then guard what anyone on the network can reach."""
+        if self.api_auth == "none" and not _loopback(host):
+            raise ConfigurationError(
+                f"BRAINHANDS_API_AUTH=none serves only a loopback address, not {host!r} "
+                "(BRAINHANDS_API_HOST, --host): set BRAINHANDS_API_AUTH=keys to listen there"
+            )
 
     def cors_origins(self) -> list[str]:
         return [o.strip() for o in self.api_cors_origins.split(",") if o.strip()]
@@ -54,3 +68,12 @@ class ApiSettings(CommonSettings):
         if hosts:
             return hosts
         return ["*"] if self.api_auth == "keys" else ["localhost", "127.0.0.1", "::1"]
+
+
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False

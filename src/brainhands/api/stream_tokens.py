@@ -57,7 +57,8 @@ class StreamTokens:
         body, dot, signature = token.removeprefix(PREFIX).partition(".")
         if not token.startswith(PREFIX) or not dot:
             return None
-        if not hmac.compare_digest(signature, self._sign(body)):
+        # Compared as bytes: a signature is a client's text, and may be anything.
+        if not hmac.compare_digest(signature.encode(), self._sign(body).encode()):
             return None
         try:
             claims = json.loads(_unb64(body))

@@ -11,6 +11,7 @@ from fastapi import APIRouter, Header, Request
 from brainhands.api.bodies import SessionId, StreamToken, StreamTokenBody, StreamTokenOut
 from brainhands.api.changes import SessionChanges
 from brainhands.api.guard import Guarded, caller, needs
+from brainhands.api.keys import Principal
 from brainhands.api.known import KnownSessions
 from brainhands.api.live import LiveNotes
 from brainhands.api.quota import Quotas
@@ -55,14 +56,15 @@ def stream_routes(
         (``event: view``). Each view's id is the session's version; reconnect with
         ``Last-Event-ID`` and the stream resumes after it (nothing repeated, the current
         state at once). Between them, live notes that are never stored: a tool's progress
-        (``event: progress``), a model's text as it comes (``event: model``)."""
+        (``event: progress``), a model's text as it comes (``event: model``). It ends when
+        its key is revoked or its stream token expires."""
         who = caller(request)
         key = await known.existing(who.tenant, session_id)
         seen = _version(last_event_id)
-        return EventStream(_stream(key, seen), release=quotas.open_stream(who.key_id))
+        return EventStream(_stream(who, key, seen), release=quotas.open_stream(who.key_id))
 
-    async def _stream(key: str, seen: int | None) -> AsyncIterator[bytes]:
-        with watchers.open() as watcher, views.watch(key, watcher), live.watch(key, watcher):
+    async def _stream(who: Principal, key: str, seen: int | None) -> AsyncIterator[bytes]:
+        with watchers.open(who) as watcher, views.watch(key, watcher), live.watch(key, watcher):
             while True:
                 snapshot = await views.read(key)
                 if seen is None or snapshot.version > seen:
@@ -97,11 +99,11 @@ def stream_routes(
         again whenever one of them is created or changes (``event: sessions``)."""
         who = caller(request)
         release = quotas.open_stream(who.key_id)
-        return EventStream(_list_stream(who.tenant), release=release)
+        return EventStream(_list_stream(who), release=release)
 
-    async def _list_stream(tenant: str) -> AsyncIterator[bytes]:
-        sent = None
-        with watchers.open() as watcher, lists.watch(tenant, watcher):
+    async def _list_stream(who: Principal) -> AsyncIterator[bytes]:
+        sent, tenant = None, who.tenant
+        with watchers.open(who) as watcher, lists.watch(tenant, watcher):
             while True:
                 event = await lists.read(tenant)
                 if event != sent:

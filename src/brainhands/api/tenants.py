@@ -13,7 +13,7 @@ from fastapi import APIRouter, Path, Request
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException
 
-from brainhands.api.bodies import NAME, Closed
+from brainhands.api.bodies import NAME, Closed, Count
 from brainhands.api.guard import Guarded, caller, needs
 from brainhands.api.keys import Principal
 from brainhands.client.direct import Client
@@ -37,11 +37,11 @@ class TenantBudgetBody(Closed):
 
     model_config = ConfigDict(json_schema_extra=_names_a_limit)
 
-    tokens: int | None = Field(default=None, ge=0)
+    tokens: Count | None = None
     """Model tokens, input and output together."""
     cost: float | None = Field(default=None, ge=0)
     """Model cost, at each agent's prices."""
-    tool_calls: int | None = Field(default=None, ge=0)
+    tool_calls: Count | None = None
 
 
 class TenantBudgetOut(BaseModel):

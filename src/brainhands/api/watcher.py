@@ -7,24 +7,31 @@ its news to the stream's ``Watcher``, and the stream waits on it alone. A commit
 first (the stream then reads the session); notes are kept up to ``BACKLOG``, oldest
 dropped first, for a stream slower than they come.
 
-``Watchers`` holds every stream's watcher in the process: one timer pings them all, and at
-shutdown they are all told to end.
+``Watchers`` holds every stream's watcher in the process: one timer pings them all, one
+ends each whose credential has (its key revoked, its stream token expired) within
+``CHECK`` seconds of the key table's refresh, and at shutdown they are all told to end.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Literal, Protocol, TypeVar
 
+from brainhands.api.keys import Principal
 from brainhands.shared.messages import LiveNote
+
+log = logging.getLogger("brainhands.api")
 
 BACKLOG = 100
 """Notes kept for a slow stream; older ones are dropped first."""
 KEEPALIVE = 15.0
 """Seconds between pings of every stream."""
+CHECK = 1.0
+"""Seconds between checks of the open streams' credentials."""
 
 News = LiveNote | Literal["changed", "ping", "closed"]
 _W = TypeVar("_W")
@@ -130,30 +137,43 @@ class Watcher:
 
 class Watchers:
     """Every open stream's watcher: pinged every ``period`` seconds by one timer that runs
-    while any is open, and closed at once by ``close``."""
+    while any is open, closed once ``valid`` says the credential it was opened with no
+    longer holds (checked every ``check`` seconds), and closed at once by ``close``."""
 
-    def __init__(self, period: float = KEEPALIVE) -> None:
+    def __init__(
+        self,
+        period: float = KEEPALIVE,
+        valid: Callable[[Principal], Awaitable[bool]] | None = None,
+        check: float = CHECK,
+    ) -> None:
         self.period = period
-        self._open: set[Watcher] = set()
-        self._pinger: asyncio.Task[None] | None = None
+        self.valid = valid
+        self.check = check
+        self._open: dict[Watcher, Principal | None] = {}
+        self._timers: list[asyncio.Task[None]] = []
         self._closed = False
 
     @contextlib.contextmanager
-    def open(self) -> Iterator[Watcher]:
-        """A watcher for one stream, for as long as the block runs."""
+    def open(self, holder: Principal | None = None) -> Iterator[Watcher]:
+        """A watcher for one stream, for as long as the block runs; closed early when the
+        credential ``holder`` was read from ends."""
         watcher = Watcher()
         if self._closed:
             watcher.close()
-        self._open.add(watcher)
-        if self._pinger is None:
-            self._pinger = asyncio.create_task(self._ping(), name="event-stream-pings")
+        self._open[watcher] = holder
+        if not self._timers:
+            self._timers = [asyncio.create_task(self._ping(), name="event-stream-pings")]
+            if self.valid is not None:
+                checks = asyncio.create_task(self._check(self.valid), name="event-stream-keys")
+                self._timers.append(checks)
         try:
             yield watcher
         finally:
-            self._open.discard(watcher)
-            if not self._open and self._pinger is not None:
-                self._pinger.cancel()
-                self._pinger = None
+            del self._open[watcher]
+            if not self._open:
+                for timer in self._timers:
+                    timer.cancel()
+                self._timers = []
 
     def close(self) -> None:
         """Tell every stream, open or opening later, to end."""
@@ -166,3 +186,14 @@ class Watchers:
             await asyncio.sleep(self.period)
             for watcher in self._open:
                 watcher.ping()
+
+    async def _check(self, valid: Callable[[Principal], Awaitable[bool]]) -> None:
+        while True:
+            await asyncio.sleep(self.check)
+            try:
+                for watcher, holder in list(self._open.items()):
+                    if holder is not None and not await valid(holder):
+                        watcher.close()
+            except Exception:  # the key table could not be read: try again next time
+                log.warning("could not check the open streams' keys", exc_info=True,
+                            extra={"event": "stream_keys_unchecked"})  # fmt: skip

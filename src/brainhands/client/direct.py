@@ -41,6 +41,7 @@ from brainhands.shared.errors import AnswerTimeout
 from brainhands.shared.messages import SessionWake, encode
 from brainhands.shared.relay import OutboxRelay
 from brainhands.shared.startup import Startup, reach_broker, reach_store
+from brainhands.shared.storable import check_storable
 from brainhands.shared.store import (
     ANSWER_CHANNEL,
     FINAL_SUBMISSION_STATUSES,
@@ -224,6 +225,7 @@ class Client(OperatorActs):
         else:
             payload = input
         payload = with_budget(payload, options.get("budget"))
+        check_storable(payload, "input")
         request_id = options.get("request_id") or uuid.uuid4().hex
         with tracer.start_as_current_span(
             "brainhands.submit", attributes={"session_id": session_id, "request_id": request_id}
@@ -289,6 +291,7 @@ class Client(OperatorActs):
         ``four_eyes``: a decision refused (``DecisionRefused``) to a principal that
         submitted to the session. ``principal``: who sends it (default: the client's).
         ``NotFoundError`` for an unknown session."""
+        check_storable(payload, "payload")
         signal_id = options.get("signal_id") or uuid.uuid4().hex
         decision = options.get("decision", False)
         name = signal_name(name, signal_id, decision=decision)

@@ -6,6 +6,10 @@ An application that holds no store or broker credentials reaches a deployment th
 and follows a session's events, as its key's tenant and within its key's scopes. Errors
 come back as the API's problems, raised as the runtime's own exceptions: ``NotFoundError``
 (404), ``DecisionRefused`` (409), ``InvalidRequest`` (422), ``ApiError`` otherwise.
+
+Every id goes into a path as one segment, encoded (``path``): an id holding ``/``, ``..``,
+``?`` or ``#`` names nothing but that id. A body no view could show again
+(``shared/storable.py``) is refused before it is sent.
 """
 
 # ``timeout`` as arq's ``Job.result`` and asyncio's ``wait_for`` name it.
@@ -19,6 +23,7 @@ import threading
 from collections.abc import AsyncIterator, Coroutine, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, Unpack
+from urllib.parse import quote
 
 import httpx
 
@@ -31,6 +36,7 @@ from brainhands.shared.errors import (
     NotFoundError,
 )
 from brainhands.shared.statuses import FINAL_SUBMISSION_STATUSES
+from brainhands.shared.storable import check_storable
 from brainhands.shared.vocabulary import CompensationAction
 
 T = TypeVar("T")
@@ -95,6 +101,8 @@ class HttpClient:
         await self._http.aclose()
 
     async def _call(self, method: str, path: str, **options: Any) -> Any:
+        if "json" in options:
+            check_storable(options["json"], "body")
         response = await self._http.request(method, path, **options)
         if response.is_success:
             return response.json()
@@ -119,7 +127,7 @@ class HttpClient:
         for name in ("request_id", "callback_url", "budget"):
             if options.get(name) is not None:
                 body[name] = options.get(name)
-        made = await self._call("POST", f"/sessions/{session_id}/submissions", json=body)
+        made = await self._call("POST", _path("sessions", session_id, "submissions"), json=body)
         return HttpSubmission(self, session_id, made["request_id"], bool(made["created"]))
 
     def submission(self, session_id: str, request_id: str) -> HttpSubmission:
@@ -127,7 +135,7 @@ class HttpClient:
         return HttpSubmission(self, session_id, request_id, created=False)
 
     async def cancel(self, session_id: str, request_id: str) -> str:
-        path = f"/sessions/{session_id}/submissions/{request_id}/cancel"
+        path = _path("sessions", session_id, "submissions", request_id, "cancel")
         said: str = (await self._call("POST", path))["status"]
         return said
 
@@ -145,7 +153,7 @@ class HttpClient:
             "signal_id": options.get("signal_id"),
             "decision": options.get("decision", False),
         }
-        sent = await self._call("POST", f"/sessions/{session_id}/signals", json=body)
+        sent = await self._call("POST", _path("sessions", session_id, "signals"), json=body)
         return bool(sent["created"])
 
     async def raise_budget(
@@ -156,20 +164,22 @@ class HttpClient:
         raise is new (the same ``raise_id`` counts once); ``DecisionRefused`` (409) when no
         run of the session is stopped at its budget."""
         body = {**limits, "raise_id": raise_id}
-        sent = await self._call("POST", f"/sessions/{session_id}/budget", json=body)
+        sent = await self._call("POST", _path("sessions", session_id, "budget"), json=body)
         return bool(sent["created"])
 
     async def set_tenant_budget(self, tenant: str, **limits: float) -> dict[str, Any]:
         """Set ``tenant``'s budget (``tokens=``, ``cost=``, ``tool_calls=``), with an
         ``operator`` key: its runs stopped at it resume. Returns the budget, what the tenant
         spent (``used``) and how many stopped runs were sent the raise (``resumed``)."""
-        budget: dict[str, Any] = await self._call("PUT", f"/tenants/{tenant}/budget", json=limits)
+        budget: dict[str, Any] = await self._call(
+            "PUT", _path("tenants", tenant, "budget"), json=limits
+        )
         return budget
 
     async def tenant_budget(self, tenant: str) -> dict[str, Any]:
         """``tenant``'s budget and what it spent, with an ``operator`` key; ``NotFoundError``
         when it has none."""
-        budget: dict[str, Any] = await self._call("GET", f"/tenants/{tenant}/budget")
+        budget: dict[str, Any] = await self._call("GET", _path("tenants", tenant, "budget"))
         return budget
 
     async def act_on_compensation(
@@ -178,7 +188,7 @@ class HttpClient:
         """``retry`` or ``abandon`` (``reason=``, ``action_id=``) the failed undo task
         ``task_id`` waits with; whether the act is new (the same ``action_id`` counts once).
         ``DecisionRefused`` (409) when the task is not waiting for one."""
-        path = f"/sessions/{session_id}/compensations/{task_id}"
+        path = _path("sessions", session_id, "compensations", task_id)
         return bool((await self._call("POST", path, json={"action": action, **act}))["created"])
 
     async def approve(
@@ -203,8 +213,12 @@ class HttpClient:
         ids = [approvals] if isinstance(approvals, str) else list(approvals)
         if not ids:
             raise InvalidRequest("name the calls to decide")
-        base = f"/sessions/{session_id}/approvals"
-        return [await self._call("POST", f"{base}/{i}/{verdict}", json=body) for i in ids]
+        return [
+            await self._call(
+                "POST", _path("sessions", session_id, "approvals", i, verdict), json=body
+            )
+            for i in ids
+        ]
 
     # Reading --------------------------------------------------------------------------------
 
@@ -222,7 +236,7 @@ class HttpClient:
         as it stands now, whatever its status)."""
         loop = asyncio.get_running_loop()
         deadline = None if timeout is None else loop.time() + timeout
-        path = f"/sessions/{session_id}/submissions/{request_id}"
+        path = _path("sessions", session_id, "submissions", request_id)
         while True:
             left = WAIT_MAX if deadline is None else max(0.0, deadline - loop.time())
             got = await self._call("GET", path, params={"wait": min(WAIT_MAX, left)})
@@ -234,13 +248,13 @@ class HttpClient:
 
     async def session(self, session_id: str) -> dict[str, Any]:
         """The session as it stands (the API's document)."""
-        document: dict[str, Any] = await self._call("GET", f"/sessions/{session_id}")
+        document: dict[str, Any] = await self._call("GET", _path("sessions", session_id))
         return document
 
     async def document(self, session_id: str, name: str, *, history: int = 100) -> dict[str, Any]:
         """The session's document ``name``: ``{name, version, kind_version, value,
         history}``, its latest ``history`` writes oldest first."""
-        path = f"/sessions/{session_id}/documents/{name}"
+        path = _path("sessions", session_id, "documents", name)
         document: dict[str, Any] = await self._call("GET", path, params={"history": history})
         return document
 
@@ -271,7 +285,7 @@ class HttpClient:
         seen = last_event_id
         while True:
             headers = {"Last-Event-ID": seen} if seen is not None else {}
-            path = f"/sessions/{session_id}/events"
+            path = _path("sessions", session_id, "events")
             try:
                 async with self._http.stream(
                     "GET", path, headers=headers, timeout=httpx.Timeout(None)
@@ -285,6 +299,13 @@ class HttpClient:
                         yield event
             except (httpx.TransportError, httpx.RemoteProtocolError):
                 await asyncio.sleep(0.5)  # the API went away: open the stream again
+
+
+def _path(*segments: str) -> str:
+    """``/`` and the segments, each encoded whole: nothing in one (``/``, ``?``, ``#``,
+    ``%``, a dot segment) can reach another route or another query."""
+    encoded = (quote(s, safe="") for s in segments)
+    return "/" + "/".join("%2E" * len(s) if s in (".", "..") else s for s in encoded)
 
 
 async def _events(response: httpx.Response) -> AsyncIterator[Event]:

@@ -14,6 +14,7 @@ from brainhands.client.compensations import act_on_compensation
 from brainhands.client.four_eyes import check_four_eyes
 from brainhands.client.submission import DecidedBy
 from brainhands.shared.relay import OutboxRelay
+from brainhands.shared.storable import check_storable
 from brainhands.shared.store import InboxReceipt, OutboxMessage, Store, TenantBudget
 from brainhands.shared.vocabulary import CompensationAction, Verdict
 
@@ -113,6 +114,7 @@ class OperatorActs:
         twice is one raise. A raise lifts only the stop it was sent for; one sent while no run
         is stopped is refused (``DecisionRefused``), as is one by a principal that submitted
         to the session when ``four_eyes``."""
+        check_storable(limits, "limits")
         key = self.key(session_id)
         who, wake = principal or self.principal, self._wake(key, "budget")
         if four_eyes:
@@ -155,6 +157,7 @@ class OperatorActs:
         one it had; what it spent is kept: ``brain.tenant_budget``): its runs stopped at it
         resume, or stop again while still over. An operator's act: the tenant is named, not
         the client's."""
+        check_storable(limits, "limits")
         who = principal or self.principal
         done = await set_tenant_budget(
             self.store, tenant, limits, lambda key: self._wake(key, "budget"), who
