@@ -129,3 +129,11 @@ agents.add(
         tools=("echo",),
     )
 )
+agents.add(
+    Agent(
+        name="banker",  # tools of the tests' MCP ledger server, served by a Hands pool
+        model=ScriptedModel(SCRIPTS / "banker.json", log_path=LOG),
+        system="You move money with the bank's tools.",
+        tools=("bank.deposit", "bank.balance"),
+    )
+)

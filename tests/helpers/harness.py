@@ -24,7 +24,7 @@ from brainhands.shared.store import (
 )
 from brainhands.shared.topology import QueueType
 from tests.helpers.polling import eventually
-from tests.helpers.processes import spawn_email_hands, spawn_module
+from tests.helpers.processes import spawn_module
 from tests.helpers.rabbit import BrokerEnv, broker_env
 from tests.helpers.stores import StoreTarget
 
@@ -58,6 +58,10 @@ class HandsHarness:
     redis_url: str
     tmp_path: Path
     lease_ttl_ms: int = 1500
+    pool: str = "email"
+    """The pool the workers serve and the jobs go to."""
+    tool_args: tuple[str, ...] = ("--tools", "tests.helpers.tools")
+    """What tells the workers their tools (``brainhands hands`` options)."""
     workers: list[subprocess.Popen[bytes]] = field(default_factory=list)
     results: list[ToolResult] = field(default_factory=list)
 
@@ -70,7 +74,7 @@ class HandsHarness:
         return OperationLedger(self.store)
 
     async def start(self) -> None:
-        await self.env.hands_queue("email")
+        await self.env.hands_queue(self.pool)
         results = await self.env.results_queue("v1")
         await self.env.broker.consume(results, self._collect)
 
@@ -94,9 +98,14 @@ class HandsHarness:
         }
 
     def start_worker(self, *, concurrency: int = 8, **extra: str) -> subprocess.Popen[bytes]:
-        """A real ``brainhands hands`` process for the email pool."""
+        """A real ``brainhands hands`` process for the harness's pool."""
         n = len(self.workers)
-        proc = spawn_email_hands(
+        proc = spawn_module(
+            "brainhands",
+            "hands",
+            "--pool",
+            self.pool,
+            *self.tool_args,
             "--concurrency",
             str(concurrency),
             env=self.worker_env(**extra),
@@ -117,11 +126,11 @@ class HandsHarness:
             session_id="s1",
             task_id=f"task-{op}",
             compat="v1",
-            pool="email",
+            pool=self.pool,
         )
 
     async def publish(self, job: ToolJob) -> None:
-        await self.env.broker.publish(job, self.env.topology.hands_queue("email"))
+        await self.env.broker.publish(job, self.env.topology.hands_queue(self.pool))
 
     async def outcome(self, operation_id: str, *, within: float = 30) -> OperationRecord:
         """Wait until the operation has an outcome and its result event arrived."""
@@ -160,6 +169,8 @@ async def hands_deployment(
     *,
     delivery_limit: int = 5,
     queue_type: QueueType = "quorum",
+    pool: str = "email",
+    tool_args: tuple[str, ...] = ("--tools", "tests.helpers.tools"),
 ) -> AsyncIterator[HandsHarness]:
     """A harness on ``target``'s store; every worker it started is killed on the way out.
     The store's schema or file is the caller's to drop."""
@@ -168,7 +179,9 @@ async def hands_deployment(
     async with broker_env(
         rabbitmq_url, namespace, delivery_limit=delivery_limit, queue_type=queue_type
     ) as env:
-        harness = HandsHarness(store, target, env, email_url, redis_url, tmp_path)
+        harness = HandsHarness(
+            store, target, env, email_url, redis_url, tmp_path, pool=pool, tool_args=tool_args
+        )
         await harness.start()
         try:
             yield harness

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from pydantic import Field
 
 from brainhands.shared.config import CommonSettings
@@ -20,3 +22,9 @@ class HandsSettings(CommonSettings):
     """Seconds running tools get to finish after SIGTERM before they are handed back."""
     max_inline_result: int = Field(default=MAX_INLINE_JSON, ge=1024)
     """Results larger than this many bytes are stored once as a blob, not inline."""
+    mcp_config: Path | None = None
+    """A JSON or YAML file of MCP servers whose tools this pool serves too
+    (``hands.mcp.config``); unset: none."""
+    mcp_relist_interval: float = Field(default=60.0, gt=0)
+    """Seconds between two listings of the MCP servers' tools: a tool added or changed
+    since is declared again."""

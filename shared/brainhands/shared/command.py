@@ -34,9 +34,10 @@ def add_hands_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--pool", required=True, help="the pool whose jobs this worker runs")
     p.add_argument(
         "--tools",
-        required=True,
         action="append",
-        help="module path that registers tools (repeatable), e.g. brainhands.examples.notify.tools",
+        default=[],
+        help="module path that registers tools (repeatable), e.g. brainhands.examples.notify.tools "
+        "(none needed when BRAINHANDS_MCP_CONFIG names MCP servers)",
     )
     p.add_argument("--concurrency", type=int, help="tool calls at once (default: settings)")
     p.set_defaults(run="brainhands.hands.main:hands")

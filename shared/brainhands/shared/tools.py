@@ -130,6 +130,9 @@ class ToolDeclaration:
     """The tool that undoes a succeeded call of it when the task that made the call fails
     or is cancelled (called with the original call's ``operation_id``, ``arguments`` and
     ``result``; a task kind may say otherwise: ``TaskKind.compensate``)."""
+    policy_reason: str | None = None
+    """Why the tool got its policy when that is not its author's word: an MCP tool's
+    annotations, its server's trust, the configuration (``brainhands tools`` shows it)."""
 
     def schema(self) -> dict[str, Any]:
         """The tool as a model sees it (chat-completions ``tools`` entry)."""
@@ -139,8 +142,9 @@ class ToolDeclaration:
     def digest(self) -> str:
         """Of the whole declaration: equal digests, equal declarations."""
         fields = dataclasses.asdict(self)
-        if fields["compensate"] is None:
-            del fields["compensate"]  # a tool without one keeps the digest it had before
+        for name in ("compensate", "policy_reason"):
+            if fields[name] is None:
+                del fields[name]  # a tool without one keeps the digest it had before
         content = json.dumps(fields, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(content.encode()).hexdigest()
 
@@ -160,10 +164,16 @@ class ToolSpec:
     description: str
     approval: bool = False
     compensate: str | None = None
+    args_schema: dict[str, Any] | None = None
+    """The argument schema the model sees, when ``args_model`` does not say it (a tool of an
+    MCP server: the server listed the schema, and validates the arguments itself)."""
+    policy_reason: str | None = None
+    """Why it got its policy, when it was not declared by its author (an MCP tool)."""
 
     def declaration(self) -> ToolDeclaration:
         """What the Hands serving this tool declare of it in the store."""
-        schema = copy.deepcopy(model_schema(self.args_model))
+        given = self.args_schema if self.args_schema is not None else model_schema(self.args_model)
+        schema = copy.deepcopy(given)
         return ToolDeclaration(
             self.name,
             self.pool,
@@ -172,6 +182,7 @@ class ToolSpec:
             schema,
             self.approval,
             self.compensate,
+            self.policy_reason,
         )
 
 

@@ -75,6 +75,8 @@ async def tools(args: argparse.Namespace) -> int:
             summary = d.description.splitlines()[0] if d.description else ""
             gate = "approval" if d.approval else ""
             print(f"  {d.name:<24} {d.policy:<7} {gate:<8} {summary}")
+            if d.policy_reason:
+                print(f"  {'':<24} {d.policy} because: {d.policy_reason}")
     return 0
 
 

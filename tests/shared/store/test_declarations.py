@@ -32,6 +32,14 @@ async def test_declarations_are_kept_by_name_and_rewritten_only_when_they_change
     assert book in await store.declarations.tools()
     assert book.digest != ToolDeclaration("book", "travel", "query", "Book.", {}).digest
 
+    # An MCP tool says why it got its policy; a tool of ours keeps the digest it had.
+    mcp = ToolDeclaration("bank.balance", "bank", "safe", "", {}, policy_reason="readOnlyHint")
+    assert await store.declarations.declare_tools([mcp]) == []
+    assert mcp in await store.declarations.tools()
+    assert mcp.digest != ToolDeclaration("bank.balance", "bank", "safe", "", {}).digest
+    # (pinned: a build with the field re-declares none of the tools declared before it)
+    assert SEND.digest == "3f8969ef800537e3dedf31aa6def1ee03eea0a3a81fa203fa995d8b874c986a4"
+
 
 async def test_lookups_made_while_the_catalog_reads_share_that_read(store: Store) -> None:
     """Passes that look a tool up at once, on a fresh catalog or for a name it has not read

@@ -117,6 +117,7 @@ class Declarations:
                     "args_schema": d.args_schema,
                     "approval": d.approval,
                     "compensate": d.compensate,
+                    "policy_reason": d.policy_reason,
                     "digest": d.digest,
                     "declared_at": now,
                 }
@@ -140,6 +141,7 @@ class Declarations:
                 r.args_schema,
                 r.approval,
                 compensate=r.compensate,
+                policy_reason=r.policy_reason,
             )
             for r in rows
         ]

@@ -290,6 +290,8 @@ tool_declaration = Table(
     Column("approval", Boolean, nullable=False, server_default=text("false")),
     # The tool that undoes a succeeded call of this one (``compensate``), if any.
     Column("compensate", String(128), nullable=True),
+    # Why the tool got its policy, when that is not simply its author's word (an MCP tool).
+    Column("policy_reason", Text, nullable=True),
     # Of the declaration's content: a build that declares the same tool differently is seen.
     Column("digest", String(64), nullable=False),
     Column("declared_at", Float, nullable=False),

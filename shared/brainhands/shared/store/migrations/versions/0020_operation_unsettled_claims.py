@@ -6,8 +6,8 @@ interruption
 Rows written before this revision have none (NULL): their next claim takes every earlier
 claim as one that may have started the call, as before.
 
-Revision ID: 0022
-Revises: 0018
+Revision ID: 0020
+Revises: 0019
 Create Date: 2026-12-06 23:30:00.000000
 """
 
@@ -16,8 +16,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0022"
-down_revision = "0018"
+revision = "0020"
+down_revision = "0019"
 branch_labels = None
 depends_on = None
 
