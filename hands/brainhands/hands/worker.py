@@ -268,14 +268,19 @@ class HandsWorker:
         attempts = op.attempts + unmarked
         if interrupted:
             metrics.INTERRUPTIONS.labels(spec.name).inc()
-        if step.action in ("record_uncertain", "record_interrupted"):
-            error = interruption_error(
+
+        def cut_short(*, spent: bool) -> dict[str, Any]:
+            """The record of the earlier holder's attempt, cut short (``spent``: the last)."""
+            return interruption_error(
                 attempts=attempts,
                 interruptions=op.interruptions,
                 policy=policy,
                 retry=retry,
-                spent=step.action == "record_interrupted",
+                spent=spent,
             )
+
+        if step.action in ("record_uncertain", "record_interrupted"):
+            error = cut_short(spent=step.action == "record_interrupted")
             status: OperationStatus = "uncertain" if step.action == "record_uncertain" else "failed"
             await self._outcomes.record(
                 call, status, error=error, interrupted=True, attempted=unmarked
@@ -284,13 +289,7 @@ class HandsWorker:
         # The start is deferred (a query, a backoff): the row is settled first, with what
         # earlier holders did, so a death before the (marked) start interrupts nothing.
         if interrupted:
-            error = interruption_error(
-                attempts=attempts,
-                interruptions=op.interruptions,
-                policy=policy,
-                retry=retry,
-                spent=False,
-            )
+            error = cut_short(spent=False)
             backoff = after_interruption(op.interruptions, retry).delay
             retry_at: float | None = time.time() + backoff
         else:
@@ -311,15 +310,8 @@ class HandsWorker:
             if await self._found_by_query(call, found, attempted=not interrupted):
                 return
             step = after_query(interrupted=interrupted, interruptions=op.interruptions, retry=retry)
-            if step.action == "record_interrupted":
-                error = interruption_error(
-                    attempts=attempts,
-                    interruptions=op.interruptions,
-                    policy=policy,
-                    retry=retry,
-                    spent=True,
-                )
-                await self._outcomes.record(call, "failed", error=error)
+            if step.action == "record_interrupted":  # counted already, with the settle
+                await self._outcomes.record(call, "failed", error=cut_short(spent=True))
                 return
         if interrupted:
             log.info(
