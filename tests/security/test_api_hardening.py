@@ -47,8 +47,8 @@ async def test_open_streams_end_once_their_key_is_revoked_or_their_token_expires
     brains: BrainHarness,
 ) -> None:
     api = await start_api(brains)
-    acme = await key_for(brains, "acme", "read", "submit")
-    globex = await key_for(brains, "globex", "read", "submit")
+    acme = await key_for(brains, "acme", "read", "submit", "tasks")
+    globex = await key_for(brains, "globex", "read", "submit", "tasks")
     short = await key_for(brains, "acme", "read")
     async with api.http(acme) as a, api.http(globex) as g, api.http(short) as s, api.http() as b:
         for http in (a, g):
@@ -82,7 +82,7 @@ async def test_long_polls_hold_one_of_the_keys_streams_and_wake_on_the_change_fe
     brains: BrainHarness,
 ) -> None:
     api = await start_api(brains, BRAINHANDS_API_MAX_STREAMS="2")
-    key = await key_for(brains, "acme", "read", "submit")
+    key = await key_for(brains, "acme", "read", "submit", "tasks")
     other = await key_for(brains, "acme", "read")
     async with api.http(key) as http, api.http(other) as calm:
         made = await http.post(
@@ -240,8 +240,8 @@ async def test_an_id_is_one_path_segment_and_never_reaches_another_route(
     brains: BrainHarness,
 ) -> None:
     api: Api = await start_api(brains)
-    acme = await key_for(brains, "acme", "read", "submit")
-    globex = await key_for(brains, "globex", "read", "submit")
+    acme = await key_for(brains, "acme", "read", "submit", "tasks")
+    globex = await key_for(brains, "globex", "read", "submit", "tasks")
     async with HttpClient(api.url, acme) as client:
         await client.submit("errand-2", STEPS, request_id="r1")
     async with HttpClient(api.url, globex) as client:

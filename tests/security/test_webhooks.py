@@ -55,7 +55,7 @@ async def test_an_internal_destination_is_refused_at_submission_in_any_spelling(
             BRAINHANDS_WEBHOOK_SECRET=SECRET,
             BRAINHANDS_WEBHOOK_ALLOW=f"127.0.0.1:{allowed.port}",
         )
-        key = await key_for(brains, "acme", "read", "submit")
+        key = await key_for(brains, "acme", "read", "submit", "tasks")
         async with api.http(key) as http:
             for n, template in enumerate(INTERNAL):
                 url = template.format(port=unlisted.port)
