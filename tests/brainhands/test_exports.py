@@ -92,7 +92,7 @@ def test_each_folder_builds_a_wheel_of_its_own_part_of_brainhands(tmp_path: Path
         "brain": {"brain"},
         "hands": {"hands"},
         "examples": {"examples"},
-        ".": {"api", "cli", "client"},
+        ".": {"api", "cli", "client", "mcp_server"},
     }
     # The package's own module, once: the core's; the others add packages beside it.
     owners = [f for f, names in contents.items() if "brainhands/__init__.py" in names]

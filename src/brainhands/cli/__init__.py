@@ -17,7 +17,7 @@ from brainhands.shared.command import (
     run_parsed,
 )
 
-WORKERS = {"hands", "relay", "brain", "sweeper", "api"}
+WORKERS = {"hands", "relay", "brain", "sweeper", "api", "mcp"}
 """Long-running roles: they log JSON lines."""
 
 
@@ -185,6 +185,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--host", help="address to listen on (default: BRAINHANDS_API_HOST)")
     p.add_argument("--port", type=int, help="port (default: BRAINHANDS_API_PORT; 0: any free)")
     p.set_defaults(run="brainhands.api.serve:api")
+
+    p = sub.add_parser("mcp", help="serve the deployment's agents to MCP clients")
+    p.add_argument(
+        "--transport",
+        choices=["http", "stdio"],
+        default="http",
+        help="http: streamable HTTP at /mcp, each request with an API key; stdio: for the "
+        "local client that started it, acting as the CLI does (default: http)",
+    )
+    p.add_argument(
+        "--host", help="http: address to listen on (default: BRAINHANDS_MCP_SERVER_HOST)"
+    )
+    p.add_argument(
+        "--port", type=int, help="http: port (default: BRAINHANDS_MCP_SERVER_PORT; 0: any free)"
+    )
+    p.set_defaults(run="brainhands.mcp_server.serve:mcp")
 
     p = sub.add_parser("keys", help="create, list or revoke the API's keys")
     p.add_argument("action", choices=["create", "list", "revoke"])
