@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 from brainhands.shared.messages import LiveNote
+from brainhands.shared.store import OperationLedger
 
 log = logging.getLogger("brainhands.hands.tool")
 
@@ -19,6 +20,8 @@ class ToolContext:
     repeated call is recognized there. ``fence`` is the lease token the call runs under and
     ``attempt`` counts calls of this operation (1 for the first), across restarts.
     ``progress()`` reports on a long call; ``cancelled()`` says it should stop.
+    ``note_handle()`` keeps the id of work the call started elsewhere, for whoever takes
+    the call over (``handle()``).
     """
 
     def __init__(
@@ -30,8 +33,10 @@ class ToolContext:
         attempt: int,
         cancel: asyncio.Event,
         live: Callable[[LiveNote], None] | None = None,
+        ledger: OperationLedger | None = None,
     ) -> None:
         self._live = live
+        self._ledger = ledger
         self._operation_id = operation_id
         self._session_id = session_id
         self._fence = fence
@@ -90,3 +95,20 @@ class ToolContext:
         worker is shutting down. Nothing is raised: a long tool checks this and winds down.
         A call that returns anyway keeps its real outcome."""
         return self._cancel.is_set()
+
+    async def note_handle(self, handle: str) -> None:
+        """Commit ``handle``, the id an external system gave the work this call started (a
+        job, a task), before waiting for that work: a worker that takes the call over after
+        this one died reads it with ``handle()`` (in the tool or its ``query``) and follows
+        that work instead of starting it again. Guarded by the call's fence: raises
+        ``StaleLeaseError`` once another worker holds the call."""
+        await self._store().note_handle(self._operation_id, self._fence, handle)
+
+    async def handle(self) -> str | None:
+        """The handle last noted for this call, by this attempt or an earlier one."""
+        return await self._store().handle(self._operation_id)
+
+    def _store(self) -> OperationLedger:
+        if self._ledger is None:
+            raise RuntimeError("this context was made without a store: it keeps no handle")
+        return self._ledger

@@ -47,6 +47,7 @@ class RunningCall(HeldJob):
         attempt: int,
         cancel: asyncio.Event,
         live: Callable[[LiveNote], None] | None = None,
+        ledger: OperationLedger | None = None,
     ) -> ToolContext:
         """What attempt ``attempt`` of the tool (or the query asking about it) is handed."""
         return ToolContext(
@@ -56,6 +57,7 @@ class RunningCall(HeldJob):
             attempt=attempt,
             cancel=cancel,
             live=live,
+            ledger=ledger,
         )
 
 

@@ -378,7 +378,7 @@ class HandsWorker:
                 },
             )
             with self._running.attempt(call) as cancel:
-                ctx = call.context(attempt, cancel, self._live.publish)
+                ctx = call.context(attempt, cancel, self._live.publish, self.ledger)
                 try:
                     async with asyncio.timeout(spec.timeout) as deadline:
                         with metrics.labelled(metrics.TOOL_SECONDS, spec.name).time():
@@ -428,11 +428,12 @@ class HandsWorker:
             await asyncio.sleep(verdict.delay)
 
     async def _found_by_query(self, call: RunningCall, attempt: int, *, attempted: bool) -> bool:
-        """Ask the external system whether the interrupted call took effect; record it if so
-        (``attempted``: counting the attempt that made it, which went out unmarked)."""
+        """Ask the external system whether the interrupted call took effect; record what it
+        learned if it learned the outcome (``attempted``: counting the attempt that made it,
+        which went out unmarked). False: the call did not happen, and may run again."""
         assert call.spec.query is not None
         # An event of its own: a query is no attempt, and nothing asks it to stop.
-        ctx = call.context(attempt, asyncio.Event())
+        ctx = call.context(attempt, asyncio.Event(), ledger=self.ledger)
         async with asyncio.timeout(call.spec.timeout):
             answer: QueryAnswer = await call.spec.query(call.args, ctx)
         log.info(
@@ -443,6 +444,12 @@ class HandsWorker:
                 "happened": answer.happened,
             },
         )
-        if answer.happened:
+        if answer.happened is None:
+            error = {"type": "Unknown", "message": answer.error or "the query could not tell"}
+            await self._outcomes.record(call, "uncertain", error=error, attempted=attempted)
+        elif answer.happened and answer.error is not None:
+            error = {"type": "ToolError", "message": answer.error}
+            await self._outcomes.record(call, "failed", error=error, attempted=attempted)
+        elif answer.happened:
             await self._outcomes.success(call, answer.result, via="query", attempted=attempted)
-        return answer.happened
+        return answer.happened is not False

@@ -62,10 +62,15 @@ class RetryPolicy(BaseModel):
 
 @dataclass(frozen=True)
 class QueryAnswer:
-    """What a tool's query function learned from the external system."""
+    """What a tool's query function learned from the external system: whether the call
+    took effect (``happened``), and then with which ``result`` -- or, with an ``error``, that
+    it ended in the tool's definite failure (recorded ``failed``). ``happened`` None: the
+    system cannot tell (recorded ``uncertain``, ``error`` saying why); False: the call may
+    run again."""
 
-    happened: bool
+    happened: bool | None
     result: Any = None
+    error: str | None = None
 
 
 class ToolContextLike(Protocol):
@@ -79,6 +84,8 @@ class ToolContextLike(Protocol):
     def attempt(self) -> int: ...
     async def progress(self, message: str, **data: Any) -> None: ...
     def cancelled(self) -> bool: ...
+    async def note_handle(self, handle: str) -> None: ...
+    async def handle(self) -> str | None: ...
 
 
 ToolFunction = Callable[[Any, Any], Awaitable[Any]]

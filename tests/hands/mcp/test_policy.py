@@ -19,7 +19,7 @@ DESTRUCTIVE = Hints(destructive=True)
         (Hints(read_only=True, destructive=True), False, ("safe", False, "readOnlyHint")),
         (IDEMPOTENT, False, ("safe", False, "idempotentHint")),
         (ADDITIVE, True, ("query", False, "destructiveHint false, with a lookup tool")),
-        (ADDITIVE, False, ("unsafe", False, "destructiveHint false, no lookup tool to ask")),
+        (ADDITIVE, False, ("unsafe", False, "destructiveHint false, no lookup tool or Tasks")),
         (Hints(destructive=False, idempotent=True), False, ("safe", False, "idempotentHint")),
         (DESTRUCTIVE, True, ("unsafe", True, "destructiveHint")),
         (Hints(), False, ("unsafe", True, "no annotations")),
@@ -55,3 +55,20 @@ def test_the_configuration_overrides_policy_and_approval_and_says_so() -> None:
     # A lookup tool makes an additive tool of a trusted server a query tool by itself.
     asked = tool_policy(ADDITIVE, trusted=True, override=ToolOverride(lookup="find"))
     assert (asked.policy, asked.reason) == ("query", "destructiveHint false, with a lookup tool")
+
+
+@pytest.mark.parametrize(
+    ("hints", "expected"),
+    [
+        (ADDITIVE, ("query", False, "destructiveHint false, followed as a task")),
+        (READ_ONLY, ("safe", False, "readOnlyHint")),
+        (DESTRUCTIVE, ("unsafe", True, "destructiveHint")),
+    ],
+)
+def test_a_server_offering_tasks_makes_its_additive_tools_query_tools(
+    hints: Hints, expected: tuple[str, bool, str]
+) -> None:
+    got = tool_policy(hints, trusted=True, override=ToolOverride(), tasks=True)
+    assert (got.policy, got.approval, got.reason) == expected
+    # An untrusted server's Tasks change nothing: its annotations are not believed.
+    assert tool_policy(hints, trusted=False, override=ToolOverride(), tasks=True).policy == "unsafe"

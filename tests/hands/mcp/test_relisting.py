@@ -21,7 +21,7 @@ async def test_a_tool_the_server_adds_is_registered_when_listed_again(
     registry = ToolRegistry()
     try:
         first = await tools.register(registry, store)
-        assert len(first) == 6 and "bank.branch_hours" not in registry.tools
+        assert len(first) == 7 and "bank.branch_hours" not in registry.tools
         assert await tools.register(registry, store) == []  # nothing changed
 
         ctx = ToolContext(

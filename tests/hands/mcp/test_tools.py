@@ -76,6 +76,7 @@ async def test_tools_are_listed_with_their_schema_and_the_policy_their_annotatio
         "bank.set_limit": ("safe", False, "idempotentHint"),
         "bank.deposit": ("query", False, "destructiveHint false, with a lookup tool"),
         "bank.close_account": ("unsafe", True, "destructiveHint"),
+        "bank.transfer": ("query", False, "destructiveHint false, followed as a task"),
         "bank.open_branch": ("safe", False, "idempotentHint"),
     }
     deposit = served["bank.deposit"].spec.declaration()

@@ -11,7 +11,9 @@ request the server refused is one too, and a connection lost, a server that died
 timeout raise as they are (the effect is unknown: the replay policy decides).
 
 Every ``tools/call`` carries the operation id in ``_meta`` under ``OPERATION_ID_KEY``
-and, over HTTP, as the ``Idempotency-Key`` header, so a server can dedupe on it.
+and, over HTTP, as the ``Idempotency-Key`` header, so a server can dedupe on it. The
+connection declares the Tasks extension: a server that offers it may answer a call with a
+task (``hands.mcp.tasks``), which the caller follows.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import json
 import logging
 import os
 import threading
-from collections.abc import AsyncIterator, Awaitable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any, BinaryIO, TextIO, TypeVar, cast
 
 import httpx2
@@ -39,9 +41,20 @@ from mcp_types import (
     METHOD_NOT_FOUND,
     PARSE_ERROR,
     RequestParamsMeta,
+    Result,
 )
 
 from brainhands.hands.mcp.config import HttpServer, StdioServer
+from brainhands.hands.mcp.tasks import (
+    TASKS,
+    CancelTask,
+    CreatedTask,
+    GetTask,
+    TaskParams,
+    Tasks,
+    TaskState,
+    follow,
+)
 from brainhands.shared.errors import ToolError
 
 log = logging.getLogger("brainhands.hands.mcp")
@@ -122,17 +135,49 @@ class McpConnection:
 
     async def call(
         self, tool: str, arguments: dict[str, Any], *, operation_id: str
-    ) -> CallToolResult:
-        """Call ``tool`` once, with the operation id in ``_meta`` (module docstring)."""
+    ) -> CallToolResult | CreatedTask:
+        """Call ``tool`` once, with the operation id in ``_meta`` (module docstring): its
+        result, or the task a server of the Tasks extension answered with instead."""
         client = await self._connected()
         # RequestParamsMeta is a TypedDict open to extra keys, which mypy cannot spell yet.
         meta = cast(RequestParamsMeta, {OPERATION_ID_KEY: operation_id})
+        sent = client.session.call_tool(tool, arguments, meta=meta, allow_claimed=True)
         try:
-            return await self._guard(client, client.call_tool(tool, arguments, meta=meta))
+            answer = await self._guard(client, sent)
         except MCPError as exc:
             if exc.code in REFUSED:
                 raise ToolError(f"{self.name} refused {tool}: {describe(exc)}") from exc
             raise
+        if not isinstance(answer, CallToolResult | CreatedTask):
+            raise ToolError(f"{self.name} answered {tool} with a {type(answer).__name__}")
+        return answer
+
+    @property
+    def offers_tasks(self) -> bool:
+        """Whether the server, as last connected, offers the Tasks extension."""
+        client = self._client
+        if client is None:
+            return False
+        extensions = client.server_capabilities.extensions
+        return bool(extensions and TASKS in extensions)
+
+    async def follow(
+        self, task: CreatedTask | TaskState, *, cancelled: Callable[[], bool]
+    ) -> CallToolResult:
+        """The result of ``task``, followed until it ends (``hands.mcp.tasks.follow``)."""
+        return await follow(task, get=self.task, cancel=self.cancel_task, cancelled=cancelled)
+
+    async def task(self, task_id: str) -> TaskState:
+        """``tasks/get``: the task ``task_id`` as the server has it now."""
+        client = await self._connected()
+        get = GetTask(params=TaskParams(task_id=task_id))
+        return await self._guard(client, client.session.send_request(get, TaskState))
+
+    async def cancel_task(self, task_id: str) -> None:
+        """``tasks/cancel``: ask the server to stop the task ``task_id``."""
+        client = await self._connected()
+        cancel = CancelTask(params=TaskParams(task_id=task_id))
+        await self._guard(client, client.session.send_request(cancel, Result))
 
     async def close(self) -> None:
         """End the connection (a stdio server's process with it)."""
@@ -236,7 +281,8 @@ class McpConnection:
                 timeout=httpx2.Timeout(10.0, read=server.timeout + 10.0),
                 event_hooks={"request": [_stamp_idempotency_key]},
             )
-            async with http, Client(streamable_http_client(server.url, http_client=http)) as client:
+            transport = streamable_http_client(server.url, http_client=http)
+            async with http, Client(transport, extensions=[Tasks()]) as client:
                 yield client
             return
         params = StdioServerParameters(
@@ -245,7 +291,7 @@ class McpConnection:
             env={k: v.get_secret_value() for k, v in server.env.items()},
         )
         with _stderr_to_log(self.name) as errlog:
-            async with Client(stdio_client(params, errlog=errlog)) as client:
+            async with Client(stdio_client(params, errlog=errlog), extensions=[Tasks()]) as client:
                 yield client
 
 

@@ -11,12 +11,13 @@ annotations (trusted server)      policy                                     app
 ================================  =========================================  ==========
 ``readOnlyHint``                  ``safe``                                   no
 ``idempotentHint``                ``safe`` (re-sent with the same arguments)  no
-``destructiveHint: false``        ``query`` with a lookup tool, else         no
-                                  ``unsafe``
+``destructiveHint: false``        ``query`` with a lookup tool or Tasks,     no
+                                  else ``unsafe``
 destructive, or none              ``unsafe``                                 yes
 ================================  =========================================  ==========
 
-The configuration may override the policy and the approval of any tool.
+The configuration may override the policy and the approval of any tool. A ``query`` tool
+asks its lookup tool or, on a server offering Tasks, follows the task its call committed.
 """
 
 from __future__ import annotations
@@ -45,9 +46,12 @@ class McpPolicy:
     reason: str
 
 
-def annotated_policy(hints: Hints | None, *, trusted: bool, lookup: bool) -> McpPolicy:
+def annotated_policy(
+    hints: Hints | None, *, trusted: bool, lookup: bool, tasks: bool = False
+) -> McpPolicy:
     """What the annotations allow (the table above); ``lookup``: the configuration names
-    a tool that tells whether a call happened."""
+    a tool that tells whether a call happened; ``tasks``: the server offers the Tasks
+    extension, whose task ids a call commits and its successor follows."""
     if not trusted:
         return McpPolicy("unsafe", True, "untrusted server: annotations ignored")
     hints = hints or Hints()
@@ -58,15 +62,20 @@ def annotated_policy(hints: Hints | None, *, trusted: bool, lookup: bool) -> Mcp
     if hints.destructive is False:
         if lookup:
             return McpPolicy("query", False, "destructiveHint false, with a lookup tool")
-        return McpPolicy("unsafe", False, "destructiveHint false, no lookup tool to ask")
+        if tasks:
+            return McpPolicy("query", False, "destructiveHint false, followed as a task")
+        return McpPolicy("unsafe", False, "destructiveHint false, no lookup tool or Tasks")
     if hints.destructive:
         return McpPolicy("unsafe", True, "destructiveHint")
     return McpPolicy("unsafe", True, "no annotations")
 
 
-def tool_policy(hints: Hints | None, *, trusted: bool, override: ToolOverride) -> McpPolicy:
+def tool_policy(
+    hints: Hints | None, *, trusted: bool, override: ToolOverride, tasks: bool = False
+) -> McpPolicy:
     """The policy and approval of a tool: its annotations', then the configuration's word."""
-    got = annotated_policy(hints, trusted=trusted, lookup=override.lookup is not None)
+    lookup = override.lookup is not None
+    got = annotated_policy(hints, trusted=trusted, lookup=lookup, tasks=tasks)
     policy = override.policy or got.policy
     approval = got.approval if override.approval is None else override.approval
     if (policy, approval) == (got.policy, got.approval):

@@ -4,8 +4,13 @@
 
 A call's outcome maps onto the worker's vocabulary: a result with ``isError`` is the
 tool's definite failure (a ``ToolError`` that is not retryable); whatever the connection
-raises keeps its meaning (``hands.mcp.connection``). A ``query`` tool asks its lookup tool
-with the operation id, which answers ``{"found": bool, "result": ...}``.
+raises keeps its meaning (``hands.mcp.connection``). A call answered with a task commits
+the task's id before it follows the task (``hands.mcp.tasks``). A ``query`` tool asks its
+lookup tool with the operation id, which answers ``{"found": bool, "result": ...}``, or,
+with none configured, follows the task whose id the interrupted call committed: each call
+of such a tool commits that it is being sent before it goes out, so one that went out and
+committed no task id is told apart (its outcome is ``uncertain``) from one that never went
+out (it runs again).
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from pydantic import BaseModel, ConfigDict
 from brainhands.hands.mcp.config import HttpServer, McpConfig, StdioServer, ToolOverride
 from brainhands.hands.mcp.connection import McpConnection, describe
 from brainhands.hands.mcp.policy import Hints, McpPolicy, tool_policy
+from brainhands.hands.mcp.tasks import CreatedTask
 from brainhands.shared.errors import BrainhandsError, ToolError
 from brainhands.shared.store import Store
 from brainhands.shared.tools import (
@@ -79,6 +85,38 @@ def lookup_answer(value: Any) -> QueryAnswer:
     return QueryAnswer(False)
 
 
+def _lookup_error(found: CallToolResult | CreatedTask) -> str:
+    if isinstance(found, CreatedTask):
+        return "it answered with a task"
+    return error_text(found)
+
+
+SENDING = "sending"
+"""The handle of a call about to go out, committed before it is sent: a successor that
+finds it knows the call may have reached the server."""
+TASK = "task:"
+"""The handle of a call the server answered with a task: this, then the task's id."""
+
+
+async def task_answer(connection: McpConnection, handle: str | None) -> QueryAnswer:
+    """What the handle an interrupted call committed says (the query of a tool followed as
+    a task): no handle, the call never went out; a task, its outcome once it ends, followed
+    from where it is; ``SENDING``, the call may have reached the server and no task id came
+    back: nobody can tell."""
+    if handle is None:
+        return QueryAnswer(False)
+    if not handle.startswith(TASK):
+        return QueryAnswer(None, error="the call went out and no task id came back from it")
+    task_id = handle.removeprefix(TASK)
+    try:
+        result = await connection.follow(await connection.task(task_id), cancelled=lambda: False)
+    except ToolError as exc:
+        return QueryAnswer(True, error=str(exc))
+    if result.is_error:
+        return QueryAnswer(True, error=error_text(result))
+    return QueryAnswer(True, result_value(result))
+
+
 @dataclass(frozen=True)
 class McpTool:
     """A tool of a server as this process serves it, and why it got its policy."""
@@ -100,11 +138,19 @@ def mcp_tool(
     """The spec of ``tool`` of ``connection``'s server (its policy already decided)."""
     server = connection.server
 
+    follows = got.policy == "query" and override.lookup is None
+
     async def call(args: McpArguments, ctx: ToolContextLike) -> Any:
-        result = await connection.call(tool, args.model_dump(), operation_id=ctx.operation_id)
-        if result.is_error:
-            raise ToolError(error_text(result), retryable=False)
-        return result_value(result)
+        if follows:
+            await ctx.note_handle(SENDING)
+        answer = await connection.call(tool, args.model_dump(), operation_id=ctx.operation_id)
+        if isinstance(answer, CreatedTask):
+            if follows:  # before waiting: a successor follows the task
+                await ctx.note_handle(TASK + answer.task_id)
+            answer = await connection.follow(answer, cancelled=ctx.cancelled)
+        if answer.is_error:
+            raise ToolError(error_text(answer), retryable=False)
+        return result_value(answer)
 
     query: QueryFunction | None = None
     if got.policy == "query" and override.lookup is not None:
@@ -114,11 +160,18 @@ def mcp_tool(
             found = await connection.call(
                 lookup, {"operation_id": ctx.operation_id}, operation_id=ctx.operation_id
             )
-            if found.is_error:  # a plain exception: the query's failure, not the call's
-                raise RuntimeError(f"lookup {lookup} failed: {error_text(found)}")
+            if isinstance(found, CreatedTask) or found.is_error:
+                # a plain exception: the query's failure, not the call's
+                raise RuntimeError(f"lookup {lookup} failed: {_lookup_error(found)}")
             return lookup_answer(result_value(found))
 
         query = ask
+    elif follows:
+
+        async def follow_task(args: McpArguments, ctx: ToolContextLike) -> QueryAnswer:
+            return await task_answer(connection, await ctx.handle())
+
+        query = follow_task
     spec = ToolSpec(
         name=f"{connection.name}.{tool}",
         pool=override.pool or server.pool or pool,
@@ -194,7 +247,9 @@ class McpTools:
     def _listed(self, connection: McpConnection, tool: Tool) -> McpTool:
         server: StdioServer | HttpServer = connection.server
         override = server.tools.get(tool.name, ToolOverride())
-        got = tool_policy(_hints(tool), trusted=server.trusted, override=override)
+        got = tool_policy(
+            _hints(tool), trusted=server.trusted, override=override, tasks=connection.offers_tasks
+        )
         return mcp_tool(
             connection,
             tool=tool.name,
@@ -209,8 +264,6 @@ class McpTools:
         tool = declared.name.removeprefix(f"{connection.name}.")
         override = connection.server.tools.get(tool, ToolOverride())
         policy = declared.policy
-        if policy == "query" and override.lookup is None:  # the lookup left the configuration
-            policy = "unsafe"
         reason = declared.policy_reason or "as last declared"
         got = McpPolicy(policy, declared.approval, reason)
         return mcp_tool(

@@ -114,6 +114,8 @@ _OUTCOME = _guarded_update(
     started_at=func.coalesce(_bound("started_at"), _o.c.started_at),
 )
 _RECORD_OUTCOME = hot(_OUTCOME)
+_NOTE_HANDLE = hot(_guarded_update(handle=_bound("handle"), updated_at=_bound("updated_at")))
+_HANDLE = select(_o.c.handle).where(_o.c.operation_id == bindparam("operation_id"))
 _ob = schema.outbox
 _RECORDED = _OUTCOME.returning(_o.c.operation_id, _o.c.fence).cte("recorded")
 # The outcome and its result event in one statement: the event row is inserted from the
@@ -264,6 +266,18 @@ class OperationLedger:
                 CommitReceipt(session_id or "", version=-1, entry_seqs=[], outbox=rows)
             )
 
+    async def note_handle(self, operation_id: str, token: int, handle: str) -> None:
+        """Keep ``handle``, the id an external system gave the work a call started, on the
+        call's row (guarded by ``token``): whoever takes the call over reads it (``handle``)."""
+        params = {"w_id": operation_id, "w_fence": token, "v_handle": handle}
+        await self._write(lambda conn: _note_handle(conn, params), single=True)
+
+    async def handle(self, operation_id: str) -> str | None:
+        """The handle last noted for the call (``note_handle``), if any."""
+        async with self.store.backend.snapshot() as conn:
+            handle = (await conn.execute(_HANDLE, {"operation_id": operation_id})).scalar()
+        return None if handle is None else str(handle)
+
     async def read_blob(self, blob_id: str) -> bytes:
         async with self.store.backend.snapshot() as conn:
             data = (await conn.execute(_READ_BLOB, {"id": blob_id})).scalar()
@@ -336,6 +350,11 @@ def _schedule_retry(
     }
     if run(conn, _SCHEDULE_RETRY, params).rowcount != 1:
         _refuse(conn, operation_id, token)
+
+
+def _note_handle(conn: Connection, params: dict[str, Any]) -> None:
+    if run(conn, _NOTE_HANDLE, {**params, "v_updated_at": time.time()}).rowcount != 1:
+        _refuse(conn, params["w_id"], params["w_fence"])
 
 
 @dataclass(frozen=True)

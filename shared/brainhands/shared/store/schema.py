@@ -230,6 +230,8 @@ operation = Table(
     # than the claimer's own means an earlier holder may have started the call unmarked.
     Column("unsettled_claims", Integer, nullable=True),
     Column("fence", BigInteger, nullable=False, server_default="0"),
+    # What the tool noted of the work its call started elsewhere (``ToolContext.note_handle``).
+    Column("handle", Text, nullable=True),
     Column("result", JSON, nullable=True),
     Column("error", JSON, nullable=True),
     Column("blob_id", ID, nullable=True),  # the result, when it is too large to go inline
