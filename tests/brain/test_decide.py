@@ -84,6 +84,7 @@ def operation(status: str, **fields: Any) -> OperationRecord:
         interruptions=0,
         unsettled_claims=None,
         fence=1,
+        handle=None,
         result=fields.get("result"),  # type: ignore[arg-type]
         error=fields.get("error"),
         blob_id=None,

@@ -50,6 +50,7 @@ from brainhands.hands.mcp.tasks import (
     CancelTask,
     CreatedTask,
     GetTask,
+    TaskEnded,
     TaskParams,
     Tasks,
     TaskState,
@@ -164,8 +165,16 @@ class McpConnection:
     async def follow(
         self, task: CreatedTask | TaskState, *, cancelled: Callable[[], bool]
     ) -> CallToolResult:
-        """The result of ``task``, followed until it ends (``hands.mcp.tasks.follow``)."""
-        return await follow(task, get=self.task, cancel=self.cancel_task, cancelled=cancelled)
+        """The result of ``task``, followed until it ends (``hands.mcp.tasks.follow``). The
+        task runs whatever happens to this connection: a server that cannot be reached
+        again says nothing of its outcome (a ``ConnectionError``, not the ``ToolError`` of a
+        call that never went out)."""
+        try:
+            return await follow(task, get=self.task, cancel=self.cancel_task, cancelled=cancelled)
+        except TaskEnded:
+            raise
+        except ToolError as exc:
+            raise ConnectionError(f"lost task {task.task_id}: {exc}") from exc
 
     async def task(self, task_id: str) -> TaskState:
         """``tasks/get``: the task ``task_id`` as the server has it now."""

@@ -26,6 +26,14 @@ POLL_BOUNDS = (0.05, 5.0)
 poll interval the server asks for."""
 
 
+class TaskEnded(ToolError):
+    """The task ended in the call's definite failure: it failed, was cancelled or waits for
+    input (told apart from not reaching the server, which says nothing of the task)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, retryable=False)
+
+
 class CreatedTask(Result):
     """A ``tools/call`` answered with a task (the extension's ``CreateTaskResult``)."""
 
@@ -87,14 +95,14 @@ def task_result(state: TaskState) -> CallToolResult | None:
     failure."""
     if state.status == "completed":
         if state.result is None:
-            raise ToolError(f"task {state.task_id} completed with no result", retryable=False)
+            raise TaskEnded(f"task {state.task_id} completed with no result")
         return CallToolResult.model_validate(state.result)
     if state.status == "working":
         return None
     why = f": {state.status_message}" if state.status_message else ""
     if state.status == "input_required":
         why = " (it asks for input, which a Hands cannot give)"
-    raise ToolError(f"task {state.task_id} ended {state.status}{why}", retryable=False)
+    raise TaskEnded(f"task {state.task_id} ended {state.status}{why}")
 
 
 async def follow(

@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict
 from brainhands.hands.mcp.config import HttpServer, McpConfig, StdioServer, ToolOverride
 from brainhands.hands.mcp.connection import McpConnection, describe
 from brainhands.hands.mcp.policy import Hints, McpPolicy, tool_policy
-from brainhands.hands.mcp.tasks import CreatedTask
+from brainhands.hands.mcp.tasks import CreatedTask, TaskEnded
 from brainhands.shared.errors import BrainhandsError, ToolError
 from brainhands.shared.store import Store
 from brainhands.shared.tools import (
@@ -110,7 +110,7 @@ async def task_answer(connection: McpConnection, handle: str | None) -> QueryAns
     task_id = handle.removeprefix(TASK)
     try:
         result = await connection.follow(await connection.task(task_id), cancelled=lambda: False)
-    except ToolError as exc:
+    except TaskEnded as exc:
         return QueryAnswer(True, error=str(exc))
     if result.is_error:
         return QueryAnswer(True, error=error_text(result))

@@ -254,6 +254,8 @@ class OperationRecord:
     """Claims of the row since its holders last settled it (scheduled a retry, marked a
     start, recorded an outcome); None on rows of earlier builds (``claims.OperationClaim``)."""
     fence: int
+    handle: str | None
+    """What the tool noted of the work its call started elsewhere (``ToolContext.note_handle``)."""
     result: JSON
     """Read back from its blob where the Brain reads operations (``operations_by_ids_sync``);
     None in Hands' own reads of a result stored as a blob."""
