@@ -7,19 +7,17 @@ from __future__ import annotations
 import contextlib
 import json
 import sys
-from collections.abc import AsyncIterator, Sequence
-from typing import Any, Literal
+from collections.abc import AsyncIterator
+from typing import Any
 
 import httpx2
 import pytest
 from mcp import Client, StdioServerParameters
-from mcp.client.extension import ClaimContext, ClientExtension, ResultClaim
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
-from mcp.types import CallToolResult, RequestParams
-from mcp_types import Request, Result
+from mcp.types import CallToolResult
 
-from brainhands.mcp_server.tasks import TASKS
+from brainhands.hands.mcp.tasks import CreatedTask, GetTask, TaskParams, Tasks, TaskState
 from tests.helpers.agent_run import AgentRun, agent_run
 from tests.helpers.api import key_for
 from tests.helpers.brains import BrainHarness
@@ -48,42 +46,6 @@ async def start_mcp(brains: BrainHarness) -> str:
 
     await eventually(listening, within=30, what="the MCP server to listen")
     return f"http://127.0.0.1:{port[0]}/mcp"
-
-
-class CreatedTask(Result):
-    """A ``tools/call`` answered with a task (the Tasks extension's ``CreateTaskResult``)."""
-
-    result_type: Literal["task"] = "task"
-    task_id: str
-    status: str
-
-
-class TaskState(Result):
-    task_id: str
-    status: str
-    result: dict[str, Any] | None = None
-
-
-class TaskParams(RequestParams):
-    task_id: str
-
-
-class GetTask(Request[TaskParams, Literal["tasks/get"]]):
-    method: Literal["tasks/get"] = "tasks/get"
-    params: TaskParams
-
-
-async def unresolved(task: CreatedTask, ctx: ClaimContext) -> CallToolResult:
-    raise AssertionError("the test reads its tasks itself (allow_claimed)")
-
-
-class Tasks(ClientExtension):
-    """The Tasks extension as this test's client declares it."""
-
-    identifier = TASKS
-
-    def claims(self) -> Sequence[ResultClaim[Any]]:
-        return [ResultClaim(result_type="task", model=CreatedTask, resolve=unresolved)]
 
 
 @contextlib.asynccontextmanager

@@ -1,6 +1,6 @@
-"""MCP servers that die mid-call, and calls made as tasks of the Tasks extension followed
-across a Hands' death: real Hands processes, the tests' ledger server over stdio and over
-streamable HTTP, the server's own ledger the judge."""
+"""MCP servers that die mid-call, answers lost after the effect, and calls made as tasks of
+the Tasks extension followed across a Hands' death: real Hands processes, the tests' ledger
+server over stdio and over streamable HTTP, the server's own ledger the judge."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from brainhands.shared.messages import CancelNotice, ToolJob
+from tests.helpers.dropping_proxy import DroppingProxy
 from tests.helpers.harness import HandsHarness
 from tests.helpers.mcp_servers import (
     free_port,
@@ -161,3 +162,42 @@ async def test_a_cancel_of_the_call_becomes_tasks_cancel(bank_hands: HandsHarnes
     assert op.status == "failed" and "ended cancelled" in op.error["message"]
     assert [r[5] for r in ledger_rows(ledger, "tasks")] == ["cancelled"]
     assert ledger_rows(ledger, "transfers") == []  # the server stopped it before its effect
+
+
+async def test_answers_dropped_after_the_effect(bank_hands: HandsHarness) -> None:
+    """Each call's answer lost on its way back (the server up, its connection cut after
+    the effect): the safe call is sent again, the query one found by its lookup, the unsafe
+    one uncertain; a task whose id never came back cannot be followed -- uncertain, though
+    the server runs it: its effect happens once."""
+    ledger = bank_hands.tmp_path / "ledger.db"
+    port = free_port()
+    markers = [b"limit of ann", b"deposited 5 to ann", b"closed ann", b'"resultType":"task"']
+    proxy = DroppingProxy(port, markers)
+    with http_server(ledger, bank_hands.tmp_path / "server.log", port=port):
+        await eventually(lambda: listening(port), within=30, what="the server to listen")
+        async with proxy.running():
+            start_hands(bank_hands, {"url": f"http://127.0.0.1:{proxy.port}/mcp", **TRUSTED})
+            ops = {}
+            for tool, args in [
+                ("set_limit", {"account": "ann", "amount": 5}),
+                ("deposit", {"account": "ann", "amount": 5}),
+                ("close_account", {"account": "ann"}),
+                ("transfer", {"account": "bob", "amount": 7, "work_seconds": 1}),
+            ]:
+                job = bank_hands.job(f"bank.{tool}", args)
+                await bank_hands.publish(job)
+                ops[tool] = await bank_hands.outcome(job.operation_id, within=60)
+            await eventually(
+                lambda: bool(ledger_rows(ledger, "transfers")), within=30, what="the transfer"
+            )
+
+    assert proxy.dropped == markers  # every answer was lost once
+    assert (ops["set_limit"].status, ops["set_limit"].attempts) == ("succeeded", 2)
+    assert len(calls_of(ledger, "set_limit")) == 2 and ledger_rows(ledger, "limits") == [("ann", 5)]
+    assert (ops["deposit"].status, ops["deposit"].result) == ("succeeded", "deposited 5 to ann")
+    assert len(calls_of(ledger, "deposit")) == 1 and len(ledger_rows(ledger, "deposits")) == 1
+    assert ops["close_account"].status == "uncertain"
+    assert len(calls_of(ledger, "close_account")) == 1
+    assert ops["transfer"].status == "uncertain"
+    assert "no task id came back" in ops["transfer"].error["message"]
+    assert len(calls_of(ledger, "transfer")) == 1 and len(ledger_rows(ledger, "transfers")) == 1
