@@ -53,7 +53,7 @@ from brainhands.brain.context import ContextPolicy, compacting, compaction_phase
 from brainhands.brain.decide import child_tool_outcome
 from brainhands.brain.edits import start_from_input
 from brainhands.brain.model_calls import request_phases, request_record
-from brainhands.brain.models.base import ModelAdapter, ModelError
+from brainhands.brain.models.base import ModelAdapter, ModelError, ToolCall
 from brainhands.brain.registry import TaskKind, TaskRegistry
 from brainhands.brain.task import (
     FOLLOW_UP,
@@ -71,7 +71,12 @@ from brainhands.brain.task import (
 from brainhands.brain.tenant_budget import TenantBudgets
 from brainhands.shared.errors import ConfigurationError, InvalidRequest
 from brainhands.shared.store import SubmissionRecord, TenantCharge, ToolCatalog
-from brainhands.shared.tools import describe_invalid_arguments, function_schema, model_schema
+from brainhands.shared.tools import (
+    describe_invalid_arguments,
+    function_schema,
+    model_schema,
+    wire_name,
+)
 from brainhands.shared.vocabulary import APPROVAL_KIND, BUDGET_STOP
 
 log = logging.getLogger("brainhands.brain")
@@ -148,6 +153,24 @@ class Agent:
     context: ContextPolicy | None = None
     """How big its prompt may grow, and how it is compacted (``brain.context``); None: the
     whole conversation is sent each turn."""
+
+    def __post_init__(self) -> None:
+        wire: dict[str, str] = {}
+        for name in (*self.tools, *(t.name for t in self.task_tools)):
+            other = wire.setdefault(wire_name(name), name)
+            if other != name:
+                raise ValueError(
+                    f"agent {self.name!r}: tools {other!r} and {name!r} are both "
+                    f"{wire_name(name)!r} to a model (only letters, digits, _ and - are kept)"
+                )
+
+    def tool_named(self, call: ToolCall) -> ToolCall:
+        """``call`` with the name of the tool it calls (a model names it as ``wire_name``
+        spells it; a name it gives as is passes unchanged)."""
+        for name in (*self.tools, *(t.name for t in self.task_tools)):
+            if call.name != name and wire_name(name) == call.name:
+                return dataclasses.replace(call, name=name)
+        return call
 
 
 @dataclass
@@ -326,10 +349,11 @@ def agent_kinds(
         if not response.tool_calls:
             return Finish({"final": response.text or "", **spend.carry()})
         task_tools = {t.name: t for t in agent.task_tools}
-        declared = await tools.lookup(c.name for c in response.tool_calls if c.name in agent.tools)
+        calls = [agent.tool_named(call) for call in response.tool_calls]
+        declared = await tools.lookup(c.name for c in calls if c.name in agent.tools)
         children: list[Call | Child] = []
         plan = []
-        for n, call in enumerate(response.tool_calls):
+        for n, call in enumerate(calls):
             refusal = None
             task_tool = task_tools.get(call.name)
             if call.name not in agent.tools and task_tool is None:

@@ -15,6 +15,7 @@ import hashlib
 import importlib
 import inspect
 import json
+import re
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
@@ -92,13 +93,25 @@ ToolFunction = Callable[[Any, Any], Awaitable[Any]]
 QueryFunction = Callable[[Any, Any], Awaitable[QueryAnswer]]
 
 
+_NOT_ON_THE_WIRE = re.compile(r"[^A-Za-z0-9_-]")
+
+
+def wire_name(name: str) -> str:
+    """The name a model is shown for the tool ``name``: model APIs take only letters,
+    digits, ``_`` and ``-`` in a function's name, so each other character (the dot of an
+    MCP tool's ``server.tool``) becomes ``_``. An agent's tools must differ on the wire
+    too (``brain.agent.Agent``), so a model's call maps back to one tool."""
+    return _NOT_ON_THE_WIRE.sub("_", name)
+
+
 def function_schema(name: str, description: str, parameters: dict[str, Any]) -> dict[str, Any]:
-    """A chat-completions ``tools`` entry: a function named ``name`` taking arguments
-    described by the JSON schema ``parameters`` (copied: the caller's stays untouched)."""
+    """A chat-completions ``tools`` entry: a function named ``name`` (as ``wire_name``
+    spells it) taking arguments described by the JSON schema ``parameters`` (copied: the
+    caller's stays untouched)."""
     return {
         "type": "function",
         "function": {
-            "name": name,
+            "name": wire_name(name),
             "description": description,
             "parameters": copy.deepcopy(parameters),
         },

@@ -34,7 +34,8 @@ async def test_an_agent_runs_mcp_tools_on_a_hands_pool(
         log=log,
     )
     brains.processes.append(hands)
-    brains.start_brain(tasks=None, agents="tests.helpers.agents")
+    model_log = tmp_path / "model.jsonl"
+    brains.start_brain(tasks=None, agents="tests.helpers.agents", TEST_MODEL_LOG=str(model_log))
     await eventually(lambda: '"event": "consuming"' in log.read_text(), within=60, what="Hands")
 
     await submit_input(
@@ -49,6 +50,9 @@ async def test_an_agent_runs_mcp_tools_on_a_hands_pool(
 
     said = "Deposited 5; the balance is 5."
     assert (answer.status, answer.answer) == ("answered", {"text": said, "turns": 3})
+    # The model is shown names a model API takes (no dot), and calls the tools by them.
+    shown = {json.dumps(json.loads(line)["tools"]) for line in model_log.read_text().splitlines()}
+    assert shown == {'["bank_deposit", "bank_balance"]'}
     [deposit] = ledger_rows(ledger, "deposits")
     assert deposit[1:] == ("ann", 5)
     # The deposit went out once, under the operation id the Brain gave the call.
