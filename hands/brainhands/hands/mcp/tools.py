@@ -261,6 +261,9 @@ class McpTools:
         )
 
     def _kept(self, connection: McpConnection, declared: ToolDeclaration) -> McpTool:
+        """A tool as last declared, its server unreachable now. A ``query`` tool with no
+        lookup configured is followed by the handle each of its calls commits (``follows``
+        in ``mcp_tool``), which never says a call that went out did not."""
         tool = declared.name.removeprefix(f"{connection.name}.")
         override = connection.server.tools.get(tool, ToolOverride())
         policy = declared.policy
