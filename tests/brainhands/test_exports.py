@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import importlib
+import importlib.metadata
 import re
 import subprocess
 import sys
-import zipfile
 from pathlib import Path
 
 import pytest
 
 import brainhands
-from tests.helpers.distributions import copy_sources
 from tests.helpers.processes import ROOT, WORKDIR
 
 DOCUMENTED = set(re.findall(r"``(\w+)``", brainhands.__doc__ or ""))
@@ -46,16 +45,6 @@ def test_importing_brainhands_loads_neither_side_until_a_name_is_used() -> None:
     assert done.stdout.splitlines() == ["[]", "False"]
 
 
-DISTRIBUTIONS = {
-    "shared": "brainhands-core",
-    "brain": "brainhands-brain",
-    "hands": "brainhands-hands",
-    "examples": "brainhands-examples",
-    ".": "brainhands",
-}
-"""Each folder and the distribution it holds (the root's code is in src/)."""
-
-
 def test_every_file_has_one_path() -> None:
     tracked = subprocess.run(
         ["git", "ls-files", "-s"], cwd=ROOT, capture_output=True, text=True, check=True
@@ -68,38 +57,29 @@ def test_every_file_has_one_path() -> None:
     assert Path(brainhands.__file__ or "") == ROOT / "shared" / "brainhands" / "__init__.py"
 
 
-def test_each_folder_builds_a_wheel_of_its_own_part_of_brainhands(tmp_path: Path) -> None:
-    sources = copy_sources(tmp_path / "sources")
-    folders = [str(sources / folder) for folder in DISTRIBUTIONS]
-    subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(tmp_path), *folders],
-        check=True,
-        capture_output=True,
-    )
-    contents = {}
-    for folder, name in DISTRIBUTIONS.items():
-        [wheel] = tmp_path.glob(f"{name.replace('-', '_')}-*.whl")
-        names = zipfile.ZipFile(wheel).namelist()
-        tops = {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")}
-        assert tops == {"brainhands"}, f"{name}: {tops}"
-        contents[folder] = {n for n in names if not n.split("/")[0].endswith(".dist-info")}
-    packages = {
-        folder: {n.split("/")[1] for n in names if n.count("/") > 1}
-        for folder, names in contents.items()
-    }
-    assert packages == {
-        "shared": {"shared"},
-        "brain": {"brain"},
-        "hands": {"hands"},
-        "examples": {"examples"},
-        ".": {"api", "cli", "client", "mcp_server"},
-    }
-    # The package's own module, once: the core's; the others add packages beside it.
-    owners = [f for f, names in contents.items() if "brainhands/__init__.py" in names]
-    assert owners == ["shared"]
-    assert "brainhands/shared/lease_scripts/renew.lua" in contents["shared"]
-    assert "brainhands/shared/store/migrations/env.py" in contents["shared"]
-    assert "brainhands/examples/notify/script.json" in contents["examples"]
-    assert "brainhands/examples/demo.py" in contents["examples"]  # the demo is no runtime's
-    assert "brainhands/__main__.py" in contents["."]
-    assert any(n.startswith("brainhands/api/console/") for n in contents["."])
+def test_each_folder_is_on_the_path_through_its_own_distribution_alone() -> None:
+    """The checkout's editable installs (scripts/setup): each distribution puts its one folder
+    on the path (a .pth line), the root's only ``src/``, though its wheel holds the roles too;
+    none installs a file of ``brainhands``, so no file belongs to two distributions. The
+    root's requires the roles' own, which put theirs."""
+    folders = {}
+    for folder, name in {
+        "src": "brainhands",
+        "shared": "brainhands-core",
+        "brain": "brainhands-brain",
+        "hands": "brainhands-hands",
+        "examples": "brainhands-examples",
+    }.items():
+        files = importlib.metadata.files(name) or []
+        assert not [f for f in files if f.parts[0] == "brainhands"], name
+        lines = [
+            line
+            for pth in files
+            if pth.suffix == ".pth"
+            for line in Path(str(pth.locate())).read_text().splitlines()
+            if line
+        ]
+        folders[folder] = lines
+    assert folders == {folder: [str(ROOT / folder)] for folder in folders}
+    roles = [r for r in importlib.metadata.requires("brainhands") or [] if r.startswith("brainh")]
+    assert roles == ["brainhands-core==0.1.0", "brainhands-brain==0.1.0", "brainhands-hands==0.1.0"]

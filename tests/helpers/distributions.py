@@ -17,6 +17,6 @@ def copy_sources(dest: Path) -> Path:
     """The root's and every folder's distribution sources under ``dest``; returns ``dest``."""
     for folder in (*FOLDERS, "src"):
         shutil.copytree(ROOT / folder, dest / folder, ignore=LEFT_OUT)
-    for name in ("pyproject.toml", "README.md"):
+    for name in ("pyproject.toml", "hatch_build.py", "README.md"):
         shutil.copy2(ROOT / name, dest / name)
     return dest

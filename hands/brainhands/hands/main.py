@@ -94,7 +94,8 @@ async def _mcp_tools(config: McpConfig | None, pool: str) -> AsyncIterator[McpTo
     except ImportError as exc:
         raise ConfigurationError(
             f"BRAINHANDS_MCP_CONFIG names MCP servers but the mcp SDK cannot be imported ({exc}): "
-            "install brainhands-hands[mcp]"
+            "install the mcp extra: brainhands-hands[mcp], or brainhands[mcp] where the whole "
+            "of brainhands is installed"
         ) from None
     mcp = McpTools(config, pool=pool)
     try:
