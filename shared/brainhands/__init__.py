@@ -13,6 +13,9 @@ Everything a user writes comes from this one module::
   ``DocumentKind`` (a typed session document: a pydantic model, a version, migrations);
 - agents: ``Agent``, ``AgentRegistry``, ``TaskTool``, and for long runs ``ContextPolicy``
   (a prompt budget and its compaction), ``Budget`` and ``Price`` (what a run may spend);
+- agents of other frameworks, hosted (``brainhands.shared.hosted.pydantic_ai`` hosts a
+  Pydantic AI agent): ``ToolPolicy`` (what a hosted tool is declared with), ``tool_context``
+  (the context of the hosted tool call running now: its operation id);
 - models: ``ModelAdapter``, ``ModelResponse``, ``ToolCall``, ``ModelError``,
   ``TransientModelError``, ``OpenAIChatModel``, ``AnthropicModel``, ``ModelSettings``,
   ``ScriptedModel``;
@@ -82,6 +85,7 @@ if TYPE_CHECKING:
         ToolError,
         ToolUncertain,
     )
+    from brainhands.shared.hosted import ToolPolicy, tool_context
     from brainhands.shared.tools import QueryAnswer, ReplayPolicy, RetryPolicy
 
 _HOMES: dict[str, tuple[str, ...]] = {
@@ -108,6 +112,7 @@ _HOMES: dict[str, tuple[str, ...]] = {
         "AnswerTimeout", "BrainhandsError", "DecisionRefused", "InvalidRequest", "LeaseLost",
         "NotFoundError", "SubmissionFailed", "ToolError", "ToolUncertain",
     ),
+    "brainhands.shared.hosted": ("ToolPolicy", "tool_context"),
     "brainhands.shared.tools": ("QueryAnswer", "ReplayPolicy", "RetryPolicy"),
 }  # fmt: skip
 _EXPORTS = {name: module for module, names in _HOMES.items() for name in names}
@@ -171,10 +176,12 @@ __all__ = [
     "ToolCall",
     "ToolContext",
     "ToolError",
+    "ToolPolicy",
     "ToolUncertain",
     "TransientModelError",
     "WaitSignal",
     "tool",
+    "tool_context",
 ]
 
 

@@ -138,11 +138,19 @@ class BrainHarness:
 
 @contextlib.asynccontextmanager
 async def brain_deployment(
-    postgres_url: str, rabbitmq_url: str, redis_url: str, namespace: str, tmp_path: Path
+    postgres_url: str,
+    rabbitmq_url: str,
+    redis_url: str,
+    namespace: str,
+    tmp_path: Path,
+    target: StoreTarget | None = None,
 ) -> AsyncIterator[BrainHarness]:
-    """A deployment of its own, for Brain processes the test starts: a PostgreSQL schema and
-    a broker topology named ``namespace``, its logs in ``tmp_path``; all removed after."""
-    target = StoreTarget(normalize_database_url(postgres_url), namespace)
+    """A deployment of its own, for Brain processes the test starts: a PostgreSQL schema
+    (or the store ``target``) and a broker topology named ``namespace``, its logs in
+    ``tmp_path``; all removed after."""
+    own_schema = target is None
+    if target is None:
+        target = StoreTarget(normalize_database_url(postgres_url), namespace)
     store = await Store.open(target.url, upgrade=True, db_schema=target.schema)
     async with broker_env(rabbitmq_url, namespace) as env:
         harness = BrainHarness(store, target, env, redis_url, tmp_path)
@@ -152,4 +160,5 @@ async def brain_deployment(
         finally:
             harness.kill_all()
             await store.close()
-            await drop_schema(target.url, namespace)
+            if own_schema:
+                await drop_schema(target.url, namespace)

@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -50,8 +51,9 @@ from pydantic import BaseModel, ValidationError
 from brainhands.brain.approval import ApprovalRequest, Expiry, approval_kinds
 from brainhands.brain.budget import Budget, Price, Spend, Usage, response_usage, resumed
 from brainhands.brain.context import ContextPolicy, compacting, compaction_phases
-from brainhands.brain.decide import child_tool_outcome
+from brainhands.brain.decide import call_result
 from brainhands.brain.edits import start_from_input
+from brainhands.brain.hosted.session import SESSION_KIND as HOSTED_SESSION
 from brainhands.brain.model_calls import request_phases, request_record
 from brainhands.brain.models.base import ModelAdapter, ModelError, ToolCall
 from brainhands.brain.registry import TaskKind, TaskRegistry
@@ -70,6 +72,7 @@ from brainhands.brain.task import (
 )
 from brainhands.brain.tenant_budget import TenantBudgets
 from brainhands.shared.errors import ConfigurationError, InvalidRequest
+from brainhands.shared.hosted import HostedAgent
 from brainhands.shared.store import SubmissionRecord, TenantCharge, ToolCatalog
 from brainhands.shared.tools import (
     describe_invalid_arguments,
@@ -176,6 +179,8 @@ class Agent:
 @dataclass
 class AgentRegistry:
     agents: dict[str, Agent] = field(default_factory=dict)
+    hosted: dict[str, HostedAgent] = field(default_factory=dict)
+    """Agents of other frameworks (``brain.hosted``), by name."""
 
     def add(self, agent: Agent) -> Agent:
         self.agents[agent.name] = agent
@@ -192,16 +197,21 @@ class AgentRegistry:
             {
                 name: agent if agent.model is not None else dataclasses.replace(agent, model=model)
                 for name, agent in self.agents.items()
-            }
+            },
+            self.hosted,
         )
 
 
-def start_agent_or_task(submission: SubmissionRecord) -> Child:
-    """Submissions naming an ``agent`` start its session; others name a task kind."""
+def start_agent_or_task(submission: SubmissionRecord, hosted: Collection[str] = ()) -> Child:
+    """Submissions naming an ``agent`` start its session (a ``hosted.session`` for the
+    names in ``hosted``); others name a task kind."""
     data = submission.input
     if isinstance(data, dict) and "agent" in data:
+        text = data.get("text", "")
         own = {"budget": data["budget"]} if data.get("budget") is not None else {}
-        return Child("agent.session", {"agent": data["agent"], "text": data.get("text", ""), **own})
+        if data["agent"] in hosted:
+            return Child(HOSTED_SESSION, {"agent": data["agent"], "text": text, **own})
+        return Child("agent.session", {"agent": data["agent"], "text": text, **own})
     return start_from_input(submission)
 
 
@@ -431,13 +441,7 @@ def agent_kinds(
             if step["refused"]:
                 result.update(status="refused", error=step["refused"])
             else:
-                outcome = next(outcomes)
-                if outcome.kind == APPROVAL_KIND and outcome.outcome == "succeeded":
-                    # The call's own result once approved, or the refusal; not the decision.
-                    decided = {k: v for k, v in outcome.result.items() if k != "decision"}
-                    result.update(decided)
-                else:
-                    result.update(child_tool_outcome(outcome).for_model())
+                result.update(call_result(next(outcomes)))
             ctx.append_entry("tool_result", result)
         return Finish({"continue": True, "spend": task.state.get("spend")})
 
@@ -447,13 +451,25 @@ def agent_kinds(
 
 
 def load_agent_modules(paths: list[str]) -> AgentRegistry:
-    """Import each module path and merge the ``agents`` (an AgentRegistry) each defines."""
+    """Import each module path and merge the ``agents`` (an AgentRegistry) each defines,
+    and its ``hosted`` (a ``HostedAgent``, or several in a tuple or list)."""
     import importlib
 
     merged = AgentRegistry()
     for path in paths:
-        found = getattr(importlib.import_module(path), "agents", None)
-        if not isinstance(found, AgentRegistry):
-            raise ModelError(f"agent module {path!r} defines no `agents = AgentRegistry()`")
-        merged.agents.update(found.agents)
+        module = importlib.import_module(path)
+        found = getattr(module, "agents", None)
+        hosted = getattr(module, "hosted", None)
+        if isinstance(hosted, HostedAgent):
+            hosted = (hosted,)
+        if not isinstance(found, AgentRegistry) and hosted is None:
+            raise ModelError(
+                f"agent module {path!r} defines no `agents = AgentRegistry()` and no `hosted`"
+            )
+        if isinstance(found, AgentRegistry):
+            merged.agents.update(found.agents)
+        for agent in hosted or ():
+            if not isinstance(agent, HostedAgent):
+                raise ModelError(f"agent module {path!r}: `hosted` holds {agent!r}")
+            merged.hosted[agent.name] = agent
     return merged

@@ -37,7 +37,7 @@ from brainhands.shared.store import (
     TaskChange,
     TaskRecord,
 )
-from brainhands.shared.vocabulary import signal_id_of
+from brainhands.shared.vocabulary import APPROVAL_KIND, signal_id_of
 
 TOOL_KIND = "brainhands.tool"
 """The built-in kind of a task that waits for one tool call's outcome."""
@@ -314,6 +314,15 @@ def child_tool_outcome(child: ChildOutcome) -> ToolOutcome:
     return ToolOutcome.of_task(
         child.outcome, child.result, child.error, tool_task=child.kind == TOOL_KIND
     )
+
+
+def call_result(child: ChildOutcome) -> dict[str, Any]:
+    """What the model reads of a call it made, as its child ended: the call's outcome, or,
+    for a call that waited for approval, the outcome of the call once approved, or the
+    refusal (never the decision itself)."""
+    if child.kind == APPROVAL_KIND and child.outcome == "succeeded":
+        return {k: v for k, v in child.result.items() if k != "decision"}
+    return child_tool_outcome(child).for_model()
 
 
 def crash_loop_error(task: TaskRecord) -> dict[str, Any]:

@@ -7,13 +7,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 
 from brainhands.brain.agent import agent_kinds, load_agent_modules, start_agent_or_task
 from brainhands.brain.callbacks import Callbacks
+from brainhands.brain.hosted import drivers_of, hosted_kinds
 from brainhands.brain.models import ModelSettings, model_from_settings
 from brainhands.brain.registry import load_task_modules
 from brainhands.brain.settings import BrainSettings
 from brainhands.brain.sweeper import Sweeper
+from brainhands.brain.tenant_budget import TenantBudgets
 from brainhands.brain.worker import BrainWorker
 from brainhands.shared.config import CommonSettings, load_settings
 from brainhands.shared.errors import ConfigurationError
@@ -30,14 +33,18 @@ async def brain(args: argparse.Namespace) -> int:
     model = model_from_settings(load_settings(ModelSettings))
     agents = load_agent_modules(args.agents or []).with_model(model)
     tasks = load_task_modules(args.tasks or [])
-    if not tasks.kinds and not agents.agents:
+    drivers = drivers_of(agents.hosted.values())
+    if not tasks.kinds and not agents.agents and not drivers:
         raise ConfigurationError("nothing to run: give --tasks MODULE and/or --agents MODULE")
     async with open_services(settings, name=f"brain-{'-'.join(args.compat)}") as services:
         services.store.document_increments = settings.document_increments
-        await services.store.declarations.declare_agents(args.compat, agents.agents)
+        # Hosted agents too: the API and the MCP server take submissions for the names.
+        await services.store.declarations.declare_agents(args.compat, [*agents.agents, *drivers])
         tools = ToolCatalog(services.store)
         grace = settings.tool_declaration_grace
         tasks = tasks.include(agent_kinds(agents, tools, declaration_grace=grace))
+        if drivers:
+            tasks.include(hosted_kinds(drivers, tools, TenantBudgets(services.store)))
         leases = services.leases(settings.lease_ttl_ms)
         worker = BrainWorker(
             store=services.store,
@@ -50,7 +57,7 @@ async def brain(args: argparse.Namespace) -> int:
             max_restarts=settings.max_restarts,
             declaration_grace=grace,
             shutdown_grace=settings.shutdown_grace,
-            start_submission=start_agent_or_task,
+            start_submission=functools.partial(start_agent_or_task, hosted=drivers),
             progress=QueueProgress(services.redis, services.keys),
         )
         sweeper = sweeper_of(services, leases, settings)

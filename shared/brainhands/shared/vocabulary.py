@@ -179,3 +179,9 @@ def compensation_ref(record: dict[str, Any]) -> dict[str, Any]:
     effect and how many times its undo was run again before. An act lifts only the failure
     it names, so one sent for an earlier failure of the same undo does nothing."""
     return {"effect": record["failed"]["task_id"], "attempt": record.get("attempt", 0)}
+
+
+HOSTED_MODEL_KIND = "hosted_model"
+"""The entry that keeps one model answer of a hosted agent's run, as its framework encodes
+it, with its usage (``brain.hosted.journal``): counted in a session's usage as a ``model``
+entry is."""

@@ -40,6 +40,7 @@ from brainhands.shared.tenancy import check_tenant
 from brainhands.shared.vocabulary import (
     BUDGET_SIGNAL,
     BUDGET_STOP,
+    HOSTED_MODEL_KIND,
     TENANT_SCOPE,
     budget_stop_ref,
     check_budget,
@@ -86,12 +87,13 @@ def budget_stop_of(tasks: Iterable[TaskRecord]) -> BudgetStop | None:
 
 
 def session_usage(entries: Iterable[EntryRecord]) -> dict[str, float]:
-    """What a session's model calls spent, added up from the usage each ``model`` entry was
-    recorded with, and each checkpoint whose summary a model wrote (answers recorded before
-    budgets count none)."""
+    """What a session's model calls spent, added up from the usage each ``model`` entry (a
+    hosted agent's ``hosted_model`` too) was recorded with, and each checkpoint whose
+    summary a model wrote (answers recorded before budgets count none)."""
     total: dict[str, float] = {}
     for entry in entries:
-        usage = entry.body.get("usage") if entry.kind in ("model", CHECKPOINT_KIND) else None
+        counted = entry.kind in ("model", HOSTED_MODEL_KIND, CHECKPOINT_KIND)
+        usage = entry.body.get("usage") if counted else None
         for name, value in (usage or {}).items():
             total[name] = total.get(name, 0) + value
     return total

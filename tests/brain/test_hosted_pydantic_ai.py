@@ -1,0 +1,299 @@
+"""A Pydantic AI agent hosted on brainhands (``tests.helpers.hosted_agent``), run by real
+Brain and Hands processes: its answer is the framework's validated output, its every tool
+call a durable call under its policy, proven at the tools' own ledgers, under kills too."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from brainhands import ALL
+from brainhands.shared.errors import DecisionRefused
+from brainhands.shared.store import SubmissionRecord
+from tests.helpers import hosted_agent
+from tests.helpers.brains import BrainHarness, brain_deployment
+from tests.helpers.polling import eventually
+from tests.helpers.processes import spawn_module
+from tests.helpers.stores import StoreTarget
+from tests.helpers.submitting import submit_input
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(90)]
+
+AGENT = "tests.helpers.hosted_agent"
+
+
+@pytest.fixture
+async def deployment(
+    store_target: StoreTarget,
+    postgres_url: str,
+    rabbitmq_url: str,
+    redis_url: str,
+    namespace: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> AsyncIterator[BrainHarness]:
+    """A deployment on each backend; the agent's ledgers in ``tmp_path`` (read here too)."""
+    monkeypatch.setattr(hosted_agent, "LEDGERS", tmp_path)
+    async with brain_deployment(
+        postgres_url, rabbitmq_url, redis_url, namespace, tmp_path, target=store_target
+    ) as harness:
+        yield harness
+
+
+def env(brains: BrainHarness) -> dict[str, str]:
+    return {"HOSTED_LEDGERS": str(brains.tmp_path)}
+
+
+def start_hands(brains: BrainHarness, victim: bool = False) -> subprocess.Popen[bytes]:
+    """A Hands for the agent's pool; a ``victim`` dies as its first tool call returns."""
+    args = ["hands", "--pool", "books", "--tools", AGENT]
+    module, argv = (
+        ("tests.helpers.hands_victim", ["after-effect", *args])
+        if victim
+        else (
+            "brainhands",
+            args,
+        )
+    )
+    log = brains.tmp_path / f"hands{len(brains.processes)}.log"
+    proc = spawn_module(module, *argv, env=brains.settings(**env(brains)), log=log)
+    brains.processes.append(proc)
+    return proc
+
+
+async def submit(brains: BrainHarness, text: str, session: str = "s1", request: str = "r1") -> None:
+    await submit_input(
+        brains.store,
+        brains.env.topology,
+        session_id=session,
+        request_id=request,
+        input={"agent": "books", "text": text},
+        compat="v1",
+    )
+
+
+async def ask(brains: BrainHarness, text: str, session: str = "s1") -> SubmissionRecord:
+    await submit(brains, text, session)
+    return await brains.answer(session_id=session, within=45)
+
+
+def requests(brains: BrainHarness) -> list[Any]:
+    """The contexts the model was sent, each once, in order."""
+    lines = (brains.tmp_path / "requests.jsonl").read_text().splitlines()
+    return list(dict.fromkeys(lines))
+
+
+def sent(brains: BrainHarness) -> list[Any]:
+    return [json.loads(line) for line in requests(brains)]
+
+
+async def waited_for_declarations(brains: BrainHarness) -> bool:
+    tasks, _ = await brains.store.queries.history("s1")
+    return any(t.kind == "hosted.session" and t.state.get("waited") for t in tasks)
+
+
+async def test_a_run_answers_with_the_validated_output(deployment: BrainHarness) -> None:
+    brains = deployment
+    brains.start_brain(tasks=None, agents=AGENT, **env(brains))
+    await submit(brains, "plain")
+    # No Hands has declared the tools yet: the calls wait for them, the answer kept.
+    await eventually(lambda: waited_for_declarations(brains), within=20, what="a wait")
+    start_hands(brains)
+
+    answer = await brains.answer(within=45)
+
+    assert answer.status == "answered"
+    # The first output failed validation: Pydantic AI asked again, and validated the second.
+    assert answer.status == "answered"
+    output = answer.answer["output"]
+    assert (output["summary"], answer.answer["turns"]) == ("plain", 3)
+    # What the run was handed back: both tools' returns, then the output's validation error,
+    # after which the model gave the output that validated.
+    returns, [invalid] = output["seen"][:2], output["seen"][2:]
+    assert returns == ['record: "recorded apple"', 'transfer: "transferred 5"']
+    assert invalid.startswith("retry final_result:") and "Field required" in invalid
+    [(record_op, recorded)] = hosted_agent.effects("record")
+    [(transfer_op, transferred)] = hosted_agent.effects("transfer")
+    assert (recorded, transferred) == ("apple", "5")
+    _, calls = await brains.store.queries.history("s1")
+    assert {(c.tool, c.status, c.operation_id) for c in calls} == {
+        ("books.record", "succeeded", record_op),
+        ("books.transfer", "succeeded", transfer_op),
+    }
+    async with brains.client() as client:
+        assert (await client.session("s1")).usage["model_calls"] == 3
+    # Declared as the Brain's agents are, so the API takes submissions for it.
+    assert await brains.store.declarations.agents("v1") == {"books"}
+    # Three requests, each sent once: the kill-free run asks nothing twice.
+    assert len(sent(brains)) == 3
+
+
+@pytest.mark.parametrize("store_target", ["postgres"], indirect=True)
+async def test_a_model_retry_reaches_the_model_and_a_next_submission_is_a_run_of_its_own(
+    deployment: BrainHarness,
+) -> None:
+    brains = deployment
+    start_hands(brains)
+    brains.start_brain(tasks=None, agents=AGENT, **env(brains))
+
+    answer = await ask(brains, "retry")
+    # The session's next submission is a run of its own, its journal its own entries.
+    await submit(brains, "approve", request="r2")
+    async with brains.client() as client:
+        await eventually(
+            lambda: client.pending_approvals("s1"), within=30, what="the second run's calls"
+        )
+        await client.deny("s1", ALL, reason="not today")
+    second = await brains.answer(request_id="r2", within=30)
+
+    assert answer.answer["output"]["seen"] == [
+        'retry record: "name the item"',
+        'record: "recorded pear"',
+    ]
+    # The call that asked for a retry made no effect; the one after it made one.
+    assert [what for _, what in hosted_agent.effects("record")] == ["pear"]
+    assert [json.loads(s.split(": ", 1)[1])["status"] for s in second.answer["output"]["seen"]] == [
+        "denied",
+        "denied",
+    ]
+
+
+async def died(proc: subprocess.Popen[bytes], what: str) -> None:
+    await eventually(lambda: proc.poll() is not None, within=30, what=what)
+    assert proc.returncode == 9  # its own exit, at the kill point
+
+
+@pytest.mark.chaos
+async def test_under_brain_and_hands_kills_the_query_tool_acts_once_the_unsafe_at_most_once(
+    deployment: BrainHarness,
+) -> None:
+    brains = deployment
+    transfer_victim = start_hands(brains, victim=True)
+    # Dies right after committing the first answer with its call of ``transfer``.
+    brain = brains.start_brain(
+        tasks=None, agents=AGENT, die_rule="after-entry:hosted_model", **env(brains)
+    )
+    await submit(brains, "chaos")
+    await died(brain, "the Brain's death")
+    brains.start_brain(tasks=None, agents=AGENT, **env(brains))
+    await died(transfer_victim, "the death of the Hands running transfer")
+    # The next Hands finds transfer's started mark (uncertain), then dies running record.
+    record_victim = start_hands(brains, victim=True)
+    await died(record_victim, "the death of the Hands running record")
+    start_hands(brains)
+
+    answer = await brains.answer(within=45)
+
+    assert answer.status == "answered"
+    [transfer, record] = answer.answer["output"]["seen"]
+    # The agent read the unsafe call's outcome as uncertain, and the query call's result.
+    assert transfer.startswith("transfer: ") and '"status": "uncertain"' in transfer
+    assert record == 'record: "recorded apple"'
+    assert len(hosted_agent.effects("transfer")) == 1  # never run again
+    assert [what for _, what in hosted_agent.effects("record")] == ["apple"]  # asked, not re-run
+    _, calls = await brains.store.queries.history("s1")
+    assert sorted((c.tool, c.status) for c in calls) == [
+        ("books.record", "succeeded"),
+        ("books.transfer", "uncertain"),
+    ]
+
+
+@pytest.mark.parametrize("store_target", ["postgres"], indirect=True)
+async def test_the_context_rebuilt_after_a_brain_kill_equals_the_context_without_it(
+    deployment: BrainHarness,
+) -> None:
+    brains = deployment
+    start_hands(brains)
+    # Dies with the model's first answer in hand, before it is committed.
+    brain = brains.start_brain(
+        tasks=None, agents=AGENT, die_rule="before-entry:hosted_model", **env(brains)
+    )
+    await submit(brains, "plain")
+    await died(brain, "the Brain's death")
+    brains.start_brain(tasks=None, agents=AGENT, **env(brains))
+    await brains.answer(session_id="s1", within=45)
+    log = brains.tmp_path / "requests.jsonl"
+    with_kill = log.read_text().splitlines()
+    log.unlink()
+
+    await ask(brains, "plain", session="s2")
+    without_kill = log.read_text().splitlines()
+
+    # The first request was sent again after the kill, with the same context.
+    assert with_kill[0] == with_kill[1]
+    assert list(dict.fromkeys(with_kill)) == without_kill
+
+
+async def test_an_approval_is_decided_once_and_a_denial_reaches_the_agent(
+    deployment: BrainHarness,
+) -> None:
+    brains = deployment
+    start_hands(brains)
+    brains.start_brain(tasks=None, agents=AGENT, **env(brains))
+    await submit(brains, "approve")
+
+    async with brains.client() as ana, brains.client() as bo:
+
+        async def both_pending() -> bool:
+            return len(await ana.pending_approvals("s1")) == 2
+
+        await eventually(both_pending, within=30, what="two calls waiting for approval")
+        seven, eight = sorted(
+            await ana.pending_approvals("s1"), key=lambda a: a.arguments["amount"]
+        )
+        [by_ana], [by_bo] = await asyncio.gather(
+            ana.approve("s1", seven.approval_id, by="ana"),
+            bo.approve("s1", seven.approval_id, by="bo"),
+        )
+        await ana.deny("s1", eight.approval_id, by="ana", reason="too much")
+        with pytest.raises(DecisionRefused, match="already denied by ana"):
+            await bo.approve("s1", eight.approval_id, by="bo")
+
+    answer = await brains.answer(within=45)
+
+    assert sorted([by_ana.new, by_bo.new]) == [False, True]  # one of them counted
+    assert (seven.tool, seven.agent) == ("books.pay", "books")
+    assert [what for _, what in hosted_agent.effects("pay")] == ["7"]  # once; 8 never ran
+    paid, refused = answer.answer["output"]["seen"]
+    assert paid == 'pay: "paid 7"'
+    assert refused.startswith("pay: ") and '"status": "denied"' in refused
+    assert "too much" in refused
+
+
+@pytest.mark.parametrize("store_target", ["postgres"], indirect=True)
+async def test_a_run_over_its_tool_call_budget_dispatches_nothing_until_raised(
+    deployment: BrainHarness,
+) -> None:
+    brains = deployment
+    start_hands(brains)
+    brains.start_brain(tasks=None, agents=AGENT, **env(brains))
+    await submit_input(
+        brains.store,
+        brains.env.topology,
+        session_id="s1",
+        request_id="r1",
+        input={"agent": "books", "text": "plain", "budget": {"tool_calls": 1}},
+        compat="v1",
+    )
+
+    async with brains.client() as client:
+
+        async def stopped() -> bool:
+            return (await client.session("s1")).budget_exhausted is not None
+
+        await eventually(stopped, within=30, what="the stop at the budget")
+        stop = (await client.session("s1")).budget_exhausted
+        assert stop is not None and stop.budget == {"tool_calls": 1}
+        assert hosted_agent.effects("record") == []  # its two calls wait, unsent
+        await client.raise_budget("s1", tool_calls=2)
+        record = await client.wait("s1", "r1", timeout=45)
+
+    assert record.status == "answered", record.error
+    assert [what for _, what in hosted_agent.effects("record")] == ["apple"]
+    assert len(sent(brains)) == 3  # the answer held at the stop was not asked again
