@@ -9,7 +9,8 @@ Everything a user writes comes from this one module::
 - durable tasks (run by Brains): ``TaskKind``, ``TaskRegistry``, ``TaskView``,
   ``PhaseContext``, ``ChildOutcome``, ``ReceivedSignal`` and the phase results ``Goto``,
   ``Sleep``, ``Spawn``, ``Child``, ``Call``, ``Dispatch``, ``WaitSignal``, ``Finish``,
-  ``Fail`` (``Next`` is their union), ``JoinPolicy`` (how a wait for children ends),
+  ``Fail`` (``Next`` is their union), ``JoinPolicy`` (how a wait for children ends, with
+  ``Quorum`` and ``First``),
   ``DocumentKind`` (a typed session document: a pydantic model, a version, migrations);
 - agents: ``Agent``, ``AgentRegistry``, ``TaskTool``, and for long runs ``ContextPolicy``
   (a prompt budget and its compaction), ``Budget`` and ``Price`` (what a run may spend);
@@ -91,9 +92,9 @@ if TYPE_CHECKING:
 _HOMES: dict[str, tuple[str, ...]] = {
     "brainhands.client.approvals": ("ALL", "Decision", "PendingApproval"),
     "brainhands.brain": (
-        "Call", "Child", "ChildOutcome", "Dispatch", "Fail", "Finish", "Goto", "JoinPolicy",
-        "Next", "PhaseContext", "ReceivedSignal", "Sleep", "Spawn", "TaskKind", "TaskRegistry",
-        "TaskView", "WaitSignal",
+        "Call", "Child", "ChildOutcome", "Dispatch", "Fail", "Finish", "First", "Goto",
+        "JoinPolicy", "Next", "PhaseContext", "Quorum", "ReceivedSignal", "Sleep", "Spawn",
+        "TaskKind", "TaskRegistry", "TaskView", "WaitSignal",
     ),
     "brainhands.brain.agent": ("Agent", "AgentRegistry", "TaskTool"),
     "brainhands.brain.budget": ("Budget", "Price"),
@@ -142,6 +143,7 @@ __all__ = [
     "DocumentKind",
     "Fail",
     "Finish",
+    "First",
     "Goto",
     "HttpClient",
     "HttpSubmission",
@@ -159,6 +161,7 @@ __all__ = [
     "PhaseContext",
     "Price",
     "QueryAnswer",
+    "Quorum",
     "ReceivedSignal",
     "ReplayPolicy",
     "RetryPolicy",

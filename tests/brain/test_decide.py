@@ -11,6 +11,7 @@ import pytest
 from brainhands.brain.decide import (
     TOOL_KIND,
     Block,
+    Cut,
     Expire,
     Facts,
     Idle,
@@ -37,7 +38,9 @@ from brainhands.brain.task import (
     Dispatch,
     Fail,
     Finish,
+    First,
     Goto,
+    Quorum,
     Sleep,
     Spawn,
     WaitSignal,
@@ -522,3 +525,57 @@ def test_a_reused_exclusive_signal_fails_the_wait() -> None:
     settled = exclusive_signal_reused(waiting_for("go", exclusive=True))
 
     assert (settled.outcome, settled.error["reason"]) == ("failed", "exclusive signal reused")
+
+
+@pytest.mark.parametrize(
+    ("policy", "outcomes", "cancelling", "expected"),
+    [
+        # quorum:2 of three: met by two successes, unreachable once two cannot come.
+        ("quorum:2", ("succeeded", None, None), (), "wait"),
+        ("quorum:2", ("succeeded", "succeeded", None), (), "cut"),
+        ("quorum:2", ("succeeded", "succeeded", None), (2,), "wait"),  # stopping: wait
+        ("quorum:2", ("succeeded", "succeeded", "cancelled"), (), "resume"),
+        ("quorum:2", ("failed", "succeeded", None), (), "wait"),
+        ("quorum:2", ("failed", "failed", None), (), "unreachable"),
+        ("quorum:2", ("failed", "cancelled", "succeeded"), (), "unreachable"),
+        # first:2 of three: met by any two ended, however they ended.
+        ("first:2", ("failed", None, None), (), "wait"),
+        ("first:2", ("failed", "succeeded", None), (), "cut"),
+        ("first:2", ("failed", "succeeded", None), (2,), "wait"),
+        ("first:2", ("failed", "failed", "succeeded"), (), "resume"),
+        ("first:3", ("failed", "failed", None), (), "wait"),
+    ],
+)
+def test_quorum_and_first(
+    policy: str, outcomes: tuple[str | None, ...], cancelling: tuple[int, ...], expected: str
+) -> None:
+    waited = [
+        dataclasses.replace(
+            child(n, "terminal" if o else "running", o), cancel_requested=n in cancelling
+        )
+        for n, o in enumerate(outcomes)
+    ]
+    assert evaluate_join(policy, waited) == expected
+
+
+def test_a_met_quorum_cuts_the_rest_then_resumes_once_they_ended() -> None:
+    waiting = task(status="waiting", wait_for=["c1", "c2", "c3"], join_policy="quorum:2")
+    met = [child(1), child(2, "running"), child(3)]
+    assert decide(waiting, waited=met) == Cut(["c2"])
+    stopping = [child(1), dataclasses.replace(child(2, "running"), cancel_requested=True), child(3)]
+    assert decide(waiting, waited=stopping) == Idle()
+    assert decide(waiting, waited=[child(1), child(2, outcome="cancelled"), child(3)]) == Run("p")
+
+
+def test_an_unreachable_quorum_winds_down_and_fails_saying_why() -> None:
+    waiting = task(status="waiting", wait_for=["c1", "c2", "c3"], join_policy="quorum:2")
+    lost = [child(1, outcome="failed"), child(2, outcome="failed"), child(3, "running")]
+    action = decide(waiting, waited=lost)
+    assert isinstance(action, WindDown) and action.cancel == ["c3"]
+    assert action.error == {"reason": "quorum of 2 unreachable", "failed": ["c1", "c2"]}
+
+
+@pytest.mark.parametrize("join", [Quorum(0), Quorum(3), First(4)])
+def test_a_join_asking_more_than_its_children_is_refused(join: Quorum | First) -> None:
+    with pytest.raises(ValueError, match="k must be between 1 and the 2 children"):
+        Spawn([Child("c", {}), Child("c", {})], then="p", join=join)

@@ -621,3 +621,35 @@ async def test_a_phase_waiting_for_a_tool_declaration_keeps_the_signal_it_resume
     await run(store, tools=load_tool_modules([TOOLS]))
     [job] = await outbox_jobs(store)
     assert (job.tool, job.arguments) == ("send_safe", {"to": "ana@example.com"})
+
+
+@pytest.mark.parametrize(
+    ("join", "specs", "outcomes"),
+    [
+        # quorum of 2: the two quick successes meet it; the sleepers are stopped.
+        ({"join": "quorum", "k": 2}, [{}, {"sleep": 60}, {}, {"sleep": 60}], "scsc"),
+        # first 2: a failure counts as ended; the sleeper is stopped.
+        ({"join": "first", "k": 2}, [{"fail": True}, {}, {"sleep": 60}], "fsc"),
+    ],
+)
+async def test_a_met_join_stops_the_rest_and_the_next_phase_sees_them_ended(
+    store: Store, join: dict[str, object], specs: list[dict[str, object]], outcomes: str
+) -> None:
+    children = [{"n": n, **spec} for n, spec in enumerate(specs)]
+    await submit(store, "parent", {"children": children, **join})
+
+    await run(store)
+
+    seen = await answer(store)
+    letter = {"succeeded": "s", "cancelled": "c", "failed": "f"}
+    assert "".join(letter[outcome] for outcome, _ in seen) == outcomes  # type: ignore[union-attr]
+
+
+async def test_an_unreachable_quorum_fails_the_wait(store: Store) -> None:
+    children = [{"n": 0, "fail": True}, {"n": 1, "fail": True}, {"n": 2, "sleep": 60}]
+    await submit(store, "parent", {"children": children, "join": "quorum", "k": 2})
+
+    await run(store)
+
+    record = await store.submissions.get("s1", "r1")
+    assert record.status == "failed" and "quorum of 2 unreachable" in (record.error or "")

@@ -83,6 +83,28 @@ async def test_parent_and_children_survive_a_brain_killed_after_any_commit(
 
 
 @pytest.mark.chaos
+@pytest.mark.parametrize("commit", [1, 2, 3])
+async def test_a_quorum_is_met_once_across_a_brain_killed_after_any_commit(
+    brains: BrainHarness, commit: int
+) -> None:
+    brains.start_brain(die_at_commit=commit)
+    specs = [{"n": n, "sleep": 60 if n % 2 else 0} for n in range(4)]
+    await brains.submit("parent", {"children": specs, "join": "quorum", "k": 2})
+    await eventually(
+        lambda: brains.processes[0].poll() is not None,
+        within=30,
+        what=f"the brain to die at commit {commit}",
+    )
+    brains.start_brain()
+
+    record = await brains.answer(within=60)
+
+    # The two quick children met it; the sleepers were stopped, not waited for (60 s).
+    assert [outcome for outcome, _ in record.answer] == ["succeeded", "cancelled"] * 2
+    assert (await brains.store.status())["tasks"] == 5
+
+
+@pytest.mark.chaos
 @pytest.mark.parametrize("commit", [2, 4])
 async def test_a_phase_whose_result_was_never_committed_runs_again(
     brains: BrainHarness, commit: int

@@ -13,9 +13,12 @@ from brainhands.brain import (
     Dispatch,
     Fail,
     Finish,
+    First,
     Goto,
+    JoinPolicy,
     Next,
     PhaseContext,
+    Quorum,
     Sleep,
     Spawn,
     TaskKind,
@@ -82,7 +85,10 @@ parent = registry.add(TaskKind("parent"))
 @parent.phase("spawn")
 async def spawn(task: TaskView, docs: dict[str, Any], ctx: PhaseContext) -> Next:
     children = [Child("child", spec) for spec in task.input["children"]]
-    return Spawn(children, then="gather", join=task.input.get("join", "all_settled"))
+    join: JoinPolicy = task.input.get("join", "all_settled")
+    if join in ("quorum", "first"):
+        join = (Quorum if join == "quorum" else First)(task.input["k"])
+    return Spawn(children, then="gather", join=join)
 
 
 @parent.phase("gather")

@@ -18,7 +18,6 @@ from brainhands.brain.task import (
     Fail,
     Finish,
     Goto,
-    JoinPolicy,
     Next,
     Outcome,
     Sleep,
@@ -30,6 +29,7 @@ from brainhands.shared.errors import UnknownToolError
 from brainhands.shared.store import (
     FINAL_OPERATION_STATUSES,
     InboxRecord,
+    JoinPolicy,
     OperationRecord,
     SubmissionChange,
     SubmissionRecord,
@@ -79,6 +79,14 @@ class WindDown:
 
 
 @dataclass(frozen=True)
+class Cut:
+    """A join is met with children still running (``quorum``, ``first``): ask them to stop;
+    the wait goes on until they have ended."""
+
+    cancel: list[str]
+
+
+@dataclass(frozen=True)
 class Block:
     """No handler for this kind/version in this build: leave the state, say why."""
 
@@ -112,7 +120,7 @@ class Idle:
     until: float | None = None
 
 
-Action = Run | Settle | WindDown | Block | Receive | Expire | Idle
+Action = Run | Settle | WindDown | Cut | Block | Receive | Expire | Idle
 
 
 @dataclass(slots=True)
@@ -267,31 +275,56 @@ def received_signal(request: InboxRecord, now: float) -> dict[str, Any]:
     }
 
 
-JoinState = Literal["wait", "resume", "fail_fast"]
+JoinState = Literal["wait", "resume", "fail_fast", "unreachable", "cut"]
+
+
+def join_rule(policy: JoinPolicy | None) -> tuple[str, int]:
+    """A stored join policy as its rule and its ``k`` (``quorum:2`` is ``("quorum", 2)``;
+    the others have none: 0)."""
+    rule, _, k = (policy or "all_settled").partition(":")
+    return rule, int(k or 0)
 
 
 def evaluate_join(policy: JoinPolicy | None, waited: list[TaskRecord]) -> JoinState:
     """Whether a wait is over: ``all_settled`` waits for every task; ``fail_fast`` stops
-    at the first failure (the others are then asked to stop)."""
-    if policy == "fail_fast" and any(
-        w.status == "terminal" and w.outcome != "succeeded" for w in waited
-    ):
+    at the first failure (the others are then asked to stop); ``quorum:k`` is met by k
+    successes and ``unreachable`` once they can no longer come; ``first:k`` is met by k
+    tasks ended, however. A met quorum or first ``cut``s the tasks still running (asks
+    them to stop), then waits for them to end, and resumes."""
+    rule, k = join_rule(policy)
+    ended = [w for w in waited if w.status == "terminal"]
+    running = [w for w in waited if w.status != "terminal"]
+    failed = [w for w in ended if w.outcome != "succeeded"]
+    if rule == "fail_fast" and failed:
         return "fail_fast"
-    if all(w.status == "terminal" for w in waited):
-        return "resume"
-    return "wait"
+    if rule in ("quorum", "first"):
+        counted = ended if rule == "first" else [w for w in ended if w.outcome == "succeeded"]
+        if len(counted) >= k:
+            return "cut" if any(not w.cancel_requested for w in running) else _settled(running)
+        if len(counted) + len(running) < k:
+            return "unreachable"
+    return _settled(running)
+
+
+def _settled(running: list[TaskRecord]) -> JoinState:
+    return "wait" if running else "resume"
 
 
 def _join(facts: Facts) -> Action:
-    state = evaluate_join(facts.task.join_policy, facts.waited)
+    policy = facts.task.join_policy
+    state = evaluate_join(policy, facts.waited)
     if state == "resume":
         return Run(_phase(facts.task))
-    if state == "fail_fast":
-        failed = next(
-            w for w in facts.waited if w.status == "terminal" and w.outcome != "succeeded"
-        )
-        error = {"reason": "a child failed", "child": failed.id, "child_error": failed.error}
-        still_running = [w.id for w in facts.waited if w.status != "terminal"]
+    still_running = [w.id for w in facts.waited if w.status != "terminal"]
+    if state == "cut":
+        cut = [w.id for w in facts.waited if w.status != "terminal" and not w.cancel_requested]
+        return Cut(cut)
+    if state in ("fail_fast", "unreachable"):
+        failed = [w for w in facts.waited if w.status == "terminal" and w.outcome != "succeeded"]
+        error = {"reason": "a child failed", "child": failed[0].id, "child_error": failed[0].error}
+        if state == "unreachable":
+            _, k = join_rule(policy)
+            error = {"reason": f"quorum of {k} unreachable", "failed": [w.id for w in failed]}
         if still_running:
             return WindDown("failed", error, still_running)
         return Settle("failed", error=error)
@@ -395,7 +428,7 @@ def transition(nxt: Next, *, now: float, spawned: list[str]) -> TaskChange:
             "state": nxt.state,
         }
     if isinstance(nxt, Spawn | Dispatch):
-        join: JoinPolicy = nxt.join if isinstance(nxt, Spawn) else "all_settled"
+        join = str(nxt.join) if isinstance(nxt, Spawn) else "all_settled"
         return {
             **base,
             "status": "waiting",

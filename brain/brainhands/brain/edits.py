@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from brainhands.brain.compensation import Compensations
 from brainhands.brain.decide import (
     TOOL_KIND,
+    Cut,
     Receive,
     Settle,
     WindDown,
@@ -257,7 +258,16 @@ class SessionEdits:
             extra={"event": "completing", "task_id": task.id, "cancel": action.cancel},
         )
         self.update(draft, task, **wind_down_changes(action))
-        for child_id in action.cancel:
+        self.cancel_children(draft, action.cancel)
+
+    def cut(self, draft: Draft, task: TaskRecord, action: Cut) -> None:
+        """A met join's children still running are asked to stop; the task waits on."""
+        fields = {"event": "join_met", "task_id": task.id, "cancel": action.cancel}
+        log.info("join met", extra=fields)
+        self.cancel_children(draft, action.cancel)
+
+    def cancel_children(self, draft: Draft, child_ids: list[str]) -> None:
+        for child_id in child_ids:
             child = self.rows[child_id]
             if not child.cancel_requested:
                 self.update(draft, child, cancel_requested=True)

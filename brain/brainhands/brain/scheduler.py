@@ -25,6 +25,7 @@ from typing import Any
 from brainhands.brain.arrivals import Arrivals
 from brainhands.brain.decide import (
     Block,
+    Cut,
     Expire,
     Facts,
     Idle,
@@ -269,6 +270,8 @@ class SessionRunner:
                     edits.settle(draft, task, action)
                 elif isinstance(action, WindDown):
                     edits.wind_down(draft, task, action)
+                elif isinstance(action, Cut):
+                    edits.cut(draft, task, action)
                 elif isinstance(action, Block):
                     edits.block(draft, task, action.reason)
                 elif isinstance(action, Receive):

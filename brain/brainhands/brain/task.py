@@ -26,10 +26,12 @@ __all__: tuple[str, ...] = (
     "Dispatch",
     "Fail",
     "Finish",
+    "First",
     "Goto",
     "JoinPolicy",
     "Next",
     "PhaseContext",
+    "Quorum",
     "ReceivedSignal",
     "Sleep",
     "Spawn",
@@ -38,7 +40,33 @@ __all__: tuple[str, ...] = (
 )
 """The phase vocabulary: what ``brainhands.brain`` (and ``brainhands``) export from here."""
 
-JoinPolicy = Literal["all_settled", "fail_fast"]
+
+@dataclass(frozen=True)
+class Quorum:
+    """A join that waits until ``k`` children succeeded; then the others are asked to stop,
+    and the next phase runs once every child has ended (it sees which succeeded). It fails
+    as soon as ``k`` successes can no longer come."""
+
+    k: int
+
+    def __str__(self) -> str:
+        return f"quorum:{self.k}"
+
+
+@dataclass(frozen=True)
+class First:
+    """A join that waits until ``k`` children ended, however they ended; then the others
+    are asked to stop, and the next phase runs once every child has ended."""
+
+    k: int
+
+    def __str__(self) -> str:
+        return f"first:{self.k}"
+
+
+JoinPolicy = Literal["all_settled", "fail_fast"] | Quorum | First
+"""How a wait for children ends: ``all_settled`` when every one has; ``fail_fast`` at the
+first that failed (the others asked to stop, the wait failed); ``Quorum(k)``; ``First(k)``."""
 Outcome = Literal["succeeded", "failed", "cancelled"]
 
 
@@ -199,6 +227,12 @@ class Spawn:
     then: str
     join: JoinPolicy = "all_settled"
     state: Any = None
+
+    def __post_init__(self) -> None:
+        if isinstance(self.join, Quorum | First) and not 1 <= self.join.k <= len(self.children):
+            raise ValueError(
+                f"join {self.join}: k must be between 1 and the {len(self.children)} children"
+            )
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,9 @@ from brainhands.shared.tenancy import DEFAULT_TENANT
 JSON = Any
 TaskStatus = Literal["pending", "running", "waiting", "sleeping", "completing", "terminal"]
 TaskOutcome = Literal["succeeded", "failed", "cancelled"]
-JoinPolicy = Literal["all_settled", "fail_fast"]
+JoinPolicy = str
+"""How a wait for children ends, as stored: ``all_settled``, ``fail_fast``, ``quorum:<k>``
+or ``first:<k>`` (``brain.task.JoinPolicy`` and ``brain.decide.evaluate_join``)."""
 
 
 @dataclass(frozen=True)
