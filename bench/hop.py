@@ -80,6 +80,24 @@ def compiled(store: Store, statement: Any, session_id: str) -> tuple[str, list[A
     return state.statement, [state.parameters[name] for name in state.positiontup or ()]
 
 
+async def _seed(store: Store, session_id: str) -> None:
+    """A session with what a turn finds: entries, a document, open tasks, a submission."""
+    await store.create_session(session_id, compat="v1")
+    await store.claim_session_fence(session_id, 1)
+    draft = Draft(session_id, version=0, fence=1)
+    for i in range(4):
+        draft.append_entry("note", {"text": "a model turn " * 8, "i": i})
+    draft.put_document("notes", {"seen": [1, 2, 3]}, expected_version=None)
+    for i in range(3):
+        draft.add_task(kind="k", kind_version=1, input={"i": i}, status="waiting")
+    draft.add_submission(request_id="r1", input={"text": "ping"}, status="running")
+    await store.commit(draft)
+
+
+async def _keep(_conn: asyncpg.Connection) -> None:
+    """No reset query on release: our hops leave no session state behind."""
+
+
 async def measure(args: argparse.Namespace) -> list[Variant]:
     db_schema = f"bench_hop_{uuid.uuid4().hex[:12]}"
     session_id = "hop-session"
@@ -87,26 +105,13 @@ async def measure(args: argparse.Namespace) -> list[Variant]:
         async with contextlib.AsyncExitStack() as stack:
             store = await open_store(args.database_url, db_schema)
             stack.push_async_callback(store.close)
-            await store.create_session(session_id, compat="v1")
-            await store.claim_session_fence(session_id, 1)
-            draft = Draft(session_id, version=0, fence=1)
-            for i in range(4):
-                draft.append_entry("note", {"text": "a model turn " * 8, "i": i})
-            draft.put_document("notes", {"seen": [1, 2, 3]}, expected_version=None)
-            for i in range(3):
-                draft.add_task(kind="k", kind_version=1, input={"i": i}, status="waiting")
-            draft.add_submission(request_id="r1", input={"text": "ping"}, status="running")
-            await store.commit(draft)
+            await _seed(store, session_id)
             settings = {"search_path": db_schema}
             dsn = asyncpg_dsn(args.database_url)
             pool = await asyncpg.create_pool(dsn, min_size=2, max_size=2, server_settings=settings)
             stack.push_async_callback(pool.close)
-
-            async def keep(_conn: asyncpg.Connection) -> None:
-                """No reset query on release: our hops leave no session state behind."""
-
             lean = await asyncpg.create_pool(
-                dsn, min_size=2, max_size=2, server_settings=settings, reset=keep
+                dsn, min_size=2, max_size=2, server_settings=settings, reset=_keep
             )
             stack.push_async_callback(lean.close)
             held = await asyncpg.connect(dsn, server_settings=settings)

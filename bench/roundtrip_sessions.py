@@ -190,12 +190,23 @@ async def timelines(
     )
     for row in operations:
         out[row["session_id"]].claim_at = row["created_at"]
+    _read_hands_logs(out, workers)
+    _read_brain_logs(out, workers)
+    return list(out.values())
+
+
+def _read_hands_logs(out: dict[str, Timeline], workers: Workers) -> None:
+    """When each session's call started and its outcome was recorded, by the Hands' logs."""
     hands = {"started", "outcome"}  # received and claimed are DEBUG lines
     for path in workers.paths("hands"):
         for e in log_events(path):
             seen = out.get(e.get("session_id", ""))
             if seen is not None and e.get("event") in hands and getattr(seen, e["event"]) is None:
                 setattr(seen, e["event"], e["ts"])
+
+
+def _read_brain_logs(out: dict[str, Timeline], workers: Workers) -> None:
+    """When a Brain was woken by each session's result and ended its pass, by its logs."""
     for path in workers.paths("brain"):
         for e in log_events(path):
             seen = out.get(e.get("session_id", ""))
@@ -207,7 +218,6 @@ async def timelines(
                 seen.woken = min(received, seen.woken or received)
             if e.get("event") == "advanced" and e["ts"] >= seen.model_at:
                 seen.dispatch_done = min(e["ts"], seen.dispatch_done or e["ts"])
-    return list(out.values())
 
 
 @dataclass

@@ -164,30 +164,33 @@ class TransferTasks(Extension):
             )
 
 
+def log_call(db: sqlite3.Connection, tool: str, ctx: Context) -> str | None:
+    """Keep the call (its tool, operation id and idempotency key); its operation id."""
+    meta = ctx.request_context.meta or {}
+    operation_id = meta.get(OPERATION_ID_KEY)
+    key = (ctx.headers or {}).get("idempotency-key")
+    db.execute("insert into calls values (?, ?, ?)", (tool, operation_id, key))
+    return operation_id
+
+
+async def hold(db: sqlite3.Connection, operation_id: str | None, pause: float) -> None:
+    """Wait ``pause`` seconds if this is the first call of ``operation_id``."""
+    (calls,) = db.execute(
+        "select count(*) from calls where operation_id = ?", (operation_id,)
+    ).fetchone()
+    if calls == 1:
+        await asyncio.sleep(pause)
+
+
 def build(path: str) -> tuple[MCPServer, TransferTasks]:
     db = open_ledger(path)
     tasks = TransferTasks(db)
     server = MCPServer("bank", extensions=[tasks])
 
-    def log_call(tool: str, ctx: Context) -> str | None:
-        meta = ctx.request_context.meta or {}
-        operation_id = meta.get(OPERATION_ID_KEY)
-        key = (ctx.headers or {}).get("idempotency-key")
-        db.execute("insert into calls values (?, ?, ?)", (tool, operation_id, key))
-        return operation_id
-
-    async def hold(operation_id: str | None, pause: float) -> None:
-        """Wait ``pause`` seconds if this is the first call of ``operation_id``."""
-        (calls,) = db.execute(
-            "select count(*) from calls where operation_id = ?", (operation_id,)
-        ).fetchone()
-        if calls == 1:
-            await asyncio.sleep(pause)
-
     @server.tool(annotations=ToolAnnotations(read_only_hint=True))
     async def balance(account: str, ctx: Context) -> dict[str, Any]:
         """The sum of an account's deposits."""
-        log_call("balance", ctx)
+        log_call(db, "balance", ctx)
         row = db.execute(
             "select coalesce(sum(amount), 0) from deposits where account = ?", (account,)
         )
@@ -196,23 +199,23 @@ def build(path: str) -> tuple[MCPServer, TransferTasks]:
     @server.tool(annotations=ToolAnnotations(idempotent_hint=True, destructive_hint=True))
     async def set_limit(account: str, amount: int, ctx: Context, pause_after: float = 0) -> str:
         """Set an account's limit (the same call twice leaves the same limit)."""
-        operation_id = log_call("set_limit", ctx)
+        operation_id = log_call(db, "set_limit", ctx)
         db.execute("insert or replace into limits values (?, ?)", (account, amount))
-        await hold(operation_id, pause_after)
+        await hold(db, operation_id, pause_after)
         return f"limit of {account} is {amount}"
 
     @server.tool(annotations=ToolAnnotations(destructive_hint=False))
     async def deposit(account: str, amount: int, ctx: Context, pause_after: float = 0) -> str:
         """Add money to an account (each call adds: this server does not dedupe)."""
-        operation_id = log_call("deposit", ctx)
+        operation_id = log_call(db, "deposit", ctx)
         db.execute("insert into deposits values (?, ?, ?)", (operation_id, account, amount))
-        await hold(operation_id, pause_after)
+        await hold(db, operation_id, pause_after)
         return f"deposited {amount} to {account}"
 
     @server.tool(annotations=ToolAnnotations(read_only_hint=True))
     async def find_deposit(operation_id: str, ctx: Context) -> dict[str, Any]:
         """Whether the deposit of an operation id was made."""
-        log_call("find_deposit", ctx)
+        log_call(db, "find_deposit", ctx)
         row = db.execute(
             "select account, amount from deposits where operation_id = ?", (operation_id,)
         ).fetchone()
@@ -223,7 +226,7 @@ def build(path: str) -> tuple[MCPServer, TransferTasks]:
     @server.tool(annotations=ToolAnnotations(destructive_hint=False))
     async def transfer(account: str, amount: int, ctx: Context, work_seconds: float = 0) -> str:
         """Move money to an account, as a task for a client of the Tasks extension."""
-        operation_id = log_call("transfer", ctx)
+        operation_id = log_call(db, "transfer", ctx)
         db.execute("insert into transfers values (null, ?, ?, ?)", (operation_id, account, amount))
         return f"transferred {amount} to {account}"
 
@@ -232,9 +235,9 @@ def build(path: str) -> tuple[MCPServer, TransferTasks]:
         """Close an account for good."""
         if account == "frozen":
             raise ValueError("a frozen account cannot be closed")
-        operation_id = log_call("close_account", ctx)
+        operation_id = log_call(db, "close_account", ctx)
         db.execute("insert into closures values (?, ?)", (operation_id, account))
-        await hold(operation_id, pause_after)
+        await hold(db, operation_id, pause_after)
         return f"closed {account}"
 
     @server.tool(annotations=ToolAnnotations(idempotent_hint=True, destructive_hint=False))

@@ -84,94 +84,9 @@ class ModelServer:
         self.received: list[Received] = []
         self.made: dict[str, Generation] = {}
         self._lock = threading.Lock()
-        server = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def do_POST(self) -> None:
-                length = int(self.headers.get("Content-Length") or 0)
-                body = json.loads(self.rfile.read(length) or b"{}")
-                server.received.append(Received(self.path, self._headers(), body))
-                one = _ONE.match(self.path)
-                if one is not None and one["cancel"]:
-                    self._one(one["id"], cancel=True)
-                elif server.errors:
-                    self._send(*server.errors.popleft())
-                elif self.path == "/v1/responses":
-                    self._respond(body)
-                elif self.path == "/v1/chat/completions":
-                    self._chat(body)
-                else:
-                    self._send(404, {"error": {"message": f"no route {self.path}"}})
-
-            def do_GET(self) -> None:
-                server.received.append(Received(self.path, self._headers(), {}))
-                one = _ONE.match(self.path)
-                if one is None:
-                    self._send(404, {"error": {"message": f"no route {self.path}"}})
-                else:
-                    self._one(one["id"], cancel=False)
-
-            def _headers(self) -> dict[str, str]:
-                return {k.lower(): v for k, v in self.headers.items()}
-
-            def _respond(self, body: dict[str, Any]) -> None:
-                generation = server.generate(body)
-                if body.get("background"):
-                    self._send(200, {**generation.response, "status": "queued", "output": []})
-                    return
-                time.sleep(max(0.0, generation.done_at - time.time()))
-                if body.get("stream"):
-                    self._stream(generation.response)
-                else:
-                    self._send(200, generation.response)
-
-            def _chat(self, body: dict[str, Any]) -> None:
-                generation = server.generate(body)
-                time.sleep(max(0.0, generation.done_at - time.time()))
-                usage = generation.response["usage"]
-                answer = {"role": "assistant", "content": "".join(texts_of(generation.response))}
-                tokens = (usage["input_tokens"], usage["output_tokens"])
-                self._send(200, completion(answer, usage=tokens))
-
-            def _one(self, response_id: str, *, cancel: bool) -> None:
-                generation = server.made.get(response_id)
-                if generation is None:
-                    self._send(404, {"error": {"message": f"No response with id {response_id}"}})
-                    return
-                generation.cancelled |= cancel and generation.now()["status"] == "in_progress"
-                self._send(200, generation.now())
-
-            def _stream(self, response: dict[str, Any]) -> None:
-                texts = texts_of(response)
-                final = {"completed": "response.completed", "incomplete": "response.incomplete"}
-                events = [{"type": "response.created", "response": {**response, "output": []}}]
-                events += [{"type": "response.output_text.delta", "delta": t} for t in texts]
-                events.append({"type": final.get(response["status"], "response.failed"),
-                               "response": response})  # fmt: skip
-                self.send_response(200)
-                self.send_header("Content-Type", "text/event-stream")
-                self.send_header("Connection", "close")
-                self.end_headers()
-                self.close_connection = True
-                for event in events:
-                    line = f"event: {event['type']}\ndata: {json.dumps(event)}\n\n"
-                    self.wfile.write(line.encode())
-
-            def _send(self, status: int, body: dict[str, Any]) -> None:
-                data = json.dumps(body).encode()
-                try:
-                    self.send_response(status)
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(data)))
-                    self.end_headers()
-                    self.wfile.write(data)
-                except ConnectionError:
-                    self.close_connection = True  # the caller died waiting: it was generated
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
+        class Handler(_Handler):
+            model = self
 
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._httpd.daemon_threads = True
@@ -216,3 +131,94 @@ class ModelServer:
         self._httpd.shutdown()
         self._httpd.server_close()
         self._thread.join(timeout=5)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    """Answers one request as the model server ``model`` (set by a subclass per server)."""
+
+    protocol_version = "HTTP/1.1"
+    model: ModelServer
+
+    def do_POST(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        body = json.loads(self.rfile.read(length) or b"{}")
+        self.model.received.append(Received(self.path, self._headers(), body))
+        one = _ONE.match(self.path)
+        if one is not None and one["cancel"]:
+            self._one(one["id"], cancel=True)
+        elif self.model.errors:
+            self._send(*self.model.errors.popleft())
+        elif self.path == "/v1/responses":
+            self._respond(body)
+        elif self.path == "/v1/chat/completions":
+            self._chat(body)
+        else:
+            self._send(404, {"error": {"message": f"no route {self.path}"}})
+
+    def do_GET(self) -> None:
+        self.model.received.append(Received(self.path, self._headers(), {}))
+        one = _ONE.match(self.path)
+        if one is None:
+            self._send(404, {"error": {"message": f"no route {self.path}"}})
+        else:
+            self._one(one["id"], cancel=False)
+
+    def _headers(self) -> dict[str, str]:
+        return {k.lower(): v for k, v in self.headers.items()}
+
+    def _respond(self, body: dict[str, Any]) -> None:
+        generation = self.model.generate(body)
+        if body.get("background"):
+            self._send(200, {**generation.response, "status": "queued", "output": []})
+            return
+        time.sleep(max(0.0, generation.done_at - time.time()))
+        if body.get("stream"):
+            self._stream(generation.response)
+        else:
+            self._send(200, generation.response)
+
+    def _chat(self, body: dict[str, Any]) -> None:
+        generation = self.model.generate(body)
+        time.sleep(max(0.0, generation.done_at - time.time()))
+        usage = generation.response["usage"]
+        answer = {"role": "assistant", "content": "".join(texts_of(generation.response))}
+        tokens = (usage["input_tokens"], usage["output_tokens"])
+        self._send(200, completion(answer, usage=tokens))
+
+    def _one(self, response_id: str, *, cancel: bool) -> None:
+        generation = self.model.made.get(response_id)
+        if generation is None:
+            self._send(404, {"error": {"message": f"No response with id {response_id}"}})
+            return
+        generation.cancelled |= cancel and generation.now()["status"] == "in_progress"
+        self._send(200, generation.now())
+
+    def _stream(self, response: dict[str, Any]) -> None:
+        texts = texts_of(response)
+        final = {"completed": "response.completed", "incomplete": "response.incomplete"}
+        events = [{"type": "response.created", "response": {**response, "output": []}}]
+        events += [{"type": "response.output_text.delta", "delta": t} for t in texts]
+        events.append({"type": final.get(response["status"], "response.failed"),
+                       "response": response})  # fmt: skip
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.close_connection = True
+        for event in events:
+            line = f"event: {event['type']}\ndata: {json.dumps(event)}\n\n"
+            self.wfile.write(line.encode())
+
+    def _send(self, status: int, body: dict[str, Any]) -> None:
+        data = json.dumps(body).encode()
+        try:
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+        except ConnectionError:
+            self.close_connection = True  # the caller died waiting: it was generated
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from brainhands.brain.compensation import Compensations
 from brainhands.brain.decide import (
     TOOL_KIND,
+    Block,
     Cut,
     Receive,
     Settle,
@@ -251,6 +252,22 @@ class SessionEdits:
         ended = self.update(draft, task, **changes)
         compensations.ended(draft, ended)
         self.answer(draft, ended)
+
+    def apply(
+        self, draft: Draft, task: TaskRecord, action: Settle | WindDown | Cut | Block | Receive
+    ) -> None:
+        """Write what the kernel decided for ``task`` (``decide.next_action``), but for the
+        actions its caller carries out itself (run a phase, read signals, idle)."""
+        if isinstance(action, Settle):
+            self.settle(draft, task, action)
+        elif isinstance(action, WindDown):
+            self.wind_down(draft, task, action)
+        elif isinstance(action, Cut):
+            self.cut(draft, task, action)
+        elif isinstance(action, Block):
+            self.block(draft, task, action.reason)
+        else:
+            self.receive(draft, task, action)
 
     def wind_down(self, draft: Draft, task: TaskRecord, action: WindDown) -> None:
         log.info(

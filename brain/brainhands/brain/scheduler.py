@@ -24,15 +24,10 @@ from typing import Any
 
 from brainhands.brain.arrivals import Arrivals
 from brainhands.brain.decide import (
-    Block,
-    Cut,
     Expire,
     Facts,
     Idle,
-    Receive,
     Run,
-    Settle,
-    WindDown,
     may_join,
     next_action,
 )
@@ -266,19 +261,11 @@ class SessionRunner:
                     if task.id in self._entered and task.status == "running":
                         continue  # entered earlier in this pass: its next phase is ready
                     edits.enter(draft, task)
-                elif isinstance(action, Settle):
-                    edits.settle(draft, task, action)
-                elif isinstance(action, WindDown):
-                    edits.wind_down(draft, task, action)
-                elif isinstance(action, Cut):
-                    edits.cut(draft, task, action)
-                elif isinstance(action, Block):
-                    edits.block(draft, task, action.reason)
-                elif isinstance(action, Receive):
-                    edits.receive(draft, task, action)
                 elif isinstance(action, Expire):
                     self._timed_out.append(task)
                     continue
+                else:
+                    edits.apply(draft, task, action)
                 changed = True
             if not changed:
                 return progressed, (min(wakes) if wakes else None)

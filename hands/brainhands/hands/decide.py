@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from brainhands.shared.errors import ToolError, ToolUncertain
-from brainhands.shared.store import FINAL_OPERATION_STATUSES, OperationStatus
+from brainhands.shared.store import FINAL_OPERATION_STATUSES, JSON, OperationStatus
 from brainhands.shared.tools import ReplayPolicy, RetryPolicy
 
 Action = Literal["republish", "run", "query", "rerun", "record_uncertain", "record_interrupted"]
@@ -130,6 +130,107 @@ def after_interruption(interruptions: int, retry: RetryPolicy) -> Step:
     if interruptions >= retry.max_interruptions:
         return Step("record_interrupted")
     return Step("rerun", retry.delay_after_interruption(interruptions + 1))
+
+
+@dataclass(frozen=True)
+class Deferred:
+    """The first write of a holder whose start is deferred (a query, a backoff), and when
+    its call may go out: the row is settled with what earlier holders did, so a death
+    before the (marked) start interrupts nothing."""
+
+    error: JSON
+    """The error the row keeps: the cut-short attempt's record, or the row's own."""
+    retry_at: float | None
+    """When the call may go out (the epoch): after the backoff that follows an interruption,
+    else the row's pending retry, if any."""
+    backoff: float
+    """The wait after an interruption (0.0 when there was none)."""
+
+
+@dataclass(frozen=True)
+class Takeover:
+    """What a holder takes over from the earlier holders of an operation not yet final, when
+    it does not go straight from its claim to the tool (``take_over``): whether one of them
+    was cut short, and the counts its writes carry on from.
+
+    An attempt cut short that went out with no started mark (``attempted``) was counted by
+    no write: this holder counts it, with its interruption, in its first write -- the record
+    of an ending (``ending``) or the settle of a deferred start (``deferred``)."""
+
+    policy: ReplayPolicy
+    retry: RetryPolicy
+    interrupted: bool
+    """An earlier holder's attempt was cut short (``was_interrupted``)."""
+    attempted: bool
+    """That attempt went out with no started mark: counted in this holder's first write."""
+    attempts: int
+    """The call's attempts so far, that one included."""
+    interruptions: int
+    """The call's interruptions before this holder's first write (the row's)."""
+
+    @property
+    def interruptions_counted(self) -> int:
+        """The call's interruptions once this holder's first write has counted its own."""
+        return self.interruptions + self.interrupted
+
+    @property
+    def queried_attempt(self) -> int:
+        """The attempt a query answers for: the one cut short, counted already by the first
+        write; with none cut short (a job delivered before, nothing claimed), one more, counted
+        with the outcome the query finds (``attempted`` there: ``not interrupted``)."""
+        return self.attempts if self.interrupted else self.attempts + 1
+
+    def cut_short(self, *, spent: bool) -> dict[str, Any]:
+        """The record of the attempt cut short (``spent``: the last the budget allowed)."""
+        return interruption_error(
+            attempts=self.attempts,
+            interruptions=self.interruptions,
+            policy=self.policy,
+            retry=self.retry,
+            spent=spent,
+        )
+
+    def ending(self, action: Action) -> tuple[OperationStatus, dict[str, Any]]:
+        """The outcome ``record_uncertain`` or ``record_interrupted`` records: ``uncertain``,
+        or ``failed`` with the budget of interruptions spent."""
+        if action == "record_uncertain":
+            return "uncertain", self.cut_short(spent=False)
+        if action == "record_interrupted":
+            return "failed", self.cut_short(spent=True)
+        raise ValueError(f"{action!r} records no outcome (record_uncertain, record_interrupted)")
+
+    def deferred(self, *, error: JSON, next_attempt_at: float | None, now: float) -> Deferred:
+        """The settle before a deferred start (``error`` and ``next_attempt_at``: the row's):
+        after an interruption, its record and the backoff that follows it; otherwise the
+        row as it stands."""
+        if not self.interrupted:
+            return Deferred(error, next_attempt_at, 0.0)
+        backoff = after_interruption(self.interruptions, self.retry).delay
+        return Deferred(self.cut_short(spent=False), now + backoff, backoff)
+
+
+def take_over(
+    status: OperationStatus,
+    policy: ReplayPolicy,
+    retry: RetryPolicy,
+    *,
+    attempts: int,
+    interruptions: int,
+    unmarked_before: bool,
+) -> Takeover:
+    """The ``Takeover`` of an operation whose row stands at ``status`` with ``attempts`` and
+    ``interruptions``. A ``started`` row counted its attempt with the mark; one taken as
+    started (``unmarked_before``, a policy that goes out unmarked) did not."""
+    interrupted = was_interrupted(status, policy, unmarked_before=unmarked_before)
+    attempted = interrupted and status != "started"
+    return Takeover(
+        policy,
+        retry,
+        interrupted=interrupted,
+        attempted=attempted,
+        attempts=attempts + attempted,
+        interruptions=interruptions,
+    )
 
 
 Verdict = Literal["retry", "fail", "query", "uncertain"]

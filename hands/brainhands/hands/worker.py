@@ -23,15 +23,14 @@ from typing import Any
 from pydantic import ValidationError
 
 from brainhands.hands.decide import (
-    after_interruption,
+    Step,
     after_query,
     goes_out_unmarked,
-    interruption_error,
     judge_failure,
     next_step,
     retry_or_fail,
+    take_over,
     tool_failures,
-    was_interrupted,
 )
 from brainhands.hands.outcomes import Outcomes
 from brainhands.hands.running import HeldJob, RunningCall, RunningCalls, lease_vouched
@@ -245,7 +244,6 @@ class HandsWorker:
             return
         call = RunningCall(job, held.fence, spec, args)
         policy, retry = spec.policy, spec.retry
-        interrupted = was_interrupted(op.status, policy, unmarked_before=claim.unmarked_before)
         step = next_step(
             op.status,
             policy,
@@ -262,70 +260,65 @@ class HandsWorker:
         if step.action == "run" and not step.delay:  # the hot path: straight to the tool
             await self._run(call, op.attempts, op.interruptions, holding, claim.cancel_requested)
             return
-        # The attempt an earlier holder made with no started mark is counted with its
-        # interruption, in this holder's first write.
-        unmarked = interrupted and op.status != "started"
-        attempts = op.attempts + unmarked
-        if interrupted:
+        await self._take_over(call, step, claim, holding)
+
+    async def _take_over(
+        self, call: RunningCall, step: Step, claim: OperationClaim, holding: Holding[Lease]
+    ) -> None:
+        """A call that does not go straight to the tool: one an earlier holder cut short, or
+        whose start is deferred (a query, a backoff; ``decide.Takeover``)."""
+        job, op, spec = call.job, claim.operation, call.spec
+        policy, retry = spec.policy, spec.retry
+        taken = take_over(
+            op.status,
+            policy,
+            retry,
+            attempts=op.attempts,
+            interruptions=op.interruptions,
+            unmarked_before=claim.unmarked_before,
+        )
+        if taken.interrupted:
             metrics.INTERRUPTIONS.labels(spec.name).inc()
-
-        def cut_short(*, spent: bool) -> dict[str, Any]:
-            """The record of the earlier holder's attempt, cut short (``spent``: the last)."""
-            return interruption_error(
-                attempts=attempts,
-                interruptions=op.interruptions,
-                policy=policy,
-                retry=retry,
-                spent=spent,
-            )
-
         if step.action in ("record_uncertain", "record_interrupted"):
-            error = cut_short(spent=step.action == "record_interrupted")
-            status: OperationStatus = "uncertain" if step.action == "record_uncertain" else "failed"
+            status, error = taken.ending(step.action)
             await self._outcomes.record(
-                call, status, error=error, interrupted=True, attempted=unmarked
+                call, status, error=error, interrupted=True, attempted=taken.attempted
             )
             return
-        # The start is deferred (a query, a backoff): the row is settled first, with what
-        # earlier holders did, so a death before the (marked) start interrupts nothing.
-        if interrupted:
-            error = cut_short(spent=False)
-            backoff = after_interruption(op.interruptions, retry).delay
-            retry_at: float | None = time.time() + backoff
-        else:
-            error, retry_at = op.error, op.next_attempt_at
+        deferred = taken.deferred(
+            error=op.error, next_attempt_at=op.next_attempt_at, now=time.time()
+        )
         await self.ledger.schedule_retry(
             job.operation_id,
             call.fence,
-            error=error,
-            retry_at=retry_at,
-            interrupted=interrupted,
-            attempted=unmarked,
+            error=deferred.error,
+            retry_at=deferred.retry_at,
+            interrupted=taken.interrupted,
+            attempted=taken.attempted,
         )
-        interruptions = op.interruptions + interrupted
         if step.action == "query":
-            # An attempt the query finds was counted just now, if an earlier holder's;
-            # otherwise (a job delivered before, nothing claimed) it is counted with it.
-            found = op.attempts + 1 if not interrupted else attempts
-            if await self._found_by_query(call, found, attempted=not interrupted):
+            attempted = not taken.interrupted  # else counted just now, with the settle
+            if await self._found_by_query(call, taken.queried_attempt, attempted=attempted):
                 return
-            step = after_query(interrupted=interrupted, interruptions=op.interruptions, retry=retry)
+            step = after_query(
+                interrupted=taken.interrupted, interruptions=taken.interruptions, retry=retry
+            )
             if step.action == "record_interrupted":  # counted already, with the settle
-                await self._outcomes.record(call, "failed", error=cut_short(spent=True))
+                await self._outcomes.record(call, "failed", error=taken.cut_short(spent=True))
                 return
-        if interrupted:
+        if taken.interrupted:
             log.info(
                 "interrupted call runs again",
                 extra={
                     "event": "rerun",
                     "operation_id": job.operation_id,
-                    "interruptions": interruptions,
-                    "delay": backoff,
+                    "interruptions": taken.interruptions_counted,
+                    "delay": deferred.backoff,
                 },
             )
-        if retry_at is not None and retry_at > time.time():
-            await asyncio.sleep(retry_at - time.time())
-        await self._run(call, attempts, interruptions, holding, None)
+        if deferred.retry_at is not None and deferred.retry_at > time.time():
+            await asyncio.sleep(deferred.retry_at - time.time())
+        await self._run(call, taken.attempts, taken.interruptions_counted, holding, None)
 
     async def _arguments(self, job: ToolJob) -> Any:
         """The job's arguments, read from their blob when they travel by reference."""
@@ -354,19 +347,12 @@ class HandsWorker:
             unmarked = goes_out_unmarked(
                 spec.policy, straight_from_claim=straight, lease_lasts=lease_vouched(holding)
             )
-            if unmarked:
-                attempt, started_at = attempts + 1, time.time()
-            else:
-                try:
-                    op = await self.ledger.mark_started(job.operation_id, call.fence)
-                except CallCancelled:
-                    cancel_requested = True
-                else:
-                    attempt, started_at, cancel_requested = op.attempts, None, False
-            if cancel_requested:
-                error = {"type": "Cancelled", "message": "cancelled before the call went out"}
-                await self._outcomes.record(call, "cancelled", error=error)
+            started = await self._start(
+                call, attempts, unmarked=unmarked, cancel_requested=cancel_requested
+            )
+            if started is None:
                 return
+            attempt, started_at = started
             log.info(
                 "started",
                 extra={
@@ -426,6 +412,23 @@ class HandsWorker:
                 },
             )
             await asyncio.sleep(verdict.delay)
+
+    async def _start(
+        self, call: RunningCall, attempts: int, *, unmarked: bool, cancel_requested: bool | None
+    ) -> tuple[int, float | None] | None:
+        """Begin an attempt: its number and, when it goes out unmarked, the time it went out
+        (a marked one's is the mark's). None when the call's cancel stops it, recorded
+        ``cancelled``: an unmarked attempt checks the cancel its claim read
+        (``cancel_requested``), a marked one is refused by its mark."""
+        if unmarked and not cancel_requested:
+            return attempts + 1, time.time()
+        if not unmarked:
+            with contextlib.suppress(CallCancelled):
+                op = await self.ledger.mark_started(call.job.operation_id, call.fence)
+                return op.attempts, None
+        error = {"type": "Cancelled", "message": "cancelled before the call went out"}
+        await self._outcomes.record(call, "cancelled", error=error)
+        return None
 
     async def _found_by_query(self, call: RunningCall, attempt: int, *, attempted: bool) -> bool:
         """Ask the external system whether the interrupted call took effect; record what it

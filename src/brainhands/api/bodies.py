@@ -61,6 +61,10 @@ class BudgetLimits(Closed):
     seconds: float | None = Field(default=None, ge=0)
     """Wall-clock seconds since the run began."""
 
+    def named(self) -> dict[str, float]:
+        """The limits this body sets (those left out are not null but absent)."""
+        return self.model_dump(exclude_none=True, include=set(BudgetLimits.model_fields))
+
 
 def _names_a_limit(schema: dict[str, Any]) -> None:
     """What the route refuses, the document forbids: a raise names one limit at least, as a

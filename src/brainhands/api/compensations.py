@@ -3,15 +3,13 @@ it, or abandon the compensation."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Annotated
 
 from fastapi import APIRouter, Path, Request
 from pydantic import Field
 
 from brainhands.api.bodies import NAME, Closed, SessionId, SignalOut
-from brainhands.api.guard import Guarded, caller, needs
-from brainhands.api.keys import Principal
+from brainhands.api.guard import Guarded, acting, caller, needs
 from brainhands.api.known import KnownSessions
 from brainhands.client.direct import Client
 from brainhands.shared.vocabulary import CompensationAction
@@ -29,11 +27,9 @@ class CompensationAct(Closed):
     """The same id twice is one act (default: a random one)."""
 
 
-def compensation_routes(
-    client: Client, known: KnownSessions, acting: Callable[[Principal], str], four_eyes: bool
-) -> APIRouter:
-    """``POST /sessions/{id}/compensations/{task_id}``; ``acting``: what a key's acts are
-    recorded as; ``four_eyes``: refused to a key that submitted to the session."""
+def compensation_routes(client: Client, known: KnownSessions, four_eyes: bool) -> APIRouter:
+    """``POST /sessions/{id}/compensations/{task_id}``; ``four_eyes``: refused to a key that
+    submitted to the session."""
     app = APIRouter(route_class=Guarded)
 
     @app.post(

@@ -58,6 +58,11 @@ def caller(request: Request) -> Principal:
     return principal
 
 
+def acting(who: Principal) -> str:
+    """What a key's acts are recorded as."""
+    return f"key:{who.key_id}" if who is not DEV else "dev"
+
+
 class Guarded(APIRoute):
     """A route that refuses a query giving one of its parameters twice, a JSON body no view
     could show again (422 naming the limit) and, if it needs a scope, a request without a

@@ -61,30 +61,10 @@ def stream_routes(
         who = caller(request)
         key = await known.existing(who.tenant, session_id)
         seen = _version(last_event_id)
-        return EventStream(_stream(who, key, seen), release=quotas.open_stream(who.key_id))
-
-    async def _stream(who: Principal, key: str, seen: int | None) -> AsyncIterator[bytes]:
-        with watchers.open(who) as watcher, views.watch(key, watcher), live.watch(key, watcher):
-            while True:
-                snapshot = await views.read(key)
-                if seen is None or snapshot.version > seen:
-                    yield snapshot.frame
-                    seen = snapshot.version
-                # Until the next commit, pass on the live notes (no id: they are not part of
-                # what a reconnecting watcher resumes).
-                while True:
-                    news = await watcher.next()
-                    if news == "closed":
-                        return
-                    if news == "changed":
-                        break
-                    if news == "ping":
-                        yield PING
-                        if not changes.pushed:
-                            break  # without notifications, look anyway
-                        continue
-                    note = news.model_copy(update={"session_id": split_key(key)[1]})
-                    yield frame(note.model_dump_json(), event=news.kind)
+        stream = _session_stream(
+            who, key, seen, watchers=watchers, views=views, live=live, changes=changes
+        )
+        return EventStream(stream, release=quotas.open_stream(who.key_id))
 
     @app.get(
         "/events",
@@ -99,21 +79,7 @@ def stream_routes(
         again whenever one of them is created or changes (``event: sessions``)."""
         who = caller(request)
         release = quotas.open_stream(who.key_id)
-        return EventStream(_list_stream(who), release=release)
-
-    async def _list_stream(who: Principal) -> AsyncIterator[bytes]:
-        sent, tenant = None, who.tenant
-        with watchers.open(who) as watcher, lists.watch(tenant, watcher):
-            while True:
-                event = await lists.read(tenant)
-                if event != sent:
-                    yield event
-                    sent = event
-                news = await watcher.next()
-                if news == "closed":
-                    return
-                if news == "ping":
-                    yield PING
+        return EventStream(_list_stream(who, watchers=watchers, lists=lists), release=release)
 
     @app.post("/stream-tokens", tags=["sessions"], openapi_extra=needs("read"))
     async def stream_token(request: Request, body: StreamTokenBody | None = None) -> StreamTokenOut:
@@ -134,3 +100,57 @@ def _version(last_event_id: str | None) -> int | None:
         return int(last_event_id)
     except ValueError:
         raise InvalidRequest("Last-Event-ID: not an event id of this stream") from None
+
+
+async def _session_stream(
+    who: Principal,
+    key: str,
+    seen: int | None,
+    *,
+    watchers: Watchers,
+    views: SharedViews,
+    live: LiveNotes,
+    changes: SessionChanges,
+) -> AsyncIterator[bytes]:
+    """A session's stream: its view after ``seen`` (its version), then at every commit, and
+    the live notes between them, until its watcher is closed."""
+    with watchers.open(who) as watcher, views.watch(key, watcher), live.watch(key, watcher):
+        while True:
+            snapshot = await views.read(key)
+            if seen is None or snapshot.version > seen:
+                yield snapshot.frame
+                seen = snapshot.version
+            # Until the next commit, pass on the live notes (no id: they are not part of
+            # what a reconnecting watcher resumes).
+            while True:
+                news = await watcher.next()
+                if news == "closed":
+                    return
+                if news == "changed":
+                    break
+                if news == "ping":
+                    yield PING
+                    if not changes.pushed:
+                        break  # without notifications, look anyway
+                    continue
+                note = news.model_copy(update={"session_id": split_key(key)[1]})
+                yield frame(note.model_dump_json(), event=news.kind)
+
+
+async def _list_stream(
+    who: Principal, *, watchers: Watchers, lists: SharedLists
+) -> AsyncIterator[bytes]:
+    """The tenant's sessions list now, then whenever one of them changes, until its watcher
+    is closed."""
+    sent, tenant = None, who.tenant
+    with watchers.open(who) as watcher, lists.watch(tenant, watcher):
+        while True:
+            event = await lists.read(tenant)
+            if event != sent:
+                yield event
+                sent = event
+            news = await watcher.next()
+            if news == "closed":
+                return
+            if news == "ping":
+                yield PING

@@ -5,7 +5,6 @@ view, the limit it reached and the tenant's usage then: why it stopped.)"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import asdict
 from typing import Annotated, Any
 
@@ -14,8 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException
 
 from brainhands.api.bodies import NAME, Closed, Count
-from brainhands.api.guard import Guarded, caller, needs
-from brainhands.api.keys import Principal
+from brainhands.api.guard import Guarded, acting, caller, needs
 from brainhands.client.direct import Client
 from brainhands.shared.vocabulary import TENANT_BUDGET_LIMITS
 
@@ -56,9 +54,8 @@ class TenantBudgetOut(BaseModel):
     """When set: the tenant's runs stopped at its budget that this raise was sent to."""
 
 
-def tenant_routes(client: Client, acting: Callable[[Principal], str]) -> APIRouter:
-    """``PUT`` and ``GET /tenants/{tenant}/budget``; ``acting``: what a key's acts are
-    recorded as."""
+def tenant_routes(client: Client) -> APIRouter:
+    """``PUT`` and ``GET /tenants/{tenant}/budget``."""
     app = APIRouter(route_class=Guarded)
 
     @app.put("/tenants/{tenant}/budget", tags=["budgets"], openapi_extra=needs("operator"))

@@ -18,13 +18,20 @@ from pydantic_settings import BaseSettings
 from brainhands.api.keys import create_key, list_keys, revoke_key
 from brainhands.cli.acting import settings_for
 from brainhands.cli.parked import PurgeFilter, judge_parked, purge_parked
-from brainhands.client.approvals import pending_approvals
+from brainhands.client.approvals import PendingApproval, pending_approvals
 from brainhands.client.budgets import BudgetStop, budget_stop_of, session_usage
 from brainhands.client.direct import Client
 from brainhands.shared.broker import Broker
 from brainhands.shared.config import CommonSettings, load_settings, redacted_url
 from brainhands.shared.parking import list_parked, replay_parked
-from brainhands.shared.store import OperationRecord, SessionState, Store, TaskRecord, head_revision
+from brainhands.shared.store import (
+    OperationRecord,
+    SessionRecord,
+    SessionState,
+    Store,
+    TaskRecord,
+    head_revision,
+)
 from brainhands.shared.tenancy import session_key
 from brainhands.shared.vocabulary import TENANT_SCOPE
 
@@ -125,6 +132,21 @@ async def show(args: argparse.Namespace) -> int:
         f"session {s.id}  tenant={s.tenant}  uid={s.uid}  compat={s.compat}  "
         f"version={s.version}  fence={s.fence}"
     )
+    _print_needs_action(approvals, stop, s)
+    if usage:
+        print(f"\nusage: {json.dumps(usage)}")
+    print(f"\nentries ({len(state.entries)}):")
+    for e in state.entries:
+        print(f"  {e.seq:>4} {e.kind:<12} {json.dumps(e.body)[:110]}")
+    _print_tasks(tasks)
+    _print_operations(operations)
+    return 0
+
+
+def _print_needs_action(
+    approvals: list[PendingApproval], stop: BudgetStop | None, s: SessionRecord
+) -> None:
+    """What waits for an operator: calls to approve, a run stopped at its budget."""
     if approvals:
         print(f"\nNEEDS ACTION: {len(approvals)} call(s) waiting for approval")
         for a in approvals:
@@ -136,11 +158,9 @@ async def show(args: argparse.Namespace) -> int:
         print(f"\nNEEDS ACTION: budget_exhausted ({stop.limit}) since {_when(stop.since)}")
         print(f"  used {json.dumps(stop.used)} of {json.dumps(stop.budget)}")
         print(f"  to resume: {resume_command(stop, s.id, s.tenant)}")
-    if usage:
-        print(f"\nusage: {json.dumps(usage)}")
-    print(f"\nentries ({len(state.entries)}):")
-    for e in state.entries:
-        print(f"  {e.seq:>4} {e.kind:<12} {json.dumps(e.body)[:110]}")
+
+
+def _print_tasks(tasks: list[TaskRecord]) -> None:
     print(f"\ntasks ({len(tasks)}):")
     for t in tasks:
         where = t.outcome if t.status == "terminal" else f"{t.status}@{t.phase}"
@@ -154,6 +174,9 @@ async def show(args: argparse.Namespace) -> int:
             print(f"      waits for signal {t.wait_signal!r}{until}")
         if t.blocked_reason:
             print(f"      BLOCKED: {t.blocked_reason}")
+
+
+def _print_operations(operations: list[OperationRecord]) -> None:
     print(f"\noperations ({len(operations)}):")
     for o in operations:
         print(
@@ -167,7 +190,6 @@ async def show(args: argparse.Namespace) -> int:
                 print(f"      {what} in blob {blob_id}")
         if o.error:
             print(f"      error: {_error_of(o.error)}")
-    return 0
 
 
 def _session_document(
