@@ -16,6 +16,8 @@ from brainhands.brain.context import (
     SUMMARY_PREFIX,
     ContextPolicy,
     build_messages,
+    context_window,
+    default_policy,
     estimate_tokens,
 )
 from brainhands.brain.models.scripted import ScriptedModel
@@ -219,3 +221,54 @@ async def test_a_request_phase_that_raised_before_its_call_counts_no_call_resent
     await say(store, agents, 0, "note this")
     [model] = [e.body for e in (await store.load("s1")).entries if e.kind == "model"]
     assert raised and model["request"]["resent"] == 0 and model["usage"]["model_calls"] == 1
+
+
+def test_known_model_names_give_a_window_and_the_default_policy_leaves_room_to_answer() -> None:
+    assert context_window("gpt-4o-mini") == 128_000
+    assert context_window("openai/gpt-4.1-nano") == 1_047_576
+    assert context_window("claude-sonnet-4-5") == 200_000
+    assert context_window("llama3.1:8b") == 131_072
+    assert context_window("scripted") is None
+    policy = default_policy(128_000)
+    assert (policy.max_prompt_tokens, policy.kept) == (96_000, 48_000)
+
+
+def test_agents_with_no_policy_get_one_from_their_model_s_window(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    said = script(tmp_path / "s.json", {"text": "noted"})
+    known = ScriptedModel(said, name="gpt-4o")
+    agents = AgentRegistry()
+    agents.add(Agent(name="known", system="", model=known))
+    agents.add(Agent(name="unknown", system="", model=ScriptedModel(said, name="homegrown")))
+    agents.add(Agent(name="default", system=""))  # the Brain's model, window set
+    own = ContextPolicy(max_prompt_tokens=500)
+    agents.add(Agent(name="own", system="", model=known, context=own))
+
+    ready = agents.with_model(ScriptedModel(said, name="homegrown"), window=1_000)
+
+    policies = {name: agent.context for name, agent in ready.agents.items()}
+    assert policies["known"] == default_policy(128_000)
+    assert policies["default"] == default_policy(1_000)
+    assert policies["own"] is own  # an agent's own policy is kept
+    assert policies["unknown"] is None
+    [warned] = [r for r in caplog.records if getattr(r, "event", "") == "context_window_unknown"]
+    assert (warned.agent, warned.model) == ("unknown", "homegrown")  # type: ignore[attr-defined]
+
+
+async def test_an_agent_with_no_policy_stays_under_its_default_budget(
+    store: Store, tmp_path: Path
+) -> None:
+    log = tmp_path / "model.jsonl"
+    model = ScriptedModel(script(tmp_path / "s.json", {"text": "noted"}), log_path=log)
+    agents = AgentRegistry()
+    agents.add(Agent(name="chatty", system="You note errands."))
+    agents = agents.with_model(model, window=BUDGET)
+
+    for n in range(40):
+        answer = await say(store, agents, n, f"errand {n}: " + "fetch the parcel " * 10)
+        assert answer["text"] == "noted"
+
+    sizes = [estimate_tokens(messages, []) for messages in requests(log)]
+    assert max(sizes) <= BUDGET * 0.75, max(sizes)
+    assert any(e.kind == CHECKPOINT for e in (await store.load("s1")).entries)

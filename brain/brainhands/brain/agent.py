@@ -50,7 +50,13 @@ from pydantic import BaseModel, ValidationError
 
 from brainhands.brain.approval import ApprovalRequest, Expiry, approval_kinds
 from brainhands.brain.budget import Budget, Price, Spend, Usage, response_usage, resumed
-from brainhands.brain.context import ContextPolicy, compacting, compaction_phases
+from brainhands.brain.context import (
+    ContextPolicy,
+    compacting,
+    compaction_phases,
+    context_window,
+    default_policy,
+)
 from brainhands.brain.decide import call_result
 from brainhands.brain.edits import start_from_input
 from brainhands.brain.hosted.session import SESSION_KIND as HOSTED_SESSION
@@ -191,15 +197,38 @@ class AgentRegistry:
             raise ModelError(f"no agent named {name!r} in this build")
         return self.agents[name]
 
-    def with_model(self, model: ModelAdapter) -> AgentRegistry:
-        """A copy in which the agents that name no model use ``model``."""
-        return AgentRegistry(
-            {
-                name: agent if agent.model is not None else dataclasses.replace(agent, model=model)
-                for name, agent in self.agents.items()
+    def with_model(self, model: ModelAdapter, *, window: int | None = None) -> AgentRegistry:
+        """A copy in which the agents that name no model use ``model``, and the agents with
+        no context policy get one sized from their model's context window
+        (``context.default_policy``): ``window`` for ``model`` if given
+        (``BRAINHANDS_MODEL_CONTEXT_WINDOW``), else the window known for the model's name.
+        An agent whose model's window is not known keeps none, and says so in the log."""
+        agents = {}
+        for name, agent in self.agents.items():
+            own = agent.model is not None
+            if not own:
+                agent = dataclasses.replace(agent, model=model)
+            if agent.context is None:
+                agent = _with_default_context(agent, None if own else window)
+            agents[name] = agent
+        return AgentRegistry(agents, self.hosted)
+
+
+def _with_default_context(agent: Agent, window: int | None) -> Agent:
+    assert agent.model is not None
+    window = window or context_window(agent.model.name)
+    if window is None:
+        log.warning(
+            "no context window known for the model of an agent: its prompts are not compacted",
+            extra={
+                "event": "context_window_unknown",
+                "agent": agent.name,
+                "model": agent.model.name,
+                "fix": "give it a ContextPolicy, or set BRAINHANDS_MODEL_CONTEXT_WINDOW",
             },
-            self.hosted,
         )
+        return agent
+    return dataclasses.replace(agent, context=default_policy(window))
 
 
 def start_agent_or_task(submission: SubmissionRecord, hosted: Collection[str] = ()) -> Child:

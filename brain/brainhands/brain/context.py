@@ -77,6 +77,43 @@ def estimate_tokens(messages: list[Json], tools: list[Json]) -> int:
     return (len(json.dumps(messages)) + len(json.dumps(tools)) + 3) // 4
 
 
+KNOWN_WINDOWS: dict[str, int] = {
+    "gpt-4o": 128_000,
+    "gpt-4.1": 1_047_576,
+    "gpt-5": 400_000,
+    "o3": 200_000,
+    "o4-mini": 200_000,
+    "claude": 200_000,
+    "gemini-1.5": 1_048_576,
+    "gemini-2": 1_048_576,
+    "llama3.1": 131_072,
+    "llama3.2": 131_072,
+    "llama3.3": 131_072,
+    "qwen2.5": 32_768,
+    "qwen3": 40_960,
+    "mistral": 32_768,
+}
+"""The context windows, in tokens, of the models known by name (the longest prefix of the
+name after any ``provider/``): an agent with no ``ContextPolicy`` gets one sized from its
+model's (``default_policy``)."""
+PROMPT_SHARE = 0.75
+"""What of a window a default policy lets the prompt take: the rest is for the answer."""
+
+
+def context_window(model_name: str) -> int | None:
+    """The known context window of the model ``model_name`` (None: not known)."""
+    name = model_name.rsplit("/", 1)[-1].lower()
+    known = [prefix for prefix in KNOWN_WINDOWS if name.startswith(prefix)]
+    return KNOWN_WINDOWS[max(known, key=len)] if known else None
+
+
+def default_policy(window: int) -> ContextPolicy:
+    """The policy of an agent that has none, for a model whose window is ``window`` tokens:
+    its prompt compacted past ``PROMPT_SHARE`` of the window (by its own model), so a long
+    session never sends a prompt the model refuses."""
+    return ContextPolicy(max_prompt_tokens=max(2, int(window * PROMPT_SHARE)))
+
+
 @dataclass(frozen=True)
 class ContextPolicy:
     """How big an agent's prompt may grow, and how it is made smaller (``Agent.context``)."""

@@ -30,8 +30,10 @@ from brainhands.shared.store import ToolCatalog
 async def brain(args: argparse.Namespace) -> int:
     settings = load_settings(BrainSettings)
     # Built once, for every agent that names no model; no connection is opened until used.
-    model = model_from_settings(load_settings(ModelSettings))
-    agents = load_agent_modules(args.agents or []).with_model(model)
+    model_settings = load_settings(ModelSettings)
+    model = model_from_settings(model_settings)
+    window = model_settings.context_window
+    agents = load_agent_modules(args.agents or []).with_model(model, window=window)
     tasks = load_task_modules(args.tasks or [])
     drivers = drivers_of(agents.hosted.values())
     if not tasks.kinds and not agents.agents and not drivers:

@@ -39,6 +39,11 @@ class ModelSettings(BaseSettings):
     """The longest answer, in tokens (sent as ``max_tokens``). Unset: the server's own limit
     for ``openai``, 4096 for ``anthropic`` (whose API requires one). An answer that reaches
     it is final, and its agent's ``on_length`` says what follows."""
+    context_window: int | None = Field(default=None, gt=0)
+    """Its context window, in tokens: an agent with no ``ContextPolicy`` has its prompt
+    compacted past three quarters of it. Unset: the window known for ``name``
+    (``brain.context.KNOWN_WINDOWS``); set it for a model not known there, or served with a
+    smaller window (Ollama's ``num_ctx``)."""
     temperature: float | None = Field(default=None, ge=0, le=2)
     """Sampling temperature (unset: the server's default)."""
     background: bool = False
