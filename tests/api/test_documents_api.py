@@ -51,7 +51,9 @@ async def test_a_documents_value_and_history_for_its_tenant_only(brains: BrainHa
         assert missing.status_code == 404, missing.text
 
     async with HttpClient(api.url, acme) as client:
-        assert (await client.document("s1", "log"))["value"] == ["one", "two"]
+        over_http = await client.document("s1", "log")
+        assert (over_http.document.version, over_http.document.body) == (2, ["one", "two"])
+        assert [i.version for i in over_http.history] == [1, 2]
     async with brains.client(tenant="acme") as direct:
         found = await direct.document("s1", "log")
         assert (found.document.version, found.document.body) == (2, ["one", "two"])

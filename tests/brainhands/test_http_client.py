@@ -11,10 +11,13 @@ import pytest
 from brainhands import (
     AnswerTimeout,
     ApiError,
+    Decision,
     DecisionRefused,
     HttpClient,
     InvalidRequest,
     NotFoundError,
+    PendingApproval,
+    SessionView,
     SubmissionFailed,
     SyncHttpClient,
 )
@@ -44,7 +47,9 @@ async def test_submit_wait_read_and_follow_a_session_over_http(brains: BrainHarn
         assert not again.created and (await again.result(timeout=5))["input"] == {"x": 1}
 
         view = await client.session("s1")
-        assert view["session"]["id"] == "s1" and view["session"]["tenant"] == "acme"
+        assert isinstance(view, SessionView)  # the typed view Client gives, named as acme does
+        assert (view.session.id, view.session.tenant, view.status) == ("s1", "acme", "idle")
+        assert [s.request_id for s in view.submissions] == ["r1"]
         for n in range(2, 5):
             await (await client.submit(f"s{n}", STEPS)).result(timeout=60)
         # Page after page, over sessions that no longer change: a session a Brain commits
@@ -55,7 +60,7 @@ async def test_submit_wait_read_and_follow_a_session_over_http(brains: BrainHarn
         # The stream resumes after the last view seen: nothing repeated, nothing missed.
         events = client.stream("s1")
         first = await anext(events)
-        assert first.event == "view" and first.id == str(view["version"])
+        assert first.event == "view" and first.id == str(view.session.version)
         await events.aclose()
         later = client.stream("s1", last_event_id=first.id)
         resumed = asyncio.ensure_future(anext(later))
@@ -88,13 +93,15 @@ async def test_cancel_and_decide_over_http(agent_run: AgentRun) -> None:
             return len(await client.pending_approvals("s1")) == 2
 
         await eventually(two_pending, within=60, what="two calls waiting for approval")
-        ana, bo = sorted(await client.pending_approvals(), key=lambda a: a["arguments"]["to"])
-        [approved] = await client.approve("s1", ana["approval_id"], by="ops")
-        [denied] = await client.deny("s1", [bo["approval_id"]], reason="no")
-        assert (approved["verdict"], denied["verdict"]) == ("approved", "denied")
-        assert approved["principal"] == f"key:{key.split('_')[1]}"
+        ana, bo = sorted(await client.pending_approvals(), key=lambda a: a.arguments["to"])
+        assert isinstance(ana, PendingApproval) and ana.session_id == "s1"
+        [approved] = await client.approve("s1", ana.approval_id, by="ops")
+        [denied] = await client.deny("s1", [bo.approval_id], reason="no")
+        assert isinstance(approved, Decision)
+        assert (approved.verdict, denied.verdict) == ("approved", "denied")
+        assert approved.principal == f"key:{key.split('_')[1]}"
         with pytest.raises(DecisionRefused, match="already denied"):
-            await client.approve("s1", bo["approval_id"])
+            await client.approve("s1", bo.approval_id)
         assert await asked.result(timeout=60)
 
         slow = await client.submit("s2", {"kind": "napper", "input": {"seconds": 30}})
@@ -126,7 +133,7 @@ async def test_code_that_is_not_async_uses_the_blocking_client(brains: BrainHarn
 
     answer, view, listed, missing = await asyncio.to_thread(application)
     assert answer["input"] == {"x": 1}
-    assert [s["status"] for s in view["submissions"]] == ["answered"]
+    assert [s.status for s in view.submissions] == ["answered"]
     assert listed == ["s1"] and missing
 
 

@@ -260,4 +260,4 @@ async def test_an_id_is_one_path_segment_and_never_reaches_another_route(
             assert not isinstance(refused.value, ApiError) or refused.value.status == 400
         with pytest.raises((NotFoundError, InvalidRequest, ApiError)):
             await client.cancel("errand-2", "r1/../../../approvals")
-        assert (await client.session("errand-2"))["submissions"][0]["request_id"] == "r1"
+        assert (await client.session("errand-2")).submissions[0].request_id == "r1"

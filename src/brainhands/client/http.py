@@ -26,8 +26,11 @@ from typing import Any, TypeVar, Unpack
 from urllib.parse import quote
 
 import httpx
+from pydantic import TypeAdapter
 
+from brainhands.client.approvals import Decision, PendingApproval
 from brainhands.client.submission import Handle, SignalOptions, SubmitOptions
+from brainhands.client.views import SessionView
 from brainhands.shared.errors import (
     AnswerTimeout,
     BrainhandsError,
@@ -37,9 +40,14 @@ from brainhands.shared.errors import (
 )
 from brainhands.shared.statuses import FINAL_SUBMISSION_STATUSES
 from brainhands.shared.storable import check_storable
+from brainhands.shared.store import DocumentHistory, DocumentIncrement, DocumentRecord
 from brainhands.shared.vocabulary import CompensationAction
 
 T = TypeVar("T")
+_SESSION = TypeAdapter(SessionView)
+_PENDING = TypeAdapter(list[PendingApproval])
+_DECISIONS = TypeAdapter(list[Decision])
+_INCREMENTS = TypeAdapter(list[DocumentIncrement])
 WAIT_MAX = 60.0
 """The longest wait the API holds one request for; longer waits take several."""
 
@@ -193,13 +201,13 @@ class HttpClient:
 
     async def approve(
         self, session_id: str, approvals: str | Sequence[str], **decision: Any
-    ) -> list[dict[str, Any]]:
+    ) -> list[Decision]:
         """Approve the named calls (``by``, ``reason``, ``decision_id`` as the API takes)."""
         return await self._decide(session_id, approvals, "approve", decision)
 
     async def deny(
         self, session_id: str, approvals: str | Sequence[str], *, reason: str, **decision: Any
-    ) -> list[dict[str, Any]]:
+    ) -> list[Decision]:
         """Deny the named calls: the model reads ``reason``."""
         return await self._decide(session_id, approvals, "deny", {**decision, "reason": reason})
 
@@ -209,16 +217,18 @@ class HttpClient:
         approvals: str | Sequence[str],
         verdict: str,
         body: dict[str, Any],
-    ) -> list[dict[str, Any]]:
+    ) -> list[Decision]:
+        """The decision that counts for each call, as ``Client.decide`` gives them."""
         ids = [approvals] if isinstance(approvals, str) else list(approvals)
         if not ids:
             raise InvalidRequest("name the calls to decide")
-        return [
+        made = [
             await self._call(
                 "POST", _path("sessions", session_id, "approvals", i, verdict), json=body
             )
             for i in ids
         ]
+        return _DECISIONS.validate_python(made)
 
     # Reading --------------------------------------------------------------------------------
 
@@ -246,17 +256,18 @@ class HttpClient:
             if deadline is not None and loop.time() >= deadline:
                 raise AnswerTimeout(record, timeout or 0.0)
 
-    async def session(self, session_id: str) -> dict[str, Any]:
-        """The session as it stands (the API's document)."""
-        document: dict[str, Any] = await self._call("GET", _path("sessions", session_id))
-        return document
+    async def session(self, session_id: str) -> SessionView:
+        """The session as it stands, as ``Client.session`` gives it (its rows name the
+        session as the key's tenant does)."""
+        return _SESSION.validate_python(await self._call("GET", _path("sessions", session_id)))
 
-    async def document(self, session_id: str, name: str, *, history: int = 100) -> dict[str, Any]:
-        """The session's document ``name``: ``{name, version, kind_version, value,
-        history}``, its latest ``history`` writes oldest first."""
+    async def document(self, session_id: str, name: str, *, history: int = 100) -> DocumentHistory:
+        """The session's document ``name``: its latest value and its latest ``history``
+        writes, oldest first, as ``Client.document`` gives them."""
         path = _path("sessions", session_id, "documents", name)
-        document: dict[str, Any] = await self._call("GET", path, params={"history": history})
-        return document
+        got = await self._call("GET", path, params={"history": history})
+        document = DocumentRecord(got["name"], got["version"], got["value"], got["kind_version"])
+        return DocumentHistory(document, _INCREMENTS.validate_python(got["history"]))
 
     async def sessions(self, **filters: Any) -> AsyncIterator[dict[str, Any]]:
         """Every session of the key's tenant, newest first, page after page (``filters``:
@@ -271,10 +282,11 @@ class HttpClient:
             if after is None:
                 return
 
-    async def pending_approvals(self, session_id: str | None = None) -> list[dict[str, Any]]:
+    async def pending_approvals(self, session_id: str | None = None) -> list[PendingApproval]:
+        """The calls waiting for a decision, oldest first (of one session, or of the key's
+        tenant), as ``Client.pending_approvals`` gives them."""
         params = {"session_id": session_id} if session_id else {}
-        pending: list[dict[str, Any]] = await self._call("GET", "/approvals", params=params)
-        return pending
+        return _PENDING.validate_python(await self._call("GET", "/approvals", params=params))
 
     async def stream(
         self, session_id: str, *, last_event_id: str | None = None
@@ -412,18 +424,18 @@ class SyncHttpClient:
 
     def approve(
         self, session_id: str, approvals: str | Sequence[str], **decision: Any
-    ) -> list[dict[str, Any]]:
+    ) -> list[Decision]:
         return self._run(self._client.approve(session_id, approvals, **decision))
 
     def deny(
         self, session_id: str, approvals: str | Sequence[str], *, reason: str, **decision: Any
-    ) -> list[dict[str, Any]]:
+    ) -> list[Decision]:
         return self._run(self._client.deny(session_id, approvals, reason=reason, **decision))
 
-    def session(self, session_id: str) -> dict[str, Any]:
+    def session(self, session_id: str) -> SessionView:
         return self._run(self._client.session(session_id))
 
-    def document(self, session_id: str, name: str, *, history: int = 100) -> dict[str, Any]:
+    def document(self, session_id: str, name: str, *, history: int = 100) -> DocumentHistory:
         return self._run(self._client.document(session_id, name, history=history))
 
     def sessions(self, **filters: Any) -> list[dict[str, Any]]:
@@ -434,7 +446,7 @@ class SyncHttpClient:
 
         return self._run(every())
 
-    def pending_approvals(self, session_id: str | None = None) -> list[dict[str, Any]]:
+    def pending_approvals(self, session_id: str | None = None) -> list[PendingApproval]:
         return self._run(self._client.pending_approvals(session_id))
 
     def stream_token(self, session_id: str | None = None, *, ttl: int = 300) -> str:
