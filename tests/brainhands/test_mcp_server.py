@@ -28,11 +28,12 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(150)]
 __all__ = ["agent_run"]  # the fixture
 
 
-async def start_mcp(brains: BrainHarness) -> str:
-    """``brainhands mcp`` over HTTP on a free port, against the harness's deployment: its
-    endpoint's URL."""
+async def start_mcp(brains: BrainHarness, **extra: str) -> str:
+    """``brainhands mcp`` over HTTP on a free port, against the harness's deployment (and
+    ``extra`` settings): its endpoint's URL."""
     log = brains.tmp_path / f"mcp{len(brains.processes)}.log"
-    proc = spawn_module("brainhands", "mcp", "--port", "0", env=brains.settings(), log=log)
+    env = brains.settings(**extra)
+    proc = spawn_module("brainhands", "mcp", "--port", "0", env=env, log=log)
     brains.processes.append(proc)
     port: list[int] = []
 
@@ -110,6 +111,26 @@ async def test_each_agent_is_a_tool_and_a_run_answers_once_per_request_id(
     assert len((await agent_run.email.ledger())["sends"]) == 3
     record = await brains.store.submissions.get("acme/r1", "r1")
     assert record.principal == f"key:{key.split('_')[1]}"
+
+
+async def test_guessing_keys_is_slowed_and_a_key_is_held_to_its_rate(
+    brains: BrainHarness,
+) -> None:
+    reader = await key_for(brains, "acme", "read")
+    url = await start_mcp(
+        brains, BRAINHANDS_MCP_SERVER_BURST="3", BRAINHANDS_MCP_SERVER_RATE="0.05"
+    )
+    guessed = {"Authorization": "Bearer bh_nope_nope"}
+    async with httpx2.AsyncClient() as http:
+        statuses = [(await http.post(url, json={}, headers=guessed)).status_code for _ in range(5)]
+        assert statuses == [401, 401, 401, 429, 429]  # the address's guesses, then 429
+        busy = await http.post(url, json={}, headers=guessed)
+        assert busy.status_code == 429 and int(busy.headers["Retry-After"]) >= 1
+        assert "over its rate" in busy.json()["detail"]
+        # A valid key has a bucket of its own: served (not 401, not 429) until its burst.
+        held = {"Authorization": f"Bearer {reader}"}
+        served = [(await http.post(url, json={}, headers=held)).status_code for _ in range(4)]
+        assert 401 not in served and served[:3].count(429) == 0 and served[3] == 429
 
 
 async def test_no_key_or_a_key_without_the_scope_is_refused(brains: BrainHarness) -> None:

@@ -18,11 +18,13 @@ import logging
 
 import uvicorn
 from starlette.datastructures import Headers
+from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from brainhands.api.keys import VerifiedKeys
 from brainhands.api.known import KnownAgents
 from brainhands.api.problems import problem
+from brainhands.api.quota import Quotas
 from brainhands.api.serve import Server
 from brainhands.client.direct import Client
 from brainhands.mcp_server.callers import Identify, KeyHolders, local_caller
@@ -38,14 +40,30 @@ log = logging.getLogger("brainhands.mcp_server")
 
 class RequireKey:
     """Lets through only the HTTP requests whose key ``identify`` recognises: a client
-    without one learns it at its first request, and no MCP session is opened for it."""
+    without one learns it at its first request, and no MCP session is opened for it. Each
+    key's requests, and each address's requests with no valid key (a guesser's), are held
+    to ``quotas`` as the HTTP API holds them: over the rate, 429 with ``Retry-After``."""
 
-    def __init__(self, app: ASGIApp, identify: Identify) -> None:
+    def __init__(self, app: ASGIApp, identify: Identify, quotas: Quotas) -> None:
         self.app = app
         self.identify = identify
+        self.quotas = quotas
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and await self.identify(Headers(scope=scope)) is None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        who = await self.identify(Headers(scope=scope))
+        client = scope.get("client")
+        address = client[0] if client else "-"
+        try:  # a key's requests, or an address's that carried no valid key
+            self.quotas.take(who.principal.key_id if who else f"address:{address}")
+        except HTTPException as over:
+            busy = problem(429, "Too Many Requests", str(over.detail))
+            busy.headers.update(over.headers or {})
+            await busy(scope, receive, send)
+            return
+        if who is None:
             refused = problem(
                 401,
                 "Unauthorized",
@@ -86,7 +104,10 @@ async def mcp(args: argparse.Namespace) -> int:
             return 0
         host = args.host or settings.mcp_server_host
         port = settings.mcp_server_port if args.port is None else args.port
-        app = RequireKey(server.streamable_http_app(host=host), identify)
+        quotas = Quotas(
+            rate=settings.mcp_server_rate, burst=settings.mcp_server_burst, max_streams=1
+        )
+        app = RequireKey(server.streamable_http_app(host=host), identify, quotas)
         config = uvicorn.Config(app, host=host, port=port, log_config=None, access_log=False)
         http = Server(config)
         serving = asyncio.create_task(http.serve())

@@ -24,3 +24,8 @@ class McpServerSettings(CommonSettings):
     its answer (the same request id never starts a second run)."""
     mcp_server_agents_ttl: float = Field(default=30.0, gt=0)
     """Seconds the list of declared agents (one tool each) is kept before it is read again."""
+    mcp_server_rate: float = Field(default=50.0, gt=0)
+    """HTTP requests a second one key may make of one MCP server process, sustained, and
+    requests with no valid key one address may make (over it: 429, as the HTTP API does)."""
+    mcp_server_burst: int = Field(default=200, ge=1)
+    """Requests one key (or address) may make at once before its rate applies."""
