@@ -185,3 +185,8 @@ HOSTED_MODEL_KIND = "hosted_model"
 """The entry that keeps one model answer of a hosted agent's run, as its framework encodes
 it, with its usage (``brain.hosted.journal``): counted in a session's usage as a ``model``
 entry is."""
+
+HOSTED_CHECKPOINT_KIND = "hosted_checkpoint"
+"""The entry that keeps one record of a hosted graph's own recovery state (a LangGraph
+checkpoint, or the writes of a super-step's tasks), as its framework serialises it
+(``brain.hosted.checkpoints``): the graph resumes from the last one committed."""

@@ -19,7 +19,10 @@ from brainhands.shared.hosted import HostedAgent
 
 __all__ = ["SESSION_KIND", "Driver", "drivers_of", "hosted_kinds"]
 
-DRIVERS = {"pydantic_ai": "brainhands.brain.hosted.pydantic_ai:PydanticAIDriver"}
+DRIVERS = {
+    "pydantic_ai": "brainhands.brain.hosted.pydantic_ai:PydanticAIDriver",
+    "langgraph": "brainhands.brain.hosted.langgraph:LangGraphDriver",
+}
 """Each framework's driver, by the name its integration gives (``HostedAgent.framework``)."""
 
 

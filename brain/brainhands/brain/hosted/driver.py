@@ -34,6 +34,12 @@ class WantsModel:
 
 
 @dataclass(frozen=True)
+class Stepped:
+    """The run took a step that is durable once committed (a graph's super-step, its
+    checkpoint kept), and goes on at the next pass."""
+
+
+@dataclass(frozen=True)
 class Failed:
     """The framework ended the run with an error of its own (a retry limit reached, an
     answer it cannot read): the run would end so again, so the session fails."""
@@ -41,7 +47,7 @@ class Failed:
     error: str
 
 
-Stop = Answered | WantsTools | WantsModel | Failed
+Stop = Answered | WantsTools | WantsModel | Stepped | Failed
 
 
 class Driver(Protocol):

@@ -19,10 +19,12 @@ from typing import Any
 
 from brainhands.brain.budget import Usage
 from brainhands.shared.store import EntryRecord
-from brainhands.shared.vocabulary import HOSTED_MODEL_KIND
+from brainhands.shared.vocabulary import HOSTED_CHECKPOINT_KIND, HOSTED_MODEL_KIND
 
 MODEL_ENTRY = HOSTED_MODEL_KIND
 """The kind of the entry that keeps one model answer of a hosted run."""
+CHECKPOINT_ENTRY = HOSTED_CHECKPOINT_KIND
+"""The kind of the entry that keeps one record of a framework's own recovery state."""
 
 
 @dataclass(frozen=True)
@@ -51,6 +53,9 @@ class ToolRequest:
     """The brainhands tool (``<agent>.<tool>``)."""
     arguments: dict[str, Any]
     approval: bool
+    resume: bool = False
+    """Not a tool's call: the run waits for a decision only (a graph's ``interrupt()``),
+    made through an approval that, approved, resumes the run (``RESUME_KIND``)."""
 
 
 class TurnNeeded(Exception):
@@ -64,7 +69,11 @@ class Journal:
     """The framework's encoded model answers, in the order they were asked for."""
     outcomes: dict[str, dict[str, Any]]
     """The tool calls' outcomes (``tool_result`` bodies) by the framework's call id."""
+    checkpoints: Sequence[dict[str, Any]] = ()
+    """The framework's own recovery records (a graph's checkpoints), in commit order."""
     fresh: list[ModelTurn] = field(default_factory=list)
+    fresh_checkpoints: list[dict[str, Any]] = field(default_factory=list)
+    """Recovery records this pass made: committed with what the pass reached."""
     wanted: list[ToolRequest] = field(default_factory=list)
     may_ask: int = 1
 
@@ -73,6 +82,7 @@ class Journal:
         """The journal of the run whose first entry came after seq ``since``."""
         turns: list[Any] = []
         outcomes: dict[str, dict[str, Any]] = {}
+        checkpoints: list[dict[str, Any]] = []
         for entry in entries:
             if entry.seq <= since:
                 continue
@@ -80,7 +90,9 @@ class Journal:
                 turns.append(entry.body["raw"])
             elif entry.kind == "tool_result":
                 outcomes[entry.body["call_id"]] = entry.body
-        return cls(turns, outcomes)
+            elif entry.kind == CHECKPOINT_ENTRY:
+                checkpoints.append(entry.body)
+        return cls(turns, outcomes, checkpoints)
 
     def answer(self, n: int) -> Any | None:
         """The ``n``-th answer (0-based), journaled or fresh; None if there is none yet."""

@@ -27,7 +27,7 @@ from brainhands.brain.approval import ApprovalRequest
 from brainhands.brain.budget import Spend, Usage, resumed
 from brainhands.brain.decide import call_result
 from brainhands.brain.hosted.driver import Answered, Driver, Failed, WantsTools
-from brainhands.brain.hosted.journal import MODEL_ENTRY, Journal, ToolRequest
+from brainhands.brain.hosted.journal import CHECKPOINT_ENTRY, MODEL_ENTRY, Journal, ToolRequest
 from brainhands.brain.registry import TaskKind, TaskRegistry
 from brainhands.brain.task import (
     Call,
@@ -48,6 +48,9 @@ from brainhands.shared.store import TenantCharge, ToolCatalog
 from brainhands.shared.vocabulary import APPROVAL_KIND, BUDGET_STOP
 
 SESSION_KIND = "hosted.session"
+RESUME_KIND = "hosted.resume"
+"""What an approved decision of a run's own (a graph's ``interrupt()``) starts: nothing to
+dispatch, it ends at once, and the run reads the decision as its outcome."""
 DECLARATION_WAIT = 1.0
 DECLARATION_WAITS = 30
 
@@ -61,6 +64,11 @@ def hosted_kinds(
     made, and ends failed, for the agent to read."""
     registry = TaskRegistry()
     session = registry.add(TaskKind(SESSION_KIND))
+    resume = registry.add(TaskKind(RESUME_KIND))
+
+    @resume.phase("resume", light=True)
+    async def resumed_run(task: TaskView, docs: dict[str, Any], ctx: PhaseContext) -> Next:
+        return Finish(task.input)
 
     def driver_of(task: TaskView) -> Driver:
         return drivers[task.input["agent"]]
@@ -99,6 +107,8 @@ def hosted_kinds(
             ctx.append_entry(MODEL_ENTRY, turn.entry())
             spend = spend.charged(turn.usage())
             answered += TenantCharge(tokens=turn.usage().tokens)
+        for record in journal.fresh_checkpoints:
+            ctx.append_entry(CHECKPOINT_ENTRY, record)
         await tenants.charge(ctx, answered)
         turns = len(journal.turns) + len(journal.fresh)
         state["spend"] = spend.to_json()
@@ -122,17 +132,19 @@ def hosted_kinds(
         """The calls ``requests`` made durable, unless the budgets or the tools'
         declarations hold them back (the answer that asked for them is kept either way)."""
         waited = task.state.get("waited", 0)
-        declared = await tools.lookup(r.tool for r in requests)
-        if len(declared) < len({r.tool for r in requests}) and waited < DECLARATION_WAITS:
+        named = {r.tool for r in requests if not r.resume}
+        declared = await tools.lookup(named)
+        if len(declared) < len(named) and waited < DECLARATION_WAITS:
             # Its Hands have not declared the tools yet (starting with this Brain).
             return Sleep(
                 then="run", seconds=DECLARATION_WAIT, state={**state, "waited": waited + 1}
             )
-        limit = spend.reached(ctx.now, dispatching=len(requests))
+        calls = sum(not r.resume for r in requests)  # a decision of the run's own is no call
+        limit = spend.reached(ctx.now, dispatching=calls)
         if limit is not None:
             return spend.stop(limit, then="run", state=state, now=ctx.now)
         stopped = await tenants.stop(
-            ctx, spend, then="run", state=state, dispatching=len(requests), pending=answered
+            ctx, spend, then="run", state=state, dispatching=calls, pending=answered
         )
         if stopped is not None:
             return stopped
@@ -144,12 +156,13 @@ def hosted_kinds(
                     arguments=request.arguments,
                     call_id=request.call_id,
                     agent=task.input["agent"],
+                    task_kind=RESUME_KIND if request.resume else None,
                 )
                 children.append(Child(APPROVAL_KIND, gate.input()))
             else:
                 children.append(Call(request.tool, request.arguments))
-        await tenants.charge(ctx, TenantCharge(tool_calls=len(children)))
-        spend = spend.charged(Usage(tool_calls=len(children)))
+        await tenants.charge(ctx, TenantCharge(tool_calls=calls))
+        spend = spend.charged(Usage(tool_calls=calls))
         plan = [{"call_id": r.call_id, "name": r.tool} for r in requests]
         return Spawn(children, then="apply", state={**state, "plan": plan, **spend.carry()})
 

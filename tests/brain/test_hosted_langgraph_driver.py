@@ -1,0 +1,124 @@
+"""The LangGraph driver, pass by pass against a journal it is handed (no services: what
+the hosted session would commit between passes is kept in memory here)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from brainhands.brain.hosted.driver import Answered, Stepped, Stop, WantsTools
+from brainhands.brain.hosted.journal import Journal, ToolRequest
+from brainhands.brain.hosted.langgraph import LangGraphDriver
+from brainhands.shared.hosted import returned
+from tests.helpers import hosted_graph
+
+
+@pytest.fixture(autouse=True)
+def ledgers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(hosted_graph, "LEDGERS", tmp_path)
+
+
+def model_runs(tmp_path: Path) -> list[Any]:
+    return [json.loads(line) for line in (tmp_path / "requests.jsonl").read_text().splitlines()]
+
+
+def steps(records: list[dict[str, Any]]) -> list[int]:
+    """The super-steps whose checkpoints ``records`` hold."""
+    return [r["step"] for r in records if "step" in r]
+
+
+class Session:
+    """What the hosted session commits between passes: each pass's checkpoints."""
+
+    def __init__(self, prompt: str = "plain") -> None:
+        self.prompt = prompt
+        self.driver = LangGraphDriver(hosted_graph.hosted)
+        self.committed: list[dict[str, Any]] = []
+        self.outcomes: dict[str, dict[str, Any]] = {}
+
+    async def step(self) -> tuple[Stop, Journal]:
+        journal = Journal([], dict(self.outcomes), list(self.committed))
+        stop = await self.driver.run(self.prompt, journal)
+        self.committed += journal.fresh_checkpoints
+        return stop, journal
+
+
+async def test_each_pass_commits_one_super_step_and_the_next_resumes_from_it(
+    tmp_path: Path,
+) -> None:
+    session = Session()
+
+    stop, first = await session.step()
+    assert stop == Stepped()
+    assert steps(first.fresh_checkpoints) == [-1, 0, 1]  # the input, the start, the model
+
+    stop, second = await session.step()
+    # The tools' step wants its calls, and none of them ran; it checkpoints nothing yet.
+    assert stop == WantsTools(
+        (
+            ToolRequest("call-0-0", "ledger.record", {"item": "apple"}, False),
+            ToolRequest("call-0-1", "ledger.transfer", {"amount": 5}, False),
+        )
+    )
+    assert second.fresh_checkpoints == []
+    assert hosted_graph.effects("record") == hosted_graph.effects("transfer") == []
+    session.outcomes["call-0-0"] = {"status": "succeeded", "result": returned("recorded apple")}
+    session.outcomes["call-0-1"] = {"status": "uncertain", "error": "cut short"}
+
+    stop, third = await session.step()
+    assert (stop, steps(third.fresh_checkpoints)) == (Stepped(), [2])
+    stop, fourth = await session.step()
+
+    assert isinstance(stop, Answered)
+    assert json.loads(stop.output)["seen"] == [
+        "record: recorded apple",
+        'transfer: {"status": "uncertain", "error": "cut short"} (error)',
+    ]
+    assert steps(fourth.fresh_checkpoints) == [3]
+    # Every pass began at the last committed checkpoint: the model ran once per its step.
+    assert len(model_runs(tmp_path)) == 2
+    parent = {r["step"]: r["parent"] for r in session.committed if "step" in r}
+    ids = {r["step"]: r["id"] for r in session.committed if "step" in r}
+    assert [parent[s] == ids[s - 1] for s in (0, 1, 2, 3)] == [True] * 4
+
+
+async def test_a_pass_whose_checkpoints_were_lost_runs_its_node_again(tmp_path: Path) -> None:
+    session = Session()
+    await session.step()
+    session.committed.clear()  # its commit never happened (a Brain killed)
+
+    stop, again = await session.step()
+
+    assert stop == Stepped()
+    assert steps(again.fresh_checkpoints) == [-1, 0, 1]
+    runs = model_runs(tmp_path)
+    assert len(runs) == 2 and runs[0] == runs[1]  # the model node ran again, on the same input
+
+
+async def test_an_interrupt_waits_for_a_decision_and_resumes_with_it() -> None:
+    approved, denied = Session("approve"), Session("approve")
+    asks = []
+    for session in (approved, denied):
+        stop, paused = await session.step()
+        [ask] = stop.requests if isinstance(stop, WantsTools) else ()
+        assert (ask.tool, ask.arguments, ask.approval, ask.resume) == (
+            "ledger.interrupt",
+            {"value": {"transfer": 7}},
+            True,
+            True,
+        )
+        assert steps(paused.fresh_checkpoints) == [-1, 0]  # paused in the model's step
+        asks.append(ask.call_id)
+    approved.outcomes[asks[0]] = {"status": "succeeded", "result": {}}
+    denied.outcomes[asks[1]] = {"status": "denied", "error": "denied by ana: too much"}
+
+    assert (await approved.step())[0] == Stepped()
+    stop, _ = await approved.step()
+    refused, _ = await denied.step()
+
+    assert stop == WantsTools((ToolRequest("call-0-0", "ledger.transfer", {"amount": 7}, False),))
+    assert isinstance(refused, Answered)
+    assert json.loads(refused.output)["seen"] == ["denied: denied by ana: too much"]
