@@ -6,105 +6,31 @@ from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
-from collections.abc import AsyncIterator
-from pathlib import Path
-from typing import Any
 
 import pytest
 
 from brainhands import ALL
 from brainhands.shared.errors import DecisionRefused
-from brainhands.shared.store import SubmissionRecord
 from tests.helpers import hosted_agent
-from tests.helpers.brains import BrainHarness, brain_deployment
+from tests.helpers.brains import BrainHarness
+from tests.helpers.hosted_runs import HostedApp, died, sent, waited_for_declarations
 from tests.helpers.polling import eventually
-from tests.helpers.processes import spawn_module
-from tests.helpers.stores import StoreTarget
-from tests.helpers.submitting import submit_input
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(90)]
 
 AGENT = "tests.helpers.hosted_agent"
 
 
-@pytest.fixture
-async def deployment(
-    store_target: StoreTarget,
-    postgres_url: str,
-    rabbitmq_url: str,
-    redis_url: str,
-    namespace: str,
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-) -> AsyncIterator[BrainHarness]:
-    """A deployment on each backend; the agent's ledgers in ``tmp_path`` (read here too)."""
-    monkeypatch.setattr(hosted_agent, "LEDGERS", tmp_path)
-    async with brain_deployment(
-        postgres_url, rabbitmq_url, redis_url, namespace, tmp_path, target=store_target
-    ) as harness:
-        yield harness
+APP = HostedApp(AGENT, agent="books", pool="books")
 
 
-def env(brains: BrainHarness) -> dict[str, str]:
-    return {"HOSTED_LEDGERS": str(brains.tmp_path)}
-
-
-def start_hands(brains: BrainHarness, victim: bool = False) -> subprocess.Popen[bytes]:
-    """A Hands for the agent's pool; a ``victim`` dies as its first tool call returns."""
-    args = ["hands", "--pool", "books", "--tools", AGENT]
-    module, argv = (
-        ("tests.helpers.hands_victim", ["after-effect", *args])
-        if victim
-        else (
-            "brainhands",
-            args,
-        )
-    )
-    log = brains.tmp_path / f"hands{len(brains.processes)}.log"
-    proc = spawn_module(module, *argv, env=brains.settings(**env(brains)), log=log)
-    brains.processes.append(proc)
-    return proc
-
-
-async def submit(brains: BrainHarness, text: str, session: str = "s1", request: str = "r1") -> None:
-    await submit_input(
-        brains.store,
-        brains.env.topology,
-        session_id=session,
-        request_id=request,
-        input={"agent": "books", "text": text},
-        compat="v1",
-    )
-
-
-async def ask(brains: BrainHarness, text: str, session: str = "s1") -> SubmissionRecord:
-    await submit(brains, text, session)
-    return await brains.answer(session_id=session, within=45)
-
-
-def requests(brains: BrainHarness) -> list[Any]:
-    """The contexts the model was sent, each once, in order."""
-    lines = (brains.tmp_path / "requests.jsonl").read_text().splitlines()
-    return list(dict.fromkeys(lines))
-
-
-def sent(brains: BrainHarness) -> list[Any]:
-    return [json.loads(line) for line in requests(brains)]
-
-
-async def waited_for_declarations(brains: BrainHarness) -> bool:
-    tasks, _ = await brains.store.queries.history("s1")
-    return any(t.kind == "hosted.session" and t.state.get("waited") for t in tasks)
-
-
-async def test_a_run_answers_with_the_validated_output(deployment: BrainHarness) -> None:
-    brains = deployment
-    brains.start_brain(tasks=None, agents=AGENT, **env(brains))
-    await submit(brains, "plain")
+async def test_a_run_answers_with_the_validated_output(hosted_deployment: BrainHarness) -> None:
+    brains = hosted_deployment
+    APP.start_brain(brains)
+    await APP.submit(brains, "plain")
     # No Hands has declared the tools yet: the calls wait for them, the answer kept.
     await eventually(lambda: waited_for_declarations(brains), within=20, what="a wait")
-    start_hands(brains)
+    APP.start_hands(brains)
 
     answer = await brains.answer(within=45)
 
@@ -136,15 +62,15 @@ async def test_a_run_answers_with_the_validated_output(deployment: BrainHarness)
 
 @pytest.mark.parametrize("store_target", ["postgres"], indirect=True)
 async def test_a_model_retry_reaches_the_model_and_a_next_submission_is_a_run_of_its_own(
-    deployment: BrainHarness,
+    hosted_deployment: BrainHarness,
 ) -> None:
-    brains = deployment
-    start_hands(brains)
-    brains.start_brain(tasks=None, agents=AGENT, **env(brains))
+    brains = hosted_deployment
+    APP.start_hands(brains)
+    APP.start_brain(brains)
 
-    answer = await ask(brains, "retry")
+    answer = await APP.ask(brains, "retry")
     # The session's next submission is a run of its own, its journal its own entries.
-    await submit(brains, "approve", request="r2")
+    await APP.submit(brains, "approve", request="r2")
     async with brains.client() as client:
         await eventually(
             lambda: client.pending_approvals("s1"), within=30, what="the second run's calls"
@@ -164,29 +90,22 @@ async def test_a_model_retry_reaches_the_model_and_a_next_submission_is_a_run_of
     ]
 
 
-async def died(proc: subprocess.Popen[bytes], what: str) -> None:
-    await eventually(lambda: proc.poll() is not None, within=30, what=what)
-    assert proc.returncode == 9  # its own exit, at the kill point
-
-
 @pytest.mark.chaos
 async def test_under_brain_and_hands_kills_the_query_tool_acts_once_the_unsafe_at_most_once(
-    deployment: BrainHarness,
+    hosted_deployment: BrainHarness,
 ) -> None:
-    brains = deployment
-    transfer_victim = start_hands(brains, victim=True)
+    brains = hosted_deployment
+    transfer_victim = APP.start_hands(brains, victim=True)
     # Dies right after committing the first answer with its call of ``transfer``.
-    brain = brains.start_brain(
-        tasks=None, agents=AGENT, die_rule="after-entry:hosted_model", **env(brains)
-    )
-    await submit(brains, "chaos")
+    brain = APP.start_brain(brains, die_rule="after-entry:hosted_model")
+    await APP.submit(brains, "chaos")
     await died(brain, "the Brain's death")
-    brains.start_brain(tasks=None, agents=AGENT, **env(brains))
+    APP.start_brain(brains)
     await died(transfer_victim, "the death of the Hands running transfer")
     # The next Hands finds transfer's started mark (uncertain), then dies running record.
-    record_victim = start_hands(brains, victim=True)
+    record_victim = APP.start_hands(brains, victim=True)
     await died(record_victim, "the death of the Hands running record")
-    start_hands(brains)
+    APP.start_hands(brains)
 
     answer = await brains.answer(within=45)
 
@@ -206,23 +125,21 @@ async def test_under_brain_and_hands_kills_the_query_tool_acts_once_the_unsafe_a
 
 @pytest.mark.parametrize("store_target", ["postgres"], indirect=True)
 async def test_the_context_rebuilt_after_a_brain_kill_equals_the_context_without_it(
-    deployment: BrainHarness,
+    hosted_deployment: BrainHarness,
 ) -> None:
-    brains = deployment
-    start_hands(brains)
+    brains = hosted_deployment
+    APP.start_hands(brains)
     # Dies with the model's first answer in hand, before it is committed.
-    brain = brains.start_brain(
-        tasks=None, agents=AGENT, die_rule="before-entry:hosted_model", **env(brains)
-    )
-    await submit(brains, "plain")
+    brain = APP.start_brain(brains, die_rule="before-entry:hosted_model")
+    await APP.submit(brains, "plain")
     await died(brain, "the Brain's death")
-    brains.start_brain(tasks=None, agents=AGENT, **env(brains))
+    APP.start_brain(brains)
     await brains.answer(session_id="s1", within=45)
     log = brains.tmp_path / "requests.jsonl"
     with_kill = log.read_text().splitlines()
     log.unlink()
 
-    await ask(brains, "plain", session="s2")
+    await APP.ask(brains, "plain", session="s2")
     without_kill = log.read_text().splitlines()
 
     # The first request was sent again after the kill, with the same context.
@@ -231,12 +148,12 @@ async def test_the_context_rebuilt_after_a_brain_kill_equals_the_context_without
 
 
 async def test_an_approval_is_decided_once_and_a_denial_reaches_the_agent(
-    deployment: BrainHarness,
+    hosted_deployment: BrainHarness,
 ) -> None:
-    brains = deployment
-    start_hands(brains)
-    brains.start_brain(tasks=None, agents=AGENT, **env(brains))
-    await submit(brains, "approve")
+    brains = hosted_deployment
+    APP.start_hands(brains)
+    APP.start_brain(brains)
+    await APP.submit(brains, "approve")
 
     async with brains.client() as ana, brains.client() as bo:
 
@@ -268,19 +185,12 @@ async def test_an_approval_is_decided_once_and_a_denial_reaches_the_agent(
 
 @pytest.mark.parametrize("store_target", ["postgres"], indirect=True)
 async def test_a_run_over_its_tool_call_budget_dispatches_nothing_until_raised(
-    deployment: BrainHarness,
+    hosted_deployment: BrainHarness,
 ) -> None:
-    brains = deployment
-    start_hands(brains)
-    brains.start_brain(tasks=None, agents=AGENT, **env(brains))
-    await submit_input(
-        brains.store,
-        brains.env.topology,
-        session_id="s1",
-        request_id="r1",
-        input={"agent": "books", "text": "plain", "budget": {"tool_calls": 1}},
-        compat="v1",
-    )
+    brains = hosted_deployment
+    APP.start_hands(brains)
+    APP.start_brain(brains)
+    await APP.submit(brains, "plain", budget={"tool_calls": 1})
 
     async with brains.client() as client:
 

@@ -1,10 +1,10 @@
 """A Pydantic AI agent hosted by brainhands, for the tests (``--agents`` of a Brain and
 ``--tools`` of a Hands, both with ``HOSTED_LEDGERS``, a folder).
 
-Its tools write to ledgers of their own, SQLite files in ``HOSTED_LEDGERS``, one row per
-effect, under the call's operation id: ``record`` (``query``: its query looks the id up),
-``transfer`` (``unsafe``), and ``pay`` (``unsafe``, Pydantic AI's ``requires_approval``).
-``record`` asks the model to try again (``ModelRetry``) for an empty item.
+Its tools write to ledgers of their own (``tests.helpers.ledgers``): ``record`` (``query``:
+its query looks the id up), ``transfer`` (``unsafe``), and ``pay`` (``unsafe``, Pydantic
+AI's ``requires_approval``). ``record`` asks the model to try again (``ModelRetry``) for
+an empty item.
 
 Its model is a ``FunctionModel`` that plays the script named by the prompt, one step per
 answer: tool calls, an output that fails validation, or the output, whose ``seen`` lists
@@ -14,11 +14,7 @@ it gets is appended to ``requests.jsonl`` as the messages it was sent, without t
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
-import sqlite3
-from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
@@ -31,11 +27,12 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from brainhands import ToolPolicy, tool_context
+from brainhands import ToolPolicy
 from brainhands.shared.hosted.pydantic_ai import host
-from brainhands.shared.tools import QueryAnswer, ToolContextLike
+from tests.helpers import ledgers
+from tests.helpers.ledgers import effects, make_effect, recorded
 
-LEDGERS = Path(os.environ.get("HOSTED_LEDGERS", "."))
+__all__ = ["effects", "hosted"]
 
 SCRIPTS: dict[str, list[Any]] = {
     "plain": [[("record", {"item": "apple"}), ("transfer", {"amount": 5})], "invalid", "output"],
@@ -48,27 +45,6 @@ SCRIPTS: dict[str, list[Any]] = {
 class Report(BaseModel):
     summary: str
     seen: list[str]
-
-
-def effects(tool: str) -> list[tuple[str, str]]:
-    """The ledger of ``tool``: (operation id, what) per effect, in order."""
-    path = LEDGERS / f"{tool}.db"
-    if not path.exists():
-        return []
-    with contextlib.closing(sqlite3.connect(path)) as db:
-        return list(db.execute("select operation_id, what from effects order by id"))
-
-
-def make_effect(tool: str, what: str) -> None:
-    with contextlib.closing(sqlite3.connect(LEDGERS / f"{tool}.db", timeout=10)) as db, db:
-        db.execute(
-            "create table if not exists effects"
-            " (id integer primary key, operation_id text, what text)"
-        )
-        db.execute(
-            "insert into effects (operation_id, what) values (?, ?)",
-            (tool_context().operation_id, what),
-        )
 
 
 def seen(messages: list[ModelMessage]) -> list[str]:
@@ -91,7 +67,7 @@ def context(messages: list[ModelMessage]) -> list[list[dict[str, Any]]]:
 
 
 def play(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-    with open(LEDGERS / "requests.jsonl", "a") as log:
+    with open(ledgers.LEDGERS / "requests.jsonl", "a") as log:
         log.write(json.dumps(context(messages), default=str) + "\n")
     prompt = str(messages[0].parts[-1].content)
     answered = sum(isinstance(m, ModelResponse) for m in messages)
@@ -132,12 +108,6 @@ async def pay(amount: int) -> str:
     """Pay out money (a person approves it first)."""
     make_effect("pay", str(amount))
     return f"paid {amount}"
-
-
-async def recorded(arguments: dict[str, Any], ctx: ToolContextLike) -> QueryAnswer:
-    """Did the ``record`` call of ``ctx.operation_id`` happen?"""
-    mine = [what for op, what in effects("record") if op == ctx.operation_id]
-    return QueryAnswer(bool(mine), f"recorded {mine[0]}" if mine else None)
 
 
 hosted = host(

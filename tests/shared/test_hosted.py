@@ -3,10 +3,6 @@ the envelope of a hosted tool's reply, and the tools ``host`` declares."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from dataclasses import dataclass
-from typing import Any
-
 import pydantic_ai
 import pytest
 from pydantic_ai import Agent, ModelRetry, RunContext
@@ -26,14 +22,9 @@ from brainhands.shared.hosted import (
 )
 from brainhands.shared.hosted.pydantic_ai import SUPPORTED, host
 from brainhands.shared.tools import registry
+from tests.helpers.hosted_runs import Running
 
-
-@pytest.fixture(autouse=True)
-def own_registry() -> Iterator[None]:
-    """The tools ``host`` registers leave the process's registry with the test."""
-    before = dict(registry.tools)
-    yield
-    registry.tools = before
+pytestmark = pytest.mark.usefixtures("own_registry")
 
 
 @pytest.mark.parametrize("installed", ["2.78.0", "2.78", "2.99.1", "2.100.0rc1"])
@@ -92,21 +83,6 @@ def test_host_declares_each_tool_with_its_policy_unsafe_by_default() -> None:
 def test_host_refuses_a_policy_for_a_tool_the_agent_does_not_have() -> None:
     with pytest.raises(ConfigurationError, match=r"no tools named \['mail'\]"):
         host(Agent(TestModel()), name="empty", tools={"mail": ToolPolicy()})
-
-
-@dataclass
-class Running:
-    """What a Hands hands a tool of the call it runs (``hands.ToolContext``'s face)."""
-
-    operation_id: str
-    fence: int = 1
-    attempt: int = 1
-
-    async def progress(self, message: str, **data: Any) -> None:
-        return None
-
-    def cancelled(self) -> bool:
-        return False
 
 
 async def test_a_hosted_tool_runs_with_its_deps_and_its_operation_id_and_can_ask_a_retry() -> None:

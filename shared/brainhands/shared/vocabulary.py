@@ -190,3 +190,6 @@ HOSTED_CHECKPOINT_KIND = "hosted_checkpoint"
 """The entry that keeps one record of a hosted graph's own recovery state (a LangGraph
 checkpoint, or the writes of a super-step's tasks), as its framework serialises it
 (``brain.hosted.checkpoints``): the graph resumes from the last one committed."""
+HOSTED_STEP_KIND = "hosted_step"
+"""The entry that keeps the result of one step a hosted run's framework takes in the Brain
+and must not take again (an OpenAI Agents SDK guardrail), by its key in the run."""

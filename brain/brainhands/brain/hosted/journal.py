@@ -4,11 +4,13 @@ replayed, and what the pass that replayed it asked for.
 A hosted run (``brainhands.brain.hosted``) is the framework's own loop, run again from its
 start at every pass of the Brain, against what the session's entries already hold: the
 model's answers in order (``hosted_model`` entries, as the framework encodes a response),
-and the tool calls' outcomes by the framework's call id (``tool_result`` entries). A run is
+the tool calls' outcomes by the framework's call id (``tool_result`` entries), and the
+results of the steps its driver keeps (``hosted_step`` entries, by their key in the run). A run is
 deterministic in those, so every pass rebuilds the context every earlier pass saw, a Brain
 killed in the middle included. Where the journal runs out, the pass asks: one new model
-answer at most (kept in ``fresh`` and committed with what the run reached after it), and
-the tool calls of the answer it reached (``wanted``), which become durable calls.
+answer at most (kept in ``fresh`` and committed with what the run reached after it, with
+the steps taken meanwhile: ``taken``), and the tool calls of the answer it reached
+(``wanted``), which become durable calls.
 """
 
 from __future__ import annotations
@@ -19,12 +21,15 @@ from typing import Any
 
 from brainhands.brain.budget import Usage
 from brainhands.shared.store import EntryRecord
-from brainhands.shared.vocabulary import HOSTED_CHECKPOINT_KIND, HOSTED_MODEL_KIND
+from brainhands.shared.vocabulary import HOSTED_CHECKPOINT_KIND, HOSTED_MODEL_KIND, HOSTED_STEP_KIND
 
 MODEL_ENTRY = HOSTED_MODEL_KIND
 """The kind of the entry that keeps one model answer of a hosted run."""
 CHECKPOINT_ENTRY = HOSTED_CHECKPOINT_KIND
 """The kind of the entry that keeps one record of a framework's own recovery state."""
+
+STEP_ENTRY = HOSTED_STEP_KIND
+"""The kind of the entry that keeps one step's result (``{"key": ..., "result": ...}``)."""
 
 
 @dataclass(frozen=True)
@@ -71,9 +76,12 @@ class Journal:
     """The tool calls' outcomes (``tool_result`` bodies) by the framework's call id."""
     checkpoints: Sequence[dict[str, Any]] = ()
     """The framework's own recovery records (a graph's checkpoints), in commit order."""
+    steps: dict[str, Any] = field(default_factory=dict)
+    """The kept steps' results, by their key in the run."""
     fresh: list[ModelTurn] = field(default_factory=list)
     fresh_checkpoints: list[dict[str, Any]] = field(default_factory=list)
     """Recovery records this pass made: committed with what the pass reached."""
+    taken: dict[str, Any] = field(default_factory=dict)
     wanted: list[ToolRequest] = field(default_factory=list)
     may_ask: int = 1
 
@@ -83,6 +91,7 @@ class Journal:
         turns: list[Any] = []
         outcomes: dict[str, dict[str, Any]] = {}
         checkpoints: list[dict[str, Any]] = []
+        steps: dict[str, Any] = {}
         for entry in entries:
             if entry.seq <= since:
                 continue
@@ -92,7 +101,9 @@ class Journal:
                 outcomes[entry.body["call_id"]] = entry.body
             elif entry.kind == CHECKPOINT_ENTRY:
                 checkpoints.append(entry.body)
-        return cls(turns, outcomes, checkpoints)
+            elif entry.kind == STEP_ENTRY:
+                steps[entry.body["key"]] = entry.body["result"]
+        return cls(turns, outcomes, checkpoints=checkpoints, steps=steps)
 
     def answer(self, n: int) -> Any | None:
         """The ``n``-th answer (0-based), journaled or fresh; None if there is none yet."""
@@ -102,6 +113,14 @@ class Journal:
     def record(self, turn: ModelTurn) -> None:
         """Keep an answer just asked for."""
         self.fresh.append(turn)
+
+    def step(self, key: str) -> Any | None:
+        """The result of the step ``key``, kept or taken in this pass; None if not taken."""
+        return self.steps.get(key, self.taken.get(key))
+
+    def keep(self, key: str, result: Any) -> None:
+        """Keep the result of a step just taken (JSON, not None)."""
+        self.taken[key] = result
 
     def can_ask(self) -> bool:
         """This pass may ask for another answer (``may_ask`` per pass)."""

@@ -27,7 +27,13 @@ from brainhands.brain.approval import ApprovalRequest
 from brainhands.brain.budget import Spend, Usage, resumed
 from brainhands.brain.decide import call_result
 from brainhands.brain.hosted.driver import Answered, Driver, Failed, WantsTools
-from brainhands.brain.hosted.journal import CHECKPOINT_ENTRY, MODEL_ENTRY, Journal, ToolRequest
+from brainhands.brain.hosted.journal import (
+    CHECKPOINT_ENTRY,
+    MODEL_ENTRY,
+    STEP_ENTRY,
+    Journal,
+    ToolRequest,
+)
 from brainhands.brain.registry import TaskKind, TaskRegistry
 from brainhands.brain.task import (
     Call,
@@ -103,6 +109,8 @@ def hosted_kinds(
         journal = Journal.of(ctx.entries, since=task.state["since"])
         stop = await driver_of(task).run(task.input["text"], journal)
         answered = TenantCharge()
+        for key, result in journal.taken.items():
+            ctx.append_entry(STEP_ENTRY, {"key": key, "result": result})
         for turn in journal.fresh:
             ctx.append_entry(MODEL_ENTRY, turn.entry())
             spend = spend.charged(turn.usage())

@@ -1,0 +1,101 @@
+"""Running a hosted agent's module (``tests.helpers.hosted_agent``,
+``tests.helpers.hosted_oai_agent``) in real Brain and Hands processes, its tools' ledgers in
+the deployment's ``tmp_path`` (``tests.helpers.ledgers``, read by the test too)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from dataclasses import dataclass
+from typing import Any
+
+from brainhands.shared.store import SubmissionRecord
+from tests.helpers.brains import BrainHarness
+from tests.helpers.polling import eventually
+from tests.helpers.processes import spawn_module
+from tests.helpers.submitting import submit_input
+
+
+@dataclass(frozen=True)
+class HostedApp:
+    """The agent ``agent`` of the module ``module``, its tools on the Hands pool ``pool``."""
+
+    module: str
+    agent: str
+    pool: str
+
+    def env(self, brains: BrainHarness) -> dict[str, str]:
+        return {"HOSTED_LEDGERS": str(brains.tmp_path)}
+
+    def start_brain(self, brains: BrainHarness, **kwargs: Any) -> subprocess.Popen[bytes]:
+        return brains.start_brain(tasks=None, agents=self.module, **kwargs, **self.env(brains))
+
+    def start_hands(self, brains: BrainHarness, victim: bool = False) -> subprocess.Popen[bytes]:
+        """A Hands for the agent's pool; a ``victim`` dies as its first tool call returns."""
+        args = ["hands", "--pool", self.pool, "--tools", self.module]
+        module, argv = (
+            ("tests.helpers.hands_victim", ["after-effect", *args])
+            if victim
+            else ("brainhands", args)
+        )
+        log = brains.tmp_path / f"hands{len(brains.processes)}.log"
+        proc = spawn_module(module, *argv, env=brains.settings(**self.env(brains)), log=log)
+        brains.processes.append(proc)
+        return proc
+
+    async def submit(
+        self,
+        brains: BrainHarness,
+        text: str,
+        session: str = "s1",
+        request: str = "r1",
+        **more: Any,
+    ) -> None:
+        await submit_input(
+            brains.store,
+            brains.env.topology,
+            session_id=session,
+            request_id=request,
+            input={"agent": self.agent, "text": text, **more},
+            compat="v1",
+        )
+
+    async def ask(self, brains: BrainHarness, text: str, session: str = "s1") -> SubmissionRecord:
+        await self.submit(brains, text, session)
+        return await brains.answer(session_id=session, within=45)
+
+
+@dataclass
+class Running:
+    """What a Hands hands a tool of the call it runs (``hands.ToolContext``'s face), for a
+    hosted tool called in the test's own process."""
+
+    operation_id: str
+    fence: int = 1
+    attempt: int = 1
+
+    async def progress(self, message: str, **data: Any) -> None:
+        return None
+
+    def cancelled(self) -> bool:
+        return False
+
+
+def requests(brains: BrainHarness) -> list[str]:
+    """The requests the model was sent, each once, in order."""
+    lines = (brains.tmp_path / "requests.jsonl").read_text().splitlines()
+    return list(dict.fromkeys(lines))
+
+
+def sent(brains: BrainHarness) -> list[Any]:
+    return [json.loads(line) for line in requests(brains)]
+
+
+async def died(proc: subprocess.Popen[bytes], what: str) -> None:
+    await eventually(lambda: proc.poll() is not None, within=30, what=what)
+    assert proc.returncode == 9  # its own exit, at the kill point
+
+
+async def waited_for_declarations(brains: BrainHarness) -> bool:
+    tasks, _ = await brains.store.queries.history("s1")
+    return any(t.kind == "hosted.session" and t.state.get("waited") for t in tasks)
