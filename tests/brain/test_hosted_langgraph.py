@@ -16,7 +16,7 @@ import pytest
 
 from brainhands.shared.errors import DecisionRefused
 from brainhands.shared.store import SubmissionRecord
-from tests.helpers import hosted_graph
+from tests.helpers import ledgers
 from tests.helpers.brains import BrainHarness, brain_deployment
 from tests.helpers.polling import eventually
 from tests.helpers.processes import spawn_module
@@ -39,7 +39,7 @@ async def deployment(
     monkeypatch: pytest.MonkeyPatch,
 ) -> AsyncIterator[BrainHarness]:
     """A deployment on each backend; the graph's ledgers in ``tmp_path`` (read here too)."""
-    monkeypatch.setattr(hosted_graph, "LEDGERS", tmp_path)
+    monkeypatch.setattr(ledgers, "LEDGERS", tmp_path)
     async with brain_deployment(
         postgres_url, rabbitmq_url, redis_url, namespace, tmp_path, target=store_target
     ) as harness:
@@ -120,8 +120,8 @@ async def test_a_graph_answers_its_tool_calls_made_on_hands_once_each(
     output = await answer(brains)
 
     assert output["seen"] == ["record: recorded apple", "transfer: transferred 5"]
-    [(record_op, recorded)] = hosted_graph.effects("record")
-    [(transfer_op, transferred)] = hosted_graph.effects("transfer")
+    [(record_op, recorded)] = ledgers.effects("record")
+    [(transfer_op, transferred)] = ledgers.effects("transfer")
     assert (recorded, transferred) == ("apple", "5")
     _, calls = await brains.store.queries.history("s1")
     assert {(c.tool, c.status, c.operation_id) for c in calls} == {
@@ -163,7 +163,7 @@ async def test_a_brain_killed_mid_graph_resumes_from_the_last_committed_checkpoi
     runs = model_runs(brains)
     assert len(runs) == 3 and runs[1] == runs[2]
     # The tools' step was not run again: each tool made its effect once.
-    assert len(hosted_graph.effects("record")) == len(hosted_graph.effects("transfer")) == 1
+    assert len(ledgers.effects("record")) == len(ledgers.effects("transfer")) == 1
 
 
 @pytest.mark.chaos
@@ -187,8 +187,8 @@ async def test_under_hands_kills_the_query_tool_acts_once_the_unsafe_at_most_onc
     assert transfer.startswith("transfer: ") and '"status": "uncertain"' in transfer
     assert transfer.endswith("(error)")
     assert record == "record: recorded apple"
-    assert len(hosted_graph.effects("transfer")) == 1  # never run again
-    assert [what for _, what in hosted_graph.effects("record")] == ["apple"]  # asked, not re-run
+    assert len(ledgers.effects("transfer")) == 1  # never run again
+    assert [what for _, what in ledgers.effects("record")] == ["apple"]  # asked, not re-run
     _, calls = await brains.store.queries.history("s1")
     assert sorted((c.tool, c.status) for c in calls) == [
         ("ledger.record", "succeeded"),
@@ -232,4 +232,4 @@ async def test_an_interrupt_is_an_approval_decided_once_and_the_graph_resumes_wi
     assert approved["seen"] == ["transfer: transferred 7"]  # resumed, and went on
     [refusal] = denied["seen"]
     assert refusal.startswith("denied: ") and "too much" in refusal  # interrupt() returned it
-    assert [what for _, what in hosted_graph.effects("transfer")] == ["7"]  # s1's, once
+    assert [what for _, what in ledgers.effects("transfer")] == ["7"]  # s1's, once

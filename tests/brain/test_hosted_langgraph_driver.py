@@ -14,11 +14,12 @@ from brainhands.brain.hosted.journal import Journal, ToolRequest
 from brainhands.brain.hosted.langgraph import LangGraphDriver
 from brainhands.shared.hosted import returned
 from tests.helpers import hosted_graph
+from tests.helpers import ledgers as ledger_files
 
 
 @pytest.fixture(autouse=True)
 def ledgers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(hosted_graph, "LEDGERS", tmp_path)
+    monkeypatch.setattr(ledger_files, "LEDGERS", tmp_path)
 
 
 def model_runs(tmp_path: Path) -> list[Any]:
@@ -64,7 +65,7 @@ async def test_each_pass_commits_one_super_step_and_the_next_resumes_from_it(
         )
     )
     assert second.fresh_checkpoints == []
-    assert hosted_graph.effects("record") == hosted_graph.effects("transfer") == []
+    assert ledger_files.effects("record") == ledger_files.effects("transfer") == []
     session.outcomes["call-0-0"] = {"status": "succeeded", "result": returned("recorded apple")}
     session.outcomes["call-0-1"] = {"status": "uncertain", "error": "cut short"}
 

@@ -2,8 +2,8 @@
 ``--tools`` of a Hands, both with ``HOSTED_LEDGERS``, a folder).
 
 A ReAct graph: a model node and a ``ToolNode`` of two tools, each writing to a ledger of
-its own, a SQLite file in ``HOSTED_LEDGERS``, one row per effect under the call's operation
-id: ``record`` (``query``: its query looks the id up) and ``transfer`` (``unsafe``).
+its own (``tests.helpers.ledgers``), one row per effect under the call's operation id:
+``record`` (``query``: its query looks the id up) and ``transfer`` (``unsafe``).
 
 Its model is a small chat model of its own that plays the script named by the prompt, one
 step per answer: tool calls, then the answer, a JSON object whose ``seen`` lists the tool
@@ -15,11 +15,7 @@ with the refusal.
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
-import sqlite3
-from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
 from langchain_core.language_models import BaseChatModel
@@ -31,11 +27,10 @@ from langgraph.graph.message import add_messages
 from langgraph.prebuilt import ToolNode, tools_condition
 from langgraph.types import interrupt
 
-from brainhands import ToolPolicy, tool_context
+from brainhands import ToolPolicy
 from brainhands.shared.hosted.langgraph import host
-from brainhands.shared.tools import QueryAnswer, ToolContextLike
-
-LEDGERS = Path(os.environ.get("HOSTED_LEDGERS", "."))
+from tests.helpers import ledgers
+from tests.helpers.ledgers import make_effect, recorded
 
 SCRIPTS: dict[str, list[Any]] = {
     "plain": [[("record", {"item": "apple"}), ("transfer", {"amount": 5})], "answer"],
@@ -44,27 +39,6 @@ SCRIPTS: dict[str, list[Any]] = {
 }
 ASKS = {"approve": {"transfer": 7}}
 """The scripts whose model node asks a person first (``interrupt()``), and what it asks."""
-
-
-def effects(tool: str) -> list[tuple[str, str]]:
-    """The ledger of ``tool``: (operation id, what) per effect, in order."""
-    path = LEDGERS / f"{tool}.db"
-    if not path.exists():
-        return []
-    with contextlib.closing(sqlite3.connect(path)) as db:
-        return list(db.execute("select operation_id, what from effects order by id"))
-
-
-def make_effect(tool: str, what: str) -> None:
-    with contextlib.closing(sqlite3.connect(LEDGERS / f"{tool}.db", timeout=10)) as db, db:
-        db.execute(
-            "create table if not exists effects"
-            " (id integer primary key, operation_id text, what text)"
-        )
-        db.execute(
-            "insert into effects (operation_id, what) values (?, ?)",
-            (tool_context().operation_id, what),
-        )
 
 
 class ScriptedModel(BaseChatModel):
@@ -102,7 +76,7 @@ model = ScriptedModel()
 
 
 def log_request(messages: list[BaseMessage]) -> None:
-    with open(LEDGERS / "requests.jsonl", "a") as log:
+    with open(ledgers.LEDGERS / "requests.jsonl", "a") as log:
         log.write(json.dumps([[m.type, m.content] for m in messages]) + "\n")
 
 
@@ -129,12 +103,6 @@ async def transfer(amount: int) -> str:
     """Move money."""
     make_effect("transfer", str(amount))
     return f"transferred {amount}"
-
-
-async def recorded(arguments: dict[str, Any], ctx: ToolContextLike) -> QueryAnswer:
-    """Did the ``record`` call of ``ctx.operation_id`` happen?"""
-    mine = [what for op, what in effects("record") if op == ctx.operation_id]
-    return QueryAnswer(bool(mine), f"recorded {mine[0]}" if mine else None)
 
 
 builder = StateGraph(State)
