@@ -5,17 +5,14 @@ ledgers, under kills too. One store backend (PostgreSQL): the Pydantic AI tests 
 
 from __future__ import annotations
 
-import asyncio
 import json
 
 import pytest
 
-from brainhands.shared.errors import DecisionRefused
 from brainhands.shared.vocabulary import HOSTED_MODEL_KIND
 from tests.helpers import hosted_oai_agent
 from tests.helpers.brains import BrainHarness
-from tests.helpers.hosted_runs import HostedApp, died, sent
-from tests.helpers.polling import eventually
+from tests.helpers.hosted_runs import HostedApp, decide_two_calls, died, sent
 
 pytestmark = [
     pytest.mark.integration,
@@ -104,34 +101,12 @@ async def test_a_tripped_input_guardrail_fails_the_session(
 async def test_a_needs_approval_call_is_decided_once_and_a_denial_reaches_the_agent(
     hosted_deployment: BrainHarness,
 ) -> None:
-    brains = hosted_deployment
-    APP.start_hands(brains)
-    APP.start_brain(brains)
-    await APP.submit(brains, "approve")
+    seen = await decide_two_calls(APP, hosted_deployment)
 
-    async with brains.client() as ana, brains.client() as bo:
-
-        async def both_pending() -> bool:
-            return len(await ana.pending_approvals("s1")) == 2
-
-        await eventually(both_pending, within=30, what="two calls waiting for approval")
-        seven, eight = sorted(
-            await ana.pending_approvals("s1"), key=lambda a: a.arguments["amount"]
-        )
-        [by_ana], [by_bo] = await asyncio.gather(
-            ana.approve("s1", seven.approval_id, by="ana"),
-            bo.approve("s1", seven.approval_id, by="bo"),
-        )
-        await ana.deny("s1", eight.approval_id, by="ana", reason="too much")
-        with pytest.raises(DecisionRefused, match="already denied by ana"):
-            await bo.approve("s1", eight.approval_id, by="bo")
-
-    answer = await brains.answer(within=45)
-
-    assert sorted([by_ana.new, by_bo.new]) == [False, True]  # one of them counted
-    assert (seven.tool, seven.agent) == ("desk.pay", "desk")
+    assert seen.counted == [False, True]  # one of the racing approvals counted
+    assert (seen.approved.tool, seen.approved.agent) == ("desk.pay", "desk")
     assert [what for _, what in hosted_oai_agent.effects("pay")] == ["7"]  # once; 8 never ran
-    paid, refused = answer.answer["output"]["seen"]
+    paid, refused = seen.answer.answer["output"]["seen"]
     assert paid == "pay: paid 7"
     assert refused.startswith("pay: ") and '"status": "denied"' in refused
     assert "too much" in refused

@@ -4,16 +4,20 @@ call a durable call under its policy, proven at the tools' own ledgers, under ki
 
 from __future__ import annotations
 
-import asyncio
 import json
 
 import pytest
 
 from brainhands import ALL
-from brainhands.shared.errors import DecisionRefused
 from tests.helpers import hosted_agent
 from tests.helpers.brains import BrainHarness
-from tests.helpers.hosted_runs import HostedApp, died, sent, waited_for_declarations
+from tests.helpers.hosted_runs import (
+    HostedApp,
+    decide_two_calls,
+    died,
+    sent,
+    waited_for_declarations,
+)
 from tests.helpers.polling import eventually
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(90)]
@@ -150,34 +154,12 @@ async def test_the_context_rebuilt_after_a_brain_kill_equals_the_context_without
 async def test_an_approval_is_decided_once_and_a_denial_reaches_the_agent(
     hosted_deployment: BrainHarness,
 ) -> None:
-    brains = hosted_deployment
-    APP.start_hands(brains)
-    APP.start_brain(brains)
-    await APP.submit(brains, "approve")
+    seen = await decide_two_calls(APP, hosted_deployment)
 
-    async with brains.client() as ana, brains.client() as bo:
-
-        async def both_pending() -> bool:
-            return len(await ana.pending_approvals("s1")) == 2
-
-        await eventually(both_pending, within=30, what="two calls waiting for approval")
-        seven, eight = sorted(
-            await ana.pending_approvals("s1"), key=lambda a: a.arguments["amount"]
-        )
-        [by_ana], [by_bo] = await asyncio.gather(
-            ana.approve("s1", seven.approval_id, by="ana"),
-            bo.approve("s1", seven.approval_id, by="bo"),
-        )
-        await ana.deny("s1", eight.approval_id, by="ana", reason="too much")
-        with pytest.raises(DecisionRefused, match="already denied by ana"):
-            await bo.approve("s1", eight.approval_id, by="bo")
-
-    answer = await brains.answer(within=45)
-
-    assert sorted([by_ana.new, by_bo.new]) == [False, True]  # one of them counted
-    assert (seven.tool, seven.agent) == ("books.pay", "books")
+    assert seen.counted == [False, True]  # one of the racing approvals counted
+    assert (seen.approved.tool, seen.approved.agent) == ("books.pay", "books")
     assert [what for _, what in hosted_agent.effects("pay")] == ["7"]  # once; 8 never ran
-    paid, refused = answer.answer["output"]["seen"]
+    paid, refused = seen.answer.answer["output"]["seen"]
     assert paid == 'pay: "paid 7"'
     assert refused.startswith("pay: ") and '"status": "denied"' in refused
     assert "too much" in refused

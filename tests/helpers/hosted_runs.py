@@ -4,11 +4,16 @@ the deployment's ``tmp_path`` (``tests.helpers.ledgers``, read by the test too).
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 from dataclasses import dataclass
 from typing import Any
 
+import pytest
+
+from brainhands import PendingApproval
+from brainhands.shared.errors import DecisionRefused
 from brainhands.shared.store import SubmissionRecord
 from tests.helpers.brains import BrainHarness
 from tests.helpers.polling import eventually
@@ -63,6 +68,44 @@ class HostedApp:
     async def ask(self, brains: BrainHarness, text: str, session: str = "s1") -> SubmissionRecord:
         await self.submit(brains, text, session)
         return await brains.answer(session_id=session, within=45)
+
+
+@dataclass(frozen=True)
+class TwoDecisions:
+    """What ``decide_two_calls`` saw: the two calls, whether each racing approval of the
+    first was the one that counted, and the run's answer."""
+
+    approved: PendingApproval
+    denied: PendingApproval
+    counted: list[bool]
+    answer: SubmissionRecord
+
+
+async def decide_two_calls(app: HostedApp, brains: BrainHarness) -> TwoDecisions:
+    """Run the agent's ``approve`` script, whose two calls (amounts 7 and 8) wait for
+    approval: two clients approve the first at once, one denies the second and the other's
+    approval of it after that is refused; then the run is answered."""
+    app.start_hands(brains)
+    app.start_brain(brains)
+    await app.submit(brains, "approve")
+    async with brains.client() as ana, brains.client() as bo:
+
+        async def both_pending() -> bool:
+            return len(await ana.pending_approvals("s1")) == 2
+
+        await eventually(both_pending, within=30, what="two calls waiting for approval")
+        seven, eight = sorted(
+            await ana.pending_approvals("s1"), key=lambda a: a.arguments["amount"]
+        )
+        [by_ana], [by_bo] = await asyncio.gather(
+            ana.approve("s1", seven.approval_id, by="ana"),
+            bo.approve("s1", seven.approval_id, by="bo"),
+        )
+        await ana.deny("s1", eight.approval_id, by="ana", reason="too much")
+        with pytest.raises(DecisionRefused, match="already denied by ana"):
+            await bo.approve("s1", eight.approval_id, by="bo")
+    answer = await brains.answer(within=45)
+    return TwoDecisions(seven, eight, sorted([by_ana.new, by_bo.new]), answer)
 
 
 @dataclass
