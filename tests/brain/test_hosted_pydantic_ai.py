@@ -13,6 +13,7 @@ from tests.helpers import hosted_agent
 from tests.helpers.brains import BrainHarness
 from tests.helpers.hosted_runs import (
     HostedApp,
+    contexts_around_a_kill,
     decide_two_calls,
     died,
     sent,
@@ -131,20 +132,7 @@ async def test_under_brain_and_hands_kills_the_query_tool_acts_once_the_unsafe_a
 async def test_the_context_rebuilt_after_a_brain_kill_equals_the_context_without_it(
     hosted_deployment: BrainHarness,
 ) -> None:
-    brains = hosted_deployment
-    APP.start_hands(brains)
-    # Dies with the model's first answer in hand, before it is committed.
-    brain = APP.start_brain(brains, die_rule="before-entry:hosted_model")
-    await APP.submit(brains, "plain")
-    await died(brain, "the Brain's death")
-    APP.start_brain(brains)
-    await brains.answer(session_id="s1", within=45)
-    log = brains.tmp_path / "requests.jsonl"
-    with_kill = log.read_text().splitlines()
-    log.unlink()
-
-    await APP.ask(brains, "plain", session="s2")
-    without_kill = log.read_text().splitlines()
+    with_kill, without_kill = await contexts_around_a_kill(APP, hosted_deployment, "plain")
 
     # The first request was sent again after the kill, with the same context.
     assert with_kill[0] == with_kill[1]

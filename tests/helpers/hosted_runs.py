@@ -108,6 +108,24 @@ async def decide_two_calls(app: HostedApp, brains: BrainHarness) -> TwoDecisions
     return TwoDecisions(seven, eight, sorted([by_ana.new, by_bo.new]), answer)
 
 
+async def contexts_around_a_kill(
+    app: HostedApp, brains: BrainHarness, script: str
+) -> tuple[list[str], list[str]]:
+    """The requests the model was sent running ``script`` in s1 with a Brain killed holding
+    the model's first answer (before it was committed), then in s2 with no kill."""
+    app.start_hands(brains)
+    brain = app.start_brain(brains, die_rule="before-entry:hosted_model")
+    await app.submit(brains, script)
+    await died(brain, "the Brain's death")
+    app.start_brain(brains)
+    await brains.answer(session_id="s1", within=45)
+    log = brains.tmp_path / "requests.jsonl"
+    with_kill = log.read_text().splitlines()
+    log.unlink()
+    await app.ask(brains, script, session="s2")
+    return with_kill, log.read_text().splitlines()
+
+
 @dataclass
 class Running:
     """What a Hands hands a tool of the call it runs (``hands.ToolContext``'s face), for a
