@@ -1,5 +1,6 @@
 """Churn alone fails no call (issue 49): a storm of worker kills and Redis restarts, judged
-at the email service's own ledger on both backends.
+at the email service's own ledger (on PostgreSQL: what the storm strikes is the processes and
+Redis; the kill points of every commit run on both backends in test_notify_chaos.py).
 
 2 Brains, 3 Hands and a sweeper; one random worker SIGKILLed every 0.3-1 s and started again
 0.5-2 s later, the deployment's Redis state dropped twice; 40 sessions, half sending through
@@ -30,6 +31,7 @@ WORKERS = ["brain-0", "brain-1", "hands-0", "hands-1", "hands-2", "sweeper-0"]
 
 
 @pytest.mark.timeout(300)
+@pytest.mark.parametrize("store_target", ["postgres"], indirect=True)
 async def test_a_storm_of_kills_and_redis_restarts_fails_no_call(cluster: Cluster) -> None:
     for name in WORKERS:
         cluster.start(name)
