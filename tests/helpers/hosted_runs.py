@@ -1,6 +1,7 @@
 """Running a hosted agent's module (``tests.helpers.hosted_agent``,
-``tests.helpers.hosted_oai_agent``) in real Brain and Hands processes, its tools' ledgers in
-the deployment's ``tmp_path`` (``tests.helpers.ledgers``, read by the test too)."""
+``tests.helpers.hosted_oai_agent``, ``tests.helpers.hosted_as_agent``) in real Brain and
+Hands processes, its tools' ledgers in the deployment's ``tmp_path``
+(``tests.helpers.ledgers``, read by the test too)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The external ledgers of the hosted agents' tools (``tests.helpers.hosted_agent``,
-``tests.helpers.hosted_oai_agent``, ``tests.helpers.hosted_graph``): SQLite files in
-``HOSTED_LEDGERS`` (a folder), one per tool, one row per effect under the call's operation
-id."""
+``tests.helpers.hosted_oai_agent``, ``tests.helpers.hosted_graph``,
+``tests.helpers.hosted_as_agent``): SQLite files in ``HOSTED_LEDGERS`` (a folder), one per
+tool, one row per effect under the call's operation id."""
 
 from __future__ import annotations
 

@@ -3,8 +3,9 @@
 One mechanism for every framework: the run is the framework's own loop, replayed at every
 pass against the session's journal (``journal``) by the framework's driver (``driver``),
 inside the ``hosted.session`` task (``session``). A framework's module holds its driver
-only (``pydantic_ai``, ``openai_agents``), imported when an agent of that framework is
-hosted: a Brain that hosts none does not need the framework installed.
+only (``pydantic_ai``, ``openai_agents``, ``langgraph``, ``agentscope``), imported when an
+agent of that framework is hosted: a Brain that hosts none does not need the framework
+installed.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ DRIVERS = {
     "pydantic_ai": "brainhands.brain.hosted.pydantic_ai:PydanticAIDriver",
     "langgraph": "brainhands.brain.hosted.langgraph:LangGraphDriver",
     "openai_agents": "brainhands.brain.hosted.openai_agents:OpenAIAgentsDriver",
+    "agentscope": "brainhands.brain.hosted.agentscope:AgentScopeDriver",
 }
 """Each framework's driver, by the name its integration gives (``HostedAgent.framework``)."""
 

@@ -97,6 +97,9 @@ class HostedAgent:
     deps: Callable[[], Any] | None = None
     """Makes the run's dependencies (the framework's ``deps``), in each process that needs
     them: a Brain for each pass, a Hands for each tool call (None: no dependencies)."""
+    output: Any = None
+    """What the run must answer with, where the framework asks it of a run rather than of
+    the agent (AgentScope's ``structured_schema``); None: the framework's own answer."""
 
     def make_deps(self) -> Any:
         return self.deps() if self.deps is not None else None
