@@ -56,7 +56,8 @@ CONTROL = r"^\s*(begin|commit|rollback|start transaction|savepoint|release|end)\
 
 @dataclass
 class Counts:
-    """Counters at one moment, or what a part added to them (``minus``), or per call (``per``)."""
+    """Counters at one moment, or what a part added to them (``minus``; parts together:
+    ``plus``), or per call (``per``)."""
 
     xids: float = 0.0
     statements: float = 0.0
@@ -71,6 +72,11 @@ class Counts:
     def minus(self, before: Counts) -> Counts:
         return Counts(
             **{f.name: getattr(self, f.name) - getattr(before, f.name) for f in fields(self)}
+        )
+
+    def plus(self, other: Counts) -> Counts:
+        return Counts(
+            **{f.name: getattr(self, f.name) + getattr(other, f.name) for f in fields(self)}
         )
 
     def per(self, n: int) -> Counts:

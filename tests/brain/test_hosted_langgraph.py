@@ -1,7 +1,7 @@
 """A LangGraph graph hosted on brainhands (``tests.helpers.hosted_graph``), run by real
-Brain and Hands processes: its checkpoints committed in the session store one super-step
-at a time, its ToolNode's calls durable calls under their policies, proven at the tools'
-own ledgers, under Brain and Hands kills too."""
+Brain and Hands processes: its checkpoints committed in the session store with each pass,
+its ToolNode's calls durable calls under their policies, proven at the tools' own ledgers,
+under Brain and Hands kills too."""
 
 from __future__ import annotations
 
@@ -143,9 +143,10 @@ async def test_a_brain_killed_mid_graph_resumes_from_the_last_committed_checkpoi
 ) -> None:
     brains = deployment
     start_hands(brains)
-    # Dies with the model's last step run, before its checkpoint (the third commit that
-    # holds checkpoints: the model's first step, the tools' step, this one) is committed.
-    brain = start_brain(brains, die_rule="before-entry:hosted_checkpoint#3")
+    # Dies with the tools' step (answered from the outcomes) and the model's last step run,
+    # before their checkpoints (the second commit that holds checkpoints, after the model's
+    # first step's) are committed.
+    brain = start_brain(brains, die_rule="before-entry:hosted_checkpoint#2")
     await submit(brains, "plain")
     await died(brain, "the Brain's death")
     before = await checkpoints(brains)
@@ -154,15 +155,15 @@ async def test_a_brain_killed_mid_graph_resumes_from_the_last_committed_checkpoi
     output = await answer(brains)
 
     assert output["seen"] == ["record: recorded apple", "transfer: transferred 5"]
-    # What was committed before the kill ends at the tools' step (2): the model's last step
-    # was run again from it, with the same input, and its checkpoint follows step 2's.
-    assert [c["step"] for c in before] == [-1, 0, 1, 2]
+    # What was committed before the kill ends at the model's first step (1): the tools'
+    # step and the model's last step were run again from it, the model with the same input.
+    assert [c["step"] for c in before] == [-1, 0, 1]
     after = await checkpoints(brains)
-    assert after[:4] == before and after[4]["step"] == 3
-    assert after[4]["parent"] == before[3]["id"]
+    assert after[:3] == before and [c["step"] for c in after[3:]] == [2, 3]
+    assert after[3]["parent"] == before[2]["id"]
     runs = model_runs(brains)
     assert len(runs) == 3 and runs[1] == runs[2]
-    # The tools' step was not run again: each tool made its effect once.
+    # The tools' calls were not made again: each tool made its effect once.
     assert len(ledgers.effects("record")) == len(ledgers.effects("transfer")) == 1
 
 

@@ -10,8 +10,10 @@ pass decided (the tool calls a step dispatched), in one transaction. A Brain kil
 that commit leaves none of it: the next pass resumes from the last committed checkpoint,
 and the nodes after it run again, as LangGraph's own recovery runs them.
 
-A record is JSON: LangGraph's own serialiser (``serde``) makes the bytes, kept as base64.
-One run is one thread: every record belongs to the run whose journal holds it.
+A record is JSON: LangGraph's own serialiser (``serde``) makes the bytes, kept as base64,
+beside the plain ids that find it; the bytes are decoded only when LangGraph reads the
+record (a pass, the last checkpoint's). One run is one thread: every record belongs to the
+run whose journal holds it.
 """
 
 from __future__ import annotations
@@ -47,8 +49,13 @@ class SessionSaver(BaseCheckpointSaver[int]):
         self.thread = thread
         self.order: list[str] = []
         """Checkpoint ids, oldest first."""
-        self.saved: dict[str, tuple[Checkpoint, CheckpointMetadata, str | None]] = {}
-        self.writes: dict[str, list[tuple[str, str, Any]]] = {}
+        self.records: dict[str, dict[str, Any]] = {}
+        """Each checkpoint's record, by id: decoded when read (``_saved``). A pass resumes
+        from the last, so decoding every checkpoint of the run at every pass would make a
+        run's cost grow with the square of its steps."""
+        self.decoded: dict[str, tuple[Checkpoint, CheckpointMetadata, str | None]] = {}
+        self.writes: dict[str, list[dict[str, Any]]] = {}
+        """The records of pending writes, by the id of the checkpoint they follow."""
         for record in journal.checkpoints:
             self._load(record)
 
@@ -63,21 +70,37 @@ class SessionSaver(BaseCheckpointSaver[int]):
 
     def _load(self, record: dict[str, Any]) -> None:
         if "checkpoint" in record:
-            checkpoint = self._undump(record["checkpoint"])
-            metadata = self._undump(record["metadata"])
-            self.order.append(checkpoint["id"])
-            self.saved[checkpoint["id"]] = (checkpoint, metadata, record["parent"])
+            self.order.append(record["id"])
+            self.records[record["id"]] = record
         else:
-            pending = self.writes.setdefault(record["checkpoint_id"], [])
+            self.writes.setdefault(record["checkpoint_id"], []).append(record)
+
+    def _keep(self, record: dict[str, Any]) -> None:
+        self._load(record)
+        self.journal.fresh_checkpoints.append(record)
+
+    def _saved(self, checkpoint_id: str) -> tuple[Checkpoint, CheckpointMetadata, str | None]:
+        """The checkpoint ``checkpoint_id``, its metadata and its parent's id."""
+        if checkpoint_id not in self.decoded:
+            record = self.records[checkpoint_id]
+            self.decoded[checkpoint_id] = (
+                self._undump(record["checkpoint"]),
+                self._undump(record["metadata"]),
+                record["parent"],
+            )
+        return self.decoded[checkpoint_id]
+
+    def _pending(self, checkpoint_id: str) -> list[tuple[str, str, Any]]:
+        """The writes kept after the checkpoint ``checkpoint_id``: a task's writes to a
+        channel once (the first record that has them)."""
+        pending: list[tuple[str, str, Any]] = []
+        for record in self.writes.get(checkpoint_id, []):
             task = record["task_id"]
             known = {(t, channel) for t, channel, _ in pending}
             for channel, value in record["writes"]:
                 if (task, channel) not in known:
                     pending.append((task, channel, self._undump(value)))
-
-    def _keep(self, record: dict[str, Any]) -> None:
-        self._load(record)
-        self.journal.fresh_checkpoints.append(record)
+        return pending
 
     def _config(self, checkpoint_id: str) -> RunnableConfig:
         return {
@@ -89,18 +112,14 @@ class SessionSaver(BaseCheckpointSaver[int]):
         }
 
     def _tuple(self, checkpoint_id: str) -> CheckpointTuple:
-        checkpoint, metadata, parent = self.saved[checkpoint_id]
+        checkpoint, metadata, parent = self._saved(checkpoint_id)
         return CheckpointTuple(
             config=self._config(checkpoint_id),
             checkpoint=checkpoint,
             metadata=metadata,
             parent_config=self._config(parent) if parent is not None else None,
-            pending_writes=list(self.writes.get(checkpoint_id, [])),
+            pending_writes=self._pending(checkpoint_id),
         )
-
-    def steps(self) -> list[int]:
-        """The super-step of each checkpoint, oldest first (-1: the run's input)."""
-        return [self.saved[c][1].get("step", -1) for c in self.order]
 
     # BaseCheckpointSaver ------------------------------------------------------------------
 
@@ -110,7 +129,7 @@ class SessionSaver(BaseCheckpointSaver[int]):
         wanted = get_checkpoint_id(config)
         if wanted is None:
             return self._tuple(self.order[-1]) if self.order else None
-        return self._tuple(wanted) if wanted in self.saved else None
+        return self._tuple(wanted) if wanted in self.records else None
 
     def list(
         self,
@@ -125,7 +144,7 @@ class SessionSaver(BaseCheckpointSaver[int]):
             ids = ids[ids.index(stop) + 1 :]
         found = 0
         for checkpoint_id in ids:
-            metadata = self.saved[checkpoint_id][1]
+            metadata = self._saved(checkpoint_id)[1]
             if filter and any(metadata.get(k) != v for k, v in filter.items()):
                 continue
             if limit is not None and found >= limit:

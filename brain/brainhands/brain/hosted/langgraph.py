@@ -1,12 +1,16 @@
 """The driver of hosted LangGraph graphs (``brainhands.shared.hosted.langgraph``).
 
 A graph is hosted with its recovery nodes, not replayed: each pass resumes the run from
-its last committed checkpoint (``brain.hosted.checkpoints``), and runs one super-step
-(the pass's commit keeps its checkpoint), or stops where a ``ToolNode`` reaches calls with
-no journaled outcome. The nodes that
-are not tool calls (a model node, say) run in the Brain, as LangGraph runs them; what they
-did is durable once the checkpoint of their super-step is committed, and a Brain killed
-before that runs them again from the checkpoint before, as LangGraph's own recovery does.
+its last committed checkpoint (``brain.hosted.checkpoints``), and runs super-steps one at a
+time, of which one at most runs the graph's own nodes (the pass's commit keeps their
+checkpoints), or stops where a ``ToolNode`` reaches calls with no journaled outcome. The
+nodes that are not tool calls (a model node, say) run in the Brain, as LangGraph runs them;
+what they did is durable once the checkpoint of their super-step is committed, and a Brain
+killed before that runs them again from the checkpoint before, as LangGraph's own recovery
+does. A ``ToolNode``'s step runs no code of the graph's (its calls are answered from the
+journal, or wanted), so the pass goes on through it: the step that applies the outcomes
+and the model's step after it are one pass, and so are the model's step and the calls it
+asks for, as a native agent's turn is.
 
 A ``ToolNode``'s calls are intercepted (its ``awrap_tool_call``): a call whose outcome is
 journaled (a ``tool_result`` entry, by the model's call id) is answered with it, as the
@@ -78,8 +82,10 @@ class LangGraphDriver:
     def __init__(self, hosted: HostedAgent) -> None:
         self.hosted = hosted
         self.graph = hosted.agent
-        for _, node in tool_nodes(self.graph):
+        self.tool_nodes: set[str] = set()
+        for name, node in tool_nodes(self.graph):
             node._awrap_tool_call = self._journaled
+            self.tool_nodes.add(name)
 
     async def _journaled(
         self,
@@ -99,6 +105,12 @@ class LangGraphDriver:
         # the loop, so all of them are wanted together.
         raise ToolsWanted
 
+    def _tools_only(self, nodes: Sequence[str]) -> bool:
+        """Whether a super-step of ``nodes`` runs ``ToolNode``\\s alone: its calls are
+        answered from the journal or wanted, so it runs no code of the graph's that a
+        pass must commit before going on."""
+        return bool(nodes) and set(nodes) <= self.tool_nodes
+
     def _decision(self, interrupt: Interrupt) -> ToolRequest:
         """The approval an ``interrupt()`` waits for: its value is what a person decides on."""
         value = {"value": to_jsonable_python(interrupt.value)}
@@ -111,23 +123,32 @@ class LangGraphDriver:
         graph = self.graph.copy(update={"checkpointer": saver})
         config: RunnableConfig = {"configurable": {"thread_id": THREAD}}
         start: Any = {"messages": [HumanMessage(prompt)]}
+        upcoming: Sequence[str] = ()  # the next super-step's nodes (the first's: unknown)
         if saver.order:
-            paused = (await graph.aget_state(config)).interrupts
+            resumed = await graph.aget_state(config)
+            paused, upcoming = resumed.interrupts, resumed.next
             start = Command(resume=decisions(paused, journal)) if paused else None
+        ran_nodes = False
         token = _journal.set(journal)
         try:
-            # One super-step per pass, so each is committed as it ends (the run's input
-            # and start, bookkeeping, go with the first node's step).
-            await graph.ainvoke(start, config, interrupt_after="*")
+            while True:
+                if not self._tools_only(upcoming):
+                    if ran_nodes:
+                        return Stepped()
+                    ran_nodes = True
+                # One super-step at a time (the run's input and start, bookkeeping, go
+                # with the first node's step), so that the pass stops where it must.
+                await graph.ainvoke(start, config, interrupt_after="*")
+                state = await graph.aget_state(config)
+                if state.interrupts:
+                    return WantsTools(tuple(self._decision(i) for i in state.interrupts))
+                if not state.next:
+                    break
+                start, upcoming = None, state.next
         except ToolsWanted:
             return WantsTools(tuple(journal.wanted))
         finally:
             _journal.reset(token)
-        state = await graph.aget_state(config)
-        if state.interrupts:
-            return WantsTools(tuple(self._decision(i) for i in state.interrupts))
-        if state.next:
-            return Stepped()
         messages: list[BaseMessage] = state.values.get("messages", [])
         if not messages:
             return Answered(to_jsonable_python(state.values))
