@@ -53,5 +53,6 @@ VARIANTS = (
     hosted("Pydantic AI", "pydantic_ai", "pydantic_ai"),
     hosted("OpenAI Agents SDK", "openai_agents", "agents"),
     hosted("LangGraph", "langgraph", "langgraph"),
+    hosted("AgentScope", "agentscope", "agentscope"),
 )
 """The native agent first (the others' ratios are to it), then one row per integration."""
