@@ -20,6 +20,7 @@ from selenium.webdriver.support.ui import WebDriverWait
 from brainhands.api.keys import revoke_key
 from tests.helpers.agent_run import AgentRun, agent_run
 from tests.helpers.api import key_for, start_api
+from tests.helpers.brains import BrainHarness
 from tests.helpers.polling import eventually
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
@@ -178,3 +179,32 @@ async def test_a_plain_event_source_opens_a_stream_with_a_stream_token(
         return await stream_status() == 401
 
     await eventually(refused_once_revoked, within=15, what="the revoked key's token refused")
+
+
+async def test_an_operator_pauses_resumes_and_deletes_a_schedule_from_the_console(
+    brains: BrainHarness, browser: WebDriver
+) -> None:
+    api = await start_api(brains)
+    key = await key_for(brains, "acme", "read", "submit", "tasks")
+    async with api.http(key) as acme, api.http(await key_for(brains, "globex", "admin")) as other:
+        nightly = {"id": "nightly", "kind": "report", "cron": "0 3 * * *", "timezone": "UTC"}
+        assert (await acme.post("/schedules", json=nightly)).status_code == 201
+        assert (await other.post("/schedules", json={**nightly, "id": "theirs"})).status_code == 201
+    wait = WebDriverWait(browser, 60)
+    browser.get(f"{api.url}/console")
+    browser.find_element(By.ID, "key").send_keys(key)
+    browser.find_element(By.CSS_SELECTOR, "#login button").click()
+    row = (By.CSS_SELECTOR, "tr[data-schedule='nightly']")
+    wait.until(seen.text_to_be_present_in_element(row, "0 3 * * * (UTC)"))
+    assert "task report" in browser.find_element(*row).text
+    assert not browser.find_elements(By.CSS_SELECTOR, "tr[data-schedule='theirs']")
+
+    browser.find_element(By.ID, "pause-schedule-nightly").click()
+    wait.until(lambda d: d.find_elements(By.ID, "resume-schedule-nightly"))
+    assert (await brains.store.schedules.get("acme", "nightly")).state == "paused"
+    browser.find_element(By.ID, "resume-schedule-nightly").click()
+    wait.until(lambda d: d.find_elements(By.ID, "pause-schedule-nightly"))
+    assert (await brains.store.schedules.get("acme", "nightly")).state == "active"
+    browser.find_element(By.ID, "delete-schedule-nightly").click()
+    wait.until(lambda d: not d.find_elements(*row))
+    assert [s.id for s in await brains.store.schedules.all()] == ["theirs"]

@@ -23,7 +23,7 @@ import pytest
 import schemathesis
 from schemathesis.generation.case import Case
 from schemathesis.generation.modes import GenerationMode
-from schemathesis.specs.openapi.checks import negative_data_rejection
+from schemathesis.specs.openapi.checks import negative_data_rejection, positive_data_acceptance
 
 from tests.helpers.processes import spawn_module
 
@@ -126,6 +126,10 @@ def test_no_request_the_document_allows_or_forbids_gets_a_server_error(
             # a case made negative by one is answered as the same case without it.
             extra = set(case.query or {}) - declared
             skip = [negative_data_rejection] if extra else []
+            if case.operation.path == "/schedules" and case.method == "POST":
+                # A cron expression's and a time zone's grammar is beyond JSON Schema: a
+                # schema-valid one may still be refused, with a 422 naming why.
+                skip.append(positive_data_acceptance)
             case.call_and_validate(base_url=url, headers=auth, excluded_checks=skip)
 
         name = f"{operation.method.upper()} {operation.path}"

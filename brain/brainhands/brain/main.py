@@ -115,6 +115,7 @@ def sweeper_of(services: Services, leases: LeaseManager, settings: BrainSettings
         redispatch_after=settings.redispatch_after,
         progress=QueueProgress(services.redis, services.keys),
         callbacks=callbacks,
+        schedule_late_after=settings.schedule_late_after,
     )
 
 

@@ -39,3 +39,7 @@ class BrainSettings(CommonSettings):
     sweeper wakes its session to look again; doubled per look, up to eight times."""
     redispatch_after: float = Field(default=15.0, gt=0)
     """Seconds a tool call may go without an outcome or a live lease before it is re-sent."""
+    schedule_late_after: float = Field(default=60.0, gt=0)
+    """Seconds a schedule's tick may be late (the sweepers down, or behind) and still be
+    submitted; a tick older than that was missed, and the schedule's ``missed`` policy
+    decides: ``skip`` it, or ``run_one`` (the latest missed tick, once)."""

@@ -24,6 +24,9 @@ handler for) is not woken each period: its Brain would only find the same. It is
 again ``blocked_recheck`` after the block, then twice as long after each look, up to
 ``MAX_BACKLOG_BACKOFF`` times, in case a build that knows the kind has come up since.
 
+It also fires the schedules whose tick has come (``brain.schedules``): each tick is one
+submission, whichever sweepers fire it and however often.
+
 A row it cannot turn into a job (a tool task whose input lacks what a job needs) is reported
 once and skipped; the other calls are still re-sent. Nothing that goes wrong in a sweep stops
 the sweeper, or the Brain it runs in: the failure is logged and the next period tries again.
@@ -44,6 +47,7 @@ from redis.exceptions import RedisError
 
 from brainhands.brain.callbacks import Callbacks
 from brainhands.brain.decide import TOOL_KIND
+from brainhands.brain.schedules import LATE_AFTER, fire_schedules
 from brainhands.shared import metrics
 from brainhands.shared.broker import Broker
 from brainhands.shared.calls import ToolCallIntent
@@ -179,8 +183,12 @@ class Sweeper:
         blocked_recheck: float = 60.0,
         progress: QueueProgress | None = None,
         callbacks: Callbacks | None = None,
+        schedule_late_after: float = LATE_AFTER,
     ) -> None:
         self.store = store
+        self.schedule_late_after = schedule_late_after
+        """Seconds a schedule's tick may be late and still be submitted; older ones were
+        missed, and the schedule's policy decides (``shared.schedules``)."""
         self.callbacks = callbacks
         """Posts the webhooks of ended submissions (None: this deployment posts none)."""
         self.broker = broker
@@ -295,6 +303,11 @@ class Sweeper:
                 continue
             await self._republish(job)
             sent["job_redispatched"] += 1
+        ticks = await fire_schedules(
+            self.store, self.broker.topology, late_after=self.schedule_late_after, now=now
+        )
+        if ticks:
+            sent["schedule_ticked"] += ticks
         if self.callbacks is not None:
             delivered = await self.callbacks.deliver_due()
             if delivered:

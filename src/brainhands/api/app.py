@@ -32,6 +32,7 @@ from brainhands.api.long_polls import LongPolls
 from brainhands.api.problems import PROBLEMS, answer_problems
 from brainhands.api.protect import protect
 from brainhands.api.quota import Quotas
+from brainhands.api.schedules import schedule_routes
 from brainhands.api.sessions import session_routes
 from brainhands.api.settings import ApiSettings
 from brainhands.api.shared_lists import SharedLists
@@ -105,4 +106,5 @@ def create_app(
     app.include_router(signal_routes(client, known, four_eyes))
     app.include_router(compensation_routes(client, known, four_eyes))
     app.include_router(tenant_routes(client))
+    app.include_router(schedule_routes(client))
     return app

@@ -148,6 +148,27 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(run="brainhands.cli.tenants:webhook_secret")
 
+    p = sub.add_parser("schedule", help="create, list, pause, resume or delete schedules")
+    p.add_argument("action", choices=["create", "list", "pause", "resume", "delete"])
+    p.add_argument("id", nargs="?", help="the schedule's id (all but list)")
+    target = p.add_mutually_exclusive_group()
+    target.add_argument("--agent", help="create: each tick sends --input as text to this agent")
+    target.add_argument("--kind", help="create: each tick starts this task kind with --input")
+    p.add_argument("--input", help="create: the agent's text, or the task's input as JSON")
+    when = p.add_mutually_exclusive_group()
+    when.add_argument("--cron", help='create: five fields, e.g. "0 3 * * 1-5"')
+    when.add_argument("--every", type=int, help="create: seconds between ticks")
+    p.add_argument("--tz", help="create: the cron's IANA time zone (default: UTC)")
+    p.add_argument(
+        "--missed",
+        choices=["skip", "run_one"],
+        default="skip",
+        help="create: ticks missed while no sweeper ran: none runs, or the latest once",
+    )
+    p.add_argument("--json", action="store_true", help="print JSON")
+    add_tenant(p)
+    p.set_defaults(run="brainhands.cli.schedules:schedule")
+
     p = sub.add_parser("pending", help="list the calls waiting for approval, by session")
     p.add_argument("--session", help="of this session only")
     p.add_argument("--json", action="store_true", help="print JSON")

@@ -33,6 +33,7 @@ from brainhands.client.approvals import PendingApproval, pending_approvals
 from brainhands.client.budgets import with_budget
 from brainhands.client.four_eyes import check_four_eyes
 from brainhands.client.operator import OperatorActs
+from brainhands.client.schedules import ScheduleActs
 from brainhands.client.submission import SignalOptions, Submission, SubmitOptions
 from brainhands.client.views import SessionView, session_view
 from brainhands.shared.broker import Broker
@@ -62,9 +63,10 @@ SQLITE_POLL = 0.2
 """Seconds between re-reads on SQLite, which has no notifications."""
 
 
-class Client(OperatorActs):
+class Client(OperatorActs, ScheduleActs):
     """Submits to sessions, waits for answers, cancels, reads sessions (and, as
-    ``OperatorActs``, decides approvals and raises budgets).
+    ``OperatorActs``, decides approvals and raises budgets; as ``ScheduleActs``, keeps the
+    tenant's schedules).
 
     Open with ``await Client.connect(...)`` or ``await Client.from_settings(settings)``;
     an async context manager (or call ``close``).

@@ -29,6 +29,7 @@ import httpx
 from pydantic import TypeAdapter
 
 from brainhands.client.approvals import Decision, PendingApproval
+from brainhands.client.schedules import ScheduleOptions, ScheduleView
 from brainhands.client.submission import Handle, SignalOptions, SubmitOptions
 from brainhands.client.views import SessionView
 from brainhands.shared.errors import (
@@ -189,6 +190,35 @@ class HttpClient:
         when it has none."""
         budget: dict[str, Any] = await self._call("GET", _path("tenants", tenant, "budget"))
         return budget
+
+    async def create_schedule(
+        self, schedule_id: str, **options: Unpack[ScheduleOptions]
+    ) -> ScheduleView:
+        """Create a schedule of the key's tenant (``Client.create_schedule`` says what the
+        options mean); ``InvalidRequest`` (422) with the reason for a bad cron expression,
+        time zone or target, ``DecisionRefused`` (409) if the id is taken."""
+        body = {"id": schedule_id, **options}
+        return ScheduleView(**await self._call("POST", "/schedules", json=body))
+
+    async def schedules(self) -> list[ScheduleView]:
+        """The key's tenant's schedules, by id."""
+        return [ScheduleView(**s) for s in await self._call("GET", "/schedules")]
+
+    async def schedule(self, schedule_id: str) -> ScheduleView:
+        return ScheduleView(**await self._call("GET", _path("schedules", schedule_id)))
+
+    async def pause_schedule(self, schedule_id: str) -> ScheduleView:
+        path = _path("schedules", schedule_id, "pause")
+        return ScheduleView(**await self._call("POST", path))
+
+    async def resume_schedule(self, schedule_id: str) -> ScheduleView:
+        path = _path("schedules", schedule_id, "resume")
+        return ScheduleView(**await self._call("POST", path))
+
+    async def delete_schedule(self, schedule_id: str) -> None:
+        response = await self._http.delete(_path("schedules", schedule_id))
+        if not response.is_success:
+            raise _error(response)
 
     async def act_on_compensation(
         self, session_id: str, task_id: str, action: CompensationAction, **act: str | None
@@ -416,6 +446,24 @@ class SyncHttpClient:
 
     def tenant_budget(self, tenant: str) -> dict[str, Any]:
         return self._run(self._client.tenant_budget(tenant))
+
+    def create_schedule(self, schedule_id: str, **options: Unpack[ScheduleOptions]) -> ScheduleView:
+        return self._run(self._client.create_schedule(schedule_id, **options))
+
+    def schedules(self) -> list[ScheduleView]:
+        return self._run(self._client.schedules())
+
+    def schedule(self, schedule_id: str) -> ScheduleView:
+        return self._run(self._client.schedule(schedule_id))
+
+    def pause_schedule(self, schedule_id: str) -> ScheduleView:
+        return self._run(self._client.pause_schedule(schedule_id))
+
+    def resume_schedule(self, schedule_id: str) -> ScheduleView:
+        return self._run(self._client.resume_schedule(schedule_id))
+
+    def delete_schedule(self, schedule_id: str) -> None:
+        self._run(self._client.delete_schedule(schedule_id))
 
     def act_on_compensation(
         self, session_id: str, task_id: str, action: CompensationAction, **act: str | None

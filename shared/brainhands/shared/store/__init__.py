@@ -53,6 +53,7 @@ from brainhands.shared.store.records import (
     TaskRecord,
     TaskStatus,
 )
+from brainhands.shared.store.schedules import ScheduleRecord
 from brainhands.shared.store.store import Store
 from brainhands.shared.store.submissions import CallbackDue, SubmitReceipt
 from brainhands.shared.store.tenant_budgets import TenantBudget
@@ -87,6 +88,7 @@ __all__ = [
     "OutboxMessage",
     "OutboxRow",
     "PendingCall",
+    "ScheduleRecord",
     "SessionDetail",
     "SessionFilter",
     "SessionRecord",

@@ -359,3 +359,29 @@ webhook_secret = Table(
     Column("rotated_by", String(128), nullable=False),
     Column("rotated_at", Float, nullable=False),
 )
+
+schedule = Table(
+    "schedule",
+    metadata,
+    # A tenant's schedule (``shared/schedules.py``): each tick submits ``input`` to its own
+    # session of ``compat``, ``<id>@<tick>``. ``next_tick_at`` moves only by compare-and-set
+    # from the value a sweeper read, so two sweepers never both advance it.
+    Column("tenant", String(64), primary_key=True),
+    Column("id", String(64), primary_key=True),
+    Column("agent", String(128), nullable=True),
+    Column("kind", String(128), nullable=True),
+    Column("input", JSON, nullable=True),
+    Column("compat", String(64), nullable=False),
+    Column("cron", String(256), nullable=True),
+    Column("timezone", String(64), nullable=True),
+    Column("every", Integer, nullable=True),
+    Column("missed", String(16), nullable=False),
+    Column("state", String(16), nullable=False),
+    Column("next_tick_at", Float, nullable=False),
+    Column("last_tick_at", Float, nullable=True),
+    Column("created_by", String(128), nullable=False),
+    Column("created_at", Float, nullable=False),
+    Column("updated_by", String(128), nullable=False),
+    Column("updated_at", Float, nullable=False),
+    Index("ix_schedule_state_next_tick_at", "state", "next_tick_at"),
+)

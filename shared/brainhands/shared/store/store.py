@@ -51,6 +51,7 @@ from brainhands.shared.store.records import (
     SubmissionRecord,
     TaskRecord,
 )
+from brainhands.shared.store.schedules import Schedules
 from brainhands.shared.store.submissions import Submissions
 from brainhands.shared.store.tenant_budgets import TenantBudgets
 from brainhands.shared.store.webhook_secrets import WebhookSecrets
@@ -69,7 +70,7 @@ class Store:
     store keeps is reached through its parts, one per kind of row: ``submissions``,
     ``inbox``, ``ledger`` (operations), ``outbox``, ``declarations``, ``api_keys``,
     ``queries`` (reads across sessions), ``listings`` (sessions as lists show them),
-    ``tenant_budgets`` and ``webhook_secrets``.
+    ``tenant_budgets``, ``webhook_secrets`` and ``schedules``.
     """
 
     def __init__(self, backend: Backend) -> None:
@@ -115,6 +116,7 @@ class Store:
         self.api_keys = ApiKeys(self)
         self.tenant_budgets = TenantBudgets(self)
         self.webhook_secrets = WebhookSecrets(self)
+        self.schedules = Schedules(self)
         self.ledger = OperationLedger(self)
         """The operation ledger: what Hands claim and record (Brains only read it)."""
         self._rows: Batcher[

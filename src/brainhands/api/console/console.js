@@ -94,6 +94,7 @@ function when(seconds) {
 
 function showList() {
   $("list").hidden = false;
+  showSchedules();
   follow("/events", (kind, data) => {
     const body = $("sessions");
     body.replaceChildren();
@@ -111,6 +112,42 @@ function showList() {
       body.appendChild(row);
     }
   });
+}
+
+// The tenant's schedules, read again after each act (they change by acts, not commits).
+async function showSchedules() {
+  const schedules = await call("GET", "/schedules").catch(() => null);
+  if (schedules === null) return;
+  const body = $("schedules");
+  body.replaceChildren();
+  for (const s of schedules) {
+    const row = document.createElement("tr");
+    row.dataset.schedule = s.id;
+    cell(row, s.id);
+    cell(row, s.state, s.state === "paused" ? "needs" : "");
+    cell(row, s.cron ? `${s.cron} (${s.timezone})` : `every ${s.every} s`);
+    cell(row, s.agent ? `agent ${s.agent}` : `task ${s.kind}`);
+    cell(row, s.state === "active" ? new Date(s.next_tick_at * 1000).toLocaleString() : "");
+    const actions = cell(row, "");
+    const toggle = s.state === "active" ? "pause" : "resume";
+    for (const [act, label, method, path] of [
+      [toggle, toggle === "pause" ? "Pause" : "Resume", "POST", `/${toggle}`],
+      ["delete", "Delete", "DELETE", ""],
+    ]) {
+      const button = document.createElement("button");
+      button.id = `${act}-schedule-${s.id}`;
+      button.className = act === "delete" ? "deny" : "approve";
+      button.textContent = label;
+      button.onclick = () => {
+        button.disabled = true;
+        call(method, "/schedules/" + encodeURIComponent(s.id) + path)
+          .catch(() => {})
+          .finally(showSchedules);
+      };
+      actions.appendChild(button);
+    }
+    body.appendChild(row);
+  }
 }
 
 function summary(entry) {
