@@ -37,14 +37,29 @@ RequestId = Annotated[str, Path(pattern=NAME, max_length=128)]
 ApprovalId = Annotated[str, Path(pattern=NAME, max_length=64)]
 
 
+_PORT = r"(6553[0-5]|655[0-2][0-9]|65[0-4][0-9]{2}|6[0-4][0-9]{3}|[1-5][0-9]{4}|[0-9]{1,4})"
+_H16 = "[0-9A-Fa-f]{1,4}"
+_OCTET = "(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])"
+_LS32 = rf"({_H16}:{_H16}|{_OCTET}(\.{_OCTET}){{3}})"
+_IPV6 = "|".join(  # RFC 3986's IPv6address, alternative by alternative
+    [rf"({_H16}:){{6}}{_LS32}", rf"::({_H16}:){{5}}{_LS32}"]
+    + [rf"(({_H16}:){{0,{n - 1}}}{_H16})?::({_H16}:){{{5 - n}}}{_LS32}" for n in range(1, 5)]
+    + [rf"(({_H16}:){{0,4}}{_H16})?::{_LS32}", rf"(({_H16}:){{0,5}}{_H16})?::{_H16}"]
+    + [rf"(({_H16}:){{0,6}}{_H16})?::"]
+)
+CALLBACK_URL = rf"^https?://([A-Za-z0-9._~!$&'()*+,;=%-]+|\[({_IPV6})\])(:{_PORT})?([/?#][^\s]*)?$"
+"""An ``http(s)`` URL whose host is ASCII (an internationalised name in its punycode form)
+or an IPv6 address in brackets, with a port from 0 to 65535 and no credentials: the document
+says all the API checks of the URL's form, so a URL it allows is taken (whether its address
+may be posted to is the destination check's, ``shared.destinations``)."""
+
+
 class Closed(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
 class Callback(Closed):
-    callback_url: str | None = Field(
-        default=None, max_length=2000, pattern=r"^https?://[^\s/?#]+[^\s]*$"
-    )
+    callback_url: str | None = Field(default=None, max_length=2000, pattern=CALLBACK_URL)
     """Where the submission's end is posted (JSON, signed ``X-Brainhands-Signature``,
     ``Idempotency-Key`` the submission's id), at least once, retried with backoff."""
 
