@@ -11,8 +11,8 @@ version and fence. Each variant commits sequentially on its own session of the s
 * ``raw asyncpg, one statement``: the same writes as one statement of data-modifying CTEs,
   each fed by the guard's row, sent without BEGIN and COMMIT (a statement is atomic on its
   own): one round trip instead of six. On PostgreSQL ``Store.commit`` writes the draft so
-  too (``shared/store/chained.py``, which also fails the statement when the task's update
-  matches no row, where this variant checks the count afterwards);
+  too (``shared/store/backends/postgres/chained.py``, which also fails the statement when
+  the task's update matches no row, where this variant checks the count afterwards);
 * ``raw sqlite3 sync``: the same with the stdlib module, blocking the event loop -- for
   information only, since the store never runs SQLite that way.
 

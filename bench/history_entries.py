@@ -62,7 +62,7 @@ from brainhands.brain.registry import TaskRegistry
 from brainhands.brain.scheduler import SessionRunner
 from brainhands.shared.store import Store
 from brainhands.shared.store import schema as tables
-from brainhands.shared.store.declarations import ToolCatalog
+from brainhands.shared.store.catalog import ToolCatalog
 from brainhands.shared.topology import Topology
 from tests.helpers.submitting import submit_input
 

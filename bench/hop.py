@@ -47,7 +47,7 @@ from bench._rounds import run_rounds
 from bench._services import add_service_urls, asyncpg_dsn, drop_schemas, new_parser, open_store
 from bench._stats import machine, percentile, print_table
 from brainhands.shared.store import Draft
-from brainhands.shared.store.backends.postgres_rows import ROWS_AS_JSON
+from brainhands.shared.store.backends.postgres.rows import ROWS_AS_JSON
 from brainhands.shared.store.hot import run
 from brainhands.shared.store.load import _OPEN_SUBMISSIONS, _UNAPPLIED_INBOX, ROWS_BY_KIND
 from brainhands.shared.store.outbox import _MARK_SENT

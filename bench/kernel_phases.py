@@ -31,7 +31,7 @@ from brainhands.brain.registry import TaskKind, TaskRegistry
 from brainhands.brain.scheduler import SessionRunner
 from brainhands.brain.task import Finish, Goto, Next, PhaseContext, TaskView
 from brainhands.shared.store import Draft, Store
-from brainhands.shared.store.declarations import ToolCatalog
+from brainhands.shared.store.catalog import ToolCatalog
 from brainhands.shared.store.records import CommitReceipt
 from brainhands.shared.topology import Topology
 

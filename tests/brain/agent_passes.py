@@ -13,7 +13,7 @@ from brainhands.brain.models.base import Json, ModelResponse, TextSink
 from brainhands.brain.models.openai import parse_chat_completion
 from brainhands.brain.scheduler import SessionRunner
 from brainhands.shared.store import Store
-from brainhands.shared.store.declarations import ToolCatalog
+from brainhands.shared.store.catalog import ToolCatalog
 from brainhands.shared.topology import Topology
 from tests.helpers.chat_server import completion
 from tests.helpers.submitting import submit_input

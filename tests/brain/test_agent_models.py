@@ -16,7 +16,7 @@ from brainhands.brain.agent import Agent, AgentRegistry, agent_kinds
 from brainhands.brain.models import ScriptedModel
 from brainhands.shared.errors import ConfigurationError
 from brainhands.shared.store import Store
-from brainhands.shared.store.declarations import ToolCatalog
+from brainhands.shared.store.catalog import ToolCatalog
 from tests.helpers.agents import SCRIPTS
 from tests.helpers.brains import BrainHarness
 from tests.helpers.chat_server import (

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from brainhands.shared.store import FINAL_OPERATION_STATUSES, OperationLedger
+from brainhands.shared.store import FINAL_OPERATION_STATUSES
 from tests.helpers.brains import BrainHarness
 from tests.helpers.polling import eventually
 from tests.helpers.processes import spawn_email_hands
@@ -48,7 +48,7 @@ async def test_cancelling_a_submission_stops_children_and_the_running_tool(
 
         async with brains.store.backend.engine.connect() as conn:
             op_id = (await conn.execute(select(schema.operation.c.operation_id))).scalar_one()
-        op = await OperationLedger(brains.store).get(op_id)
+        op = await brains.store.ledger.get(op_id)
         return op.status == "succeeded" and op.result == {"stopped_by_cancel": True}
 
     await eventually(tool_heard_it, within=15, what="the tool to see the cancel notice")
@@ -87,12 +87,12 @@ async def test_a_job_still_queued_for_a_cancelled_call_is_never_run(
 
     async def recorded() -> bool:
         try:
-            op = await OperationLedger(brains.store).get(task.operation_id or "")
+            op = await brains.store.ledger.get(task.operation_id or "")
         except Exception:
             return False
         return op.status == "cancelled"
 
     await eventually(recorded, within=30, what="Hands to record the call cancelled")
-    op = await OperationLedger(brains.store).get(task.operation_id or "")
+    op = await brains.store.ledger.get(task.operation_id or "")
     assert op.attempts == 0  # the tool never ran
     assert op.error["type"] == "Cancelled"

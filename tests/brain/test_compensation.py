@@ -36,8 +36,8 @@ from brainhands.brain.registry import TaskKind, TaskRegistry
 from brainhands.brain.scheduler import SessionRunner
 from brainhands.brain.task import Call, Dispatch, Fail, Finish, Next, PhaseContext, Spawn, TaskView
 from brainhands.shared.messages import ToolJob
-from brainhands.shared.store import OperationLedger, Store, TaskRecord
-from brainhands.shared.store.declarations import ToolCatalog
+from brainhands.shared.store import Store, TaskRecord
+from brainhands.shared.store.catalog import ToolCatalog
 from brainhands.shared.tools import ToolDeclaration, ToolRegistry
 from brainhands.shared.tools import registry as tool_registry
 from tests.brain.test_scheduler import TOPOLOGY, outbox_jobs, submit
@@ -257,7 +257,7 @@ class FakeHands:
 
     def __init__(self, store: Store) -> None:
         self.store = store
-        self.ledger = OperationLedger(store)
+        self.ledger = store.ledger
         self.done: set[str] = set()
 
     async def pending(self) -> list[ToolJob]:

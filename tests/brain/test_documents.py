@@ -17,7 +17,7 @@ from brainhands.brain.documents import DocumentConflict, DocumentKind, DocumentR
 from brainhands.brain.scheduler import SessionRunner
 from brainhands.shared.errors import ConfigurationError
 from brainhands.shared.store import DocumentRecord, Store
-from brainhands.shared.store.declarations import ToolCatalog
+from brainhands.shared.store.catalog import ToolCatalog
 from brainhands.shared.topology import Topology
 from tests.brain import agent_passes
 from tests.brain.agent_passes import BilledModel, calls

@@ -17,8 +17,8 @@ from brainhands.brain.edits import RunSummary
 from brainhands.brain.registry import TaskKind, TaskRegistry
 from brainhands.brain.scheduler import SessionRunner
 from brainhands.shared.messages import ToolJob, decode
-from brainhands.shared.store import Draft, OperationLedger, Store, TaskRecord
-from brainhands.shared.store.declarations import ToolCatalog
+from brainhands.shared.store import Draft, Store, TaskRecord
+from brainhands.shared.store.catalog import ToolCatalog
 from brainhands.shared.tools import ToolRegistry, declare, load_tool_modules
 from brainhands.shared.topology import Topology
 from brainhands.shared.vocabulary import APPROVAL_KIND, decision_signal
@@ -300,7 +300,7 @@ async def test_a_dispatched_call_is_committed_with_its_job_and_applied_once(
         (tool_task.operation_id, "echo", {"text": "hi"}, "default")
     ]
     # Hands record the outcome; the next pass applies it to the waiting task once.
-    ledger = OperationLedger(store)
+    ledger = store.ledger
     op = jobs[0].operation_id
     await ledger.claim(
         op,

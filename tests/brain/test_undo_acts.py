@@ -26,7 +26,7 @@ from brainhands.client.views import session_view
 from brainhands.shared.errors import DecisionRefused, InvalidRequest
 from brainhands.shared.messages import ToolJob
 from brainhands.shared.store import SessionFilter, Store, TaskRecord
-from brainhands.shared.store.declarations import ToolCatalog
+from brainhands.shared.store.catalog import ToolCatalog
 from brainhands.shared.vocabulary import (
     EFFECTS_DOCUMENT,
     CompensationAction,

@@ -71,7 +71,7 @@ class HandsHarness:
 
     @property
     def ledger(self) -> OperationLedger:
-        return OperationLedger(self.store)
+        return self.store.ledger
 
     async def start(self) -> None:
         await self.env.hands_queue(self.pool)

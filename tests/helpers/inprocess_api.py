@@ -29,7 +29,7 @@ from brainhands.brain.scheduler import SessionRunner
 from brainhands.client.direct import Client
 from brainhands.shared.config import normalize_database_url
 from brainhands.shared.store import Store
-from brainhands.shared.store.declarations import ToolCatalog
+from brainhands.shared.store.catalog import ToolCatalog
 from brainhands.shared.tenancy import session_key
 from brainhands.shared.tools import ToolDeclaration
 from tests.helpers.stores import drop_pg_schema

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import asyncpg
 from sqlalchemy import text
 
-from brainhands.shared.store.engine import create_engine
+from brainhands.shared.store.backends.postgres.engine import create_engine
 from tests.helpers.polling import eventually
 
 

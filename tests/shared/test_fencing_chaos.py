@@ -15,7 +15,7 @@ from redis.exceptions import RedisError
 from brainhands.shared.errors import StaleLeaseError
 from brainhands.shared.keys import Keys, session_resource
 from brainhands.shared.lease import LeaseManager, connect_redis
-from brainhands.shared.store import Draft, OperationLedger, Store
+from brainhands.shared.store import Draft, Store
 from tests.helpers.polling import eventually
 from tests.helpers.processes import spawn_module
 from tests.helpers.stores import StoreTarget
@@ -118,7 +118,7 @@ async def test_redis_forgetting_everything_never_yields_two_holders(
     store: Store, leases: LeaseManager, redis: Redis, namespace: str, redis_url: str, forget: str
 ) -> None:
     await store.create_session("s1", compat="v1")
-    ledger = OperationLedger(store)
+    ledger = store.ledger
     intent = {"session_id": "s1", "task_id": "t", "tool": "x", "pool": "p", "arguments": {}}
     tokens = []
     for _ in range(3):  # earlier holders came and went; the last one still holds the lease

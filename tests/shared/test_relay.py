@@ -210,9 +210,9 @@ async def test_rows_handed_to_a_running_relay_are_left_to_it_until_the_handoff_e
     store: Store, env: BrokerEnv
 ) -> None:
     queue = await env.brain_queue()
-    store.handoff = 1.0  # as while this process's relay runs
+    store.handoff.begin(1.0)  # as while this process's relay runs
     await commit_wakes(store, queue, 4)
-    store.handoff = None
+    store.handoff.end()
     other = OutboxRelay(store, env.broker)
 
     assert await other.drain_once() == 0  # another relay leaves them alone meanwhile
@@ -249,7 +249,7 @@ async def test_a_running_relay_publishes_its_commits_rows_and_marks_them_sent(
         await commit_wakes(store, queue, 300, per_commit=3)
         await eventually(lambda: consumer.unique == expected(300), within=30, what="delivery")
         await eventually(lambda: all_sent(store), within=10, what="rows marked sent")
-    assert store.handoff is None  # a stopped relay takes no more rows over
+    assert store.handoff.seconds is None  # a stopped relay takes no more rows over
     assert relay.published == 300
 
 

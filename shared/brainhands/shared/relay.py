@@ -83,7 +83,7 @@ class OutboxRelay:
 
     def wake(self, receipt: CommitReceipt | None = None) -> None:
         """A commit listener: publish the rows the commit wrote (or poll, if none are given)."""
-        if receipt is not None and receipt.outbox and self.store.handoff is not None:
+        if receipt is not None and receipt.outbox and self.store.handoff.seconds is not None:
             until = time.monotonic() + self.handoff - min(HANDOFF_MARGIN, self.handoff / 5)
             self._fresh.extend((until, row) for row in receipt.outbox)
             if self._publisher is None or self._publisher.done():
@@ -94,7 +94,7 @@ class OutboxRelay:
     async def flush(self, *, marked: bool = False) -> None:
         """Wait until the rows commits handed over so far are published (or left to the
         polling relays), and, if ``marked``, marked sent at once: a process that publishes
-        its own commits' rows without running the relay's polling loop (a client) sets
+        its own commits' rows without running the relay's polling loop (a client) begins
         ``store.handoff``, calls this after its commits, and with ``marked`` before it
         closes."""
         if marked:
@@ -107,7 +107,7 @@ class OutboxRelay:
     async def run(self, stop: asyncio.Event) -> None:
         """Drain until ``stop`` is set; survives store and broker outages, backing off."""
         backoff = self.poll_interval
-        self.store.handoff = self.handoff
+        self.store.handoff.begin(self.handoff)
         try:
             while not stop.is_set():
                 self._wakeup.clear()
@@ -132,7 +132,7 @@ class OutboxRelay:
                 for waiter in pending:
                     waiter.cancel()
         finally:
-            self.store.handoff = None
+            self.store.handoff.end()
             self._mark_now.set()
             for name in ("_publisher", "_marker"):  # the publisher may start a marker
                 if (task := getattr(self, name)) is not None:

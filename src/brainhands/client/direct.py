@@ -100,7 +100,7 @@ class Client(OperatorActs, ScheduleActs):
         self._relay = OutboxRelay(store, broker)
         # The relay's hand-off path only: this client's own rows are published right after
         # its commits (others' rows are the deployment's relays' business).
-        store.handoff = self._relay.handoff
+        store.handoff.begin(self._relay.handoff)
         store.add_commit_listener(self._relay.wake)
         self._feed = store.listen(ANSWER_CHANNEL, self._heard)
         self._waiters: dict[str, set[asyncio.Event]] = {}

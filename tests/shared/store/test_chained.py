@@ -13,7 +13,7 @@ from sqlalchemy import event, select
 
 from brainhands.shared.errors import ConflictError, NotFoundError
 from brainhands.shared.store import DocumentRecord, Draft, Store, schema
-from brainhands.shared.store.chained import chainable
+from brainhands.shared.store.backends.postgres.chained import chainable
 from brainhands.shared.store.commit import apply_draft_sync
 from brainhands.shared.store.draft import DocumentWrite, SubmissionUpdate
 
@@ -131,7 +131,9 @@ async def test_a_draft_is_one_statement_on_postgresql_and_writes_what_the_statem
         receipt = await store.commit(second_draft("a", *ids_a))
     # The same draft, written the old way: one statement per write, in a transaction.
     old_way = second_draft("b", *ids_b)
-    await store.backend.write(lambda conn: apply_draft_sync(conn, old_way, notify=False))
+    await store.backend.write(
+        lambda conn: apply_draft_sync(conn, old_way, notify=False, handoff=store.handoff)
+    )
 
     # On SQLite: the guard, a write per row, and the documents' increments in one.
     expected = {"Postgres": 1, "Sqlite": 13}[type(store.backend).__name__]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from brainhands.shared.store import Store
-from brainhands.shared.store.declarations import ToolCatalog
+from brainhands.shared.store.catalog import ToolCatalog
 from brainhands.shared.tools import ToolDeclaration
 
 SEND = ToolDeclaration("send", "email", "query", "Send one email.", {"type": "object"})

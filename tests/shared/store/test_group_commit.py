@@ -213,7 +213,7 @@ def outcome(ledger: OperationLedger, operation_id: str, result: object) -> Await
 async def test_outcomes_ready_together_commit_in_one_transaction_and_a_stale_is_refused_alone(
     store: Store,
 ) -> None:
-    ledger = OperationLedger(store)
+    ledger = store.ledger
     ids = await claimed(ledger, 4)
     await ledger.claim("op2", 2, intent=INTENT)  # another worker took op2 since
     receipts: list[CommitReceipt] = []
@@ -243,7 +243,7 @@ async def test_outcomes_ready_together_commit_in_one_transaction_and_a_stale_is_
 async def test_an_outcome_failing_in_a_batch_fails_alone_and_the_others_are_recorded(
     store: Store,
 ) -> None:
-    ledger = OperationLedger(store)
+    ledger = store.ledger
     ids = await claimed(ledger, 3)
     before = batches("outcomes")
 
@@ -263,7 +263,7 @@ async def test_an_outcome_failing_in_a_batch_fails_alone_and_the_others_are_reco
 
 @pytest.mark.parametrize("store_target", ["postgres"], indirect=True)
 async def test_outcomes_sent_without_begin_fail_whole_and_go_alone(store: Store) -> None:
-    ledger = OperationLedger(store)
+    ledger = store.ledger
     ids = await claimed(ledger, 3)
     # Each outcome and its event are one statement, pipelined for the three: no BEGIN and
     # COMMIT around them. The middle one's event fails on the server (a routing key longer

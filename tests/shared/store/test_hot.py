@@ -20,6 +20,7 @@ from brainhands.shared.config import normalize_database_url
 from brainhands.shared.errors import ConflictError, StoreError, StoreUnavailable
 from brainhands.shared.store import Store, schema
 from brainhands.shared.store.backends import postgres as backend_module
+from brainhands.shared.store.backends.postgres.hot import compile_once
 from brainhands.shared.store.hot import hot, run
 from tests.helpers.stores import drop_schema
 
@@ -107,7 +108,7 @@ def test_an_in_lists_rendering_is_kept_per_length_and_bound_as_sqlalchemy_binds_
         .where(_e.c.seq.in_(bindparam("seqs", expanding=True)), _e.c.body == bindparam("body"))
         .where(_e.c.session_id.in_(bindparam("sids", expanding=True)))
     )
-    compiled = statement.compiled(asyncpg_dialect.dialect(), None)
+    compiled = compile_once(statement, asyncpg_dialect.dialect(), None)
     assert compiled.expanding is not None
     for params in (
         {"seqs": [3, 4], "sids": ["a"], "body": [1, 2]},

@@ -12,7 +12,6 @@ from brainhands.shared.errors import ConflictError, NotFoundError, StaleLeaseErr
 from brainhands.shared.store import (
     CommitReceipt,
     OperationClaim,
-    OperationLedger,
     OutboxMessage,
     Store,
     schema,
@@ -31,7 +30,7 @@ INTENT = {
 
 
 async def test_claim_creates_the_row_then_fence_only_moves_up(store: Store) -> None:
-    ledger = OperationLedger(store)
+    ledger = store.ledger
     first = await ledger.claim("op1", 4, intent=INTENT)
     assert first.operation.status == "intended"
     assert first.operation.arguments == {"x": 1}
@@ -47,7 +46,7 @@ async def test_claim_creates_the_row_then_fence_only_moves_up(store: Store) -> N
 
 
 async def test_full_lifecycle_with_result_event_in_the_same_transaction(store: Store) -> None:
-    ledger = OperationLedger(store)
+    ledger = store.ledger
     await ledger.claim("op1", 1, intent=INTENT)
     started = await ledger.mark_started("op1", 1)
     assert (started.status, started.attempts) == ("started", 1)
@@ -67,7 +66,7 @@ async def test_full_lifecycle_with_result_event_in_the_same_transaction(store: S
 
 
 async def test_writes_with_a_superseded_token_change_nothing(store: Store) -> None:
-    ledger = OperationLedger(store)
+    ledger = store.ledger
     await ledger.claim("op1", 1, intent=INTENT)
     await ledger.mark_started("op1", 1)
     await ledger.claim("op1", 2, intent=INTENT)
@@ -89,7 +88,7 @@ async def test_writes_with_a_superseded_token_change_nothing(store: Store) -> No
 
 
 async def test_retry_schedule_keeps_the_attempt_count(store: Store) -> None:
-    ledger = OperationLedger(store)
+    ledger = store.ledger
     await ledger.claim("op1", 1, intent=INTENT)
     await ledger.mark_started("op1", 1)
     await ledger.schedule_retry("op1", 1, error={"type": "Busy"}, retry_at=123.0)
@@ -99,7 +98,7 @@ async def test_retry_schedule_keeps_the_attempt_count(store: Store) -> None:
 
 
 async def test_large_result_is_stored_once_as_a_blob(store: Store) -> None:
-    ledger = OperationLedger(store)
+    ledger = store.ledger
     await ledger.claim("op1", 1, intent=INTENT)
     payload = b"x" * 200_000
     await ledger.record_outcome("op1", 1, status="succeeded", blob=payload)
@@ -109,14 +108,14 @@ async def test_large_result_is_stored_once_as_a_blob(store: Store) -> None:
 
 
 async def test_only_outcomes_are_recorded_as_outcomes(store: Store) -> None:
-    ledger = OperationLedger(store)
+    ledger = store.ledger
     await ledger.claim("op1", 1, intent=INTENT)
     with pytest.raises(ValueError, match="not an outcome"):
         await ledger.record_outcome("op1", 1, status="started")
 
 
 async def test_a_refused_claim_leaves_the_row_as_it_was(store: Store) -> None:
-    ledger = OperationLedger(store)
+    ledger = store.ledger
     await ledger.claim("op1", 4, intent=INTENT)
     before = await ledger.mark_started("op1", 4)
 
@@ -130,7 +129,7 @@ async def test_a_refused_claim_leaves_the_row_as_it_was(store: Store) -> None:
 
 
 async def test_claim_and_start_return_the_row_as_stored(store: Store) -> None:
-    ledger = OperationLedger(store)
+    ledger = store.ledger
     claimed = await ledger.claim("op1", 1, intent=INTENT)
     assert claimed == OperationClaim(1, await ledger.get("op1"))
     assert claimed.operation.task_id == "t1" and claimed.operation.attempts == 0
@@ -147,7 +146,7 @@ async def test_claim_and_start_return_the_row_as_stored(store: Store) -> None:
 
 
 async def test_one_of_two_simultaneous_claims_with_one_token_wins(store: Store) -> None:
-    ledger = OperationLedger(store)
+    ledger = store.ledger
     outcomes = await asyncio.gather(
         *(ledger.claim("op1", 3, intent=INTENT) for _ in range(2)), return_exceptions=True
     )
@@ -157,7 +156,7 @@ async def test_one_of_two_simultaneous_claims_with_one_token_wins(store: Store) 
 
 
 async def test_guarded_writes_on_a_missing_operation_say_so(store: Store) -> None:
-    ledger = OperationLedger(store)
+    ledger = store.ledger
     with pytest.raises(NotFoundError):
         await ledger.mark_started("nope", 1)
     with pytest.raises(NotFoundError):
@@ -170,7 +169,7 @@ async def test_guarded_writes_on_a_missing_operation_say_so(store: Store) -> Non
 
 
 async def test_a_stale_retry_or_outcome_writes_nothing(store: Store) -> None:
-    ledger = OperationLedger(store)
+    ledger = store.ledger
     await ledger.claim("op1", 1, intent=INTENT)
     await ledger.mark_started("op1", 1)
     current = await ledger.claim("op1", 2, intent=INTENT)
@@ -190,10 +189,10 @@ async def test_a_stale_retry_or_outcome_writes_nothing(store: Store) -> None:
 
 
 async def test_an_outcome_hands_its_outbox_row_to_the_commit_listeners(store: Store) -> None:
-    ledger = OperationLedger(store)
+    ledger = store.ledger
     receipts: list[CommitReceipt] = []
     store.add_commit_listener(receipts.append)
-    store.handoff = 30.0
+    store.handoff.begin(30.0)
     await ledger.claim("op1", 1, intent=INTENT)
     await ledger.record_outcome("op1", 1, status="failed", error={"type": "Boom"})
     assert receipts == []  # nothing to publish
@@ -221,7 +220,7 @@ async def test_an_outcome_and_its_result_event_are_one_statement_on_postgresql(
 ) -> None:
     """PostgreSQL inserts the event from the guarded update's row; SQLite runs the two
     statements in one transaction. Either way a stale outcome writes neither."""
-    ledger = OperationLedger(store)
+    ledger = store.ledger
     await ledger.claim("op1", 1, intent=INTENT)
     await ledger.claim("op2", 1, intent=INTENT)
     await ledger.claim("op2", 2, intent=INTENT)
@@ -250,7 +249,7 @@ async def test_an_outcome_and_its_result_event_are_one_statement_on_postgresql(
 
 
 async def test_a_driver_error_leaves_as_a_store_error(store: Store) -> None:
-    ledger = OperationLedger(store)
+    ledger = store.ledger
     with pytest.raises(ConflictError):
         await ledger.claim("op1", 1, intent={**INTENT, "tool": None})
     # The failed transaction left its connection usable.
@@ -262,7 +261,7 @@ async def test_the_ledger_works_on_an_in_memory_sqlite_store() -> None:
     store = await Store.open("sqlite+aiosqlite:///:memory:", upgrade=True)
     try:
         assert isinstance(store.backend, Sqlite) and store.backend.writer is None
-        ledger = OperationLedger(store)
+        ledger = store.ledger
         await ledger.claim("op1", 1, intent=INTENT)
         with pytest.raises(StaleLeaseError):
             await ledger.claim("op1", 1, intent=INTENT)

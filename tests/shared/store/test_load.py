@@ -12,8 +12,7 @@ from sqlalchemy import event
 
 from brainhands.shared.errors import NotFoundError, StaleLeaseError
 from brainhands.shared.store import Draft, Store, load
-from brainhands.shared.store.backends.postgres_rows import ROWS_AS_JSON
-from brainhands.shared.store.ledger import OperationLedger
+from brainhands.shared.store.backends.postgres.rows import ROWS_AS_JSON
 from tests.helpers.stores import StoreTarget, holding_a_transaction, until_waiting_on_a_lock
 
 pytestmark = pytest.mark.integration
@@ -90,7 +89,7 @@ async def test_the_one_statement_read_gives_the_records_the_reads_by_kind_give(
         await store.inbox.send_signal(
             session_id=sid, name="go", signal_id="g", payload=[1], wake=None
         )
-    ledger = OperationLedger(store)
+    ledger = store.ledger
     intent = {"session_id": "s1", "task_id": "t", "tool": "echo", "pool": "p", "arguments": {}}
     for op in ("inline", "blob"):
         await ledger.claim(op, 1, intent=intent)
@@ -191,7 +190,7 @@ async def test_a_claim_reads_the_outcomes_its_waiting_calls_refer_to(store: Stor
         kind="brainhands.tool", kind_version=1, input={}, status="terminal", operation_id="done"
     )
     await store.commit(draft)
-    ledger = OperationLedger(store)
+    ledger = store.ledger
     intent = {"session_id": "s1", "task_id": "t", "tool": "echo", "pool": "p", "arguments": {}}
     for op in ("small", "large", "pending", "done"):
         await ledger.claim(op, 1, intent=intent)

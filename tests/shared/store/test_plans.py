@@ -12,8 +12,9 @@ import re
 import pytest
 from sqlalchemy.dialects import postgresql
 
-from brainhands.shared.store import Draft, OperationLedger, Store
-from brainhands.shared.store.backends.postgres_rows import _CLAIM
+from brainhands.shared.store import Draft, Store
+from brainhands.shared.store.backends.postgres.hot import compile_once
+from brainhands.shared.store.backends.postgres.rows import _CLAIM
 from brainhands.shared.store.hot import HotStatement
 from brainhands.shared.store.ledger import _MARK_STARTED, _RECORD_OUTCOME_AND_EVENT
 
@@ -33,7 +34,7 @@ HOT = {
 async def a_little_history(store: Store, sessions: int = 20) -> None:
     """A few sessions, each with a tool call under way, and fresh statistics: a store as
     small as a new one, planned for as it is."""
-    ledger = OperationLedger(store)
+    ledger = store.ledger
     for i in range(sessions):
         session_id = f"s{i}"
         await store.create_session(session_id, compat="v1")
@@ -58,7 +59,7 @@ async def a_little_history(store: Store, sessions: int = 20) -> None:
 
 async def generic_plan(store: Store, statement: HotStatement) -> str:
     """The plan a connection of ``store`` caches for ``statement`` once it goes generic."""
-    sql = statement.compiled(postgresql.asyncpg.dialect(), None).sql
+    sql = compile_once(statement, postgresql.asyncpg.dialect(), None).sql
     params = len(set(re.findall(r"\$(\d+)", sql)))
     async with store.backend.engine.connect() as conn:
         driver = (await conn.get_raw_connection()).driver_connection

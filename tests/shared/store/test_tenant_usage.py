@@ -12,8 +12,8 @@ from sqlalchemy import select
 
 from brainhands.shared.errors import ConflictError
 from brainhands.shared.store import Draft, Store, TenantCharge, schema
+from brainhands.shared.store.charges import SHARDS, shard_of
 from brainhands.shared.store.commit import apply_drafts_sync
-from brainhands.shared.store.tenant_budgets import SHARDS, shard_of
 
 pytestmark = pytest.mark.integration
 
@@ -73,7 +73,7 @@ async def test_a_group_commit_adds_its_charges_summed_per_row_and_skips_refused_
     drafts.append(spending(keys[3], 5, TenantCharge(tokens=1000)))  # refused: not at 5
     results = await store.backend.write(
         lambda conn: apply_drafts_sync(
-            conn, drafts, notify=False, chained=store.backend.chains_writes
+            conn, drafts, notify=False, chained=store.backend.chains_writes, handoff=store.handoff
         )
     )
     assert isinstance(results[3], ConflictError)

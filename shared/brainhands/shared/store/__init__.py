@@ -8,8 +8,8 @@ keeps it so).
 """
 
 from brainhands.shared.store.api_keys import ApiKeyRecord
+from brainhands.shared.store.catalog import ToolCatalog
 from brainhands.shared.store.claims import OperationClaim
-from brainhands.shared.store.declarations import ToolCatalog
 from brainhands.shared.store.details import SessionDetail
 from brainhands.shared.store.draft import (
     COMPACT_AFTER,

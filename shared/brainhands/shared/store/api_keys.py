@@ -7,14 +7,11 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from sqlalchemy import insert, select, update
 
 from brainhands.shared.store import schema
-
-if TYPE_CHECKING:
-    from brainhands.shared.store.store import Store
+from brainhands.shared.store.backends.base import Backend
 
 _k = schema.api_key
 
@@ -32,12 +29,12 @@ class ApiKeyRecord:
 class ApiKeys:
     """The API keys, reached as ``store.api_keys``."""
 
-    def __init__(self, store: Store) -> None:
-        self._store = store
+    def __init__(self, backend: Backend) -> None:
+        self._backend = backend
 
     async def add(self, record: ApiKeyRecord, *, secret_hash: str) -> None:
         """Keep a new key, by the hash of its secret."""
-        async with self._store.backend.transaction() as conn:
+        async with self._backend.transaction() as conn:
             await conn.execute(
                 insert(_k).values(
                     id=record.id,
@@ -53,7 +50,7 @@ class ApiKeys:
         """Every key, revoked ones too, by tenant then age."""
         query = select(_k.c.id, _k.c.tenant, _k.c.name, _k.c.scopes, _k.c.created_at)
         query = query.add_columns(_k.c.revoked_at).order_by(_k.c.tenant, _k.c.created_at)
-        async with self._store.backend.snapshot() as conn:
+        async with self._backend.snapshot() as conn:
             rows = await conn.execute(query)
             return [
                 ApiKeyRecord(r.id, r.tenant, r.name, list(r.scopes), r.created_at, r.revoked_at)
@@ -62,7 +59,7 @@ class ApiKeys:
 
     async def revoke(self, key_id: str) -> bool:
         """Revoke the key ``key_id``; False if there is no such key still active."""
-        async with self._store.backend.transaction() as conn:
+        async with self._backend.transaction() as conn:
             done = await conn.execute(
                 update(_k)
                 .where(_k.c.id == key_id, _k.c.revoked_at.is_(None))
@@ -73,7 +70,7 @@ class ApiKeys:
     async def active(self) -> list[tuple[ApiKeyRecord, str]]:
         """Every key not revoked, each with the hash of its secret."""
         query = select(_k).where(_k.c.revoked_at.is_(None))
-        async with self._store.backend.snapshot() as conn:
+        async with self._backend.snapshot() as conn:
             rows = (await conn.execute(query)).all()
         return [
             (

@@ -27,7 +27,8 @@ from brainhands.shared.errors import (
     NotFoundError,
 )
 from brainhands.shared.store import schema
-from brainhands.shared.store.chained import chainable, one_shape, write_chained
+from brainhands.shared.store.backends.postgres.chained import chainable, one_shape, write_chained
+from brainhands.shared.store.charges import add_charges_sync
 from brainhands.shared.store.documents import write_documents_sync
 from brainhands.shared.store.draft import Draft, OutboxMessage
 from brainhands.shared.store.guard import (
@@ -37,9 +38,9 @@ from brainhands.shared.store.guard import (
     notifications,
     raise_guard_failure,
 )
+from brainhands.shared.store.handoff import Handoff
 from brainhands.shared.store.hot import HotStatement, hot, run
 from brainhands.shared.store.records import CommitReceipt, OutboxRow
-from brainhands.shared.store.tenant_budgets import add_charges_sync
 
 _GUARD = GUARD.returning(schema.session.c.entry_count)
 _GUARD_NOTIFY = {a: hot(_GUARD.returning(*notifications(a))) for a in (False, True)}
@@ -108,7 +109,7 @@ def apply_draft_sync(
     *,
     notify: bool,
     chained: bool = False,
-    handoff: float | None = None,
+    handoff: Handoff,
 ) -> CommitReceipt:
     """Apply every change of ``draft`` on ``conn`` (inside the caller's transaction, if
     any: see ``one_statement``); ``notify``: the backend's commits notify listeners
@@ -126,7 +127,7 @@ def apply_drafts_sync(
     *,
     notify: bool,
     chained: bool = False,
-    handoff: float | None = None,
+    handoff: Handoff,
 ) -> list[CommitReceipt | BrainhandsError]:
     """Apply each of ``drafts`` (of distinct sessions) on ``conn``, in the caller's one
     transaction: each session's guard is checked on its own, and a refused one drops only
@@ -170,7 +171,7 @@ def _write(
     now: float,
     notify: bool,
     chained: bool,
-    handoff: float | None,
+    handoff: Handoff,
 ) -> list[CommitReceipt | None]:
     """Write ``drafts``; None for each whose guard was refused (nothing of it written).
     A draft alone that is one statement adds its tenant charge in it; the others' charges
@@ -185,7 +186,7 @@ def _write(
                 [drafts[i] for i in one],
                 now,
                 notify=notify,
-                publish_after=publish_after(now, handoff),
+                publish_after=handoff.publish_after(now),
                 charges=lone,
             ),
             strict=True,
@@ -207,7 +208,7 @@ def _write(
 
 
 def _apply_guarded(
-    conn: Connection, draft: Draft, entry_count: int, now: float, handoff: float | None
+    conn: Connection, draft: Draft, entry_count: int, now: float, handoff: Handoff
 ) -> CommitReceipt:
     first_seq = entry_count - len(draft.entries) + 1
     seqs = list(range(first_seq, entry_count + 1))
@@ -296,19 +297,14 @@ async def insert_outbox(
     messages: list[OutboxMessage],
     now: float,
     *,
-    handoff: float | None = None,
+    handoff: Handoff,
 ) -> tuple[OutboxRow, ...]:
     """Add outbox rows in the caller's transaction and return them with their ids.
 
-    With ``handoff`` (seconds) the rows are left to the writer's own relay, which publishes
-    them right after the commit; other relays take them only once that time has passed.
+    While a relay runs in this process (``handoff``) the rows are left to it, and it publishes
+    them right after the commit; other relays take them only once the hand-off is over.
     """
     return await conn.run_sync(insert_outbox_sync, session_id, messages, now, handoff=handoff)
-
-
-def publish_after(now: float, handoff: float | None) -> float | None:
-    """When relays other than the writer's may publish a row written at ``now``."""
-    return now + handoff if handoff is not None else None
 
 
 def insert_outbox_sync(
@@ -317,11 +313,11 @@ def insert_outbox_sync(
     messages: list[OutboxMessage],
     now: float,
     *,
-    handoff: float | None = None,
+    handoff: Handoff,
 ) -> tuple[OutboxRow, ...]:
     if not messages:
         return ()
-    after = publish_after(now, handoff)
+    after = handoff.publish_after(now)
     ids: Sequence[int] = (
         run(
             conn,

@@ -12,7 +12,7 @@ from sqlalchemy import exists, literal, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from brainhands.shared.store import schema
-from brainhands.shared.store.backends import Backend
+from brainhands.shared.store.backends.base import Backend
 from brainhands.shared.store.load import load_session_sync, operation_record, task_record
 from brainhands.shared.store.records import (
     InboxRecord,

@@ -26,7 +26,7 @@ from sqlalchemy.engine import Connection
 from brainhands.shared import metrics
 from brainhands.shared.batch import Batcher
 from brainhands.shared.errors import BrainhandsError
-from brainhands.shared.store.backends import Backend
+from brainhands.shared.store.backends.base import Backend
 
 log = logging.getLogger("brainhands.store")
 

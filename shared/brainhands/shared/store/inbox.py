@@ -13,20 +13,19 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sqlalchemy import select
 
 from brainhands.shared.errors import NotFoundError
 from brainhands.shared.store import schema
+from brainhands.shared.store.backends.base import Backend
 from brainhands.shared.store.commit import insert_outbox
 from brainhands.shared.store.details import inbox_in
 from brainhands.shared.store.draft import OutboxMessage
+from brainhands.shared.store.handoff import Handoff
 from brainhands.shared.store.records import JSON, CommitReceipt, InboxRecord, OutboxRow
 from brainhands.shared.vocabulary import signal_id_of, signal_key
-
-if TYPE_CHECKING:
-    from brainhands.shared.store.store import Store
 
 
 @dataclass(frozen=True)
@@ -44,8 +43,12 @@ class InboxReceipt:
 class Inbox:
     """A session's inbox, reached as ``store.inbox``: requests a Brain carries out."""
 
-    def __init__(self, store: Store) -> None:
-        self._store = store
+    def __init__(
+        self, backend: Backend, handoff: Handoff, notify: Callable[[CommitReceipt], None]
+    ) -> None:
+        self._backend = backend
+        self._handoff = handoff
+        self._notify = notify
 
     async def send_request(
         self,
@@ -63,12 +66,12 @@ class Inbox:
         now = time.time()
         rows: tuple[OutboxRow, ...] = ()
         i, s = schema.inbox, schema.session
-        async with self._store.backend.transaction() as conn:
+        async with self._backend.transaction() as conn:
             compat = (await conn.execute(select(s.c.compat).where(s.c.id == session_id))).scalar()
             if compat is None:
                 raise NotFoundError(f"session {session_id} does not exist")
             inserted = await conn.execute(
-                self._store.backend.insert(i)
+                self._backend.insert(i)
                 .values(
                     session_id=session_id, kind=kind, key=key, body=body, name=name, created_at=now
                 )
@@ -77,7 +80,7 @@ class Inbox:
             created = inserted.rowcount == 1
             if created and wake is not None:
                 rows = await insert_outbox(
-                    conn, session_id, [wake(str(compat))], now, handoff=self._store.handoff
+                    conn, session_id, [wake(str(compat))], now, handoff=self._handoff
                 )
             row = (
                 await conn.execute(
@@ -85,12 +88,12 @@ class Inbox:
                 )
             ).one()
         if rows:
-            self._store.notify(CommitReceipt(session_id, version=-1, entry_seqs=[], outbox=rows))
+            self._notify(CommitReceipt(session_id, version=-1, entry_seqs=[], outbox=rows))
         return InboxReceipt(InboxRecord(**dict(row._mapping)), created)
 
     async def of_session(self, session_id: str) -> list[InboxRecord]:
         """Every request made to ``session_id``, applied or not, oldest first."""
-        async with self._store.backend.snapshot() as conn:
+        async with self._backend.snapshot() as conn:
             return await inbox_in(conn, session_id)
 
     async def send_signal(

@@ -28,7 +28,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 from sqlalchemy import Update, bindparam, exists, func, insert, null, select, true, update
 from sqlalchemy.engine import Connection
@@ -42,9 +42,11 @@ from brainhands.shared.errors import (
     StoreError,
 )
 from brainhands.shared.store import claims, fence, schema
-from brainhands.shared.store.commit import insert_outbox_sync, publish_after
+from brainhands.shared.store.backends.base import Backend
+from brainhands.shared.store.commit import insert_outbox_sync
 from brainhands.shared.store.draft import OutboxMessage, new_id
 from brainhands.shared.store.group import GroupCommit
+from brainhands.shared.store.handoff import Handoff
 from brainhands.shared.store.hot import hot, run
 from brainhands.shared.store.load import operation_record
 from brainhands.shared.store.records import (
@@ -54,9 +56,6 @@ from brainhands.shared.store.records import (
     OperationStatus,
     OutboxRow,
 )
-
-if TYPE_CHECKING:
-    from brainhands.shared.store.store import Store
 
 _T = TypeVar("_T")
 _o = schema.operation
@@ -148,15 +147,16 @@ _READ_BLOB = select(schema.blob.c.data).where(schema.blob.c.id == bindparam("id"
 class OperationLedger:
     """Reads and fenced writes of operation rows."""
 
-    def __init__(self, store: Store) -> None:
-        self.store = store
-        chained = store.backend.chains_writes
+    def __init__(
+        self, backend: Backend, handoff: Handoff, notify: Callable[[CommitReceipt], None]
+    ) -> None:
+        self._backend = backend
+        self._notify = notify
+        chained = backend.chains_writes
         self._outcomes: GroupCommit[_Outcome, tuple[OutboxRow, ...]] = GroupCommit(
-            store.backend,
-            apply_one=lambda conn, outcome: _record_outcome(conn, outcome, store.handoff, chained),
-            apply_many=lambda conn, outcomes: _record_outcomes(
-                conn, outcomes, store.handoff, chained
-            ),
+            backend,
+            apply_one=lambda conn, outcome: _record_outcome(conn, outcome, handoff, chained),
+            apply_many=lambda conn, outcomes: _record_outcomes(conn, outcomes, handoff, chained),
             order=lambda outcome: str(outcome.params["w_id"]),
             what="outcomes",
             one_round_trip=lambda outcomes: _one_round_trip(outcomes, chained),
@@ -180,7 +180,7 @@ class OperationLedger:
         return await self._claims(fence.OperationFenceClaim(operation_id, token, intent))
 
     async def get(self, operation_id: str) -> OperationRecord:
-        async with self.store.backend.snapshot() as conn:
+        async with self._backend.snapshot() as conn:
             row = (await conn.execute(_READ, {"operation_id": operation_id})).one_or_none()
         if row is None:
             raise NotFoundError(f"operation {operation_id} does not exist")
@@ -199,7 +199,7 @@ class OperationLedger:
         """Which of ``task_ids`` have a committed cancel request (read of Brain rows)."""
         if not task_ids:
             return set()
-        async with self.store.backend.snapshot() as conn:
+        async with self._backend.snapshot() as conn:
             rows = await conn.execute(claims.CANCELLED_TASKS, {"task_ids": task_ids})
         return {row.id for row in rows}
 
@@ -262,9 +262,7 @@ class OperationLedger:
         }
         rows = await self._outcomes.commit(_Outcome(params, blob, notify, session_id))
         if rows:
-            self.store.notify(
-                CommitReceipt(session_id or "", version=-1, entry_seqs=[], outbox=rows)
-            )
+            self._notify(CommitReceipt(session_id or "", version=-1, entry_seqs=[], outbox=rows))
 
     async def note_handle(self, operation_id: str, token: int, handle: str) -> None:
         """Keep ``handle``, the id an external system gave the work a call started, on the
@@ -274,12 +272,12 @@ class OperationLedger:
 
     async def handle(self, operation_id: str) -> str | None:
         """The handle last noted for the call (``note_handle``), if any."""
-        async with self.store.backend.snapshot() as conn:
+        async with self._backend.snapshot() as conn:
             handle = (await conn.execute(_HANDLE, {"operation_id": operation_id})).scalar()
         return None if handle is None else str(handle)
 
     async def read_blob(self, blob_id: str) -> bytes:
-        async with self.store.backend.snapshot() as conn:
+        async with self._backend.snapshot() as conn:
             data = (await conn.execute(_READ_BLOB, {"id": blob_id})).scalar()
         if data is None:
             raise NotFoundError(f"blob {blob_id} does not exist")
@@ -288,7 +286,7 @@ class OperationLedger:
     async def _claim_batch(
         self, batch: list[fence.OperationFenceClaim]
     ) -> list[claims.OperationClaim | BaseException]:
-        backend = self.store.backend
+        backend = self._backend
         return await self._write(
             lambda conn: claims.claim_operations(conn, backend.insert, batch), single=True
         )
@@ -301,7 +299,7 @@ class OperationLedger:
     async def _write(self, work: Callable[[Connection], _T], *, single: bool = False) -> _T:
         """Run ``work(conn)`` in a writing transaction of its own, in one hop
         (``single``: its one write needs no BEGIN/COMMIT around it)."""
-        return await self.store.backend.write(work, single_statement=single)
+        return await self._backend.write(work, single_statement=single)
 
 
 def _mark_started(
@@ -379,7 +377,7 @@ class _Outcome:
 
 
 def _record_outcome(
-    conn: Connection, outcome: _Outcome, handoff: float | None, chained: bool
+    conn: Connection, outcome: _Outcome, handoff: Handoff, chained: bool
 ) -> tuple[OutboxRow, ...]:
     if outcome.with_event(chained):
         [recorded] = _record_chained(conn, [outcome], handoff)
@@ -401,7 +399,7 @@ def _record_outcome(
 
 
 def _record_chained(
-    conn: Connection, outcomes: Sequence[_Outcome], handoff: float | None
+    conn: Connection, outcomes: Sequence[_Outcome], handoff: Handoff
 ) -> list[tuple[OutboxRow, ...] | BrainhandsError]:
     """Outcomes written with their result events in one statement each
     (``_Outcome.with_event``), all sent in one round trip: each one's result event row, or
@@ -421,7 +419,7 @@ def _record_chained(
                 "e_routing_key": event.routing_key,
                 "e_body": event.body,
                 "e_headers": event.headers,
-                "e_publish_after": publish_after(now, handoff),
+                "e_publish_after": handoff.publish_after(now),
             }
         )
     found = run(conn, _RECORD_OUTCOME_AND_EVENT, params[0] if len(params) == 1 else params)
@@ -451,7 +449,7 @@ def _one_round_trip(outcomes: Sequence[_Outcome], chained: bool) -> bool:
 
 
 def _record_outcomes(
-    conn: Connection, outcomes: Sequence[_Outcome], handoff: float | None, chained: bool
+    conn: Connection, outcomes: Sequence[_Outcome], handoff: Handoff, chained: bool
 ) -> list[tuple[OutboxRow, ...] | BrainhandsError]:
     one = [i for i, outcome in enumerate(outcomes) if outcome.with_event(chained)]
     recorded: dict[int, tuple[OutboxRow, ...] | BrainhandsError] = dict(

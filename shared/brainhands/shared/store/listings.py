@@ -6,20 +6,18 @@ that something changed. Read for the API, never on a worker's path.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sqlalchemy import Select, and_, exists, func, literal, or_, select
 
 from brainhands.shared.store import schema
+from brainhands.shared.store.backends.base import Backend
 from brainhands.shared.vocabulary import (
     APPROVAL_KIND,
     BUDGET_SIGNAL,
     COMPENSATION_SIGNAL,
     DECISION_PREFIX,
 )
-
-if TYPE_CHECKING:
-    from brainhands.shared.store.store import Store
 
 _s, _t, _i = schema.session, schema.task, schema.inbox
 
@@ -93,8 +91,8 @@ def _listing(which: SessionFilter) -> Select[Any]:
 class Listings:
     """Sessions as lists show them, reached as ``store.listings``."""
 
-    def __init__(self, store: Store) -> None:
-        self._store = store
+    def __init__(self, backend: Backend) -> None:
+        self._backend = backend
 
     async def page(
         self, which: SessionFilter, *, limit: int, after: tuple[float, str] | None
@@ -112,7 +110,7 @@ class Listings:
                 )
             )
         query = query.order_by(_s.c.updated_at.desc(), _s.c.id.desc()).limit(limit)
-        async with self._store.backend.snapshot() as conn:
+        async with self._backend.snapshot() as conn:
             rows = (await conn.execute(query)).all()
         return [
             SessionSummary(
@@ -129,7 +127,7 @@ class Listings:
 
     async def exists(self, session_id: str) -> bool:
         """Whether the session ``session_id`` exists."""
-        async with self._store.backend.snapshot() as conn:
+        async with self._backend.snapshot() as conn:
             return bool(await conn.scalar(select(exists().where(_s.c.id == session_id))))
 
     async def marks(
@@ -139,7 +137,7 @@ class Listings:
         for each tenant, how many sessions it has and when the latest of them changed."""
         versions: dict[str, int] = {}
         tenant_marks: dict[str, tuple[int, float | None]] = {}
-        async with self._store.backend.snapshot() as conn:
+        async with self._backend.snapshot() as conn:
             if session_ids:
                 rows = await conn.execute(
                     select(_s.c.id, _s.c.version).where(_s.c.id.in_(session_ids))

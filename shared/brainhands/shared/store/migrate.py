@@ -15,7 +15,7 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy.engine import Connection
 
-from brainhands.shared.store.backends import Backend
+from brainhands.shared.store.backends.base import Backend
 
 MIGRATIONS = Path(__file__).with_name("migrations")
 _MIGRATION_LOCK = 0x6272_6169_6E68  # any constant shared by every brainhands process

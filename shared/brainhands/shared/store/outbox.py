@@ -12,19 +12,15 @@ import time
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING
 
 from sqlalchemy import Integer, bindparam, case, delete, func, or_, select, update
 from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from brainhands.shared.store import schema
+from brainhands.shared.store.backends.base import Backend
 from brainhands.shared.store.hot import hot
 from brainhands.shared.store.records import OutboxRow
-
-if TYPE_CHECKING:
-    from brainhands.shared.store.store import Store
-
 
 MARK_BATCH = 500
 """Rows marked sent by one statement at most (its parameters: two a row)."""
@@ -67,9 +63,9 @@ class ClaimedRows:
 class Outbox:
     """The outbox's rows, reached as ``store.outbox``: what relays publish."""
 
-    def __init__(self, store: Store) -> None:
-        self._store = store
-        self._claim = store.backend.skip_locked(_CLAIM)
+    def __init__(self, backend: Backend) -> None:
+        self._backend = backend
+        self._claim = backend.skip_locked(_CLAIM)
 
     @contextlib.asynccontextmanager
     async def claim(self, limit: int) -> AsyncIterator[ClaimedRows]:
@@ -79,7 +75,7 @@ class Outbox:
         Rows still handed to their writer's relay (``publish_after`` in the future) are left
         to it.
         """
-        async with self._store.backend.transaction() as conn:
+        async with self._backend.transaction() as conn:
             rows = await conn.execute(self._claim, {"now": time.time(), "limit": limit})
             found = [OutboxRow(r.id, r.routing_key, bytes(r.body), r.headers) for r in rows]
             yield ClaimedRows(found, conn)
@@ -91,7 +87,7 @@ class Outbox:
         for start in range(0, len(confirmed), MARK_BATCH):
             batch = dict(confirmed[start : start + MARK_BATCH])
             stmt = update(o).where(o.c.id.in_(batch)).values(sent_at=case(batch, value=o.c.id))
-            await self._store.backend.write(
+            await self._backend.write(
                 partial(Connection.execute, statement=stmt), single_statement=True
             )
 
@@ -99,7 +95,7 @@ class Outbox:
         """Delete rows confirmed more than ``older_than`` seconds ago; return how many."""
         o = schema.outbox
         cutoff = time.time() - older_than
-        async with self._store.backend.transaction() as conn:
+        async with self._backend.transaction() as conn:
             done = await conn.execute(
                 delete(o).where(o.c.sent_at.is_not(None), o.c.sent_at < cutoff)
             )
@@ -108,7 +104,7 @@ class Outbox:
     async def backlog(self) -> tuple[int, float | None]:
         """How many rows are unsent, and when the oldest of them was written."""
         o = schema.outbox
-        async with self._store.backend.snapshot() as conn:
+        async with self._backend.snapshot() as conn:
             row = (
                 await conn.execute(
                     select(func.count(), func.min(o.c.created_at)).where(o.c.sent_at.is_(None))
@@ -126,5 +122,5 @@ class Outbox:
             .where(o.c.sent_at.is_(None), o.c.session_id.in_(session_ids))
             .distinct()
         )
-        async with self._store.backend.snapshot() as conn:
+        async with self._backend.snapshot() as conn:
             return set((await conn.execute(stmt)).scalars())

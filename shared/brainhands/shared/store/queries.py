@@ -4,11 +4,11 @@ looks for across all sessions. Each is one query, served by an index."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from sqlalchemy import and_, case, exists, func, literal, or_, select, union_all
 
 from brainhands.shared.store import schema
+from brainhands.shared.store.backends.base import Backend
 from brainhands.shared.store.details import history_in
 from brainhands.shared.store.load import (
     operations_by_ids_sync,
@@ -20,9 +20,6 @@ from brainhands.shared.store.records import (
     OperationRecord,
     TaskRecord,
 )
-
-if TYPE_CHECKING:
-    from brainhands.shared.store.store import Store
 
 
 @dataclass(frozen=True)
@@ -50,18 +47,18 @@ class PendingCall:
 class Queries:
     """Reads beyond one session's snapshot, reached as ``store.queries``."""
 
-    def __init__(self, store: Store) -> None:
-        self._store = store
+    def __init__(self, backend: Backend) -> None:
+        self._backend = backend
 
     async def tasks_by_ids(self, ids: list[str]) -> dict[str, TaskRecord]:
         if not ids:
             return {}
-        return await self._store.backend.read(lambda conn: tasks_by_ids_sync(conn, ids))
+        return await self._backend.read(lambda conn: tasks_by_ids_sync(conn, ids))
 
     async def operations_by_ids(self, ids: list[str]) -> dict[str, OperationRecord]:
         if not ids:
             return {}
-        return await self._store.backend.read(lambda conn: operations_by_ids_sync(conn, ids))
+        return await self._backend.read(lambda conn: operations_by_ids_sync(conn, ids))
 
     async def sessions_needing_attention(
         self, *, now: float, grace: float = 0.0, limit: int = 1000
@@ -131,13 +128,13 @@ class Queries:
             .order_by(only_blocked, since, s.c.id)
             .limit(limit)
         )
-        async with self._store.backend.snapshot() as conn:
+        async with self._backend.snapshot() as conn:
             rows = await conn.execute(stmt)
             return [SessionRef(r.id, r.compat, r.since, blocked=r.blocked == 1) for r in rows]
 
     async def sessions_with_open_work(self, session_ids: list[str]) -> dict[str, bool]:
-        """For each of ``session_ids`` in the self._store, whether it has open work: a task not
-        terminal or a submission not answered. Sessions not in the self._store are left out."""
+        """For each of ``session_ids`` in the store, whether it has open work: a task not
+        terminal or a submission not answered. Sessions not in the store are left out."""
         if not session_ids:
             return {}
         s, t, sub = schema.session, schema.task, schema.submission
@@ -146,7 +143,7 @@ class Queries:
             exists().where(sub.c.session_id == s.c.id, sub.c.status.in_(OPEN_SUBMISSION_STATUSES)),
         )
         stmt = select(s.c.id, open_work.label("open")).where(s.c.id.in_(session_ids))
-        async with self._store.backend.snapshot() as conn:
+        async with self._backend.snapshot() as conn:
             return {r.id: bool(r.open) for r in await conn.execute(stmt)}
 
     async def calls_without_outcome(
@@ -168,7 +165,7 @@ class Queries:
             )
             .limit(limit)
         )
-        async with self._store.backend.snapshot() as conn:
+        async with self._backend.snapshot() as conn:
             rows = list(await conn.execute(stmt))
         calls = []
         for r in rows:
@@ -189,5 +186,5 @@ class Queries:
 
     async def history(self, session_id: str) -> tuple[list[TaskRecord], list[OperationRecord]]:
         """Every task (open or not) and every operation of a session, oldest first."""
-        async with self._store.backend.snapshot() as conn:
+        async with self._backend.snapshot() as conn:
             return await history_in(conn, session_id)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sqlalchemy import delete, insert, select, update
 from sqlalchemy.engine import Row
@@ -16,9 +16,7 @@ from sqlalchemy.engine import Row
 from brainhands.shared.errors import ConflictError, NotFoundError
 from brainhands.shared.schedules import MissedPolicy, ScheduleSpec, ScheduleState
 from brainhands.shared.store import schema
-
-if TYPE_CHECKING:
-    from brainhands.shared.store.store import Store
+from brainhands.shared.store.backends.base import Backend
 
 _s = schema.schedule
 
@@ -68,8 +66,8 @@ def _record(row: Row[Any]) -> ScheduleRecord:
 class Schedules:
     """The schedules, reached as ``store.schedules``."""
 
-    def __init__(self, store: Store) -> None:
-        self._store = store
+    def __init__(self, backend: Backend) -> None:
+        self._backend = backend
 
     async def create(self, record: ScheduleRecord) -> None:
         """Keep a new schedule; ``ConflictError`` if the tenant has one of that id."""
@@ -94,7 +92,7 @@ class Schedules:
             "updated_at": record.updated_at,
         }
         try:
-            async with self._store.backend.transaction() as conn:
+            async with self._backend.transaction() as conn:
                 await conn.execute(insert(_s).values(**values))
         except ConflictError:
             raise ConflictError(f"schedule {record.id!r} exists already") from None
@@ -102,7 +100,7 @@ class Schedules:
     async def get(self, tenant: str, schedule_id: str) -> ScheduleRecord:
         """The schedule, or ``NotFoundError``."""
         query = select(_s).where(_s.c.tenant == tenant, _s.c.id == schedule_id)
-        async with self._store.backend.snapshot() as conn:
+        async with self._backend.snapshot() as conn:
             row = (await conn.execute(query)).one_or_none()
         if row is None:
             raise NotFoundError(f"no schedule {schedule_id!r}")
@@ -113,7 +111,7 @@ class Schedules:
         query = select(_s).order_by(_s.c.tenant, _s.c.id)
         if tenant is not None:
             query = query.where(_s.c.tenant == tenant)
-        async with self._store.backend.snapshot() as conn:
+        async with self._backend.snapshot() as conn:
             return [_record(row) for row in await conn.execute(query)]
 
     async def set_state(
@@ -130,7 +128,7 @@ class Schedules:
         values: dict[str, Any] = {"state": state, "updated_by": by, "updated_at": time.time()}
         if next_tick_at is not None:
             values["next_tick_at"] = next_tick_at
-        async with self._store.backend.transaction() as conn:
+        async with self._backend.transaction() as conn:
             done = await conn.execute(
                 update(_s).where(_s.c.tenant == tenant, _s.c.id == schedule_id).values(**values)
             )
@@ -140,7 +138,7 @@ class Schedules:
 
     async def delete(self, tenant: str, schedule_id: str) -> None:
         """Delete the schedule (its ticks' sessions stay); ``NotFoundError`` if there is none."""
-        async with self._store.backend.transaction() as conn:
+        async with self._backend.transaction() as conn:
             done = await conn.execute(
                 delete(_s).where(_s.c.tenant == tenant, _s.c.id == schedule_id)
             )
@@ -155,7 +153,7 @@ class Schedules:
             .order_by(_s.c.next_tick_at)
             .limit(limit)
         )
-        async with self._store.backend.snapshot() as conn:
+        async with self._backend.snapshot() as conn:
             return [_record(row) for row in await conn.execute(query)]
 
     async def advance(
@@ -168,7 +166,7 @@ class Schedules:
         values: dict[str, Any] = {"next_tick_at": next_tick_at}
         if last_tick_at is not None:
             values["last_tick_at"] = last_tick_at
-        async with self._store.backend.transaction() as conn:
+        async with self._backend.transaction() as conn:
             done = await conn.execute(
                 update(_s)
                 .where(

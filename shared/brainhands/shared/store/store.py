@@ -25,6 +25,7 @@ from brainhands.shared.store.details import (
 from brainhands.shared.store.documents import history_sync
 from brainhands.shared.store.draft import Draft, new_id
 from brainhands.shared.store.group import GroupCommit
+from brainhands.shared.store.handoff import Handoff
 from brainhands.shared.store.inbox import Inbox
 from brainhands.shared.store.ledger import OperationLedger
 from brainhands.shared.store.listings import Listings
@@ -73,13 +74,11 @@ class Store:
     ``tenant_budgets``, ``webhook_secrets`` and ``schedules``.
     """
 
-    def __init__(self, backend: Backend) -> None:
+    def __init__(self, backend: Backend, handoff: Handoff | None = None) -> None:
         self.backend = backend
         """The one door to the database, PostgreSQL or SQLite."""
         self._listeners: list[CommitListener] = []
-        self.handoff: float | None = None
-        """While a relay runs in this process: seconds its outbox rows are left to it alone
-        (it publishes them right after each commit; other relays take them after that)."""
+        self._handoff = Handoff() if handoff is None else handoff
         self.document_increments = False
         """Whether a document write keeps the whole value only at its baselines (every
         ``COMPACT_AFTER`` increments), as ``BRAINHANDS_DOCUMENT_INCREMENTS`` says. Off (the
@@ -89,10 +88,10 @@ class Store:
         self._drafts: GroupCommit[Draft, CommitReceipt] = GroupCommit(
             backend,
             apply_one=lambda conn, draft: apply_draft_sync(
-                conn, draft, notify=notify, chained=chained, handoff=self.handoff
+                conn, draft, notify=notify, chained=chained, handoff=self._handoff
             ),
             apply_many=lambda conn, drafts: apply_drafts_sync(
-                conn, drafts, notify=notify, chained=chained, handoff=self.handoff
+                conn, drafts, notify=notify, chained=chained, handoff=self._handoff
             ),
             order=lambda draft: draft.session_id,
             what="drafts",
@@ -107,22 +106,28 @@ class Store:
             lambda asks: backend.read(lambda conn: arrivals_sync(conn, asks, backend.rows)),
             what="arrivals",
         )
-        self.submissions = Submissions(self)
-        self.inbox = Inbox(self)
-        self.queries = Queries(self)
-        self.declarations = Declarations(self)
-        self.outbox = Outbox(self)
-        self.listings = Listings(self)
-        self.api_keys = ApiKeys(self)
-        self.tenant_budgets = TenantBudgets(self)
-        self.webhook_secrets = WebhookSecrets(self)
-        self.schedules = Schedules(self)
-        self.ledger = OperationLedger(self)
+        self.submissions = Submissions(backend, self._handoff, self.notify)
+        self.inbox = Inbox(backend, self._handoff, self.notify)
+        self.queries = Queries(backend)
+        self.declarations = Declarations(backend)
+        self.outbox = Outbox(backend)
+        self.listings = Listings(backend)
+        self.api_keys = ApiKeys(backend)
+        self.tenant_budgets = TenantBudgets(backend)
+        self.webhook_secrets = WebhookSecrets(backend)
+        self.schedules = Schedules(backend)
+        self.ledger = OperationLedger(backend, self._handoff, self.notify)
         """The operation ledger: what Hands claim and record (Brains only read it)."""
         self._rows: Batcher[
             tuple[list[str], list[str]],
             tuple[dict[str, TaskRecord], dict[str, OperationRecord]],
         ] = Batcher(self._rows_batch, what="rows")
+
+    @property
+    def handoff(self) -> Handoff:
+        """Begun by a relay running in this process: its commits' outbox rows are left to it
+        alone for a while (it publishes them right after each commit)."""
+        return self._handoff
 
     @classmethod
     async def open(

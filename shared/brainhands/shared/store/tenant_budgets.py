@@ -1,95 +1,26 @@
 """Tenant budgets as the store keeps them: an operator's limits on what a tenant's sessions
 spend, and what they have spent since the budget was first set.
 
-A tenant's usage is kept in ``SHARDS`` rows: a commit that spends (a draft's ``charge``)
-adds to the row of its session's shard (``shard_of``), in its own transaction, and a read
-adds the rows up. So the commits of a tenant's many sessions seldom wait for one another's
-lock, where one row would make every commit of the tenant queue behind the last. The rows
-are made when the budget is first set: a charge for a tenant without them (no budget, or a
-Brain that has not heard of it yet) updates no row and counts nothing.
-
-A draft committed alone adds its charge in its own statements. In a group commit the
-charges are added last, summed per row and in row order: two transactions that both add
-to two rows lock them in the same order, and never wait for each other in a circle.
+The usage is kept in ``SHARDS`` rows per tenant, made when the budget is first set, and
+added to by the commits that spend (``charges``); a read adds the rows up.
 """
 
 from __future__ import annotations
 
 import time
-import zlib
-from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from sqlalchemy import Update, bindparam, exists, func, select, tuple_, update
-from sqlalchemy.engine import Connection
+from sqlalchemy import exists, func, select, tuple_
 
 from brainhands.shared.store import schema
-from brainhands.shared.store.draft import Draft, TenantCharge
-from brainhands.shared.store.hot import hot, run
+from brainhands.shared.store.backends.base import Backend
+from brainhands.shared.store.charges import SHARDS
 from brainhands.shared.store.load import task_record
 from brainhands.shared.store.records import TaskRecord
-from brainhands.shared.tenancy import split_key
 from brainhands.shared.vocabulary import BUDGET_SIGNAL
 
-if TYPE_CHECKING:
-    from brainhands.shared.store.store import Store
-
-SHARDS = 16
-"""Usage rows per tenant with a budget."""
-
 _b, _u = schema.tenant_budget, schema.tenant_usage
-
-
-def adding(prefix: str = "") -> Update:
-    """The ``UPDATE`` that adds a charge to one usage row (bound as ``charge_params``)."""
-
-    def bound(name: str) -> Any:
-        return bindparam(f"{prefix}v_{name}", type_=_u.c[name].type)
-
-    return (
-        update(_u)
-        .where(_u.c.tenant == bindparam(f"{prefix}w_tenant"))
-        .where(_u.c.shard == bindparam(f"{prefix}w_shard"))
-        .values({_u.c[n]: _u.c[n] + bound(n) for n in ("tokens", "cost", "tool_calls")})
-    )
-
-
-_ADD = hot(adding())
-
-
-def shard_of(session_id: str) -> int:
-    """The usage row of its tenant that the session's commits add to (the same in every
-    process: a CRC, not Python's salted ``hash``)."""
-    return zlib.crc32(session_id.encode()) % SHARDS
-
-
-def charge_params(session_id: str, charge: TenantCharge, prefix: str = "") -> dict[str, Any]:
-    """The bound values (names starting ``prefix``) of the addition of ``charge`` to the
-    usage row of ``session_id``."""
-    return _added(split_key(session_id)[0], shard_of(session_id), charge, prefix)
-
-
-def _added(tenant: str, shard: int, charge: TenantCharge, prefix: str = "") -> dict[str, Any]:
-    return {
-        f"{prefix}w_tenant": tenant,
-        f"{prefix}w_shard": shard,
-        f"{prefix}v_tokens": charge.tokens,
-        f"{prefix}v_cost": charge.cost,
-        f"{prefix}v_tool_calls": charge.tool_calls,
-    }
-
-
-def add_charges_sync(conn: Connection, drafts: Sequence[Draft]) -> None:
-    """Add the charges of ``drafts`` (each written already, in the caller's transaction) to
-    their tenants' usage: summed per row, in row order."""
-    rows: dict[tuple[str, int], TenantCharge] = {}
-    for draft in drafts:
-        if draft.charge is not None:
-            key = (split_key(draft.session_id)[0], shard_of(draft.session_id))
-            rows[key] = rows.get(key, TenantCharge()) + draft.charge
-    if rows:
-        run(conn, _ADD, [_added(t, s, charge) for (t, s), charge in sorted(rows.items())])
 
 
 @dataclass(frozen=True)
@@ -108,14 +39,14 @@ class TenantBudget:
 class TenantBudgets:
     """The tenants' budgets, reached as ``store.tenant_budgets``."""
 
-    def __init__(self, store: Store) -> None:
-        self._store = store
+    def __init__(self, backend: Backend) -> None:
+        self._backend = backend
 
     async def set(self, tenant: str, limits: dict[str, float], *, by: str) -> TenantBudget:
         """Make ``limits`` (checked by the caller) ``tenant``'s budget, replacing the one it
         had; its usage is kept (it starts at nothing when the budget is first set)."""
         now = time.time()
-        insert = self._store.backend.insert
+        insert = self._backend.insert
         budget = insert(_b).values(
             tenant=tenant, limits=limits, set_by=by, created_at=now, updated_at=now
         )
@@ -124,7 +55,7 @@ class TenantBudgets:
             set_={"limits": limits, "set_by": by, "updated_at": now},
         )
         shards = insert(_u).values([{"tenant": tenant, "shard": s} for s in range(SHARDS)])
-        async with self._store.backend.transaction() as conn:
+        async with self._backend.transaction() as conn:
             await conn.execute(budget)
             await conn.execute(shards.on_conflict_do_nothing())
         found = await self.get(tenant)
@@ -138,7 +69,7 @@ class TenantBudgets:
             func.coalesce(func.sum(_u.c.cost), 0.0),
             func.coalesce(func.sum(_u.c.tool_calls), 0),
         ).where(_u.c.tenant == tenant)
-        async with self._store.backend.snapshot() as conn:
+        async with self._backend.snapshot() as conn:
             row = (await conn.execute(select(_b).where(_b.c.tenant == tenant))).one_or_none()
             if row is None:
                 return None
@@ -151,7 +82,7 @@ class TenantBudgets:
 
     async def tenants(self) -> frozenset[str]:
         """The tenants that have a budget."""
-        async with self._store.backend.snapshot() as conn:
+        async with self._backend.snapshot() as conn:
             return frozenset((await conn.execute(select(_b.c.tenant))).scalars())
 
     async def stopped(
@@ -169,5 +100,5 @@ class TenantBudgets:
         if after is not None:
             query = query.where(tuple_(t.c.session_id, t.c.id) > tuple_(*after))
         query = query.order_by(t.c.session_id, t.c.id).limit(limit)
-        async with self._store.backend.snapshot() as conn:
+        async with self._backend.snapshot() as conn:
             return [task_record(row) for row in await conn.execute(query)]

@@ -9,14 +9,11 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from sqlalchemy import select
 
 from brainhands.shared.store import schema
-
-if TYPE_CHECKING:
-    from brainhands.shared.store.store import Store
+from brainhands.shared.store.backends.base import Backend
 
 _w = schema.webhook_secret
 
@@ -41,8 +38,8 @@ class WebhookSecretState:
 class WebhookSecrets:
     """The tenants' webhook secret generations, reached as ``store.webhook_secrets``."""
 
-    def __init__(self, store: Store) -> None:
-        self._store = store
+    def __init__(self, backend: Backend) -> None:
+        self._backend = backend
 
     async def rotate(self, tenant: str, *, grace: float, by: str) -> WebhookSecretState:
         """Make ``tenant``'s next secret the current one; its current one keeps signing for
@@ -50,7 +47,7 @@ class WebhookSecrets:
         now = time.time()
         until = now + grace if grace > 0 else None
         rotated = (
-            self._store.backend.insert(_w)
+            self._backend.insert(_w)
             .values(
                 tenant=tenant, generation=1, previous_until=until, rotated_by=by, rotated_at=now
             )
@@ -64,14 +61,14 @@ class WebhookSecrets:
                 },
             )
         )
-        async with self._store.backend.transaction() as conn:
+        async with self._backend.transaction() as conn:
             await conn.execute(rotated)
         return (await self.states([tenant]))[tenant]
 
     async def states(self, tenants: Iterable[str]) -> dict[str, WebhookSecretState]:
         """Each of ``tenants``' state (generation 0 for a tenant never rotated)."""
         wanted = sorted(set(tenants))
-        async with self._store.backend.snapshot() as conn:
+        async with self._backend.snapshot() as conn:
             rows = await conn.execute(select(_w).where(_w.c.tenant.in_(wanted)))
             found = {row.tenant: WebhookSecretState(**dict(row._mapping)) for row in rows}
         return {tenant: found.get(tenant, WebhookSecretState(tenant)) for tenant in wanted}

@@ -13,6 +13,7 @@ from sqlalchemy.engine import make_url
 
 from brainhands.shared.store.backends.base import Backend
 from brainhands.shared.store.backends.postgres import Postgres
+from brainhands.shared.store.backends.postgres import engine as postgres_engine
 from brainhands.shared.store.backends.sqlite import Sqlite
 from brainhands.shared.store.engine import create_engine, create_sqlite_writer
 
@@ -30,7 +31,7 @@ async def open_backend(url: str, *, pool_size: int = 10, db_schema: str | None =
         if parsed.database and parsed.database != ":memory:":
             Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
         return Sqlite(create_engine(url), create_sqlite_writer(url))
-    engine = create_engine(url, pool_size=pool_size, db_schema=db_schema)
+    engine = postgres_engine.create_engine(url, pool_size=pool_size, db_schema=db_schema)
     backend = Postgres(engine, kept=max(1, pool_size // 2))
     if db_schema:
         try:

@@ -5,7 +5,8 @@ Every store module reaches the database through its backend -- a transaction in 
 statements -- and asks it for what the two databases do differently: the INSERT with
 ``ON CONFLICT`` (``insert``), how sessions' rows are read (``rows``), notifications of
 commits (``listen``), row locks that skip locked rows (``skip_locked``), a lock that
-serializes migrations (``lock``). No store module asks which database it runs on.
+serializes migrations (``lock``), a submission written in one statement
+(``submit_at_once``). No store module asks which database it runs on.
 """
 
 from __future__ import annotations
@@ -19,8 +20,11 @@ from sqlalchemy import Engine, Select, Table
 from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from brainhands.shared.errors import BrainhandsError
 from brainhands.shared.store.engine import READ_ONLY, wrap_driver_errors
+from brainhands.shared.store.handoff import Handoff
 from brainhands.shared.store.load import ROWS_BY_KIND, RowReader
+from brainhands.shared.store.submission_plan import SubmitPlan, Submitted
 
 _T = TypeVar("_T")
 _S = TypeVar("_S", bound=Select[Any])
@@ -59,6 +63,11 @@ class Backend(ABC):
         """``INSERT`` into ``table`` in this database's dialect, with its ``ON CONFLICT``
         clauses (the same function at every call, so statements built from it are cached)."""
 
+    @staticmethod
+    def driver_error(exc: Exception) -> BrainhandsError | None:
+        """The store error for an error the driver raised past SQLAlchemy, if it is one."""
+        return None
+
     @property
     def writes_on(self) -> Engine:
         """The sync engine whose connections run ``write`` (for event listeners)."""
@@ -83,14 +92,14 @@ class Backend(ABC):
     @contextlib.asynccontextmanager
     async def transaction(self) -> AsyncIterator[AsyncConnection]:
         """One writing transaction; driver errors leave as store errors."""
-        with wrap_driver_errors():
+        with wrap_driver_errors(self.driver_error):
             async with self.engine.begin() as conn:
                 yield conn
 
     @contextlib.asynccontextmanager
     async def snapshot(self) -> AsyncIterator[AsyncConnection]:
         """One consistent snapshot for several reads."""
-        with wrap_driver_errors():
+        with wrap_driver_errors(self.driver_error):
             async with self.engine.connect() as raw:
                 options: dict[str, Any] = {READ_ONLY: True}
                 if self.snapshot_isolation is not None:
@@ -109,6 +118,12 @@ class Backend(ABC):
         """``query`` locking the rows it reads for this transaction, skipping rows another
         transaction has locked (where the database locks rows)."""
         return query
+
+    async def submit_at_once(self, plan: SubmitPlan, handoff: Handoff) -> Submitted | None:
+        """Write ``plan`` in one statement and one hop where the database can, and can
+        tell what it did: None where it cannot (then ``store.submissions`` writes it in a
+        transaction of statements every database runs)."""
+        return None
 
     @abstractmethod
     async def lock(self, conn: AsyncConnection, key: int) -> None:

@@ -18,10 +18,14 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from sqlalchemy.util import greenlet_spawn
 
-from brainhands.shared.store import hot
 from brainhands.shared.store.backends.base import Backend, Heard, Stop
-from brainhands.shared.store.backends.postgres_rows import ROWS_AS_JSON
-from brainhands.shared.store.engine import PING_AFTER_IDLE_S, wrap_driver_errors
+from brainhands.shared.store.backends.postgres import engine, hot
+from brainhands.shared.store.backends.postgres.engine import PING_AFTER_IDLE_S
+from brainhands.shared.store.backends.postgres.rows import ROWS_AS_JSON
+from brainhands.shared.store.backends.postgres.submit import submit_in_one_statement
+from brainhands.shared.store.engine import wrap_driver_errors
+from brainhands.shared.store.handoff import Handoff
+from brainhands.shared.store.submission_plan import SubmitPlan, Submitted
 
 _T = TypeVar("_T")
 _S = TypeVar("_S", bound=Select[Any])
@@ -31,6 +35,7 @@ class Postgres(Backend):
     """PostgreSQL: hops send hot statements on the asyncpg connection (``hot``)."""
 
     insert = staticmethod(postgresql.insert)
+    driver_error = staticmethod(engine.driver_error)
     notifies = True
     chains_writes = True
     snapshot_isolation = "REPEATABLE READ"
@@ -48,11 +53,11 @@ class Postgres(Backend):
     ) -> _T:
         # The statements, with BEGIN and COMMIT, in one greenlet: the ``AsyncConnection``
         # API would enter a new one for each of them.
-        with wrap_driver_errors():
+        with wrap_driver_errors(self.driver_error):
             return await greenlet_spawn(self._hop, work, not single_statement)
 
     async def read(self, work: Callable[[Connection], _T]) -> _T:
-        with wrap_driver_errors():
+        with wrap_driver_errors(self.driver_error):
             return await greenlet_spawn(self._hop, work, False)
 
     def _hop(self, work: Callable[[Connection], _T], transaction: bool) -> _T:
@@ -99,7 +104,7 @@ class Postgres(Backend):
         await super().close()
 
     async def listen(self, channel: str, heard: Heard, lost: Callable[[], None]) -> Stop:
-        with wrap_driver_errors():
+        with wrap_driver_errors(self.driver_error):
             pooled = await self.engine.raw_connection()
             driver = pooled.driver_connection
             assert driver is not None  # a pooled asyncpg connection always has one
@@ -124,6 +129,11 @@ class Postgres(Backend):
                 await greenlet_spawn(pooled.close)
 
         return stop
+
+    async def submit_at_once(self, plan: SubmitPlan, handoff: Handoff) -> Submitted | None:
+        return await self.write(
+            lambda conn: submit_in_one_statement(conn, plan, handoff), single_statement=True
+        )
 
     def skip_locked(self, query: _S) -> _S:
         return query.with_for_update(skip_locked=True)

@@ -9,7 +9,7 @@ fail the whole commit (a task no longer in the status the draft expects, a docum
 longer at the version the draft read, an update that finds no row) calls
 ``brainhands_refuse`` (migration 0010), which raises: the statement, and the commit with it,
 is undone, and the error is the one the transaction of several statements would raise
-(``engine.REFUSALS``).
+(``backends.postgres.engine.REFUSALS``).
 
 Sent alone, without BEGIN and COMMIT, the commit is one round trip instead of one per
 statement plus two; in a group commit, the drafts of one shape share one round trip (their
@@ -42,14 +42,14 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.sql import ColumnElement
 
 from brainhands.shared.store import schema
+from brainhands.shared.store.backends.postgres.engine import CONFLICT, MISSING
+from brainhands.shared.store.charges import adding, charge_params
 from brainhands.shared.store.documents import conflict
 from brainhands.shared.store.draft import Draft
-from brainhands.shared.store.engine import CONFLICT, MISSING
 from brainhands.shared.store.fence import rows_for
 from brainhands.shared.store.guard import GUARD, ends_submission, guard_params, notifications
 from brainhands.shared.store.hot import HotStatement, hot, run
 from brainhands.shared.store.records import CommitReceipt, OutboxRow
-from brainhands.shared.store.tenant_budgets import adding, charge_params
 
 STATEMENTS_KEPT = 256
 """Shapes whose statement is kept (building one costs a few milliseconds)."""
