@@ -5,7 +5,8 @@ Everything a user writes comes from this one module::
     from brainhands import Agent, Dispatch, Finish, TaskKind, TaskRegistry, ToolContext, tool
 
 - tools (run by Hands): ``tool``, ``ToolContext``, ``ToolError``, ``ToolUncertain``,
-  ``QueryAnswer``, ``RetryPolicy``, ``ReplayPolicy``, ``LeaseLost``;
+  ``QueryAnswer``, ``RetryPolicy``, ``ReplayPolicy``, ``LeaseLost``, and ``arg`` (a
+  condition on a call's arguments under which it needs approval: ``arg("amount") > 100``);
 - durable tasks (run by Brains): ``TaskKind``, ``TaskRegistry``, ``TaskView``,
   ``PhaseContext``, ``ChildOutcome``, ``ReceivedSignal`` and the phase results ``Goto``,
   ``Sleep``, ``Spawn``, ``Child``, ``Call``, ``Dispatch``, ``WaitSignal``, ``Finish``,
@@ -75,6 +76,7 @@ if TYPE_CHECKING:
     from brainhands.client.submission import Submission
     from brainhands.client.views import SessionView
     from brainhands.hands import ToolContext, tool
+    from brainhands.shared.conditions import arg
     from brainhands.shared.errors import (
         AnswerTimeout,
         BrainhandsError,
@@ -113,6 +115,7 @@ _HOMES: dict[str, tuple[str, ...]] = {
         "AnswerTimeout", "BrainhandsError", "DecisionRefused", "InvalidRequest", "LeaseLost",
         "NotFoundError", "SubmissionFailed", "ToolError", "ToolUncertain",
     ),
+    "brainhands.shared.conditions": ("arg",),
     "brainhands.shared.hosted": ("ToolPolicy", "tool_context"),
     "brainhands.shared.tools": ("QueryAnswer", "ReplayPolicy", "RetryPolicy"),
 }  # fmt: skip
@@ -183,6 +186,7 @@ __all__ = [
     "ToolUncertain",
     "TransientModelError",
     "WaitSignal",
+    "arg",
     "tool",
     "tool_context",
 ]

@@ -376,6 +376,58 @@ async def test_approve_and_deny_over_http(agent_run: AgentRun) -> None:
     assert refusal == {"status": "denied", "error": "call of 'send_safe' denied by acme: no"}
 
 
+async def test_approve_with_edited_arguments_over_http(agent_run: AgentRun) -> None:
+    """The ``invoicer``'s call over its tool's condition waits; an edit that does not fit
+    the tool's schema gets 422 with the reason and leaves it pending; an edit that fits is
+    what runs, and the decision answered says so."""
+    brains = agent_run.brains
+    agent_run.start_brain()
+    agent_run.start_hands()
+    api = await start_api(brains)
+    key = await key_for(brains, "acme", "read", "submit", "tasks", "approve")
+    async with api.http(key) as http:
+        made = await http.post(
+            "/sessions/s1/submissions",
+            json={"text": "send the invoices", "agent": "invoicer", "request_id": "r1"},
+        )
+        assert made.status_code == 200, made.text
+
+        async def one_pending() -> bool:
+            return len((await http.get("/approvals", params={"session_id": "s1"})).json()) == 1
+
+        await eventually(one_pending, within=60, what="the call over 100 to wait")
+        [waiting] = (await http.get("/approvals")).json()
+        assert waiting["arguments"] == {"to": "bo@example.com", "amount": 500}
+        assert waiting["reason"] == "the call meets the approval condition amount > 100"
+        approve = f"/sessions/s1/approvals/{waiting['approval_id']}/approve"
+        bad = await http.post(approve, json={"arguments": {"to": "bo@example.com"}})
+        assert bad.status_code == 422, bad.text
+        assert bad.json()["detail"] == (
+            "edited arguments of 'send_invoice' are invalid: "
+            'arguments: "amount" is a required property'
+        )
+        not_an_object = await http.post(approve, json={"arguments": [1]})
+        assert not_an_object.status_code == 422
+        assert len((await http.get("/approvals")).json()) == 1  # still pending
+
+        edit = {"to": "bo@example.com", "amount": 250}
+        approved = await http.post(approve, json={"arguments": edit, "by": "ops"})
+        assert approved.status_code == 200, approved.text
+        assert (approved.json()["verdict"], approved.json()["arguments"]) == ("approved", edit)
+        other = await http.post(approve, json={"arguments": {**edit, "amount": 1}})
+        assert other.status_code == 409 and "other edited arguments" in other.json()["detail"]
+        again = await http.post(approve, json={"arguments": edit})
+        assert (again.status_code, again.json()["new"]) == (200, False)  # counted once
+
+        answered = await http.get("/sessions/s1/submissions/r1", params={"wait": 60})
+        assert answered.json()["status"] == "answered"
+    ledger = await agent_run.email.ledger()
+    assert sorted((s["recipient"], s["subject"]) for s in ledger["sends"]) == [
+        ("ana@example.com", "invoice 50"),
+        ("bo@example.com", "invoice 250"),
+    ]
+
+
 async def test_who_decided_is_the_key_and_four_eyes_keep_a_submitter_from_deciding(
     agent_run: AgentRun,
 ) -> None:

@@ -11,7 +11,7 @@ import time
 import pytest
 
 from brainhands.client.approvals import ALL, PendingApproval
-from brainhands.shared.errors import DecisionRefused
+from brainhands.shared.errors import DecisionRefused, InvalidRequest
 from brainhands.shared.vocabulary import decision_signal
 from tests.helpers.agent_run import AgentRun, agent_run
 from tests.helpers.brains import BrainHarness
@@ -74,6 +74,64 @@ async def test_a_brain_killed_right_after_the_approval_commits_runs_the_call_onc
     assert await sent_to(agent_run) == ["ana@example.com", "bo@example.com"]
     assert [r["status"] for r in tool_results(agent_run, 1)] == ["succeeded", "succeeded"]
     assert (await agent_run.brains.store.status())["operations"] == 2
+
+
+async def test_a_call_over_the_condition_waits_and_runs_once_with_the_approvers_edit(
+    agent_run: AgentRun,
+) -> None:
+    """``send_invoice`` needs approval of an amount over 100: of the model's two calls, the
+    one under it is sent at once, the other waits. The approver lowers its amount; the
+    Brain dies right after the commit that applies that decision (the edited call and its
+    job), before publishing the job. The next Brain sends it: the email service's ledger
+    shows each invoice once, the edited one with the edited amount, and the original
+    never."""
+    victim = agent_run.start_brain(die_rule="after-inbox:")
+    agent_run.start_hands()
+    await agent_run.submit("invoicer")
+    [waiting] = await pending(agent_run, 1)
+    assert (waiting.tool, waiting.arguments) == (
+        "send_invoice",
+        {"to": "bo@example.com", "amount": 500},
+    )
+    assert waiting.reason == "the call meets the approval condition amount > 100"
+
+    async def under_sent() -> bool:
+        return await sent_to(agent_run) == ["ana@example.com"]
+
+    await eventually(under_sent, within=30, what="the invoice under 100 sent, unapproved")
+    async with agent_run.brains.client() as client:
+        with pytest.raises(InvalidRequest, match=r"amount: \"lots\" is not of type \"integer\""):
+            await client.approve(
+                "s1", waiting.approval_id, arguments={"to": "bo", "amount": "lots"}
+            )
+        assert await client.pending_approvals("s1") == [waiting]  # the bad edit lost nothing
+        edit = {"to": "bo@example.com", "amount": 250}
+        [decided] = await client.approve("s1", waiting.approval_id, by="ops", arguments=edit)
+    assert (decided.verdict, decided.arguments, decided.new) == ("approved", edit, True)
+    assert await asyncio.to_thread(victim.wait, 30) == 9
+    agent_run.start_brain()
+
+    record = await agent_run.brains.answer(within=60)
+
+    assert record.answer == {"text": "Invoices sent.", "turns": 2}
+    sends = (await agent_run.email.ledger())["sends"]
+    assert sorted((s["recipient"], s["subject"], s["attempts"]) for s in sends) == [
+        ("ana@example.com", "invoice 50", 1),
+        ("bo@example.com", "invoice 250", 1),
+    ]
+    assert (await agent_run.brains.store.status())["operations"] == 2
+    under, edited = tool_results(agent_run, 1)
+    assert under["status"] == edited["status"] == "succeeded"
+    assert edited["arguments"] == edit
+    assert edited["edited"] == (
+        'ops approved the call with edited arguments: it ran with {"amount": 250, "to": '
+        '"bo@example.com"}, not the arguments asked for'
+    )
+    # The decision keeps both versions and who made it.
+    [decision] = await agent_run.brains.store.inbox.of_session("s1")
+    payload = decision.body["payload"]
+    assert (payload["arguments"], payload["original_arguments"]) == (edit, waiting.arguments)
+    assert payload["principal"] and decision.applied_at is not None
 
 
 async def test_two_approvals_at_once_dispatch_once_and_a_denial_reaches_the_model(

@@ -16,8 +16,9 @@ from brainhands.brain.decide import TOOL_KIND
 from brainhands.brain.edits import RunSummary
 from brainhands.brain.registry import TaskKind, TaskRegistry
 from brainhands.brain.scheduler import SessionRunner
-from brainhands.shared.messages import ToolJob, decode
-from brainhands.shared.store import Draft, Store, TaskRecord
+from brainhands.client.approvals import decide, pending_approvals
+from brainhands.shared.messages import SessionWake, ToolJob, decode, encode
+from brainhands.shared.store import Draft, OutboxMessage, Store, TaskRecord
 from brainhands.shared.store.catalog import ToolCatalog
 from brainhands.shared.tools import ToolRegistry, declare, load_tool_modules
 from brainhands.shared.topology import Topology
@@ -57,11 +58,13 @@ async def run(
     return await runner.run()
 
 
-async def submit(store: Store, kind: str, input: object, request_id: str = "r1") -> None:
+async def submit(
+    store: Store, kind: str, input: object, request_id: str = "r1", session_id: str = "s1"
+) -> None:
     await submit_input(
         store,
         TOPOLOGY,
-        session_id="s1",
+        session_id=session_id,
         request_id=request_id,
         input={"kind": kind, "input": input},
         compat="v1",
@@ -454,10 +457,12 @@ async def all_tasks(store: Store) -> list[TaskRecord]:
     return list((await store.queries.tasks_by_ids(ids)).values())
 
 
-async def signal(store: Store, name: str, signal_id: str, payload: object = None) -> bool:
+async def signal(
+    store: Store, name: str, signal_id: str, payload: object = None, session_id: str = "s1"
+) -> bool:
     """Send a signal as a client does (its wake-up left out: the test runs the passes)."""
     receipt = await store.inbox.send_signal(
-        session_id="s1", name=name, signal_id=signal_id, payload=payload, wake=None
+        session_id=session_id, name=name, signal_id=signal_id, payload=payload, wake=None
     )
     return receipt.created
 
@@ -598,6 +603,52 @@ async def test_an_escalated_approval_stays_pending_with_no_expiry_until_decided(
     result = await answer(store)
     assert result["status"] == "denied"  # type: ignore[index]
     assert result["error"] == "call of 'send_safe' denied by ana: ok"  # type: ignore[index]
+
+
+async def test_a_tasks_call_meeting_the_tools_condition_waits_then_runs_as_edited(
+    store: Store,
+) -> None:
+    """``send_invoice`` needs approval of an amount over 100, wherever it is called: a
+    task's call under it is dispatched at once, one over it waits (the approval task in its
+    place says why), and an approval that edits the arguments dispatches the edit alone."""
+    registry = TaskRegistry().include(kinds.registry).include(APPROVALS)
+    under = {"tool": "send_invoice", "arguments": {"to": "ana", "amount": 50}}
+    await submit(store, "forwarder", None, session_id="s2")
+    await run(store, "s2", registry=registry, tools=load_tool_modules([TOOLS]))
+    assert await signal(store, "go", "sig-1", under, session_id="s2")
+    await run(store, "s2", registry=registry)
+    [job] = await outbox_jobs(store)
+    assert (job.tool, job.arguments) == ("send_invoice", {"to": "ana", "amount": 50})
+
+    over = {"tool": "send_invoice", "arguments": {"to": "bo", "amount": 500}}
+    await submit(store, "forwarder", None)
+    await run(store, registry=registry)
+    assert await signal(store, "go", "sig-2", over)
+    await run(store, registry=registry)
+    assert len(await outbox_jobs(store)) == 1  # nothing dispatched before a decision
+    [gate] = [t for t in await all_tasks(store) if t.kind == APPROVAL_KIND]
+    assert gate.input["reason"] == "the call meets the approval condition amount > 100"
+    [pending] = await pending_approvals(store, "s1")
+    assert (pending.approval_id, pending.reason) == (gate.id, gate.input["reason"])
+
+    edit = {"to": "bo", "amount": 90}
+    [made] = await decide(
+        store, "s1", gate.id, "approved", None, {}, principal="ana", wake=no_wake, arguments=edit
+    )
+    assert (made.arguments, made.principal) == (edit, "ana")
+    await run(store, registry=registry)
+
+    assert [(j.tool, j.arguments) for j in await outbox_jobs(store)] == [
+        ("send_invoice", {"to": "ana", "amount": 50}),
+        ("send_invoice", edit),
+    ]
+
+
+def no_wake(compat: str) -> OutboxMessage:
+    """A decision's wake-up of ``s1``, left in the outbox: the tests run the passes."""
+    return OutboxMessage(
+        "nowhere", encode(SessionWake(session_id="s1", compat=compat, reason="decision"))
+    )
 
 
 async def test_a_phase_waiting_for_a_tool_declaration_keeps_the_signal_it_resumed_with(

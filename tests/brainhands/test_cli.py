@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
 import os
@@ -15,9 +16,11 @@ import pytest
 from sqlalchemy import insert
 
 from brainhands.brain.decide import TOOL_KIND
+from brainhands.cli import acting
 from brainhands.cli.operate import resume_command
 from brainhands.client.budgets import BudgetStop
 from brainhands.shared.config import normalize_database_url
+from brainhands.shared.errors import InvalidRequest
 from brainhands.shared.messages import ToolJob
 from brainhands.shared.store import Store, schema
 from brainhands.shared.vocabulary import TENANT_SCOPE
@@ -389,6 +392,8 @@ async def test_hands_declare_their_tools_and_tools_lists_them_by_pool(
     assert tools["send_unsafe"]["policy"] == "unsafe"
     assert tools["send_safe"]["args_schema"]["properties"]["to"]["type"] == "string"
     assert "pool email:" in shown.stdout and "send_query" in shown.stdout
+    assert tools["send_invoice"]["approval_when"] == {"arg": ["amount"], "op": ">", "value": 100}
+    assert "approval when amount > 100" in shown.stdout
 
     # The same build started again declares nothing new.
     first.kill()
@@ -441,6 +446,47 @@ async def test_pending_show_approve_and_deny_from_the_command_line(agent_run: Ag
     record = await brains.answer(within=60)
     assert record.status == "answered"
     assert run("pending").stdout.strip() == "no call is waiting for approval"
+
+
+async def test_approve_with_edited_arguments_from_the_command_line(agent_run: AgentRun) -> None:
+    brains = agent_run.brains
+    agent_run.start_brain()
+    agent_run.start_hands()
+    await agent_run.submit("invoicer")
+    env = brains.settings()
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return brainhands(*args, cwd=brains.tmp_path, env=env)
+
+    async def one_pending() -> bool:
+        async with brains.client() as client:
+            return len(await client.pending_approvals("s1")) == 1
+
+    await eventually(one_pending, within=60, what="the invoice over 100 to wait")
+    listed = run("pending")
+    assert "because the call meets the approval condition amount > 100" in listed.stdout
+    async with brains.client() as client:
+        [bo] = await client.pending_approvals("s1")
+    approve = ("approve", "--session", "s1", "--id", bo.approval_id, "--by", "ops")
+
+    invalid = run(*approve, "--arguments", '{"to": "bo@example.com", "amount": 2.5}')
+    assert invalid.returncode == 2 and "amount: 2.5 is not of type" in invalid.stderr
+    assert "Traceback" not in invalid.stderr
+    edited = run(*approve, "--arguments", '{"to": "bo@example.com", "amount": 250}')
+    assert edited.returncode == 0, edited.stderr
+    assert (
+        f'{bo.approval_id}: approved by ops with arguments {{"to": "bo@example.com", '
+        '"amount": 250}' in edited.stdout
+    )
+    assert (await brains.answer(within=60)).status == "answered"
+    sends = (await agent_run.email.ledger())["sends"]
+    assert sorted(s["subject"] for s in sends) == ["invoice 250", "invoice 50"]
+
+
+@pytest.mark.parametrize(("given", "why"), [("{amount: 250}", "not JSON"), ("[1]", "JSON object")])
+async def test_approve_refuses_arguments_that_are_no_json_object(given: str, why: str) -> None:
+    with pytest.raises(InvalidRequest, match=f"--arguments is .*{why}"):
+        await acting.approve(argparse.Namespace(arguments=given))
 
 
 def test_show_names_the_command_that_resumes_a_stopped_run() -> None:

@@ -197,6 +197,8 @@ async def test_approvals_are_the_tenants_own_and_decided_once_and_a_run_is_colle
 
     async with connected(url, acme) as client:
         decide = {"session_id": "s1", "approval_id": ana, "decision_id": "d1"}
+        unfit = await client.call_tool("approve", {**decide, "arguments": {"subject": "hi"}})
+        assert '"to" is a required property' in refusal(unfit)  # and nothing was recorded:
         approved = out(await client.call_tool("approve", decide))
         twice = out(await client.call_tool("approve", decide))
         denied = out(

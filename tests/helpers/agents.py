@@ -67,6 +67,14 @@ agents.add(
 )
 agents.add(
     Agent(
+        name="invoicer",  # send_invoice needs approval of an amount over 100 only
+        model=ScriptedModel(SCRIPTS / "invoicer.json", log_path=LOG),
+        system="You send invoices.",
+        tools=("send_invoice",),
+    )
+)
+agents.add(
+    Agent(
         name="patient",  # one slow send, then an answer: messages arrive while it runs
         model=ScriptedModel(SCRIPTS / "patient.json", log_path=LOG),
         system="You send emails and read what you are told meanwhile.",

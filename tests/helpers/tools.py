@@ -13,7 +13,7 @@ from pydantic import BaseModel
 
 from brainhands.examples.notify import tools as notify_tools
 from brainhands.examples.notify.email_client import EmailClient, EmailServiceUnavailable
-from brainhands.hands import QueryAnswer, RetryPolicy, ToolContext, ToolError, tool
+from brainhands.hands import QueryAnswer, RetryPolicy, ToolContext, ToolError, arg, tool
 
 
 class Email(BaseModel):
@@ -156,6 +156,18 @@ async def send_after_work(args: Email, ctx: ToolContext) -> dict[str, Any]:
 async def send_gated(args: Email, ctx: ToolContext) -> dict[str, Any]:
     """Sends an email once a person approved the call (the tool's declaration says so)."""
     return await deliver(args, ctx)
+
+
+class Invoice(BaseModel):
+    to: str
+    amount: int
+
+
+@tool(pool="email", policy="safe", retry=FAST_RETRY, approval=arg("amount") > 100)
+async def send_invoice(args: Invoice, ctx: ToolContext) -> dict[str, Any]:
+    """Sends an invoice by email; one over 100 waits for a person's approval (the
+    declaration's condition), who may lower its amount."""
+    return await deliver(Email(to=args.to, subject=f"invoice {args.amount}"), ctx)
 
 
 @tool(pool="email", policy="query", query=notify_tools.was_sent, timeout=60)

@@ -33,8 +33,9 @@ generation task's phases:
 - ``apply``: appends the tool results in call order, uncertain and failed ones included
   and labelled as such, for the model to judge.
 
-A call of a tool that needs approval (its declaration says so, or the agent's ``approval``
-names it) is not dispatched in ``tools``: it becomes an approval task (``brain.approval``)
+A call of a tool that needs approval (its declaration says so, for every call or for those
+whose arguments meet its condition, or the agent's ``approval`` names it) is not
+dispatched in ``tools``: it becomes an approval task (``brain.approval``)
 that dispatches it once approved, and whose denial ``apply`` hands the model as a refusal.
 """
 
@@ -81,6 +82,7 @@ from brainhands.shared.errors import ConfigurationError, InvalidRequest
 from brainhands.shared.hosted import HostedAgent
 from brainhands.shared.store import SubmissionRecord, TenantCharge, ToolCatalog
 from brainhands.shared.tools import (
+    ToolDeclaration,
     describe_invalid_arguments,
     function_schema,
     model_schema,
@@ -229,6 +231,14 @@ def _with_default_context(agent: Agent, window: int | None) -> Agent:
         )
         return agent
     return dataclasses.replace(agent, context=default_policy(window))
+
+
+def approval_gate(agent: Agent, call: ToolCall, declared: ToolDeclaration | None) -> str | None:
+    """Why ``agent``'s ``call`` waits for approval (its grant says so, or the declaration of
+    the tool, ``declared``: None for a task tool); None when it is dispatched at once."""
+    if call.name in agent.approval:
+        return f"agent {agent.name!r} is granted the tool under approval"
+    return declared.approval_reason(call.arguments) if declared is not None else None
 
 
 def start_agent_or_task(submission: SubmissionRecord, hosted: Collection[str] = ()) -> Child:
@@ -406,10 +416,8 @@ def agent_kinds(
             plan.append({"call_id": call.id, "name": call.name, "refused": refusal})
             if refusal is not None:
                 continue
-            gated = call.name in agent.approval or (
-                task_tool is None and declared[call.name].approval
-            )
-            if gated:
+            gate = approval_gate(agent, call, None if task_tool else declared[call.name])
+            if gate is not None:
                 request = ApprovalRequest(
                     tool=call.name,
                     arguments=call.arguments,
@@ -418,6 +426,7 @@ def agent_kinds(
                     expires_in=agent.approval_expiry,
                     on_expiry=agent.on_expiry,
                     task_kind=task_tool.kind if task_tool is not None else None,
+                    reason=gate,
                 )
                 children.append(Child(APPROVAL_KIND, request.input()))
             elif task_tool is not None:

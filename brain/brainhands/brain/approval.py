@@ -9,12 +9,21 @@ dispatches the call (the decision's commit carries the tool task and its job); d
 ends with a refusal the model reads. An expiry either denies (``deny``: the timeout is sent
 as the decision) or leaves the call pending and marks it escalated (``escalate``).
 
+An approver may approve with edited arguments (``Client.approve(..., arguments=...)``,
+checked against the tool's declared schema before the decision is recorded). The decision
+holds both versions; the call is dispatched with the edited one only, frozen in its tool
+task and operation like any call's, and the model reads beside the outcome that the
+approver edited the call and what ran. The original arguments are never dispatched: a
+Brain that dies after the decision's commit finds the edited call recorded, one that dies
+before it carries out the same recorded decision again.
+
 Its phases are light: the decision, the dispatch and the outcome are each applied in the
 commit that makes them possible.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -54,8 +63,12 @@ class ApprovalRequest:
     """Made in a call's place where it was dispatched (``brain.dispatch``), not by an
     agent: the approval ends as its call ended, so the task that made the call reads the
     call's own outcome; denied or expired, it fails with the refusal."""
+    reason: str | None = None
+    """Why the call needs approval (its tool's declaration or condition, the agent's grant),
+    as its approver reads it."""
 
     def input(self) -> dict[str, Any]:
+        reason = {} if self.reason is None else {"reason": self.reason}
         return {
             "tool": self.tool,
             "arguments": self.arguments,
@@ -66,6 +79,7 @@ class ApprovalRequest:
             "task_kind": self.task_kind,
             "operation_id": self.operation_id,
             "mirror": self.mirror,
+            **reason,
         }
 
 
@@ -102,7 +116,8 @@ def approval_kinds() -> TaskRegistry:
             decision = dict(signal.payload)
         decision["at"] = signal.received_at
         if decision["verdict"] == "approved":
-            kind, arguments = task.input.get("task_kind"), task.input["arguments"]
+            kind = task.input.get("task_kind")
+            arguments = decision.get("arguments", task.input["arguments"])
             if kind is not None:
                 return Spawn([Child(kind, arguments)], then="done", state=decision)
             return Dispatch(
@@ -127,6 +142,21 @@ def approval_kinds() -> TaskRegistry:
             if outcome.outcome == "succeeded":
                 return Finish(outcome.result)
             return Fail(outcome.error)
-        return Finish({**child_tool_outcome(outcome).for_model(), "decision": task.state})
+        shown = {**child_tool_outcome(outcome).for_model(), "decision": task.state}
+        return Finish(shown | edit_note(task.state))
 
     return registry
+
+
+def edit_note(decision: dict[str, Any]) -> dict[str, Any]:
+    """What the model reads of an approver's edit beside the call's outcome: that the call
+    ran with other arguments than it asked for, and which (nothing when it was not edited)."""
+    if "arguments" not in decision:
+        return {}
+    return {
+        "edited": (
+            f"{decision['by']} approved the call with edited arguments: it ran with "
+            f"{json.dumps(decision['arguments'], sort_keys=True)}, not the arguments asked for"
+        ),
+        "arguments": decision["arguments"],
+    }

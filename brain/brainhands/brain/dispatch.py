@@ -5,7 +5,9 @@ the outbox of the same commit, so no job is ever sent for a call that was not re
 the sweeper can send it again from the row. Arguments too large to go inline are stored once,
 as a blob of that commit, and both refer to it.
 
-A call of a tool declared ``approval=True`` is dispatched only under an approval: made by
+A call of a tool that needs approval -- declared ``approval=True``, or with a condition its
+arguments meet (``shared.conditions``, decided here and recorded by this commit: the
+approval task, or the tool task, is the answer) -- is dispatched only under an approval: made by
 an approval task (``brain.approval``: the approved call itself), or by a task below one (an
 approved task tool's task: what its approver approved). Any other caller -- a task kind
 started from a raw submission, a compensation, a follow-up -- gets an approval task in the
@@ -49,8 +51,9 @@ def dispatch(edits: SessionEdits, draft: Draft, task: TaskRecord, call: Call) ->
         declared = edits.tools.get(call.tool)
     except UnknownToolError as exc:
         return undeclared(edits, draft, task, call, exc)
-    if declared.approval and not approved(edits, task):
-        return ask_approval(edits, draft, task, call)
+    reason = declared.approval_reason(call.arguments)  # None at once for most tools
+    if reason is not None and not approved(edits, task):
+        return ask_approval(edits, draft, task, call, reason)
     task_id = edits.new_id(draft)
     operation_id = derive_operation_id(edits.session.uid, task_id, call.operation_id)
     arguments, blob_id = call.arguments, None
@@ -110,10 +113,13 @@ def approved(edits: SessionEdits, task: TaskRecord) -> bool:
     return False
 
 
-def ask_approval(edits: SessionEdits, draft: Draft, task: TaskRecord, call: Call) -> str:
-    """Put an approval task, made by ``task``, in the place of ``call``: it waits for a
-    decision (listed in the session's pending approvals), then dispatches the call and ends
-    as the call ended (``mirror``); denied or expired, it fails with the refusal."""
+def ask_approval(
+    edits: SessionEdits, draft: Draft, task: TaskRecord, call: Call, reason: str
+) -> str:
+    """Put an approval task, made by ``task``, in the place of ``call`` (which needs one for
+    ``reason``): it waits for a decision (listed in the session's pending approvals), then
+    dispatches the call and ends as the call ended (``mirror``); denied or expired, it
+    fails with the refusal."""
     request = ApprovalRequest(
         tool=call.tool,
         arguments=call.arguments,
@@ -121,6 +127,7 @@ def ask_approval(edits: SessionEdits, draft: Draft, task: TaskRecord, call: Call
         agent=task.kind,
         operation_id=call.operation_id,
         mirror=True,
+        reason=reason,
     )
     return edits.spawn(draft, Child(APPROVAL_KIND, request.input()), parent=task.id)
 

@@ -5,6 +5,7 @@ Declare a tool with ``@tool``; run a pool with ``brainhands hands --pool NAME --
 
 from brainhands.hands.context import ToolContext
 from brainhands.hands.tool import tool
+from brainhands.shared.conditions import arg
 from brainhands.shared.errors import LeaseLost, ToolError, ToolUncertain
 from brainhands.shared.tools import QueryAnswer, ReplayPolicy, RetryPolicy
 
@@ -16,5 +17,6 @@ __all__ = [
     "ToolContext",
     "ToolError",
     "ToolUncertain",
+    "arg",
     "tool",
 ]

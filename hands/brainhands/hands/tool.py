@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TypeVar
 
+from brainhands.shared.conditions import Condition
 from brainhands.shared.tools import (
     QueryFunction,
     ReplayPolicy,
@@ -26,7 +27,7 @@ def tool(
     timeout: float = 60.0,
     retry: RetryPolicy | None = None,
     description: str | None = None,
-    approval: bool = False,
+    approval: bool | Condition = False,
     compensate: str | None = None,
 ) -> Callable[[F], F]:
     """Register ``async def fn(args: Model, ctx: ToolContext)`` as a tool.
@@ -40,7 +41,10 @@ def tool(
     - ``retry``: how failures marked retryable are retried (attempts survive restarts).
     - ``description``: what the model is told (default: the docstring).
     - ``approval``: a model's call waits, with its arguments frozen, until a person or an
-      application approves it (``Client.approve``); a denial reaches the model as a refusal.
+      application approves it (``Client.approve``, which may edit the arguments); a denial
+      reaches the model as a refusal. True: every call; a condition on the arguments
+      (``arg("amount") > 100``, see ``brainhands.shared.conditions``): the calls that meet
+      it, decided by the Brain when it records the call.
     - ``compensate``: the tool that undoes a succeeded call when its task fails or is
       cancelled later (run once, most recent first, with ``{"operation_id", "arguments",
       "result"}`` of the call it undoes; see the README's "Compensation").

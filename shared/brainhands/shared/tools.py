@@ -22,6 +22,7 @@ from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from brainhands.shared.conditions import Condition, approval_reason
 from brainhands.shared.errors import UnknownToolError
 
 ReplayPolicy = Literal["safe", "query", "unsafe"]
@@ -145,7 +146,7 @@ class ToolDeclaration:
     description: str
     args_schema: dict[str, Any]
     approval: bool = False
-    """A model's call of it waits for a decision (``Client.approve`` / ``deny``)."""
+    """Every call of it waits for a decision (``Client.approve`` / ``deny``)."""
     compensate: str | None = None
     """The tool that undoes a succeeded call of it when the task that made the call fails
     or is cancelled (called with the original call's ``operation_id``, ``arguments`` and
@@ -153,6 +154,17 @@ class ToolDeclaration:
     policy_reason: str | None = None
     """Why the tool got its policy when that is not its author's word: an MCP tool's
     annotations, its server's trust, the configuration (``brainhands tools`` shows it)."""
+    approval_when: dict[str, Any] | None = None
+    """The calls of it that wait for a decision: those whose arguments meet this condition
+    (``shared.conditions``, in its JSON form)."""
+
+    def approval_reason(self, arguments: dict[str, Any]) -> str | None:
+        """Why a call of it with ``arguments`` waits for a decision; None when it does not."""
+        if self.approval:
+            return "the tool's declaration asks for approval of every call"
+        if self.approval_when is not None:
+            return approval_reason(self.approval_when, arguments)
+        return None
 
     def schema(self) -> dict[str, Any]:
         """The tool as a model sees it (chat-completions ``tools`` entry)."""
@@ -162,7 +174,7 @@ class ToolDeclaration:
     def digest(self) -> str:
         """Of the whole declaration: equal digests, equal declarations."""
         fields = dataclasses.asdict(self)
-        for name in ("compensate", "policy_reason"):
+        for name in ("compensate", "policy_reason", "approval_when"):
             if fields[name] is None:
                 del fields[name]  # a tool without one keeps the digest it had before
         content = json.dumps(fields, sort_keys=True, separators=(",", ":"))
@@ -189,6 +201,8 @@ class ToolSpec:
     MCP server: the server listed the schema, and validates the arguments itself)."""
     policy_reason: str | None = None
     """Why it got its policy, when it was not declared by its author (an MCP tool)."""
+    approval_when: Condition | None = None
+    """Only the calls whose arguments meet it wait for a decision (``approval`` False)."""
 
     def declaration(self) -> ToolDeclaration:
         """What the Hands serving this tool declare of it in the store."""
@@ -203,6 +217,7 @@ class ToolSpec:
             self.approval,
             self.compensate,
             self.policy_reason,
+            self.approval_when.to_json() if self.approval_when is not None else None,
         )
 
 
@@ -256,7 +271,7 @@ def declare(
     timeout: float,
     retry: RetryPolicy | None,
     description: str | None,
-    approval: bool = False,
+    approval: bool | Condition = False,
     compensate: str | None = None,
 ) -> ToolSpec:
     """Build a ToolSpec from an ``async def tool(args: Model, ctx)`` function; validate it."""
@@ -270,6 +285,12 @@ def declare(
         raise ValueError("timeout must be positive")
     if compensate is not None and not compensate:
         raise ValueError("compensate names the compensating tool")
+    if not isinstance(approval, bool | Condition):
+        raise TypeError(
+            f"approval of tool {fn.__qualname__} is True, False or a condition on its "
+            "arguments (brainhands.arg('amount') > 100), not "
+            f"{type(approval).__name__}: the Brain decides it and never runs tool code"
+        )
     params = list(inspect.signature(fn, eval_str=True).parameters.values())
     if len(params) != 2:
         raise TypeError(f"tool {fn.__qualname__} must take (args: <pydantic model>, ctx)")
@@ -289,6 +310,7 @@ def declare(
         timeout=timeout,
         retry=retry or RetryPolicy(),
         description=description or inspect.getdoc(fn) or "",
-        approval=approval,
+        approval=approval is True,
         compensate=compensate,
+        approval_when=approval if isinstance(approval, Condition) else None,
     )

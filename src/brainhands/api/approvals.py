@@ -11,6 +11,7 @@ from fastapi import APIRouter, Query, Request
 from brainhands.api.bodies import (
     NAME,
     ApprovalId,
+    ApproveBody,
     DecisionBody,
     DecisionOut,
     DenyBody,
@@ -44,7 +45,12 @@ def approval_routes(client: Client, known: KnownSessions, four_eyes: bool) -> AP
         return [{**asdict(p), "session_id": split_key(p.session_id)[1]} for p in pending]
 
     async def decide(
-        session_id: str, approval_id: str, request: Request, verdict: Verdict, body: DecisionBody
+        session_id: str,
+        approval_id: str,
+        request: Request,
+        verdict: Verdict,
+        body: DecisionBody,
+        arguments: dict[str, Any] | None = None,
     ) -> DecisionOut:
         who = caller(request)
         [made] = await client.decide(
@@ -56,6 +62,7 @@ def approval_routes(client: Client, known: KnownSessions, four_eyes: bool) -> AP
             decision_id=body.decision_id,
             principal=acting(who),
             four_eyes=four_eyes,
+            arguments=arguments,
         )
         return DecisionOut(**asdict(made))
 
@@ -68,10 +75,13 @@ def approval_routes(client: Client, known: KnownSessions, four_eyes: bool) -> AP
         session_id: SessionId,
         approval_id: ApprovalId,
         request: Request,
-        body: DecisionBody | None = None,
+        body: ApproveBody | None = None,
     ) -> DecisionOut:
-        """Approve a call: it is dispatched once. The same decision twice counts once."""
-        return await decide(session_id, approval_id, request, "approved", body or DecisionBody())
+        """Approve a call: it is dispatched once, with ``arguments`` when the body edits
+        them (422 when they do not fit the tool's schema). The same decision twice counts
+        once."""
+        body = body or ApproveBody()
+        return await decide(session_id, approval_id, request, "approved", body, body.arguments)
 
     @app.post(
         "/sessions/{session_id}/approvals/{approval_id}/deny",

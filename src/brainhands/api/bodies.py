@@ -124,6 +124,12 @@ class DecisionBody(Closed):
     decision_id: str | None = Field(default=None, pattern=NAME)
 
 
+class ApproveBody(DecisionBody):
+    arguments: dict[str, Any] | None = None
+    """The call runs with these instead of the arguments asked for: checked against the
+    tool's declared schema (422 with the reason when they do not fit; nothing recorded)."""
+
+
 class DenyBody(DecisionBody):
     reason: str = Field(min_length=1, max_length=2000)
 
@@ -157,6 +163,8 @@ class DecisionOut(BaseModel):
     new: bool
     principal: str | None
     """Who decided, as their credential says (``key:<id>``)."""
+    arguments: dict[str, Any] | None = None
+    """The arguments the approver edited the call to; null: it ran as asked."""
 
 
 class StreamTokenBody(Closed):

@@ -107,6 +107,13 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--by", help="a name shown with the decision (default: BRAINHANDS_IDENTITY)")
         p.add_argument("--reason", required=verdict == "deny", help="why (the model reads it)")
         p.add_argument("--decision", help="decision id: the same decision twice counts once")
+        if verdict == "approve":
+            p.add_argument(
+                "--arguments",
+                metavar="JSON",
+                help="one call (--id): run it with these arguments instead (checked against "
+                "the tool's schema; the model is told of the edit)",
+            )
         p.set_defaults(run=f"brainhands.cli.acting:{verdict}")
 
     p = sub.add_parser("raise-budget", help="raise a session's budget: a run stopped at it resumes")

@@ -8,11 +8,12 @@ import json
 import sys
 import time
 from datetime import UTC, datetime
+from typing import Any
 
 from brainhands.client.approvals import ALL, Decision
 from brainhands.client.direct import Client
 from brainhands.shared.config import CommonSettings, load_settings
-from brainhands.shared.errors import ConfigurationError, DecisionRefused
+from brainhands.shared.errors import ConfigurationError, DecisionRefused, InvalidRequest
 from brainhands.shared.tenancy import check_tenant
 from brainhands.shared.vocabulary import BUDGET_LIMITS, Verdict
 
@@ -67,14 +68,24 @@ async def compensation(args: argparse.Namespace) -> int:
 
 
 async def approve(args: argparse.Namespace) -> int:
-    return await _decide(args, "approved")
+    if args.arguments is None:
+        return await _decide(args, "approved")
+    try:
+        edit = json.loads(args.arguments)
+    except json.JSONDecodeError as exc:
+        raise InvalidRequest(f"--arguments is not JSON: {exc}") from None
+    if not isinstance(edit, dict):
+        raise InvalidRequest("--arguments is a JSON object of the call's arguments")
+    return await _decide(args, "approved", edit)
 
 
 async def deny(args: argparse.Namespace) -> int:
     return await _decide(args, "denied")
 
 
-async def _decide(args: argparse.Namespace, verdict: Verdict) -> int:
+async def _decide(
+    args: argparse.Namespace, verdict: Verdict, arguments: dict[str, Any] | None = None
+) -> int:
     async with await Client.from_settings(settings_for(args)) as client:
         decisions = await client.decide(
             args.session,
@@ -83,6 +94,7 @@ async def _decide(args: argparse.Namespace, verdict: Verdict) -> int:
             by=args.by,
             reason=args.reason,
             decision_id=args.decision,
+            arguments=arguments,
         )
     return _report(args.session, decisions)
 
@@ -92,7 +104,8 @@ def _report(session_id: str, decisions: list[Decision]) -> int:
         print(f"session {session_id} has no call waiting for approval")
     for d in decisions:
         seen = "" if d.new else " (decided before: counted once)"
-        print(f"{d.approval_id}: {d.verdict} by {d.by}{seen}")
+        edit = "" if d.arguments is None else f" with arguments {json.dumps(d.arguments)}"
+        print(f"{d.approval_id}: {d.verdict} by {d.by}{edit}{seen}")
     return 0
 
 
@@ -110,4 +123,6 @@ async def pending(args: argparse.Namespace) -> int:
         flag = "  ESCALATED" if a.escalated else ""
         print(f"{a.session_id}  {a.approval_id}  {a.tool} {json.dumps(a.arguments)}")
         print(f"    asked by {a.agent} at {since} ({age:.0f}s ago){flag}")
+        if a.reason is not None:
+            print(f"    because {a.reason}")
     return 0

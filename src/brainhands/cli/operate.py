@@ -22,6 +22,7 @@ from brainhands.client.approvals import PendingApproval, pending_approvals
 from brainhands.client.budgets import BudgetStop, budget_stop_of, session_usage
 from brainhands.client.direct import Client
 from brainhands.shared.broker import Broker
+from brainhands.shared.conditions import describe
 from brainhands.shared.config import CommonSettings, load_settings, redacted_url
 from brainhands.shared.parking import list_parked, replay_parked
 from brainhands.shared.store import (
@@ -80,10 +81,12 @@ async def tools(args: argparse.Namespace) -> int:
         print(f"pool {pool}:")
         for d in group:
             summary = d.description.splitlines()[0] if d.description else ""
-            gate = "approval" if d.approval else ""
+            gate = "approval" if d.approval else "approval?" if d.approval_when else ""
             print(f"  {d.name:<24} {d.policy:<7} {gate:<8} {summary}")
             if d.policy_reason:
                 print(f"  {'':<24} {d.policy} because: {d.policy_reason}")
+            if d.approval_when:
+                print(f"  {'':<24} approval when {describe(d.approval_when)}")
     return 0
 
 

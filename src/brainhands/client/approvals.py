@@ -5,6 +5,11 @@ A decision is the one exclusive signal its approval task waits for
 wake-up; the inbox's unique key makes the first decision the only one. A decision sent
 again (same verdict) is answered with the decision that counted; the other verdict is
 refused (``DecisionRefused``), as is any decision once the call expired or ended.
+
+An approval may edit the call's arguments: the edit is checked against the schema the
+tool's Hands declared before anything is recorded (``InvalidRequest`` saying what is wrong,
+the call still pending), and the decision keeps both versions; the Brain dispatches the
+edited one (``brain.approval``).
 """
 
 from __future__ import annotations
@@ -14,6 +19,8 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+import jsonschema_rs
 
 from brainhands.client.four_eyes import check_four_eyes
 from brainhands.client.submission import DecidedBy
@@ -59,6 +66,8 @@ class PendingApproval:
     expires_at: float | None
     escalated: bool
     """It expired under ``on_expiry="escalate"``: still pending, with no further expiry."""
+    reason: str | None = None
+    """Why the call needs approval (None for calls asked before reasons were kept)."""
 
 
 @dataclass(frozen=True)
@@ -78,6 +87,8 @@ class Decision:
     principal: str | None = None
     """Who decided, as the decider's credential says (``key:<id>`` for an API key, the
     client's identity otherwise); None for an expiry."""
+    arguments: dict[str, Any] | None = None
+    """The arguments the approver edited the call to, which it ran with; None: as asked."""
 
 
 def pending_of(task: TaskRecord) -> PendingApproval:
@@ -92,6 +103,7 @@ def pending_of(task: TaskRecord) -> PendingApproval:
         since=task.created_at,
         expires_at=task.wake_at,
         escalated=bool(state.get("escalated")),
+        reason=task.input.get("reason"),
     )
 
 
@@ -134,11 +146,14 @@ async def decide(
     *,
     principal: str,
     wake: Callable[[str], OutboxMessage],
+    arguments: dict[str, Any] | None = None,
 ) -> list[Decision]:
     """Record ``verdict`` on each approval ``approvals`` names (``approval_ids``), made by
     ``decided_by``'s principal (default: ``principal``) and shown as its ``by`` (default:
-    the principal): ``Client.decide``."""
+    the principal), the call edited to ``arguments`` when given: ``Client.decide``."""
     ids = await approval_ids(store, session_id, approvals)
+    if arguments is not None and (verdict != "approved" or len(ids) != 1):
+        raise InvalidRequest("edited arguments come with the approval of one call")
     who = decided_by.get("principal") or principal
     return [
         await _decide_one(
@@ -152,6 +167,7 @@ async def decide(
             wake=wake,
             principal=who,
             four_eyes=decided_by.get("four_eyes", False),
+            arguments=arguments,
         )
         for approval_id in ids
     ]
@@ -169,10 +185,11 @@ async def _decide_one(
     wake: Callable[[str], OutboxMessage],
     principal: str,
     four_eyes: bool = False,
+    arguments: dict[str, Any] | None = None,
 ) -> Decision:
     """Record ``verdict`` on approval ``approval_id`` (once), for a Brain to carry out,
-    made by ``principal``. ``four_eyes``: refused (``DecisionRefused``) when ``principal``
-    submitted to the session."""
+    made by ``principal``, with the call's ``arguments`` edited when given. ``four_eyes``:
+    refused (``DecisionRefused``) when ``principal`` submitted to the session."""
     task = (await store.queries.tasks_by_ids([approval_id])).get(approval_id)
     if task is None or task.kind != APPROVAL_KIND or task.session_id != session_id:
         raise NotFoundError(f"session {session_id} has no approval {approval_id!r}")
@@ -186,8 +203,8 @@ async def _decide_one(
             raise DecisionRefused(
                 f"approval {approval_id!r} is no longer pending: its call ended {task.outcome}"
             )
-        return _counted(approval_id, made, verdict, new=False)
-    payload = {
+        return _counted(approval_id, made, verdict, arguments, new=False)
+    payload: dict[str, Any] = {
         "verdict": verdict,
         "by": by,
         "reason": reason,
@@ -195,14 +212,58 @@ async def _decide_one(
         "at": time.time(),
         "principal": principal,
     }
+    if arguments is not None:
+        await check_edit(store, task, arguments)
+        payload |= {"arguments": arguments, "original_arguments": task.input["arguments"]}
     receipt = await store.inbox.send_signal(
         session_id=session_id, name=name, signal_id=name, payload=payload, wake=wake
     )
-    return _counted(approval_id, receipt.request, verdict, new=receipt.created)
+    return _counted(approval_id, receipt.request, verdict, arguments, new=receipt.created)
 
 
-def _counted(approval_id: str, made: InboxRecord, verdict: Verdict, *, new: bool) -> Decision:
-    """The decision ``made`` holds, when ``verdict`` agrees with it; refused otherwise."""
+async def check_edit(store: Store, task: TaskRecord, arguments: dict[str, Any]) -> None:
+    """``InvalidRequest`` saying why, unless ``arguments`` may replace the arguments of the
+    call approval ``task`` holds: a call of a Hands tool, and valid by the schema its Hands
+    declared (what the tool will validate them with)."""
+    tool = task.input["tool"]
+    if task.input.get("task_kind") is not None:
+        raise InvalidRequest(f"the call of {tool!r} starts a task: its arguments are not edited")
+    if not isinstance(arguments, dict):
+        raise InvalidRequest("edited arguments are a JSON object")
+    declared = {d.name: d for d in await store.declarations.tools()}.get(tool)
+    if declared is None:
+        raise InvalidRequest(f"no Hands pool declares {tool!r} now: an edit cannot be checked")
+    check_arguments(tool, declared.args_schema, arguments)
+
+
+def check_arguments(tool: str, schema: dict[str, Any], arguments: dict[str, Any]) -> None:
+    """``InvalidRequest`` naming each problem, unless ``arguments`` are valid by ``schema``,
+    the JSON schema ``tool`` was declared with. Offline: a schema's remote ``$ref`` (an MCP
+    server's schema is the server's to write) is never fetched by the API."""
+    try:
+        validator = jsonschema_rs.validator_for(schema, offline=True)
+    except jsonschema_rs.ValidationError as exc:
+        raise InvalidRequest(
+            f"the schema {tool!r} is declared with cannot check an edit: {exc.message}"
+        ) from None
+    problems = [
+        f"{'.'.join(map(str, e.instance_path)) or 'arguments'}: {e.message}"
+        for e in validator.iter_errors(arguments)
+    ]
+    if problems:
+        raise InvalidRequest(f"edited arguments of {tool!r} are invalid: {'; '.join(problems)}")
+
+
+def _counted(
+    approval_id: str,
+    made: InboxRecord,
+    verdict: Verdict,
+    arguments: dict[str, Any] | None,
+    *,
+    new: bool,
+) -> Decision:
+    """The decision ``made`` holds, when ``verdict`` (and the edit to ``arguments``, if
+    any) agrees with it; refused otherwise."""
     body = made.body if isinstance(made.body, dict) else {}
     if body.get("timed_out"):
         reason = "the approval expired"
@@ -223,11 +284,18 @@ def _counted(approval_id: str, made: InboxRecord, verdict: Verdict, *, new: bool
             p["at"],
             new=new,
             principal=p.get("principal"),
+            arguments=p.get("arguments"),
         )
     if decision.verdict != verdict:
         when = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(decision.decided_at))
         raise DecisionRefused(
             f"approval {approval_id!r} was already {decision.verdict} by {decision.by} at "
             f"{when} UTC ({decision.reason or 'no reason given'}): it cannot be {verdict} now"
+        )
+    if arguments is not None and decision.arguments != arguments:
+        raise DecisionRefused(
+            f"approval {approval_id!r} was already approved by {decision.by} with "
+            f"{'other edited arguments' if decision.arguments else 'its arguments as asked'}"
+            ": it cannot be approved with these now"
         )
     return decision

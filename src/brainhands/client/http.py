@@ -232,7 +232,8 @@ class HttpClient:
     async def approve(
         self, session_id: str, approvals: str | Sequence[str], **decision: Any
     ) -> list[Decision]:
-        """Approve the named calls (``by``, ``reason``, ``decision_id`` as the API takes)."""
+        """Approve the named calls (``by``, ``reason``, ``decision_id`` and, for one call,
+        ``arguments``, its edit, as the API takes them)."""
         return await self._decide(session_id, approvals, "approve", decision)
 
     async def deny(

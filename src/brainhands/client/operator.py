@@ -6,7 +6,7 @@ published at once, as a submission is (``client.direct``)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Protocol, Unpack
+from typing import Any, Protocol, Unpack
 
 from brainhands.client.approvals import AllPending, Decision, decide
 from brainhands.client.budgets import TenantBudgetSet, raise_budget, set_tenant_budget
@@ -34,6 +34,8 @@ class _Client(Protocol):
         approvals: str | Sequence[str] | AllPending,
         verdict: Verdict,
         reason: str | None = None,
+        *,
+        arguments: dict[str, Any] | None = None,
         **decided_by: Unpack[DecidedBy],
     ) -> list[Decision]: ...
 
@@ -47,11 +49,15 @@ class OperatorActs:
         approvals: str | Sequence[str] | AllPending,
         *,
         reason: str | None = None,
+        arguments: dict[str, Any] | None = None,
         **decided_by: Unpack[DecidedBy],
     ) -> list[Decision]:
         """Approve calls waiting in ``session_id`` (one id, several, or ``ALL``: every one
-        pending now): each is dispatched once, by a Brain. See ``decide``."""
-        return await self.decide(session_id, approvals, "approved", reason, **decided_by)
+        pending now): each is dispatched once, by a Brain. ``arguments``: the one call
+        named runs with these instead of the arguments asked for. See ``decide``."""
+        return await self.decide(
+            session_id, approvals, "approved", reason, arguments=arguments, **decided_by
+        )
 
     async def deny(
         self: _Client,
@@ -71,6 +77,8 @@ class OperatorActs:
         approvals: str | Sequence[str] | AllPending,
         verdict: Verdict,
         reason: str | None = None,
+        *,
+        arguments: dict[str, Any] | None = None,
         **decided_by: Unpack[DecidedBy],
     ) -> list[Decision]:
         """Record one decision per approval, each kept with who, when and why: who as the
@@ -84,6 +92,11 @@ class OperatorActs:
         ``NotFoundError`` for an approval the session does not have. Every pending call
         is decided only when asked for by ``ALL``, never by omission: a decision names
         what it decides.
+
+        ``arguments`` (an approval of one call): the call runs with these, checked against
+        its tool's declared schema first (``InvalidRequest`` with the reason: nothing is
+        recorded, the call stays pending); the decision keeps them beside the arguments
+        asked for, and the model reads that the approver edited the call.
         """
         key = self.key(session_id)
         wake = self._wake(key, "decision")
@@ -96,6 +109,7 @@ class OperatorActs:
             decided_by,
             principal=self.principal,
             wake=wake,
+            arguments=arguments,
         )
         await self._relay.flush()
         return decisions

@@ -179,10 +179,17 @@ class AgentServer(MCPServer[Any]):
         by: By = None,
         reason: Annotated[str | None, Field(max_length=2000)] = None,
         decision_id: DecisionId = None,
+        arguments: Annotated[
+            dict[str, Any] | None,
+            Field(description="run the call with these arguments instead (checked first)"),
+        ] = None,
     ) -> dict[str, Any]:
-        """Approve a call waiting for a decision: it is dispatched once. The same decision
-        twice counts once; approving a call already denied is refused."""
-        return await self._decide(ctx, session_id, approval_id, "approved", by, reason, decision_id)
+        """Approve a call waiting for a decision: it is dispatched once, with ``arguments``
+        when given (refused, the call still pending, when the tool's schema refuses them).
+        The same decision twice counts once; approving a call already denied is refused."""
+        return await self._decide(
+            ctx, session_id, approval_id, "approved", by, reason, decision_id, arguments
+        )
 
     async def deny(
         self,
@@ -206,6 +213,7 @@ class AgentServer(MCPServer[Any]):
         by: str | None,
         reason: str | None,
         decision_id: str | None,
+        arguments: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         who = await self._caller(ctx, "approve")
         with _refusals():
@@ -217,6 +225,7 @@ class AgentServer(MCPServer[Any]):
                 by=by or who.principal.name,
                 decision_id=decision_id,
                 principal=who.acting,
+                arguments=arguments,
             )
         return asdict(made)
 

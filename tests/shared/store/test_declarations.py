@@ -9,6 +9,7 @@ from brainhands.shared.store.catalog import ToolCatalog
 from brainhands.shared.tools import ToolDeclaration
 
 SEND = ToolDeclaration("send", "email", "query", "Send one email.", {"type": "object"})
+OVER_100 = {"arg": ["amount"], "op": ">", "value": 100}
 FETCH = ToolDeclaration("fetch", "default", "safe", "Fetch a page.", {"type": "object"})
 
 
@@ -37,6 +38,10 @@ async def test_declarations_are_kept_by_name_and_rewritten_only_when_they_change
     assert await store.declarations.declare_tools([mcp]) == []
     assert mcp in await store.declarations.tools()
     assert mcp.digest != ToolDeclaration("bank.balance", "bank", "safe", "", {}).digest
+    # A condition for approval travels with the declaration, for a Brain to decide.
+    pay = ToolDeclaration("pay", "bank", "unsafe", "", {}, approval_when=OVER_100)
+    assert await store.declarations.declare_tools([pay]) == []
+    assert pay in await store.declarations.tools()
     # (pinned: a build with the field re-declares none of the tools declared before it)
     assert SEND.digest == "3f8969ef800537e3dedf31aa6def1ee03eea0a3a81fa203fa995d8b874c986a4"
 

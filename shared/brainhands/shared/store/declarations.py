@@ -49,6 +49,7 @@ class Declarations:
                     "approval": d.approval,
                     "compensate": d.compensate,
                     "policy_reason": d.policy_reason,
+                    "approval_when": d.approval_when,
                     "digest": d.digest,
                     "declared_at": now,
                 }
@@ -73,6 +74,7 @@ class Declarations:
                 r.approval,
                 compensate=r.compensate,
                 policy_reason=r.policy_reason,
+                approval_when=r.approval_when,
             )
             for r in rows
         ]

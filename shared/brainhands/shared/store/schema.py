@@ -294,6 +294,9 @@ tool_declaration = Table(
     Column("compensate", String(128), nullable=True),
     # Why the tool got its policy, when that is not simply its author's word (an MCP tool).
     Column("policy_reason", Text, nullable=True),
+    # The condition on a call's arguments under which it waits for approval (JSON, see
+    # ``shared.conditions``), if any: null on rows written before it existed.
+    Column("approval_when", JSON, nullable=True),
     # Of the declaration's content: a build that declares the same tool differently is seen.
     Column("digest", String(64), nullable=False),
     Column("declared_at", Float, nullable=False),
