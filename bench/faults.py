@@ -30,8 +30,12 @@ worker SIGKILLed every 0.3-1 s and started again, the deployment's Redis state d
 over two ``query`` tools, one working three lease TTLs: ``tests/helpers/storm.py``; no call
 may fail by churn alone). The namespaces need root (``ip netns``) and, for the loss, ``nft``.
 
+``limits`` is a soak of its own, with a table of its own (``bench._limits``): ``--limit-calls``
+calls to a tool limited to 20 a second and a tenth as many to one limited to 3 at once, run
+by three Hands while one is SIGKILLed every few seconds, judged at the tools' ledgers.
+
     .venv/bin/python -m bench.faults [--faults NAME ...] [--batches B] [--in-flight N]
-        [--delay S] [--drops D] [--timeout S]
+        [--delay S] [--drops D] [--timeout S] [--limit-calls N]
 """
 
 from __future__ import annotations
@@ -49,6 +53,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bench._limits import report_limits, soak_limits
 from bench._services import add_service_urls, drop_schemas, new_parser, run_names, stop_on_sigterm
 from bench._stats import machine, percentile, print_table
 from brainhands.shared.config import normalize_database_url
@@ -290,6 +295,9 @@ FAULTS: dict[str, Fault] = {
     "churn-storm": Fault(system_services, blow_a_churn_storm, tools=STORM_TOOLS),
 }
 
+LIMITS = "limits"
+"""The limits soak's name (``bench._limits``)."""
+
 
 # One run ---------------------------------------------------------------------------------------
 
@@ -412,7 +420,11 @@ def report(rows: Sequence[Row]) -> None:
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = new_parser(__doc__)
     parser.add_argument(
-        "--faults", nargs="+", choices=sorted(FAULTS), default=list(FAULTS), help="which faults"
+        "--faults",
+        nargs="+",
+        choices=sorted([*FAULTS, LIMITS]),
+        default=list(FAULTS),
+        help=f"which faults ({LIMITS}: the limits soak, not run by default)",
     )
     parser.add_argument("--batches", type=int, default=30, help="sessions of 5 emails per fault")
     parser.add_argument(
@@ -421,10 +433,16 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--delay", type=float, default=0.2, help="seconds every send takes")
     parser.add_argument("--drops", type=int, default=5, help="receipts the service loses")
     parser.add_argument("--timeout", type=float, default=240.0, help="seconds a run may take")
+    parser.add_argument(
+        "--limit-calls", type=int, default=1000, help="calls to the 20/s tool (limits soak)"
+    )
     add_service_urls(parser, "postgres", "rabbitmq", "redis")
     args = parser.parse_args(argv)
-    if min(args.batches, args.in_flight) < 1 or args.delay < 0 or args.drops < 0:
-        parser.error("--batches and --in-flight must be positive, --delay and --drops not negative")
+    if min(args.batches, args.in_flight, args.limit_calls) < 1 or args.delay < 0 or args.drops < 0:
+        parser.error(
+            "--batches, --in-flight and --limit-calls must be positive, "
+            "--delay and --drops not negative"
+        )
     return args
 
 
@@ -434,8 +452,12 @@ async def main(args: argparse.Namespace) -> None:
     rows = []
     for name in args.faults:
         with tempfile.TemporaryDirectory(prefix=f"brainhands-bench-faults-{name}-") as tmp:
-            rows.append(await soak(args, name, Path(tmp)))
-    report(rows)
+            if name == LIMITS:
+                report_limits(*await soak_limits(args, Path(tmp)))
+            else:
+                rows.append(await soak(args, name, Path(tmp)))
+    if rows:
+        report(rows)
     print(f"({machine()})")
 
 

@@ -20,6 +20,7 @@ from brainhands.hands.settings import HandsSettings
 from brainhands.hands.worker import HandsWorker
 from brainhands.shared.config import load_settings
 from brainhands.shared.errors import ConfigurationError
+from brainhands.shared.limiter import Limiter
 from brainhands.shared.runtime import open_services
 from brainhands.shared.serving import serve
 from brainhands.shared.tools import load_tool_modules
@@ -67,6 +68,9 @@ async def hands(args: argparse.Namespace) -> int:
             concurrency=args.concurrency or settings.concurrency,
             shutdown_grace=settings.shutdown_grace,
             max_inline_result=settings.max_inline_result,
+            limiter=Limiter(services.redis, services.keys, slot_ttl_ms=settings.lease_ttl_ms),
+            limit_rules=settings.limit_rules,
+            waiting_room=settings.limit_waiting,
         )
         run: Callable[[asyncio.Event], Awaitable[None]] = worker.run
         if mcp is not None:

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from brainhands.shared.config import CommonSettings
+from brainhands.shared.limits import LimitRules, parse_limit_rules
 from brainhands.shared.messages import MAX_INLINE_JSON
 
 
@@ -28,3 +29,22 @@ class HandsSettings(CommonSettings):
     mcp_relist_interval: float = Field(default=60.0, gt=0)
     """Seconds between two listings of the MCP servers' tools: a tool added or changed
     since is declared again."""
+    tool_limits: str = ""
+    """The operator's limits per tool, per pool and per (tenant, tool), as JSON
+    (``shared.limits.parse_limit_rules``): ``{"tool:send_email": {"rate": 10, "burst": 2},
+    "pool:email": {"concurrency": 20}, "tenant:acme/tool:send_email": {"rate": 1}}``. A
+    ``tool:`` entry replaces the tool's own declaration; every limit that applies holds."""
+    limit_waiting: int = Field(default=64, ge=0)
+    """Jobs a Hands holds waiting for their tools' limits beyond ``concurrency`` (when any
+    tool of its pool is limited): while they wait, other tools' jobs still run."""
+
+    @field_validator("tool_limits")
+    @classmethod
+    def _tool_limits(cls, value: str) -> str:
+        parse_limit_rules(value)
+        return value
+
+    @property
+    def limit_rules(self) -> LimitRules:
+        """The limits of ``tool_limits``."""
+        return parse_limit_rules(self.tool_limits)

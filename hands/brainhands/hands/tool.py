@@ -29,6 +29,9 @@ def tool(
     description: str | None = None,
     approval: bool | Condition = False,
     compensate: str | None = None,
+    rate: float | None = None,
+    burst: int | None = None,
+    concurrency: int | None = None,
 ) -> Callable[[F], F]:
     """Register ``async def fn(args: Model, ctx: ToolContext)`` as a tool.
 
@@ -48,6 +51,11 @@ def tool(
     - ``compensate``: the tool that undoes a succeeded call when its task fails or is
       cancelled later (run once, most recent first, with ``{"operation_id", "arguments",
       "result"}`` of the call it undoes; see the README's "Compensation").
+    - ``rate``, ``burst``, ``concurrency``: calls per second that may start (``burst`` of
+      them at once after a quiet spell; 1 by default) and calls that may run at once,
+      across every Hands of the deployment. A call over a limit waits, its job in hand,
+      and its watchers see ``waiting for rate limit``; ``BRAINHANDS_TOOL_LIMITS`` may
+      replace these (see the README's "Limits").
 
     ``ctx.operation_id`` is the idempotency key: pass it to the external system.
     """
@@ -65,6 +73,9 @@ def tool(
                 description=description,
                 approval=approval,
                 compensate=compensate,
+                rate=rate,
+                burst=burst,
+                concurrency=concurrency,
             )
         )
         return fn

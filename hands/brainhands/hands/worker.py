@@ -8,7 +8,9 @@ query function, or record ``uncertain`` (``hands.decide``). Only an ``unsafe`` c
 ``started`` before it goes out; a ``safe`` or ``query`` one goes from the claim straight to
 the tool. The outcome and its result event are committed together, guarded by the token; the
 job is acked only after that commit (``shared.settlement`` decides how each delivery is
-settled). A call in progress is one object (``hands.running``).
+settled). A call in progress is one object (``hands.running``). Before all that, a job whose
+tool is limited waits, in hand and claiming nothing, until its call is within its limits
+(``hands.admission``).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from brainhands.hands.admission import Admission
 from brainhands.hands.decide import (
     Step,
     after_query,
@@ -48,6 +51,8 @@ from brainhands.shared.errors import (
 )
 from brainhands.shared.keys import operation_resource
 from brainhands.shared.lease import Lease, LeaseManager
+from brainhands.shared.limiter import Limiter
+from brainhands.shared.limits import LimitRules
 from brainhands.shared.live import LivePublisher
 from brainhands.shared.messages import (
     MAX_INLINE_JSON,
@@ -84,6 +89,9 @@ class HandsWorker:
         shutdown_grace: float = 20.0,
         max_inline_result: int = MAX_INLINE_JSON,
         cancel_check_period: float = 1.0,
+        limiter: Limiter | None = None,
+        limit_rules: LimitRules | None = None,
+        waiting_room: int = 0,
     ) -> None:
         self.ledger = ledger
         self.broker = broker
@@ -98,15 +106,25 @@ class HandsWorker:
         self.cancel_check_period = cancel_check_period
         self._live = LivePublisher(broker)
         self._running = RunningCalls()
+        self._admission = Admission(
+            limiter, limit_rules or LimitRules(), registry, pool, self._live.publish
+        )
+        self.waiting_room = waiting_room
+        """Jobs held waiting for their limits beyond ``concurrency`` (when any tool of the
+        pool is limited), so that one tool's waiting calls leave room for the others'."""
+        self._spots = asyncio.Semaphore(concurrency)
+        """Jobs processed at once, waiting ones not counted."""
 
     async def run(self, stop: asyncio.Event) -> None:
         """Consume until ``stop`` is set, then drain: running tools get the grace period."""
         topology = self.broker.topology
         queue = await topology.declare_hands_pool(self.broker.channel, self.pool)
-        consumer = await self.broker.consume(queue, self.handle, prefetch=self.concurrency)
+        room = self.waiting_room if self._admission.limited() else 0
+        consumer = await self.broker.consume(queue, self.handle, prefetch=self.concurrency + room)
         notices = await topology.declare_cancel_listener(self.broker.channel)
         listener = await self.broker.consume(notices, self.on_cancel)
         watcher = asyncio.create_task(self._running.watch(self.ledger, self.cancel_check_period))
+        renewer = asyncio.create_task(self._admission.renew_held())
         log.info("consuming", extra={"event": "consuming", "queue": queue, "pool": self.pool})
         self.consuming = True
         await stop.wait()
@@ -116,6 +134,7 @@ class HandsWorker:
         log.info("draining", extra={"event": "draining", "running": len(self._running)})
         self._running.cancel_all()
         await consumer.cancel(grace=self.shutdown_grace)
+        renewer.cancel()  # held slots are renewed while their calls drain
 
     async def handle(self, message: Message, delivery: Delivery) -> None:
         """Process one delivery; ack only after the outcome is durable."""
@@ -127,7 +146,9 @@ class HandsWorker:
             message.trace,
             {"operation_id": message.operation_id, "tool": message.tool},
         ):
-            await self._handle(message, delivery)
+            # Waiting for a limit takes no spot: other tools' jobs go on meanwhile.
+            async with self._admission.admitted(message), self._spots:
+                await self._handle(message, delivery)
 
     async def _handle(self, job: ToolJob, delivery: Delivery) -> None:
         metrics.labelled(metrics.JOBS_RECEIVED, self.pool).inc()
@@ -344,6 +365,7 @@ class HandsWorker:
         job, spec = call.job, call.spec
         straight = cancel_requested is not None
         while True:
+            await self._admission.before_attempt(job, first=straight)
             unmarked = goes_out_unmarked(
                 spec.policy, straight_from_claim=straight, lease_lasts=lease_vouched(holding)
             )

@@ -60,6 +60,15 @@ class Keys:
         it is there every acquisition is refused."""
         return f"{self.namespace}:store:went-back"
 
+    def limit_rate(self, scope: str) -> str:
+        """The theoretical arrival time of the next call under the limit ``scope``
+        (``shared.limits.Scope``): its rate's state."""
+        return f"{self.namespace}:limit:rate:{scope}"
+
+    def limit_slots(self, scope: str) -> str:
+        """The calls holding a slot of the limit ``scope``, scored by their deadlines."""
+        return f"{self.namespace}:limit:slots:{scope}"
+
     def queue_progress(self) -> str:
         """How far each work queue was delivered: a sorted set, the queue's name scored by
         the publish time of the newest message a consumer received from it."""

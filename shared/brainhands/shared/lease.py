@@ -139,10 +139,10 @@ class LeaseManager:
         self.hand_over = hand_over
         self._redis = redis
         self._keys = keys
-        self._acquire = _register(redis, "acquire.lua")
-        self._renew = _register(redis, "renew.lua")
-        self._release = _register(redis, "release.lua")
-        self._raise_floor = _register(redis, "raise_floor.lua")
+        self._acquire = register_script(redis, "acquire.lua")
+        self._renew = register_script(redis, "renew.lua")
+        self._release = register_script(redis, "release.lua")
+        self._raise_floor = register_script(redis, "raise_floor.lua")
         self._renewer: Renewer[Lease] = Renewer(
             redis,
             lambda leases, client: self.renew_all(leases, redis=client),
@@ -373,7 +373,8 @@ def _holder(lease: Lease) -> str:
     return f"{lease.owner}:{lease.token}"
 
 
-def _register(redis: Redis, name: str) -> AsyncScript:
+def register_script(redis: Redis, name: str) -> AsyncScript:
+    """The script ``lease_scripts/<name>`` of this package, registered on ``redis``."""
     source = (resources.files("brainhands.shared") / "lease_scripts" / name).read_text("utf-8")
     return redis.register_script(source)
 

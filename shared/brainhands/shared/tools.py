@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from brainhands.shared.conditions import Condition, approval_reason
 from brainhands.shared.errors import UnknownToolError
+from brainhands.shared.limits import Limit, make_limit
 
 ReplayPolicy = Literal["safe", "query", "unsafe"]
 REPLAY_POLICIES: tuple[ReplayPolicy, ...] = ("safe", "query", "unsafe")
@@ -203,6 +204,9 @@ class ToolSpec:
     """Why it got its policy, when it was not declared by its author (an MCP tool)."""
     approval_when: Condition | None = None
     """Only the calls whose arguments meet it wait for a decision (``approval`` False)."""
+    limit: Limit | None = None
+    """Its own rate and concurrency limit, across every Hands (``shared.limits``); the
+    operator's ``BRAINHANDS_TOOL_LIMITS`` may replace it."""
 
     def declaration(self) -> ToolDeclaration:
         """What the Hands serving this tool declare of it in the store."""
@@ -273,6 +277,9 @@ def declare(
     description: str | None,
     approval: bool | Condition = False,
     compensate: str | None = None,
+    rate: float | None = None,
+    burst: int | None = None,
+    concurrency: int | None = None,
 ) -> ToolSpec:
     """Build a ToolSpec from an ``async def tool(args: Model, ctx)`` function; validate it."""
     if not inspect.iscoroutinefunction(fn):
@@ -313,4 +320,7 @@ def declare(
         approval=approval is True,
         compensate=compensate,
         approval_when=approval if isinstance(approval, Condition) else None,
+        limit=make_limit(
+            rate=rate, burst=burst, concurrency=concurrency, what=f"tool {fn.__qualname__}"
+        ),
     )
