@@ -8,10 +8,10 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
-from sqlalchemy import event
+from sqlalchemy import event, text
 
 from brainhands.shared.errors import NotFoundError, StaleLeaseError
-from brainhands.shared.store import Draft, Store, load
+from brainhands.shared.store import Draft, Store, load, schema
 from brainhands.shared.store.backends.postgres.rows import ROWS_AS_JSON
 from tests.helpers.stores import StoreTarget, holding_a_transaction, until_waiting_on_a_lock
 
@@ -116,6 +116,37 @@ async def test_the_one_statement_read_gives_the_records_the_reads_by_kind_give(
         assert {k: type(v) for k, v in vars(from_json).items()} == {
             k: type(v) for k, v in vars(by_its_kind).items()
         }
+
+
+@pytest.mark.parametrize("store_target", ["postgres"], indirect=True)
+async def test_rows_with_a_column_a_later_migration_added_are_read_as_this_build_knows_them(
+    store: Store,
+) -> None:
+    """A rolling upgrade: a newer build's migration added columns this build's records do not
+    have; the one-statement read, which returns whole rows, still reads every session."""
+    await store.create_session("s1", compat="v1")
+    await store.claim_session_fence("s1", 1)
+    draft = Draft("s1", version=0, fence=1)
+    draft.add_task(
+        kind="brainhands.tool", kind_version=1, input={}, status="waiting", operation_id="op"
+    )
+    draft.add_submission(request_id="r1", input={}, status="queued")
+    await store.commit(draft)
+    await store.inbox.send_signal(session_id="s1", name="go", signal_id="g", payload=1, wake=None)
+    intent = {"session_id": "s1", "task_id": "t", "tool": "echo", "pool": "p", "arguments": {}}
+    await store.ledger.claim("op", 1, intent=intent)
+    await store.ledger.record_outcome("op", 1, status="succeeded", blob=b'{"r": 1}')
+    before = await store.backend.read(lambda conn: ROWS_AS_JSON.read(conn, ["s1"], [], True))
+
+    async with store.backend.transaction() as conn:
+        for table in (schema.task, schema.submission, schema.inbox, schema.operation):
+            await conn.execute(text(f"ALTER TABLE {table.name} ADD COLUMN later INTEGER DEFAULT 7"))
+
+    after = await store.backend.read(lambda conn: ROWS_AS_JSON.read(conn, ["s1"], [], True))
+    assert after == before
+    rows = after["s1"]
+    assert [len(rows.tasks), len(rows.submissions), len(rows.inbox)] == [1, 1, 1]
+    assert rows.operations["op"].result == {"r": 1}
 
 
 async def test_claiming_a_session_reads_its_state_and_what_its_waits_need(store: Store) -> None:

@@ -53,6 +53,7 @@ from brainhands.shared.store.records import (
     SessionState,
     SubmissionRecord,
     TaskRecord,
+    known,
 )
 
 _s, _e, _t, _sub, _o, _b, _i = (
@@ -149,7 +150,7 @@ def operation_with_result(fields: dict[str, Any], blob: Any) -> OperationRecord:
     """An operation's record from its columns and its result blob's JSON, if it has one."""
     if blob is not None:
         fields["result"] = blob
-    return OperationRecord(**fields)
+    return known(OperationRecord, fields)
 
 
 def _waited_operation(row: Row[Any]) -> OperationRecord:

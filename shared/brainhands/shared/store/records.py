@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from functools import cache
+from typing import Any, Literal, TypeVar
 
 # The final statuses are the core's (``statuses``); the records name them for the store.
 from brainhands.shared.statuses import FINAL_OPERATION_STATUSES as FINAL_OPERATION_STATUSES
@@ -15,6 +17,7 @@ from brainhands.shared.statuses import SubmissionStatus as SubmissionStatus
 from brainhands.shared.tenancy import DEFAULT_TENANT
 
 JSON = Any
+R = TypeVar("R")
 TaskStatus = Literal["pending", "running", "waiting", "sleeping", "completing", "terminal"]
 TaskOutcome = Literal["succeeded", "failed", "cancelled"]
 JoinPolicy = str
@@ -268,3 +271,17 @@ class OperationRecord:
     started_at: float | None
     finished_at: float | None
     updated_at: float
+
+
+@cache
+def _names(record: type) -> frozenset[str]:
+    return frozenset(f.name for f in fields(record))
+
+
+def known(record: type[R], row: Mapping[str, Any]) -> R:
+    """A ``record`` of the columns of ``row`` it has. A read that returns whole rows (the
+    JSON of PostgreSQL's one-statement read) returns a column a later migration added too:
+    during a rolling upgrade, a build that does not know it yet reads the row as it knows
+    it rather than failing on it."""
+    names = _names(record)
+    return record(**{k: v for k, v in row.items() if k in names})

@@ -29,6 +29,7 @@ from brainhands.shared.store.records import (
     InboxRecord,
     SubmissionRecord,
     TaskRecord,
+    known,
 )
 from brainhands.shared.store.schema import (
     blob,
@@ -154,11 +155,11 @@ def _rows_as_json(
 def _parse_rows(rows: dict[str, Any]) -> SessionRows:
     """The records in the JSON object of one session's rows (``_rows_object``)."""
     return SessionRows(
-        [SubmissionRecord(**r) for r in rows["submissions"]],
-        [InboxRecord(**r) for r in rows["inbox"]],
+        [known(SubmissionRecord, r) for r in rows["submissions"]],
+        [known(InboxRecord, r) for r in rows["inbox"]],
         [EntryRecord(*e) for e in rows["entries"] or ()],
         {d[0]: folded(*d) for d in rows["documents"] or ()},
-        [TaskRecord(**t) for t in rows["tasks"] or ()],
+        [known(TaskRecord, t) for t in rows["tasks"] or ()],
         {o["operation_id"]: operation_with_result(o, blob) for o, blob in rows["operations"] or ()},
     )
 
