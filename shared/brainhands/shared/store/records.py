@@ -5,7 +5,6 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
-from functools import cache
 from typing import Any, Literal, TypeVar
 
 # The final statuses are the core's (``statuses``); the records name them for the store.
@@ -273,9 +272,7 @@ class OperationRecord:
     updated_at: float
 
 
-@cache
-def _names(record: type) -> frozenset[str]:
-    return frozenset(f.name for f in fields(record))
+_NAMES: dict[type, frozenset[str]] = {}
 
 
 def known(record: type[R], row: Mapping[str, Any]) -> R:
@@ -283,5 +280,7 @@ def known(record: type[R], row: Mapping[str, Any]) -> R:
     JSON of PostgreSQL's one-statement read) returns a column a later migration added too:
     during a rolling upgrade, a build that does not know it yet reads the row as it knows
     it rather than failing on it."""
-    names = _names(record)
+    names = _NAMES.get(record)
+    if names is None:
+        names = _NAMES[record] = frozenset(f.name for f in fields(record))  # type: ignore[arg-type]
     return record(**{k: v for k, v in row.items() if k in names})
