@@ -5,8 +5,10 @@ Everything a user writes comes from this one module::
     from brainhands import Agent, Dispatch, Finish, TaskKind, TaskRegistry, ToolContext, tool
 
 - tools (run by Hands): ``tool``, ``ToolContext``, ``ToolError``, ``ToolUncertain``,
-  ``QueryAnswer``, ``RetryPolicy``, ``ReplayPolicy``, ``LeaseLost``, and ``arg`` (a
-  condition on a call's arguments under which it needs approval: ``arg("amount") > 100``);
+  ``QueryAnswer``, ``RetryPolicy``, ``ReplayPolicy``, ``LeaseLost``, ``arg`` (a
+  condition on a call's arguments under which it needs approval: ``arg("amount") > 100``),
+  and for tools that run commands ``Sandbox`` (where they run, within which limits) and
+  ``SandboxStopped``;
 - durable tasks (run by Brains): ``TaskKind``, ``TaskRegistry``, ``TaskView``,
   ``PhaseContext``, ``ChildOutcome``, ``ReceivedSignal`` and the phase results ``Goto``,
   ``Sleep``, ``Spawn``, ``Child``, ``Call``, ``Dispatch``, ``WaitSignal``, ``Finish``,
@@ -84,12 +86,13 @@ if TYPE_CHECKING:
         InvalidRequest,
         LeaseLost,
         NotFoundError,
+        SandboxStopped,
         SubmissionFailed,
         ToolError,
         ToolUncertain,
     )
     from brainhands.shared.hosted import ToolPolicy, tool_context
-    from brainhands.shared.tools import QueryAnswer, ReplayPolicy, RetryPolicy
+    from brainhands.shared.tools import QueryAnswer, ReplayPolicy, RetryPolicy, Sandbox
 
 _HOMES: dict[str, tuple[str, ...]] = {
     "brainhands.client.approvals": ("ALL", "Decision", "PendingApproval"),
@@ -113,11 +116,11 @@ _HOMES: dict[str, tuple[str, ...]] = {
     "brainhands.client.http": ("ApiError", "HttpClient", "HttpSubmission", "SyncHttpClient"),
     "brainhands.shared.errors": (
         "AnswerTimeout", "BrainhandsError", "DecisionRefused", "InvalidRequest", "LeaseLost",
-        "NotFoundError", "SubmissionFailed", "ToolError", "ToolUncertain",
+        "NotFoundError", "SandboxStopped", "SubmissionFailed", "ToolError", "ToolUncertain",
     ),
     "brainhands.shared.conditions": ("arg",),
     "brainhands.shared.hosted": ("ToolPolicy", "tool_context"),
-    "brainhands.shared.tools": ("QueryAnswer", "ReplayPolicy", "RetryPolicy"),
+    "brainhands.shared.tools": ("QueryAnswer", "ReplayPolicy", "RetryPolicy", "Sandbox"),
 }  # fmt: skip
 _EXPORTS = {name: module for module, names in _HOMES.items() for name in names}
 _DISTRIBUTIONS = {
@@ -168,6 +171,8 @@ __all__ = [
     "ReceivedSignal",
     "ReplayPolicy",
     "RetryPolicy",
+    "Sandbox",
+    "SandboxStopped",
     "ScriptedModel",
     "SessionView",
     "Sleep",

@@ -1,12 +1,16 @@
-"""What a running tool sees: its idempotency key, its fence, its attempt, and a voice."""
+"""What a running tool sees: its idempotency key, its fence, its attempt, a voice, and the
+sandbox its commands run in."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
+from brainhands.hands.sandbox import CallSandbox, SandboxResult, describe
+from brainhands.shared.errors import SandboxStopped
 from brainhands.shared.messages import LiveNote
 from brainhands.shared.store import OperationLedger
 
@@ -21,7 +25,8 @@ class ToolContext:
     ``attempt`` counts calls of this operation (1 for the first), across restarts.
     ``progress()`` reports on a long call; ``cancelled()`` says it should stop.
     ``note_handle()`` keeps the id of work the call started elsewhere, for whoever takes
-    the call over (``handle()``).
+    the call over (``handle()``). ``run()`` runs a command in the tool's sandbox, in
+    ``workdir``.
     """
 
     def __init__(
@@ -34,7 +39,9 @@ class ToolContext:
         cancel: asyncio.Event,
         live: Callable[[LiveNote], None] | None = None,
         ledger: OperationLedger | None = None,
+        sandbox: CallSandbox | None = None,
     ) -> None:
+        self._sandbox = sandbox
         self._live = live
         self._ledger = ledger
         self._operation_id = operation_id
@@ -107,6 +114,31 @@ class ToolContext:
     async def handle(self) -> str | None:
         """The handle last noted for this call, by this attempt or an earlier one."""
         return await self._store().handle(self._operation_id)
+
+    @property
+    def workdir(self) -> Path:
+        """The directory the tool's commands run in, the one they may write: empty at the
+        start of each attempt, removed after it."""
+        return self._commands().workdir.path
+
+    async def run(self, argv: Sequence[str]) -> SandboxResult:
+        """Run the command ``argv`` (``["pytest", "-q"]``) in ``workdir``, within the
+        tool's ``Sandbox``, and return how it ended: its exit status and what it printed.
+        A command that exits non-zero is a result like any other; one its sandbox stopped
+        (a limit reached, the call cancelled) raises ``SandboxStopped`` with the reason,
+        after every process it started is killed."""
+        done = await self._commands().run(argv, self._cancel)
+        if done.stopped is not None:
+            raise SandboxStopped(describe(argv), done.stopped)
+        return done
+
+    def _commands(self) -> CallSandbox:
+        if self._sandbox is None:
+            raise RuntimeError(
+                "this tool declares no sandbox: declare @tool(sandbox=Sandbox(...)) to run "
+                "commands, or sandbox='none' for a trusted tool"
+            )
+        return self._sandbox
 
     def _store(self) -> OperationLedger:
         if self._ledger is None:

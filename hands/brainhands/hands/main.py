@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from brainhands.hands.mcp.config import McpConfig, load_mcp_config
+from brainhands.hands.sandbox import Sandboxes, refuse_unless_sandboxable
 from brainhands.hands.settings import HandsSettings
 from brainhands.hands.worker import HandsWorker
 from brainhands.shared.config import load_settings
@@ -41,6 +42,12 @@ async def hands(args: argparse.Namespace) -> int:
         raise ConfigurationError(
             "give a tool module (--tools) or MCP servers (BRAINHANDS_MCP_CONFIG)"
         )
+    sandboxes = Sandboxes(settings.sandbox_bwrap, settings.sandbox_first_user)
+    # Before any service: a Hands that could only serve a sandboxed tool unsandboxed
+    # never starts (an MCP server's tools declare no sandbox).
+    await refuse_unless_sandboxable(
+        sandboxes, registry.in_pool(args.pool), "BRAINHANDS_SANDBOX_BWRAP"
+    )
     async with (
         open_services(settings, name=f"hands-{args.pool}") as services,
         _mcp_tools(config, args.pool) as mcp,
@@ -71,6 +78,7 @@ async def hands(args: argparse.Namespace) -> int:
             limiter=Limiter(services.redis, services.keys, slot_ttl_ms=settings.lease_ttl_ms),
             limit_rules=settings.limit_rules,
             waiting_room=settings.limit_waiting,
+            sandboxes=sandboxes,
         )
         run: Callable[[asyncio.Event], Awaitable[None]] = worker.run
         if mcp is not None:

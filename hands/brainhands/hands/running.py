@@ -14,6 +14,7 @@ from pydantic import BaseModel
 
 from brainhands.hands.context import ToolContext
 from brainhands.hands.decide import lease_lasts
+from brainhands.hands.sandbox import CallSandbox
 from brainhands.shared.errors import BrainhandsError
 from brainhands.shared.lease import Lease
 from brainhands.shared.messages import LiveNote, ToolJob
@@ -48,6 +49,7 @@ class RunningCall(HeldJob):
         cancel: asyncio.Event,
         live: Callable[[LiveNote], None] | None = None,
         ledger: OperationLedger | None = None,
+        sandbox: CallSandbox | None = None,
     ) -> ToolContext:
         """What attempt ``attempt`` of the tool (or the query asking about it) is handed."""
         return ToolContext(
@@ -58,6 +60,7 @@ class RunningCall(HeldJob):
             cancel=cancel,
             live=live,
             ledger=ledger,
+            sandbox=sandbox,
         )
 
 

@@ -26,6 +26,14 @@ class HandsSettings(CommonSettings):
     mcp_config: Path | None = None
     """A JSON or YAML file of MCP servers whose tools this pool serves too
     (``hands.mcp.config``); unset: none."""
+    sandbox_bwrap: str = Field(default="bwrap", min_length=1)
+    """The bubblewrap program that makes the sandboxes of tools declared with a ``Sandbox``
+    (a name on ``PATH`` or a path). A Hands serving such a tool checks at start-up that it
+    makes one, and refuses to start if not."""
+    sandbox_first_user: int = Field(default=2_000_000, ge=1)
+    """When the Hands runs as root: the first of the 65,536 user ids its sandboxes run as,
+    one for each (the kernel limits a user's processes, not a sandbox's, and never root's).
+    Give each Hands on a machine a range of ids no account uses."""
     mcp_relist_interval: float = Field(default=60.0, gt=0)
     """Seconds between two listings of the MCP servers' tools: a tool added or changed
     since is declared again."""

@@ -10,6 +10,7 @@ from brainhands.shared.tools import (
     QueryFunction,
     ReplayPolicy,
     RetryPolicy,
+    SandboxDeclaration,
     ToolFunction,
     declare,
     registry,
@@ -32,6 +33,7 @@ def tool(
     rate: float | None = None,
     burst: int | None = None,
     concurrency: int | None = None,
+    sandbox: SandboxDeclaration = None,
 ) -> Callable[[F], F]:
     """Register ``async def fn(args: Model, ctx: ToolContext)`` as a tool.
 
@@ -56,6 +58,10 @@ def tool(
       across every Hands of the deployment. A call over a limit waits, its job in hand,
       and its watchers see ``waiting for rate limit``; ``BRAINHANDS_TOOL_LIMITS`` may
       replace these (see the README's "Limits").
+    - ``sandbox``: the tool runs commands (``await ctx.run([...])``) in a ``Sandbox`` with
+      these limits: only its working directory writable, no network. ``"none"`` says
+      explicitly that it is trusted to run them on the Hands itself. A Hands that cannot
+      make a sandbox refuses to start rather than serve a sandboxed tool unsandboxed.
 
     ``ctx.operation_id`` is the idempotency key: pass it to the external system.
     """
@@ -76,6 +82,7 @@ def tool(
                 rate=rate,
                 burst=burst,
                 concurrency=concurrency,
+                sandbox=sandbox,
             )
         )
         return fn

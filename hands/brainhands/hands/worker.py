@@ -37,6 +37,7 @@ from brainhands.hands.decide import (
 )
 from brainhands.hands.outcomes import Outcomes
 from brainhands.hands.running import HeldJob, RunningCall, RunningCalls, lease_vouched
+from brainhands.hands.sandbox import Sandboxes, call_sandbox
 from brainhands.shared import metrics
 from brainhands.shared.broker import Broker
 from brainhands.shared.calls import ToolCallIntent
@@ -92,6 +93,7 @@ class HandsWorker:
         limiter: Limiter | None = None,
         limit_rules: LimitRules | None = None,
         waiting_room: int = 0,
+        sandboxes: Sandboxes | None = None,
     ) -> None:
         self.ledger = ledger
         self.broker = broker
@@ -114,6 +116,7 @@ class HandsWorker:
         pool is limited), so that one tool's waiting calls leave room for the others'."""
         self._spots = asyncio.Semaphore(concurrency)
         """Jobs processed at once, waiting ones not counted."""
+        self._sandboxes = sandboxes or Sandboxes()
 
     async def run(self, stop: asyncio.Event) -> None:
         """Consume until ``stop`` is set, then drain: running tools get the grace period."""
@@ -385,8 +388,11 @@ class HandsWorker:
                     "marked": not unmarked,
                 },
             )
-            with self._running.attempt(call) as cancel:
-                ctx = call.context(attempt, cancel, self._live.publish, self.ledger)
+            with (
+                self._running.attempt(call) as cancel,
+                call_sandbox(self._sandboxes, spec.sandbox) as sandbox,
+            ):
+                ctx = call.context(attempt, cancel, self._live.publish, self.ledger, sandbox)
                 try:
                     async with asyncio.timeout(spec.timeout) as deadline:
                         with metrics.labelled(metrics.TOOL_SECONDS, spec.name).time():

@@ -28,8 +28,10 @@
     ├── SubmissionFailed            a submission a client waited for failed or was cancelled
     ├── AnswerTimeout               a client stopped waiting for an answer (also a TimeoutError)
     └── ToolError                   raised by tool code; carries its own retry behaviour
-        └── ToolUncertain           raised by tool code: the effect may or may not have
-                                    happened, and the tool cannot tell
+        ├── ToolUncertain           raised by tool code: the effect may or may not have
+        │                           happened, and the tool cannot tell
+        └── SandboxStopped          a tool's command was stopped by its sandbox (a limit,
+                                    the call's cancel); the message says which
 
     BaseException
     └── LeaseLost                   the holder lost its lease while working; derives from
@@ -227,6 +229,17 @@ class ToolUncertain(ToolError):
 
     def __init__(self, message: str) -> None:
         super().__init__(message, retryable=False)
+
+
+class SandboxStopped(ToolError):
+    """A command a tool ran in its sandbox (``ToolContext.run``) was stopped before it ended
+    on its own: a limit of its ``Sandbox`` was reached, or the call was cancelled. The
+    message names the command and the reason (``pytest -q: timed out after 60 s``);
+    ``reason`` is the reason alone. Not retryable: the same command meets the same limit."""
+
+    def __init__(self, command: str, reason: str) -> None:
+        super().__init__(f"{command}: {reason}", retryable=False)
+        self.reason = reason
 
 
 class LeaseLost(BaseException):

@@ -4,6 +4,9 @@ Hands hold the registry of the functions they run (users register them with
 ``hands.tool``) and publish each tool's declaration -- name, pool, policy, description,
 argument schema -- in the store when they start. A Brain knows tools only by those
 declarations (``shared.store.declarations.ToolCatalog``): it never imports tool code.
+
+A tool that runs commands declares the sandbox they run in (``Sandbox``): the Hands
+alone reads it (``hands.sandbox``), so it is no part of the published declaration.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from brainhands.shared.conditions import Condition, approval_reason
 from brainhands.shared.errors import UnknownToolError
@@ -61,6 +64,54 @@ class RetryPolicy(BaseModel):
         """Seconds to wait before running again after interruption number ``interruption``."""
         backoff = self.interruption_delay * self.multiplier ** (interruption - 1)
         return float(min(self.max_interruption_delay, backoff))
+
+
+class Sandbox(BaseModel):
+    """The sandbox a tool's commands run in (``ctx.run``) and the limits each command gets.
+
+    Only the call's working directory is writable; the rest of the file system is the
+    system's programs and libraries, read-only, and ``read_only`` adds paths to it (a
+    virtualenv, a toolchain). A command has no network. Each process of it may use
+    ``cpu_seconds`` of CPU and ``memory_bytes`` of address space; the sandbox holds at most
+    ``processes`` processes; the command is stopped after ``wall_seconds`` or once it has
+    printed more than ``output_bytes`` (stdout and stderr together).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    cpu_seconds: int = Field(default=60, ge=1)
+    memory_bytes: int = Field(default=2 << 30, ge=16 << 20)
+    processes: int = Field(default=64, ge=1)
+    wall_seconds: float = Field(default=60.0, gt=0)
+    output_bytes: int = Field(default=1 << 20, ge=1)
+    read_only: tuple[str, ...] = ()
+    hosts: tuple[str, ...] = ()
+    """Hosts a command may reach. None yet: a sandbox has no network at all, and a
+    declaration that names hosts is refused rather than given more (or less) than it says."""
+
+    @field_validator("read_only")
+    @classmethod
+    def _absolute(cls, paths: tuple[str, ...]) -> tuple[str, ...]:
+        relative = [p for p in paths if not p.startswith("/")]
+        if relative:
+            raise ValueError(f"read_only paths must be absolute, not {relative}")
+        return paths
+
+    @field_validator("hosts")
+    @classmethod
+    def _no_hosts(cls, hosts: tuple[str, ...]) -> tuple[str, ...]:
+        if hosts:
+            raise ValueError(
+                f"a sandbox cannot allow hosts yet ({', '.join(hosts)}): its commands have "
+                "no network; declare sandbox='none' for a trusted tool that needs one"
+            )
+        return hosts
+
+
+SandboxDeclaration = Sandbox | Literal["none"] | None
+"""What a tool says of the commands it runs: a ``Sandbox``; ``"none"``, the explicit word
+of a trusted tool whose commands run on the Hands itself (under the default ``Sandbox``'s
+limits); or None, a tool that runs no command."""
 
 
 @dataclass(frozen=True)
@@ -207,6 +258,8 @@ class ToolSpec:
     limit: Limit | None = None
     """Its own rate and concurrency limit, across every Hands (``shared.limits``); the
     operator's ``BRAINHANDS_TOOL_LIMITS`` may replace it."""
+    sandbox: SandboxDeclaration = None
+    """Where its commands run (``ctx.run``); None: it runs none."""
 
     def declaration(self) -> ToolDeclaration:
         """What the Hands serving this tool declare of it in the store."""
@@ -280,6 +333,7 @@ def declare(
     rate: float | None = None,
     burst: int | None = None,
     concurrency: int | None = None,
+    sandbox: SandboxDeclaration = None,
 ) -> ToolSpec:
     """Build a ToolSpec from an ``async def tool(args: Model, ctx)`` function; validate it."""
     if not inspect.iscoroutinefunction(fn):
@@ -298,6 +352,8 @@ def declare(
             "arguments (brainhands.arg('amount') > 100), not "
             f"{type(approval).__name__}: the Brain decides it and never runs tool code"
         )
+    if not (sandbox is None or sandbox == "none" or isinstance(sandbox, Sandbox)):
+        raise TypeError(f"sandbox must be a Sandbox(...) or 'none', not {sandbox!r}")
     params = list(inspect.signature(fn, eval_str=True).parameters.values())
     if len(params) != 2:
         raise TypeError(f"tool {fn.__qualname__} must take (args: <pydantic model>, ctx)")
@@ -323,4 +379,5 @@ def declare(
         limit=make_limit(
             rate=rate, burst=burst, concurrency=concurrency, what=f"tool {fn.__qualname__}"
         ),
+        sandbox=sandbox,
     )
