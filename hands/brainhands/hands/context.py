@@ -25,8 +25,8 @@ class ToolContext:
     ``attempt`` counts calls of this operation (1 for the first), across restarts.
     ``progress()`` reports on a long call; ``cancelled()`` says it should stop.
     ``note_handle()`` keeps the id of work the call started elsewhere, for whoever takes
-    the call over (``handle()``). ``run()`` runs a command in the tool's sandbox, in
-    ``workdir``.
+    the call over (``handle()``). ``workdir`` is where it works: its workspace, when it
+    declares one; ``run()`` runs a command there, in the tool's sandbox.
     """
 
     def __init__(
@@ -40,8 +40,10 @@ class ToolContext:
         live: Callable[[LiveNote], None] | None = None,
         ledger: OperationLedger | None = None,
         sandbox: CallSandbox | None = None,
+        workdir: Path | None = None,
     ) -> None:
         self._sandbox = sandbox
+        self._workdir = workdir
         self._live = live
         self._ledger = ledger
         self._operation_id = operation_id
@@ -117,9 +119,15 @@ class ToolContext:
 
     @property
     def workdir(self) -> Path:
-        """The directory the tool's commands run in, the one they may write: empty at the
-        start of each attempt, removed after it."""
-        return self._commands().workdir.path
+        """The directory the tool works in, the one its commands run in and may write:
+        holding its workspace's latest version at the start of each attempt (empty for a
+        tool with none), removed after it."""
+        if self._workdir is None:
+            raise RuntimeError(
+                "this tool has no working directory: declare a workspace "
+                "(@tool(workspace=...)) or a sandbox to have one"
+            )
+        return self._workdir
 
     async def run(self, argv: Sequence[str]) -> SandboxResult:
         """Run the command ``argv`` (``["pytest", "-q"]``) in ``workdir``, within the

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from brainhands.shared.errors import ToolError, ToolUncertain
+from brainhands.shared.errors import ToolError, ToolUncertain, WorkspaceMoved
 from brainhands.shared.store import FINAL_OPERATION_STATUSES, JSON, OperationStatus
 from brainhands.shared.tools import ReplayPolicy, RetryPolicy
 
@@ -233,13 +233,14 @@ def take_over(
     )
 
 
-Verdict = Literal["retry", "fail", "query", "uncertain"]
+Verdict = Literal["retry", "fail", "query", "uncertain", "again"]
 
 
 @dataclass(frozen=True)
 class FailureVerdict:
     """What follows a call that raised: ``retry`` (after ``delay``), ``fail`` for good,
-    ``query`` the external system first, or record ``uncertain``; and the error record."""
+    ``query`` the external system first, record ``uncertain``, or run ``again`` at once as
+    after an interruption (``judge_attempt``); and the error record."""
 
     action: Verdict
     delay: float
@@ -274,6 +275,27 @@ def judge_failure(
     if not nothing_happened and policy == "query":
         return FailureVerdict("query", 0.0, error)
     return retry_or_fail(exc, failures=failures, retry=retry, error=error)
+
+
+def judge_attempt(
+    exc: BaseException,
+    policy: ReplayPolicy,
+    *,
+    failures: int,
+    interruptions: int,
+    retry: RetryPolicy,
+) -> FailureVerdict:
+    """What follows an attempt that ended in ``exc`` (``judge_failure``), or whose changes
+    to its workspace were discarded because another call committed the workspace's next
+    version first (``WorkspaceMoved``): a ``safe`` call then runs ``again`` at once on the
+    new version, the attempt counted as an interruption (not the tool's failure) until
+    ``max_interruptions`` are spent; any other is judged as after a failure that may have
+    come after the effect: what it did outside its workspace is not known."""
+    moved = isinstance(exc, WorkspaceMoved) and policy == "safe"
+    if moved and interruptions < retry.max_interruptions:
+        error = {"type": type(exc).__name__, "message": str(exc), "retryable": True}
+        return FailureVerdict("again", 0.0, error)
+    return judge_failure(exc, policy, failures=failures, retry=retry)
 
 
 def retry_or_fail(

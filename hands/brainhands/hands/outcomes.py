@@ -14,7 +14,13 @@ from brainhands.hands.running import HeldJob
 from brainhands.shared import metrics
 from brainhands.shared.broker import Broker
 from brainhands.shared.messages import MAX_INLINE_JSON, ToolJob, ToolResult, encode
-from brainhands.shared.store import OperationLedger, OperationRecord, OperationStatus, OutboxMessage
+from brainhands.shared.store import (
+    OperationLedger,
+    OperationRecord,
+    OperationStatus,
+    OutboxMessage,
+    WorkspaceAdvance,
+)
 from brainhands.shared.tracing import current_carrier
 
 log = logging.getLogger("brainhands.hands")
@@ -39,9 +45,11 @@ class Outcomes:
         via: str | None = None,
         attempted: bool = False,
         started_at: float | None = None,
+        workspace: WorkspaceAdvance | None = None,
     ) -> None:
         """Record what the tool returned (``via``: how it was learnt, when not from the call
-        itself), or a failure when that is no JSON."""
+        itself), or a failure when that is no JSON; with ``workspace``, the version of its
+        workspace the call made (``WorkspaceMoved`` if another call committed one first)."""
         try:
             result = to_jsonable_python(value)
             encoded = json.dumps(result).encode()
@@ -59,6 +67,7 @@ class Outcomes:
             via=via,
             attempted=attempted,
             started_at=started_at,
+            workspace=workspace,
         )
 
     async def failure(self, held: HeldJob, kind: str, message: str) -> None:
@@ -78,6 +87,7 @@ class Outcomes:
         interrupted: bool = False,
         attempted: bool = False,
         started_at: float | None = None,
+        workspace: WorkspaceAdvance | None = None,
     ) -> None:
         """Commit the outcome with its result event (``interrupted``: it follows an attempt
         cut short, counted as an interruption; ``attempted``: it ends an attempt that went
@@ -97,6 +107,7 @@ class Outcomes:
             interrupted=interrupted,
             attempted=attempted,
             started_at=started_at,
+            workspace=workspace,
         )
         metrics.labelled(metrics.TOOL_OUTCOMES, job.tool, status).inc()
         log.info(

@@ -14,7 +14,7 @@ from pydantic import BaseModel
 
 from brainhands.hands.context import ToolContext
 from brainhands.hands.decide import lease_lasts
-from brainhands.hands.sandbox import CallSandbox
+from brainhands.hands.sandbox import CallSandbox, Workdir
 from brainhands.shared.errors import BrainhandsError
 from brainhands.shared.lease import Lease
 from brainhands.shared.messages import LiveNote, ToolJob
@@ -50,6 +50,7 @@ class RunningCall(HeldJob):
         live: Callable[[LiveNote], None] | None = None,
         ledger: OperationLedger | None = None,
         sandbox: CallSandbox | None = None,
+        workdir: Workdir | None = None,
     ) -> ToolContext:
         """What attempt ``attempt`` of the tool (or the query asking about it) is handed."""
         return ToolContext(
@@ -61,6 +62,7 @@ class RunningCall(HeldJob):
             live=live,
             ledger=ledger,
             sandbox=sandbox,
+            workdir=None if workdir is None else workdir.path,
         )
 
 

@@ -34,6 +34,8 @@ def tool(
     burst: int | None = None,
     concurrency: int | None = None,
     sandbox: SandboxDeclaration = None,
+    workspace: str | None = None,
+    workspace_read_only: bool = False,
 ) -> Callable[[F], F]:
     """Register ``async def fn(args: Model, ctx: ToolContext)`` as a tool.
 
@@ -62,6 +64,14 @@ def tool(
       these limits: only its working directory writable, no network. ``"none"`` says
       explicitly that it is trusted to run them on the Hands itself. A Hands that cannot
       make a sandbox refuses to start rather than serve a sandboxed tool unsandboxed.
+    - ``workspace``: the session's workspace the tool works in: each attempt starts in
+      ``ctx.workdir`` holding the workspace's latest version (a sandbox's commands run
+      there), and what the tool leaves there when it succeeds is the next version,
+      committed with its outcome. A call that fails, times out, is cancelled or whose worker
+      dies leaves the workspace as it was. Calls on one workspace are serialised by its
+      version: one that ran on a version another call has moved past meanwhile is an
+      interrupted attempt (a ``safe`` tool runs again on the new version). With
+      ``workspace_read_only`` the calls run side by side and their changes are dropped.
 
     ``ctx.operation_id`` is the idempotency key: pass it to the external system.
     """
@@ -83,6 +93,8 @@ def tool(
                 burst=burst,
                 concurrency=concurrency,
                 sandbox=sandbox,
+                workspace=workspace,
+                workspace_read_only=workspace_read_only,
             )
         )
         return fn

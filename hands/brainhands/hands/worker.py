@@ -29,7 +29,7 @@ from brainhands.hands.decide import (
     Step,
     after_query,
     goes_out_unmarked,
-    judge_failure,
+    judge_attempt,
     next_step,
     retry_or_fail,
     take_over,
@@ -38,6 +38,7 @@ from brainhands.hands.decide import (
 from brainhands.hands.outcomes import Outcomes
 from brainhands.hands.running import HeldJob, RunningCall, RunningCalls, lease_vouched
 from brainhands.hands.sandbox import Sandboxes, call_sandbox
+from brainhands.hands.workspace import WorkspaceFiles, attempt_workdir
 from brainhands.shared import metrics
 from brainhands.shared.broker import Broker
 from brainhands.shared.calls import ToolCallIntent
@@ -49,6 +50,7 @@ from brainhands.shared.errors import (
     StaleLeaseError,
     StoreWentBack,
     UnknownToolError,
+    WorkspaceMoved,
 )
 from brainhands.shared.keys import operation_resource
 from brainhands.shared.lease import Lease, LeaseManager
@@ -94,6 +96,7 @@ class HandsWorker:
         limit_rules: LimitRules | None = None,
         waiting_room: int = 0,
         sandboxes: Sandboxes | None = None,
+        workspaces: WorkspaceFiles | None = None,
     ) -> None:
         self.ledger = ledger
         self.broker = broker
@@ -117,6 +120,7 @@ class HandsWorker:
         self._spots = asyncio.Semaphore(concurrency)
         """Jobs processed at once, waiting ones not counted."""
         self._sandboxes = sandboxes or Sandboxes()
+        self._workspaces = workspaces or WorkspaceFiles(ledger.workspaces)
 
     async def run(self, stop: asyncio.Event) -> None:
         """Consume until ``stop`` is set, then drain: running tools get the grace period."""
@@ -388,28 +392,32 @@ class HandsWorker:
                     "marked": not unmarked,
                 },
             )
-            with (
-                self._running.attempt(call) as cancel,
-                call_sandbox(self._sandboxes, spec.sandbox) as sandbox,
-            ):
-                ctx = call.context(attempt, cancel, self._live.publish, self.ledger, sandbox)
-                try:
-                    async with asyncio.timeout(spec.timeout) as deadline:
-                        with metrics.labelled(metrics.TOOL_SECONDS, spec.name).time():
-                            value = await spec.fn(call.args, ctx)
-                except Exception as exc:  # the tool's failure is data; LeaseLost is not one
-                    failure: Exception = exc
-                    if isinstance(exc, TimeoutError) and deadline.expired():
-                        failure = TimeoutError(f"cancelled after its timeout of {spec.timeout}s")
-                    failures = tool_failures(attempt, interruptions)
-                    verdict = judge_failure(
-                        failure, spec.policy, failures=failures, retry=spec.retry
-                    )
-                else:
-                    await self._outcomes.success(
-                        call, value, attempted=unmarked, started_at=started_at
-                    )
-                    return
+            failure = await self._attempt(call, attempt, unmarked=unmarked, started_at=started_at)
+            if failure is None:
+                return
+            failures = tool_failures(attempt, interruptions)
+            verdict = judge_attempt(
+                failure,
+                spec.policy,
+                failures=failures,
+                interruptions=interruptions,
+                retry=spec.retry,
+            )
+            if verdict.action == "again":
+                await self.ledger.schedule_retry(
+                    job.operation_id,
+                    call.fence,
+                    error=verdict.error,
+                    retry_at=time.time(),
+                    interrupted=True,
+                    attempted=unmarked,
+                )
+                attempts, interruptions, straight = attempt, interruptions + 1, False
+                log.info(
+                    "workspace moved on: the call runs again on its new version",
+                    extra={"event": "workspace_moved", "operation_id": job.operation_id},
+                )
+                continue
             if verdict.action == "query":
                 if await self._found_by_query(call, attempt, attempted=unmarked):
                     return
@@ -440,6 +448,47 @@ class HandsWorker:
                 },
             )
             await asyncio.sleep(verdict.delay)
+
+    async def _attempt(
+        self, call: RunningCall, attempt: int, *, unmarked: bool, started_at: float | None
+    ) -> Exception | None:
+        """Run attempt ``attempt`` of the tool, in its workspace and sandbox when it has
+        them: None once its success is recorded (with the workspace's next version, when it
+        changed it), else what it failed with (``WorkspaceMoved``: its changes were
+        discarded, another call's version came first)."""
+        job, spec = call.job, call.spec
+        async with contextlib.AsyncExitStack() as scope:
+            cancel = scope.enter_context(self._running.attempt(call))
+            sandbox = scope.enter_context(call_sandbox(self._sandboxes, spec.sandbox))
+            workdir = scope.enter_context(attempt_workdir(self._sandboxes, spec, sandbox))
+            checkout = None
+            if spec.workspace is not None and workdir is not None:
+                if not spec.workspace_read_only:
+                    await scope.enter_async_context(
+                        self._workspaces.writing(job.session_id, spec.workspace)
+                    )
+                checkout = await self._workspaces.materialise(
+                    job.session_id, spec.workspace, workdir.path, workdir.user
+                )
+            ctx = call.context(attempt, cancel, self._live.publish, self.ledger, sandbox, workdir)
+            try:
+                async with asyncio.timeout(spec.timeout) as deadline:
+                    with metrics.labelled(metrics.TOOL_SECONDS, spec.name).time():
+                        value = await spec.fn(call.args, ctx)
+            except Exception as exc:  # the tool's failure is data; LeaseLost is not one
+                if isinstance(exc, TimeoutError) and deadline.expired():
+                    return TimeoutError(f"cancelled after its timeout of {spec.timeout}s")
+                return exc
+            changed = None
+            if checkout is not None and workdir is not None and not spec.workspace_read_only:
+                changed = await self._workspaces.capture(checkout, workdir.path)
+            try:
+                await self._outcomes.success(
+                    call, value, attempted=unmarked, started_at=started_at, workspace=changed
+                )
+            except WorkspaceMoved as moved:
+                return moved
+            return None
 
     async def _start(
         self, call: RunningCall, attempts: int, *, unmarked: bool, cancel_requested: bool | None

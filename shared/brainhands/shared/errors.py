@@ -100,6 +100,17 @@ class NotFoundError(StoreError):
     """A row the caller named does not exist."""
 
 
+class WorkspaceMoved(StoreError):
+    """A call's changes to a workspace were not committed: another call committed the
+    workspace's next version while it ran on the one before."""
+
+    def __init__(self, session_id: str, name: str, base: int) -> None:
+        super().__init__(
+            f"workspace {name!r} of session {session_id} moved past version {base} while the "
+            "call ran on it; the call's changes were discarded"
+        )
+
+
 class StoreWentBack(StoreError):
     """The store lost commits it had acknowledged: Redis witnessed ``witnessed`` of
     ``resource`` committed, and the store now holds ``stored`` (``shared.witness``).

@@ -28,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from brainhands.shared.conditions import Condition, approval_reason
 from brainhands.shared.errors import UnknownToolError
 from brainhands.shared.limits import Limit, make_limit
+from brainhands.shared.workspace_trees import check_name
 
 ReplayPolicy = Literal["safe", "query", "unsafe"]
 REPLAY_POLICIES: tuple[ReplayPolicy, ...] = ("safe", "query", "unsafe")
@@ -260,6 +261,11 @@ class ToolSpec:
     operator's ``BRAINHANDS_TOOL_LIMITS`` may replace it."""
     sandbox: SandboxDeclaration = None
     """Where its commands run (``ctx.run``); None: it runs none."""
+    workspace: str | None = None
+    """The session's workspace it works in (``ctx.workdir``), materialised at its latest
+    version; its changes are the next version, committed with its outcome."""
+    workspace_read_only: bool = False
+    """It only reads its workspace: calls run in parallel, and their changes are dropped."""
 
     def declaration(self) -> ToolDeclaration:
         """What the Hands serving this tool declare of it in the store."""
@@ -334,6 +340,8 @@ def declare(
     burst: int | None = None,
     concurrency: int | None = None,
     sandbox: SandboxDeclaration = None,
+    workspace: str | None = None,
+    workspace_read_only: bool = False,
 ) -> ToolSpec:
     """Build a ToolSpec from an ``async def tool(args: Model, ctx)`` function; validate it."""
     if not inspect.iscoroutinefunction(fn):
@@ -354,6 +362,10 @@ def declare(
         )
     if not (sandbox is None or sandbox == "none" or isinstance(sandbox, Sandbox)):
         raise TypeError(f"sandbox must be a Sandbox(...) or 'none', not {sandbox!r}")
+    if workspace is not None:
+        check_name(workspace)
+    elif workspace_read_only:
+        raise ValueError(f"tool {fn.__qualname__} reads no workspace: name it (workspace=...)")
     params = list(inspect.signature(fn, eval_str=True).parameters.values())
     if len(params) != 2:
         raise TypeError(f"tool {fn.__qualname__} must take (args: <pydantic model>, ctx)")
@@ -380,4 +392,6 @@ def declare(
             rate=rate, burst=burst, concurrency=concurrency, what=f"tool {fn.__qualname__}"
         ),
         sandbox=sandbox,
+        workspace=workspace,
+        workspace_read_only=workspace_read_only,
     )

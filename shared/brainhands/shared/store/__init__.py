@@ -58,6 +58,7 @@ from brainhands.shared.store.store import Store
 from brainhands.shared.store.submissions import CallbackDue, SubmitReceipt
 from brainhands.shared.store.tenant_budgets import TenantBudget
 from brainhands.shared.store.webhook_secrets import WebhookSecretState
+from brainhands.shared.store.workspaces import WorkspaceAdvance, Workspaces, WorkspaceVersion
 
 __all__ = [
     "ANSWER_CHANNEL",
@@ -109,6 +110,9 @@ __all__ = [
     "TenantCharge",
     "ToolCatalog",
     "WebhookSecretState",
+    "WorkspaceAdvance",
+    "WorkspaceVersion",
+    "Workspaces",
     "behind_head",
     "head_revision",
     "new_id",

@@ -37,9 +37,11 @@ from brainhands.shared.batch import Batcher
 from brainhands.shared.errors import (
     BrainhandsError,
     CallCancelled,
+    ConflictError,
     NotFoundError,
     StaleLeaseError,
     StoreError,
+    WorkspaceMoved,
 )
 from brainhands.shared.store import claims, fence, schema
 from brainhands.shared.store.backends.base import Backend
@@ -56,6 +58,7 @@ from brainhands.shared.store.records import (
     OperationStatus,
     OutboxRow,
 )
+from brainhands.shared.store.workspaces import WorkspaceAdvance, Workspaces, advance
 
 _T = TypeVar("_T")
 _o = schema.operation
@@ -152,6 +155,9 @@ class OperationLedger:
     ) -> None:
         self._backend = backend
         self._notify = notify
+        self._handoff = handoff
+        self.workspaces = Workspaces(backend)
+        """The workspaces whose versions its outcomes commit (``record_outcome``)."""
         chained = backend.chains_writes
         self._outcomes: GroupCommit[_Outcome, tuple[OutboxRow, ...]] = GroupCommit(
             backend,
@@ -239,6 +245,7 @@ class OperationLedger:
         interrupted: bool = False,
         attempted: bool = False,
         started_at: float | None = None,
+        workspace: WorkspaceAdvance | None = None,
     ) -> None:
         """Record the final outcome and, in the same transaction, the result event.
 
@@ -246,7 +253,10 @@ class OperationLedger:
         its own token: a stale one is refused alone. A ``blob`` is stored once in its own
         row and referenced, instead of ``result``. ``interrupted``: the outcome follows an
         attempt cut short, which is counted. ``attempted``: the attempt it ends went out with
-        no ``started`` mark (at ``started_at``), and is counted now.
+        no ``started`` mark (at ``started_at``), and is counted now. ``workspace``: the
+        workspace version the call made, committed with the outcome in a transaction of
+        their own, or ``WorkspaceMoved`` (and nothing written) if another call committed
+        that workspace's next version first.
         """
         if status not in FINAL_OPERATION_STATUSES:
             raise ValueError(f"{status!r} is not an outcome")
@@ -260,9 +270,25 @@ class OperationLedger:
             "v_attempted": int(attempted),
             "v_started_at": started_at,
         }
-        rows = await self._outcomes.commit(_Outcome(params, blob, notify, session_id))
+        outcome = _Outcome(params, blob, notify, session_id, workspace)
+        if workspace is None:
+            rows = await self._outcomes.commit(outcome)
+        else:
+            rows = await self._record_with_workspace(outcome, workspace)
         if rows:
             self._notify(CommitReceipt(session_id or "", version=-1, entry_seqs=[], outbox=rows))
+
+    async def _record_with_workspace(
+        self, outcome: _Outcome, workspace: WorkspaceAdvance
+    ) -> tuple[OutboxRow, ...]:
+        """An outcome with the workspace version its call made, alone in a transaction: a
+        refused guard or a moved workspace there writes neither."""
+        try:
+            return await self._write(
+                lambda conn: _record_outcome(conn, outcome, self._handoff, chained=False)
+            )
+        except ConflictError:  # lost the race for the version to another call
+            raise WorkspaceMoved(workspace.session_id, workspace.name, workspace.base) from None
 
     async def note_handle(self, operation_id: str, token: int, handle: str) -> None:
         """Keep ``handle``, the id an external system gave the work a call started, on the
@@ -364,16 +390,20 @@ class _Outcome:
     blob: bytes | None
     notify: OutboxMessage | None
     session_id: str | None
+    workspace: WorkspaceAdvance | None = None
 
     def one_statement(self, chained: bool) -> bool:
         """Whether one statement writes it (``chained``: on a backend that chains writes):
-        no blob, and no event or one inserted from the guarded update's row."""
-        return self.blob is None and (self.notify is None or chained)
+        no blob, no workspace version, and no event or one inserted from the guarded
+        update's row."""
+        plain = self.blob is None and self.workspace is None
+        return plain and (self.notify is None or chained)
 
     def with_event(self, chained: bool) -> bool:
         """Whether it is written with its result event in one statement (``chained``: on a
         backend that chains writes)."""
-        return chained and self.blob is None and self.notify is not None
+        plain = self.blob is None and self.workspace is None
+        return chained and plain and self.notify is not None
 
 
 def _record_outcome(
@@ -393,6 +423,8 @@ def _record_outcome(
         _refuse(conn, params["w_id"], params["w_fence"])
     if outcome.blob is not None:
         run(conn, _INSERT_BLOB, {"id": blob_id, "data": outcome.blob, "created_at": now})
+    if outcome.workspace is not None:
+        advance(conn, outcome.workspace, params["w_id"], now)
     if outcome.notify is None:
         return ()
     return insert_outbox_sync(conn, outcome.session_id, [outcome.notify], now, handoff=handoff)

@@ -252,6 +252,34 @@ blob = Table(
     Column("created_at", Float, nullable=False),
 )
 
+# A session's workspaces (``shared/workspace_trees.py``): each version is a root tree's hash,
+# committed by the Hands with the outcome of the call that made it (``operation_id``; None
+# for a version a client gave). Versions count from 1 without gaps: a call that ran on
+# version n commits n + 1 only if no other call did first (the primary key decides).
+workspace_version = Table(
+    "workspace_version",
+    metadata,
+    Column("session_id", SESSION_ID, primary_key=True),
+    Column("name", String(64), primary_key=True),
+    Column("version", BigInteger, primary_key=True),
+    Column("root", String(64), nullable=False),
+    Column("operation_id", ID, nullable=True),
+    Column("files", Integer, nullable=False),
+    Column("bytes", BigInteger, nullable=False),
+    Column("created_at", Float, nullable=False),
+)
+
+# The objects of a tenant's workspaces, by hash: files' contents and trees, each kept once
+# for all its sessions and versions, written before the version that names them commits.
+workspace_object = Table(
+    "workspace_object",
+    metadata,
+    Column("tenant", String(64), primary_key=True),
+    Column("hash", String(64), primary_key=True),
+    Column("data", LargeBinary, nullable=False),
+    Column("created_at", Float, nullable=False),
+)
+
 # Requests to a session that a Brain carries out when it next runs it (a cancel; a signal,
 # an approval's decision among them): a client writes them without a lease, the Brain
 # applies each once. A signal is kept until a task waits for its name.

@@ -71,7 +71,7 @@ class Store:
     store keeps is reached through its parts, one per kind of row: ``submissions``,
     ``inbox``, ``ledger`` (operations), ``outbox``, ``declarations``, ``api_keys``,
     ``queries`` (reads across sessions), ``listings`` (sessions as lists show them),
-    ``tenant_budgets``, ``webhook_secrets`` and ``schedules``.
+    ``tenant_budgets``, ``webhook_secrets``, ``schedules`` and ``workspaces``.
     """
 
     def __init__(self, backend: Backend, handoff: Handoff | None = None) -> None:
@@ -117,6 +117,7 @@ class Store:
         self.webhook_secrets = WebhookSecrets(backend)
         self.schedules = Schedules(backend)
         self.ledger = OperationLedger(backend, self._handoff, self.notify)
+        self.workspaces = self.ledger.workspaces
         """The operation ledger: what Hands claim and record (Brains only read it)."""
         self._rows: Batcher[
             tuple[list[str], list[str]],

@@ -1,0 +1,127 @@
+"""Workspaces in the store, on both backends: versions made from nothing, a tarball or
+another session's version; objects kept once per tenant; a version committed with the
+outcome of the call that made it, or not at all."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from sqlalchemy import func, select
+
+from brainhands.shared.errors import ConflictError, NotFoundError, StaleLeaseError, WorkspaceMoved
+from brainhands.shared.store import OutboxMessage, Store, WorkspaceAdvance, schema
+from brainhands.shared.workspace_trees import (
+    EMPTY_ROOT,
+    FileEntry,
+    build_trees,
+    from_tarball,
+    object_hash,
+    read_manifest,
+    to_tarball,
+)
+
+pytestmark = pytest.mark.integration
+
+
+async def count_objects(store: Store, tenant: str) -> int:
+    query = select(func.count()).where(schema.workspace_object.c.tenant == tenant)
+    async with store.backend.engine.connect() as conn:
+        return int((await conn.execute(query)).scalar_one())
+
+
+def project() -> tuple[dict[str, FileEntry], dict[str, bytes]]:
+    files = {"src/app.py": b"print('hi')\n", "README": b"readme\n", "src/util.py": b"u = 1\n"}
+    manifest = {p: FileEntry("f", object_hash(d), len(d)) for p, d in files.items()}
+    return manifest, {object_hash(d): d for d in files.values()}
+
+
+async def test_a_workspace_starts_empty_and_is_made_from_a_tarball_or_another_version(
+    store: Store,
+) -> None:
+    spaces = store.workspaces
+    empty = await spaces.head("acme/s1", "repo")
+    assert (empty.version, empty.root, empty.files) == (0, EMPTY_ROOT, 0)
+
+    manifest, contents = project()
+    first = await spaces.create("acme/s1", "repo", *from_tarball(to_tarball(manifest, contents)))
+    assert (first.version, first.files, first.bytes, first.operation_id) == (1, 3, 25, None)
+    objects = await count_objects(store, "acme")
+    assert objects == 3 + 2  # the files, the root and src/
+
+    # Another session of the tenant starts from that version: nothing is stored again.
+    tree = await read_manifest(first.root, lambda h: spaces.objects("acme", h))
+    copy = await spaces.create("acme/s2", "repo", tree, {})
+    assert copy.root == first.root
+    assert await count_objects(store, "acme") == objects
+    # Another tenant does not see acme's contents.
+    with pytest.raises(NotFoundError, match="neither given nor kept"):
+        await spaces.create("other/s1", "repo", tree, {})
+    with pytest.raises(ConflictError, match="exists"):
+        await spaces.create("acme/s1", "repo", manifest, contents)
+    assert [v.version for v in await spaces.versions("acme/s1", "repo")] == [1]
+    assert await spaces.names("acme/s1") == ["repo"]
+
+
+async def claimed(store: Store, operation_id: str, token: int = 1) -> None:
+    intent = {"session_id": "acme/s1", "task_id": "t1", "tool": "edit", "pool": "default"}
+    await store.ledger.claim(operation_id, token, intent={**intent, "arguments": {}})
+
+
+def next_of(base: int, files: dict[str, bytes]) -> tuple[WorkspaceAdvance, dict[str, bytes]]:
+    manifest = {p: FileEntry("f", object_hash(d), len(d)) for p, d in files.items()}
+    root, trees = build_trees(manifest)
+    objects = {**trees, **{object_hash(d): d for d in files.values()}}
+    size = sum(map(len, files.values()))
+    step = WorkspaceAdvance("acme/s1", "repo", base, root, len(files), size)
+    return step, objects
+
+
+async def test_a_version_commits_with_its_calls_outcome_and_only_on_the_version_it_ran_on(
+    store: Store,
+) -> None:
+    ledger, spaces = store.ledger, store.workspaces
+    for op in ("op1", "op2", "op3"):
+        await claimed(store, op)
+    one, objects = next_of(0, {"a.txt": b"one"})
+    await spaces.put("acme", objects)
+    event = OutboxMessage("brain.v1", b"result")
+    await ledger.record_outcome(
+        "op1", 1, status="succeeded", notify=event, session_id="acme/s1", workspace=one
+    )
+    head = await spaces.head("acme/s1", "repo")
+    assert (head.version, head.root, head.operation_id) == (1, one.root, "op1")
+
+    # A call that ran on version 0 too comes second: neither its outcome nor its version
+    # is written, and its writer hears why.
+    late, objects = next_of(0, {"a.txt": b"late"})
+    await spaces.put("acme", objects)
+    with pytest.raises(WorkspaceMoved, match="moved past version 0"):
+        await ledger.record_outcome("op2", 1, status="succeeded", notify=event, workspace=late)
+    assert (await ledger.get("op2")).status == "intended"
+    # A stale holder writes nothing either.
+    await claimed(store, "op3", 5)
+    two, _ = next_of(1, {"a.txt": b"two"})
+    with pytest.raises(StaleLeaseError):
+        await ledger.record_outcome("op3", 1, status="succeeded", workspace=two)
+    assert (await spaces.head("acme/s1", "repo")).version == 1
+
+
+async def test_two_calls_racing_for_one_version_commit_one(store: Store) -> None:
+    for op in ("op1", "op2"):
+        await claimed(store, op)
+    steps = [next_of(0, {"a.txt": text})[0] for text in (b"left", b"right")]
+
+    results = await asyncio.gather(
+        *(
+            store.ledger.record_outcome(op, 1, status="succeeded", workspace=step)
+            for op, step in zip(("op1", "op2"), steps, strict=True)
+        ),
+        return_exceptions=True,
+    )
+
+    assert sorted(type(r).__name__ for r in results) == ["NoneType", "WorkspaceMoved"]
+    versions = await store.workspaces.versions("acme/s1", "repo")
+    assert len(versions) == 1
+    winner = versions[0].operation_id
+    assert (await store.ledger.get(winner or "")).status == "succeeded"
