@@ -43,6 +43,7 @@ from brainhands.api.streams import stream_routes
 from brainhands.api.submissions import submission_routes
 from brainhands.api.tenants import tenant_routes
 from brainhands.api.watcher import Watchers
+from brainhands.api.workspaces import workspace_routes
 from brainhands.client.direct import Client
 
 
@@ -107,4 +108,5 @@ def create_app(
     app.include_router(compensation_routes(client, known, four_eyes))
     app.include_router(tenant_routes(client))
     app.include_router(schedule_routes(client))
+    app.include_router(workspace_routes(client))
     return app

@@ -36,6 +36,7 @@ from brainhands.client.operator import OperatorActs
 from brainhands.client.schedules import ScheduleActs
 from brainhands.client.submission import SignalOptions, Submission, SubmitOptions
 from brainhands.client.views import SessionView, session_view
+from brainhands.client.workspaces import WorkspaceActs
 from brainhands.shared.broker import Broker
 from brainhands.shared.config import CommonSettings
 from brainhands.shared.errors import AnswerTimeout
@@ -63,10 +64,10 @@ SQLITE_POLL = 0.2
 """Seconds between re-reads on SQLite, which has no notifications."""
 
 
-class Client(OperatorActs, ScheduleActs):
+class Client(OperatorActs, ScheduleActs, WorkspaceActs):
     """Submits to sessions, waits for answers, cancels, reads sessions (and, as
     ``OperatorActs``, decides approvals and raises budgets; as ``ScheduleActs``, keeps the
-    tenant's schedules).
+    tenant's schedules; as ``WorkspaceActs``, makes and reads sessions' workspaces).
 
     Open with ``await Client.connect(...)`` or ``await Client.from_settings(settings)``;
     an async context manager (or call ``close``).

@@ -32,6 +32,7 @@ from brainhands.client.approvals import Decision, PendingApproval
 from brainhands.client.schedules import ScheduleOptions, ScheduleView
 from brainhands.client.submission import Handle, SignalOptions, SubmitOptions
 from brainhands.client.views import SessionView
+from brainhands.client.workspaces import WorkspaceVersionView
 from brainhands.shared.errors import (
     AnswerTimeout,
     BrainhandsError,
@@ -115,6 +116,12 @@ class HttpClient:
         response = await self._http.request(method, path, **options)
         if response.is_success:
             return response.json()
+        raise _error(response)
+
+    async def _download(self, path: str) -> bytes:
+        response = await self._http.get(path)
+        if response.is_success:
+            return response.content
         raise _error(response)
 
     # Acts -----------------------------------------------------------------------------------
@@ -219,6 +226,44 @@ class HttpClient:
         response = await self._http.delete(_path("schedules", schedule_id))
         if not response.is_success:
             raise _error(response)
+
+    async def create_workspace(
+        self, session_id: str, name: str, tarball: bytes
+    ) -> WorkspaceVersionView:
+        """Give the session's workspace ``name`` its first version, the files of the tar
+        archive ``tarball`` (``Client.create_workspace``)."""
+        path = _path("sessions", session_id, "workspaces", name)
+        headers = {"Content-Type": "application/octet-stream"}
+        made = await self._call("PUT", path, content=tarball, headers=headers)
+        return WorkspaceVersionView(**made)
+
+    async def workspaces(self, session_id: str) -> list[WorkspaceVersionView]:
+        """The latest version of each of the session's workspaces."""
+        found = await self._call("GET", _path("sessions", session_id, "workspaces"))
+        return [WorkspaceVersionView(**v) for v in found]
+
+    async def workspace_versions(self, session_id: str, name: str) -> list[WorkspaceVersionView]:
+        """Every version of the workspace, oldest first, with the call that made each."""
+        path = _path("sessions", session_id, "workspaces", name, "versions")
+        return [WorkspaceVersionView(**v) for v in await self._call("GET", path)]
+
+    async def workspace_diff(
+        self, session_id: str, name: str, before: int, after: int
+    ) -> dict[str, str]:
+        """Each path changed from ``before`` to ``after``: ``added``, ``removed``, ``changed``."""
+        path = _path("sessions", session_id, "workspaces", name, "diff")
+        found = await self._call("GET", path, params={"before": before, "after": after})
+        return dict(found["paths"])
+
+    async def workspace_file(self, session_id: str, name: str, version: int, path: str) -> bytes:
+        """The content of the file ``path`` at ``version``."""
+        where = ("sessions", session_id, "workspaces", name, "versions", str(version), "files")
+        return await self._download(_path(*where, *path.split("/")))
+
+    async def workspace_tarball(self, session_id: str, name: str, version: int) -> bytes:
+        """The workspace's files at ``version``, as a gzipped tar archive."""
+        where = ("sessions", session_id, "workspaces", name, "versions", str(version))
+        return await self._download(_path(*where, "tarball"))
 
     async def act_on_compensation(
         self, session_id: str, task_id: str, action: CompensationAction, **act: str | None
@@ -465,6 +510,24 @@ class SyncHttpClient:
 
     def delete_schedule(self, schedule_id: str) -> None:
         self._run(self._client.delete_schedule(schedule_id))
+
+    def create_workspace(self, session_id: str, name: str, tarball: bytes) -> WorkspaceVersionView:
+        return self._run(self._client.create_workspace(session_id, name, tarball))
+
+    def workspaces(self, session_id: str) -> list[WorkspaceVersionView]:
+        return self._run(self._client.workspaces(session_id))
+
+    def workspace_versions(self, session_id: str, name: str) -> list[WorkspaceVersionView]:
+        return self._run(self._client.workspace_versions(session_id, name))
+
+    def workspace_diff(self, session_id: str, name: str, before: int, after: int) -> dict[str, str]:
+        return self._run(self._client.workspace_diff(session_id, name, before, after))
+
+    def workspace_file(self, session_id: str, name: str, version: int, path: str) -> bytes:
+        return self._run(self._client.workspace_file(session_id, name, version, path))
+
+    def workspace_tarball(self, session_id: str, name: str, version: int) -> bytes:
+        return self._run(self._client.workspace_tarball(session_id, name, version))
 
     def act_on_compensation(
         self, session_id: str, task_id: str, action: CompensationAction, **act: str | None
