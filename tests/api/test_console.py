@@ -3,8 +3,10 @@ opens a running session, watches it progress, decides its pending calls, sees it
 
 from __future__ import annotations
 
+import io
 import os
 import shutil
+import tarfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -82,6 +84,14 @@ async def test_an_operator_watches_a_session_approves_and_denies_and_sees_it_fin
             json={"text": "please do the errand", "agent": "guarded", "request_id": "r1"},
         )
         assert made.status_code == 200, made.text
+        # The session's files, as its workspace's first version: shown with the session.
+        tarball = io.BytesIO()
+        with tarfile.open(fileobj=tarball, mode="w:gz") as archive:
+            info = tarfile.TarInfo("notes/plan.md")
+            info.size = 5
+            archive.addfile(info, io.BytesIO(b"plan\n"))
+        given = await http.put("/sessions/s1/workspaces/repo", content=tarball.getvalue())
+        assert given.status_code == 201, given.text
     # The list is live: the new session appears, and then that it needs action.
     row = (By.CSS_SELECTOR, "tr[data-session='s1']")
     wait.until(seen.text_to_be_present_in_element(row, "needs action"))
@@ -109,6 +119,16 @@ async def test_an_operator_watches_a_session_approves_and_denies_and_sees_it_fin
     [call] = browser.find_elements(By.CSS_SELECTOR, "#operations tr")
     assert call.text.startswith("send_safe succeeded 1 0")
     assert not browser.find_elements(By.CSS_SELECTOR, "button.approve")
+    workspace = (By.CSS_SELECTOR, "tr[data-workspace='repo@1']")
+    wait.until(seen.text_to_be_present_in_element(workspace, "added notes/plan.md"))
+    assert "repo 1 given by a client 1 files, 5 bytes" in browser.find_element(*workspace).text
+    fetched = browser.execute_async_script(
+        """const done = arguments[arguments.length - 1];
+        const seen = window.fetch;
+        window.fetch = (...a) => seen(...a).then((r) => { done([a[0], r.status]); return r; });
+        document.getElementById("download-repo-1").click();"""
+    )
+    assert fetched == ["/sessions/s1/workspaces/repo/versions/1/tarball", 200]
     shoot(browser, tmp_path, "console-session-finished.png")
     ledger = await agent_run.email.ledger()
     assert [s["recipient"] for s in ledger["sends"]] == ["ana@example.com"]

@@ -269,6 +269,59 @@ function renderCompensations(sessionId, view) {
   }
 }
 
+// The session's workspaces: each version, the call that made it, what it changed, and
+// its files as a tarball. Read again when the session or its calls move on.
+let workspacesSeen = null;
+async function showWorkspaces(sessionId, view) {
+  const seenNow = `${view.version}:${view.operations.map((o) => o.status).join()}`;
+  if (workspacesSeen === seenNow) return;
+  workspacesSeen = seenNow;
+  const base = `/sessions/${encodeURIComponent(sessionId)}/workspaces`;
+  const spaces = await call("GET", base).catch(() => null);
+  if (spaces === null) return;
+  const rows = [];
+  for (const space of spaces) {
+    const path = `${base}/${encodeURIComponent(space.name)}`;
+    const versions = await call("GET", `${path}/versions`).catch(() => []);
+    for (const v of versions.reverse()) {
+      const row = document.createElement("tr");
+      row.dataset.workspace = `${v.name}@${v.version}`;
+      cell(row, v.name);
+      cell(row, String(v.version));
+      cell(row, v.operation_id || "given by a client");
+      cell(row, `${v.files} files, ${v.bytes} bytes`);
+      const changes = cell(row, "");
+      call("GET", `${path}/diff?before=${v.version - 1}&after=${v.version}`)
+        .then((d) => {
+          changes.textContent = Object.entries(d.paths).map(([p, c]) => `${c} ${p}`).join(", ");
+        })
+        .catch(() => {});
+      const get = document.createElement("button");
+      get.id = `download-${v.name}-${v.version}`;
+      get.textContent = "Tarball";
+      get.onclick = () => download(`${path}/versions/${v.version}/tarball`, `${v.name}-${v.version}.tar.gz`);
+      cell(row, "").appendChild(get);
+      rows.push(row);
+    }
+  }
+  $("workspaces-box").hidden = rows.length === 0;
+  $("workspaces").replaceChildren(...rows);
+}
+
+// A download with the key in a header (a link cannot carry it).
+async function download(path, filename) {
+  const response = await fetch(path, { headers: headers() });
+  if (!response.ok) {
+    problem(`${response.status}: ${filename} could not be downloaded`);
+    return;
+  }
+  const link = document.createElement("a");
+  link.href = URL.createObjectURL(await response.blob());
+  link.download = filename;
+  link.click();
+  setTimeout(() => URL.revokeObjectURL(link.href), 1000);
+}
+
 function showSession(sessionId) {
   $("session").hidden = false;
   $("title").textContent = "Session " + sessionId;
@@ -298,6 +351,7 @@ function showSession(sessionId) {
     $("status").className = view.needs_action ? "needs" : "";
     renderApprovals(sessionId, view);
     renderCompensations(sessionId, view);
+    showWorkspaces(sessionId, view);
     const entries = $("entries");
     entries.replaceChildren();
     for (const e of view.entries) {
