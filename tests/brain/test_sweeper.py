@@ -29,12 +29,14 @@ from brainhands.brain.sweeper import (
     watch_sessions,
 )
 from brainhands.shared.delivery import Delivery
+from brainhands.shared.errors import NotFoundError
 from brainhands.shared.keys import Keys
 from brainhands.shared.lease import LeaseManager
 from brainhands.shared.messages import SessionWake, ToolJob, ToolResult, decode
 from brainhands.shared.progress import QueueProgress
 from brainhands.shared.store import Draft, Store, schema
 from brainhands.shared.store.queries import SessionRef
+from brainhands.shared.workspace_trees import FileEntry, object_hash
 from tests.helpers.brains import BrainHarness
 from tests.helpers.polling import eventually
 from tests.helpers.rabbit import BrokerEnv, broker_env
@@ -536,3 +538,29 @@ async def test_a_parked_job_is_not_the_only_record_of_its_call_which_is_sent_aga
         jobs = await channel.declare_queue(queue, passive=True)
         incoming = await jobs.get(no_ack=True)
     assert decode(incoming.body) == job
+
+
+@pytest.mark.integration
+async def test_workspace_objects_no_version_names_are_collected_past_their_margin(
+    store: Store, env: BrokerEnv, leases: LeaseManager, progress: QueueProgress
+) -> None:
+    named, orphan = b"named by a version\n", b"captured by a call that never committed\n"
+    manifest = {"a.txt": FileEntry("f", object_hash(named), len(named))}
+    await store.workspaces.create("acme/s1", "repo", manifest, {object_hash(named): named})
+    await store.workspaces.put("acme", {object_hash(orphan): orphan})
+    sweeper = Sweeper(
+        store=store,
+        broker=env.broker,
+        leases=leases,
+        progress=progress,
+        workspace_collect_every=0.0,
+        workspace_margin=0.5,
+    )
+
+    assert "workspace_objects_collected" not in await sweeper.sweep_once()  # within margin
+    await asyncio.sleep(0.6)
+    assert (await sweeper.sweep_once())["workspace_objects_collected"] == 1
+    with pytest.raises(NotFoundError):
+        await store.workspaces.objects("acme", [object_hash(orphan)])
+    head = await store.workspaces.head("acme/s1", "repo")
+    assert len(await store.workspaces.objects("acme", [head.root, object_hash(named)])) == 2

@@ -184,8 +184,16 @@ class Sweeper:
         progress: QueueProgress | None = None,
         callbacks: Callbacks | None = None,
         schedule_late_after: float = LATE_AFTER,
+        workspace_collect_every: float = 3600.0,
+        workspace_margin: float = 3600.0,
     ) -> None:
         self.store = store
+        self.workspace_collect_every = workspace_collect_every
+        """Seconds between collections of the workspace objects no version names."""
+        self.workspace_margin = workspace_margin
+        """How long an object a writer touched is kept for the version that will name it
+        (``Workspaces.collect``)."""
+        self._collected_at = time.time()
         self.schedule_late_after = schedule_late_after
         """Seconds a schedule's tick may be late and still be submitted; older ones were
         missed, and the schedule's policy decides (``shared.schedules``)."""
@@ -308,6 +316,13 @@ class Sweeper:
         )
         if ticks:
             sent["schedule_ticked"] += ticks
+        if now - self._collected_at >= self.workspace_collect_every:
+            self._collected_at = now
+            spaces = self.store.workspaces
+            for tenant in await spaces.tenants():
+                gone = await spaces.collect(tenant, untouched_since=now - self.workspace_margin)
+                if gone:
+                    sent["workspace_objects_collected"] += gone
         if self.callbacks is not None:
             delivered = await self.callbacks.deliver_due()
             if delivered:

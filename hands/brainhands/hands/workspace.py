@@ -135,7 +135,8 @@ class WorkspaceFiles:
         new = {h: d for h, d in {**contents, **trees}.items() if h not in checkout.known}
         tenant, _ = split_key(base.session_id)
         absent = await self.workspaces.missing(tenant, new)
-        await self.workspaces.put(tenant, {h: new[h] for h in absent})
+        # Those it has already are touched: no collection takes them before the commit.
+        await self.workspaces.put(tenant, {h: new[h] for h in absent}, touch=new)
         for h in new:
             self.cache.put(tenant, h, new[h])
         log.info(

@@ -5,6 +5,7 @@ outcome of the call that made it, or not at all."""
 from __future__ import annotations
 
 import asyncio
+import time
 
 import pytest
 from sqlalchemy import func, select
@@ -125,3 +126,45 @@ async def test_two_calls_racing_for_one_version_commit_one(store: Store) -> None
     assert len(versions) == 1
     winner = versions[0].operation_id
     assert (await store.ledger.get(winner or "")).status == "succeeded"
+
+
+async def test_a_forgotten_sessions_own_contents_are_collected_and_shared_ones_kept(
+    store: Store,
+) -> None:
+    spaces = store.workspaces
+    shared = {"lib.py": b"shared = True\n"}
+    mine = {**shared, "mine.py": b"only in s1\n"}
+    theirs = {**shared, "theirs.py": b"only in s2\n"}
+    for session, files in (("acme/s1", mine), ("acme/s2", theirs), ("s3", mine)):
+        manifest = {p: FileEntry("f", object_hash(d), len(d)) for p, d in files.items()}
+        await spaces.create(session, "repo", manifest, {object_hash(d): d for d in files.values()})
+    # A capture's objects for a version not committed yet: touched past the margin.
+    margin = time.time()
+    pending = b"captured, its version about to commit\n"
+    await spaces.put("acme", {object_hash(pending): pending})
+    before = await count_objects(store, "acme")
+
+    assert await spaces.forget("acme/s1") == 1
+    assert await spaces.collect("acme", untouched_since=margin) == 2  # mine.py, s1's root
+    assert await count_objects(store, "acme") == before - 2
+    with pytest.raises(NotFoundError):
+        await spaces.objects("acme", [object_hash(mine["mine.py"])])
+    kept = await spaces.objects("acme", [object_hash(shared["lib.py"]), object_hash(pending)])
+    assert len(kept) == 2
+    # What s2 holds reads back whole; the default tenant's s3, with mine.py, is its own.
+    head = await spaces.head("acme/s2", "repo")
+    assert await read_manifest(head.root, lambda h: spaces.objects("acme", h)) == {
+        p: FileEntry("f", object_hash(d), len(d)) for p, d in theirs.items()
+    }
+    assert await spaces.collect("default", untouched_since=time.time()) == 0
+    assert await spaces.versions("acme/s1", "repo") == []
+    # Once past its margin, the uncommitted capture's object goes too.
+    assert await spaces.collect("acme", untouched_since=time.time()) == 1
+    assert sorted(await spaces.tenants()) == ["acme", "default"]
+    # A capture that found an object there already touches it: kept, though no version
+    # names it any more, until its version commits.
+    assert await spaces.forget("acme/s2") == 1
+    margin = time.time()
+    await spaces.put("acme", {}, touch=[object_hash(shared["lib.py"])])
+    assert await spaces.collect("acme", untouched_since=margin) == 2  # theirs.py, s2's root
+    assert await spaces.objects("acme", [object_hash(shared["lib.py"])])

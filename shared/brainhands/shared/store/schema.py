@@ -271,13 +271,15 @@ workspace_version = Table(
 
 # The objects of a tenant's workspaces, by hash: files' contents and trees, each kept once
 # for all its sessions and versions, written before the version that names them commits.
+# ``touched_at``: when a writer last wrote it or found it there for a version to come; an
+# object no version names is collected once it is older than that version could take.
 workspace_object = Table(
     "workspace_object",
     metadata,
     Column("tenant", String(64), primary_key=True),
     Column("hash", String(64), primary_key=True),
     Column("data", LargeBinary, nullable=False),
-    Column("created_at", Float, nullable=False),
+    Column("touched_at", Float, nullable=False),
 )
 
 # Requests to a session that a Brain carries out when it next runs it (a cancel; a signal,

@@ -13,19 +13,20 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import bindparam, func, select
+from sqlalchemy import bindparam, delete, func, select, update
 from sqlalchemy.engine import Connection, Row
 
 from brainhands.shared.errors import ConflictError, NotFoundError, WorkspaceMoved
 from brainhands.shared.store import schema
 from brainhands.shared.store.backends.base import Backend
-from brainhands.shared.tenancy import split_key
+from brainhands.shared.tenancy import DEFAULT_TENANT, split_key
 from brainhands.shared.workspace_trees import (
     EMPTY_ROOT,
     EMPTY_TREE,
     Manifest,
     build_trees,
     check_name,
+    decode_tree,
 )
 
 _v = schema.workspace_version
@@ -167,18 +168,87 @@ class Workspaces:
                 have.update(row.hash for row in await conn.execute(query))
         return set(wanted) - have
 
-    async def put(self, tenant: str, objects: dict[str, bytes]) -> None:
-        """Keep ``objects`` (by hash) for the tenant; one it has already is left as it is."""
-        if not objects:
+    async def put(
+        self, tenant: str, objects: dict[str, bytes], *, touch: Iterable[str] = ()
+    ) -> None:
+        """Keep ``objects`` (by hash) for the tenant, and mark them, and the ones of ``touch``
+        it has already, as wanted now: a version about to commit names them, and no
+        collection takes them for a while (``collect``)."""
+        if not objects and not touch:
             return
         now = time.time()
         rows = [
-            {"tenant": tenant, "hash": h, "data": d, "created_at": now} for h, d in objects.items()
+            {"tenant": tenant, "hash": h, "data": d, "touched_at": now} for h, d in objects.items()
         ]
-        statement = self._backend.insert(_o).on_conflict_do_nothing()
+        insert = self._backend.insert(_o)
+        statement = insert.on_conflict_do_update(
+            index_elements=[_o.c.tenant, _o.c.hash], set_={"touched_at": insert.excluded.touched_at}
+        )
+        touched = sorted(set(touch) - objects.keys() - {EMPTY_ROOT})
         async with self._backend.transaction() as conn:
             for i in range(0, len(rows), _BATCH):
                 await conn.execute(statement, rows[i : i + _BATCH])
+            for i in range(0, len(touched), _BATCH):
+                batch = touched[i : i + _BATCH]
+                await conn.execute(
+                    update(_o)
+                    .where(_o.c.tenant == tenant, _o.c.hash.in_(batch))
+                    .values(touched_at=now)
+                )
+
+    async def forget(self, session_id: str) -> int:
+        """Drop every version of the session's workspaces (the session is erased, or its
+        retention ended); how many. Their objects go at the next ``collect`` unless another
+        version names them."""
+        async with self._backend.transaction() as conn:
+            done = await conn.execute(delete(_v).where(_v.c.session_id == session_id))
+        return int(done.rowcount)
+
+    async def collect(self, tenant: str, *, untouched_since: float) -> int:
+        """Delete the tenant's objects that no version names and no writer touched since
+        ``untouched_since`` (those a version about to commit may name); how many. A call's
+        objects are touched when it captures its changes and committed seconds later, so a
+        margin of an hour before now leaves every running call's alone."""
+        sessions = (
+            ~_v.c.session_id.contains("/")
+            if tenant == DEFAULT_TENANT
+            else _v.c.session_id.startswith(f"{tenant}/")
+        )
+        async with self._backend.snapshot() as conn:
+            roots = {row.root for row in await conn.execute(select(_v.c.root).where(sessions))}
+            old = select(_o.c.hash).where(_o.c.tenant == tenant, _o.c.touched_at < untouched_since)
+            candidates = {row.hash for row in await conn.execute(old)}
+        if not candidates:
+            return 0
+        reachable = set(roots)
+        level = sorted(roots)
+        while level:
+            below = []
+            for tree in (await self.objects(tenant, level)).values():
+                for _, kind, child, _ in decode_tree(tree):
+                    if child not in reachable:
+                        reachable.add(child)
+                        if kind == "d":
+                            below.append(child)
+            level = sorted(set(below))
+        unnamed = sorted(candidates - reachable)
+        async with self._backend.transaction() as conn:
+            for i in range(0, len(unnamed), _BATCH):
+                batch = unnamed[i : i + _BATCH]
+                await conn.execute(
+                    delete(_o).where(
+                        _o.c.tenant == tenant,
+                        _o.c.hash.in_(batch),
+                        _o.c.touched_at < untouched_since,
+                    )
+                )
+        return len(unnamed)
+
+    async def tenants(self) -> list[str]:
+        """The tenants that have workspace objects."""
+        async with self._backend.snapshot() as conn:
+            query = select(_o.c.tenant).distinct()
+            return sorted(row.tenant for row in await conn.execute(query))
 
     async def create(
         self, session_id: str, name: str, manifest: Manifest, contents: dict[str, bytes]
@@ -193,7 +263,7 @@ class Workspaces:
         lost = await self.missing(tenant, needed)
         if lost:
             raise NotFoundError(f"the content {min(lost)} is neither given nor kept")
-        await self.put(tenant, {**contents, **trees})
+        await self.put(tenant, {**contents, **trees}, touch=needed)
         first = WorkspaceAdvance(
             session_id, name, 0, root, len(manifest), sum(e.size for e in manifest.values())
         )

@@ -35,7 +35,7 @@ def upgrade() -> None:
         sa.Column("tenant", sa.String(64), nullable=False),
         sa.Column("hash", sa.String(64), nullable=False),
         sa.Column("data", sa.LargeBinary(), nullable=False),
-        sa.Column("created_at", sa.Float(), nullable=False),
+        sa.Column("touched_at", sa.Float(), nullable=False),
         sa.PrimaryKeyConstraint("tenant", "hash", name=op.f("pk_workspace_object")),
     )
 
