@@ -16,10 +16,9 @@ import pytest
 
 from brainhands.shared.errors import DecisionRefused
 from brainhands.shared.store import SubmissionRecord
-from tests.helpers import ledgers
+from tests.helpers import hosted_runs, ledgers
 from tests.helpers.brains import BrainHarness, brain_deployment
 from tests.helpers.polling import eventually
-from tests.helpers.processes import spawn_module
 from tests.helpers.stores import StoreTarget
 from tests.helpers.submitting import submit_input
 
@@ -52,19 +51,7 @@ def env(brains: BrainHarness) -> dict[str, str]:
 
 def start_hands(brains: BrainHarness, victim: bool = False) -> subprocess.Popen[bytes]:
     """A Hands for the graph's pool; a ``victim`` dies as its first tool call returns."""
-    args = ["hands", "--pool", "ledger", "--tools", AGENT]
-    module, argv = (
-        ("tests.helpers.hands_victim", ["after-effect", *args])
-        if victim
-        else (
-            "brainhands",
-            args,
-        )
-    )
-    log = brains.tmp_path / f"hands{len(brains.processes)}.log"
-    proc = spawn_module(module, *argv, env=brains.settings(**env(brains)), log=log)
-    brains.processes.append(proc)
-    return proc
+    return hosted_runs.start_hands(brains, "ledger", AGENT, victim=victim, **env(brains))
 
 
 def start_brain(brains: BrainHarness, die_rule: str | None = None) -> subprocess.Popen[bytes]:

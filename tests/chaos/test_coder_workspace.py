@@ -16,9 +16,9 @@ import pytest
 from brainhands.examples.coder.project import FAULTY, FILES, FIXED, tarball
 from brainhands.shared.tenancy import split_key
 from brainhands.shared.workspace_trees import FileEntry, build_trees, object_hash, read_manifest
+from tests.helpers import hosted_runs
 from tests.helpers.brains import BrainHarness, brain_deployment
 from tests.helpers.hosted_runs import died
-from tests.helpers.processes import spawn_module
 from tests.helpers.stores import StoreTarget
 from tests.helpers.submitting import submit_input
 
@@ -50,20 +50,7 @@ async def brains(
 
 
 def start_hands(brains: BrainHarness, *, victim: bool = False) -> subprocess.Popen[bytes]:
-    """A Hands of the coder's pool; a ``victim`` dies as its first tool call returns."""
-    args = ["hands", "--pool", "coder", "--tools", TOOLS]
-    module, argv = (
-        ("tests.helpers.hands_victim", ["after-effect", *args])
-        if victim
-        else (
-            "brainhands",
-            args,
-        )
-    )
-    log = brains.tmp_path / f"hands{len(brains.processes)}.log"
-    proc = spawn_module(module, *argv, env=brains.settings(), log=log)
-    brains.processes.append(proc)
-    return proc
+    return hosted_runs.start_hands(brains, "coder", TOOLS, victim=victim)
 
 
 async def ask(brains: BrainHarness, session: str) -> None:

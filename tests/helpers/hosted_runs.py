@@ -22,6 +22,21 @@ from tests.helpers.processes import spawn_module
 from tests.helpers.submitting import submit_input
 
 
+def start_hands(
+    brains: BrainHarness, pool: str, tools: str, *, victim: bool = False, **env: str
+) -> subprocess.Popen[bytes]:
+    """A Hands for ``pool`` serving the tools of the module ``tools``; a ``victim`` dies as
+    its first tool call returns (``tests.helpers.hands_victim``'s ``after-effect``)."""
+    args = ["hands", "--pool", pool, "--tools", tools]
+    module, argv = (
+        ("tests.helpers.hands_victim", ["after-effect", *args]) if victim else ("brainhands", args)
+    )
+    log = brains.tmp_path / f"hands{len(brains.processes)}.log"
+    proc = spawn_module(module, *argv, env=brains.settings(**env), log=log)
+    brains.processes.append(proc)
+    return proc
+
+
 @dataclass(frozen=True)
 class HostedApp:
     """The agent ``agent`` of the module ``module``, its tools on the Hands pool ``pool``."""
@@ -38,16 +53,7 @@ class HostedApp:
 
     def start_hands(self, brains: BrainHarness, victim: bool = False) -> subprocess.Popen[bytes]:
         """A Hands for the agent's pool; a ``victim`` dies as its first tool call returns."""
-        args = ["hands", "--pool", self.pool, "--tools", self.module]
-        module, argv = (
-            ("tests.helpers.hands_victim", ["after-effect", *args])
-            if victim
-            else ("brainhands", args)
-        )
-        log = brains.tmp_path / f"hands{len(brains.processes)}.log"
-        proc = spawn_module(module, *argv, env=brains.settings(**self.env(brains)), log=log)
-        brains.processes.append(proc)
-        return proc
+        return start_hands(brains, self.pool, self.module, victim=victim, **self.env(brains))
 
     async def submit(
         self,
