@@ -5,8 +5,6 @@ cron expression is refused with its reason."""
 from __future__ import annotations
 
 import json
-import os
-from pathlib import Path
 
 import pytest
 
@@ -15,19 +13,10 @@ from brainhands.cli import main
 pytestmark = pytest.mark.integration
 
 
+@pytest.mark.usefixtures("embedded_deployment")
 def test_a_schedule_is_created_listed_paused_resumed_and_deleted(
-    rabbitmq_url: str,
-    namespace: str,
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    for name in [n for n in os.environ if n.startswith("BRAINHANDS_")]:
-        monkeypatch.delenv(name)
-    monkeypatch.setenv("BRAINHANDS_RABBITMQ_URL", rabbitmq_url)
-    monkeypatch.setenv("BRAINHANDS_NAMESPACE", namespace)
-    monkeypatch.chdir(tmp_path)  # the embedded store: ./brainhands.db
-
     def run(*args: str) -> tuple[int, str, str]:
         code = main(["schedule", *args, "--tenant", "acme"])
         said = capsys.readouterr()

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import tarfile
 from pathlib import Path
 
@@ -19,17 +18,10 @@ pytestmark = pytest.mark.integration
 
 
 def test_a_workspace_is_given_listed_compared_and_written_out(
-    rabbitmq_url: str,
-    namespace: str,
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
+    embedded_deployment: Path,
     capsysbinary: pytest.CaptureFixture[bytes],
 ) -> None:
-    for name in [n for n in os.environ if n.startswith("BRAINHANDS_")]:
-        monkeypatch.delenv(name)
-    monkeypatch.setenv("BRAINHANDS_RABBITMQ_URL", rabbitmq_url)
-    monkeypatch.setenv("BRAINHANDS_NAMESPACE", namespace)
-    monkeypatch.chdir(tmp_path)  # the embedded store: ./brainhands.db
+    tmp_path = embedded_deployment
     archive = tmp_path / "repo.tar"
     with tarfile.open(archive, "w") as tar:
         for path, data in {"app.py": b"print(1)\n", "lib/util.py": b"x = 2\n"}.items():

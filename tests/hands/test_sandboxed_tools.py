@@ -13,10 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from brainhands.shared.config import normalize_database_url
-from tests.helpers.harness import HandsHarness, hands_deployment
+from tests.helpers.harness import HandsHarness, pool_on_postgres
 from tests.helpers.processes import WORKDIR
-from tests.helpers.stores import StoreTarget, drop_schema
 
 TOOLS = ("--tools", "tests.helpers.sandboxed_tools")
 
@@ -32,14 +30,10 @@ pytestmark = [
 async def hands(
     postgres_url: str, rabbitmq_url: str, redis_url: str, namespace: str, tmp_path: Path
 ) -> AsyncIterator[HandsHarness]:
-    target = StoreTarget(normalize_database_url(postgres_url), namespace)
-    try:
-        async with hands_deployment(
-            target, rabbitmq_url, redis_url, namespace, tmp_path, pool="sandboxed", tool_args=TOOLS
-        ) as harness:
-            yield harness
-    finally:
-        await drop_schema(target.url, namespace)
+    async with pool_on_postgres(
+        postgres_url, rabbitmq_url, redis_url, namespace, tmp_path, pool="sandboxed", tools=TOOLS[1]
+    ) as harness:
+        yield harness
 
 
 @pytest.mark.integration

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from brainhands.examples.notify.email_client import EmailClient
+from brainhands.shared.config import normalize_database_url
 from brainhands.shared.delivery import Delivery
 from brainhands.shared.messages import Message, ToolJob, ToolResult
 from brainhands.shared.store import (
@@ -26,7 +27,7 @@ from brainhands.shared.topology import QueueType
 from tests.helpers.polling import eventually
 from tests.helpers.processes import spawn_module
 from tests.helpers.rabbit import BrokerEnv, broker_env
-from tests.helpers.stores import StoreTarget
+from tests.helpers.stores import StoreTarget, drop_schema
 
 
 async def start_email_service(tmp_path: Path, *flags: str) -> tuple[subprocess.Popen[bytes], str]:
@@ -190,3 +191,32 @@ async def hands_deployment(
             service.kill()
             service.wait()
             await store.close()
+
+
+@contextlib.asynccontextmanager
+async def pool_on_postgres(
+    postgres_url: str,
+    rabbitmq_url: str,
+    redis_url: str,
+    namespace: str,
+    tmp_path: Path,
+    *,
+    pool: str,
+    tools: str,
+) -> AsyncIterator[HandsHarness]:
+    """A harness for ``pool``, its workers serving the tools of the module ``tools``, on a
+    PostgreSQL schema of its own, dropped on the way out."""
+    target = StoreTarget(normalize_database_url(postgres_url), namespace)
+    try:
+        async with hands_deployment(
+            target,
+            rabbitmq_url,
+            redis_url,
+            namespace,
+            tmp_path,
+            pool=pool,
+            tool_args=("--tools", tools),
+        ) as harness:
+            yield harness
+    finally:
+        await drop_schema(target.url, namespace)
