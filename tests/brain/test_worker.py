@@ -172,6 +172,8 @@ async def test_a_lease_handed_over_is_claimed_by_the_next_passes_first_commit(
     record = await brains.answer(within=30)
 
     assert record.status == "answered"
+    # A pass logs after its commit: the answer can be read before the last pass's line is written.
+    await eventually(lambda: len(passes_of(brains)) == 2, what="the timer's pass logged")
     passes = passes_of(brains)
     # The first pass found the lease never held: it claimed the fence as it took the lease.
     # The timer's pass took it from a holder that let go normally: no claim of its own, the
