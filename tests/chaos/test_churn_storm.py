@@ -25,7 +25,7 @@ from tests.helpers.storm import kill_storm, supervised_until_done
 
 pytestmark = [pytest.mark.integration, pytest.mark.chaos]
 
-STORM = 40.0
+STORM = 25.0
 """Seconds of kills in the suite (the bench's storm lasts three minutes)."""
 WORKERS = ["brain-0", "brain-1", "hands-0", "hands-1", "hands-2", "sweeper-0"]
 
@@ -41,7 +41,7 @@ async def test_a_storm_of_kills_and_redis_restarts_fails_no_call(cluster: Cluste
     await cluster.submit_batches(1, tool="crash_worker", recipients=["poison"])
 
     await kill_storm(
-        cluster, WORKERS, seconds=STORM, rng=random.Random(49), redis_wipes_at=(10.0, 25.0)
+        cluster, WORKERS, seconds=STORM, rng=random.Random(49), redis_wipes_at=(8.0, 16.0)
     )
     await supervised_until_done(cluster, WORKERS, within=150)
 
