@@ -1,8 +1,9 @@
 """Sandboxes: how a tool's commands run (``ToolContext.run``), built with bubblewrap.
 
-A command runs in namespaces of its own (``bwrap --unshare-all``): no network, its own
-process tree, the system's programs and libraries mounted read-only, a private ``/tmp``,
-and one directory it may write, the call's working directory (a workspace, later). The
+A command runs in namespaces of its own (``bwrap --unshare-all``): no network (but a proxy
+to the hosts its tool declares, ``hands.egress``), its own process tree, the system's
+programs and libraries mounted read-only, a private ``/tmp``, and one directory it may
+write, the call's working directory (its workspace, when it has one). The
 Hands never runs a sandboxed tool's command without that: where bubblewrap cannot make a
 sandbox, the Hands refuses to start (``refuse_unless_sandboxable``).
 
@@ -20,16 +21,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import resource
 import shlex
 import shutil
 import signal
 import tempfile
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from brainhands.hands.egress import Egress, proxy_environment
 from brainhands.shared.errors import ConfigurationError
 from brainhands.shared.tools import Sandbox, SandboxDeclaration, ToolSpec
 
@@ -73,6 +76,9 @@ class SandboxResult:
     stdout: bytes
     stderr: bytes
     stopped: str | None = None
+    refused: tuple[str, ...] = ()
+    """``host:port`` of each host the command asked its proxy for and its tool does not
+    declare (``Sandbox.hosts``): refused, and named here so that a failure says why."""
 
     @property
     def ok(self) -> bool:
@@ -108,9 +114,15 @@ class Sandboxes:
         """The ids of the scratch directories that exist now."""
         self._turn = 0
 
-    def command(self, argv: Sequence[str], workdir: Path, sandbox: Sandbox) -> list[str]:
-        """The bubblewrap command line that runs ``argv`` in ``workdir`` inside a sandbox."""
+    def command(
+        self, argv: Sequence[str], workdir: Path, sandbox: Sandbox, gate: _Gate | None = None
+    ) -> list[str]:
+        """The bubblewrap command line that runs ``argv`` in ``workdir`` inside a sandbox;
+        with a ``gate``, bubblewrap tells the sandbox's process id and waits at the gate
+        before it starts the command."""
         line = [self.bwrap, "--unshare-all", "--unshare-user", "--die-with-parent"]
+        if gate is not None:
+            line += ["--info-fd", str(gate.info_w), "--block-fd", str(gate.block_r)]
         line += ["--new-session", "--ro-bind", "/usr", "/usr"]
         for path in SYSTEM_DIRS:
             if os.path.islink(path):
@@ -141,24 +153,31 @@ class Sandboxes:
         if not argv:
             raise ValueError("a command needs at least a program to run")
         limits = sandbox or TRUSTED
-        if sandbox is None:
-            command, limit = list(argv), _limiting(limits)
-        else:
-            command = self.command(argv, workdir.path, sandbox)
-            limit = _limiting(limits, workdir.user, sandboxed=True)
-        proc = await asyncio.create_subprocess_exec(
-            *command,
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            cwd=workdir.path,
-            env={"PATH": SANDBOX_PATH, "HOME": str(workdir.path), "LANG": "C.UTF-8"},
-            start_new_session=True,  # its own process group: what a trusted command is killed by
-            preexec_fn=limit,
-        )
+        env = {"PATH": SANDBOX_PATH, "HOME": str(workdir.path), "LANG": "C.UTF-8"}
+        egress = Egress(sandbox.hosts) if sandbox is not None and sandbox.hosts else None
+        with _Gate.opened(egress is not None) as gate:
+            if sandbox is None:
+                command, limit = list(argv), _limiting(limits)
+            else:
+                command = self.command(argv, workdir.path, sandbox, gate)
+                limit = _limiting(limits, workdir.user, sandboxed=True)
+            if egress is not None:
+                env |= proxy_environment()
+            proc = await asyncio.create_subprocess_exec(
+                *command,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                cwd=workdir.path,
+                env=env,
+                start_new_session=True,  # its own group: what a trusted command is killed by
+                preexec_fn=limit,
+                pass_fds=gate.passed if gate else (),
+            )
         output = _Output(limits.output_bytes)
         try:
-            stopped = await _watch(proc, output, limits, cancel)
+            async with _served(egress, gate):
+                stopped = await _watch(proc, output, limits, cancel)
         finally:
             if proc.returncode is None:
                 os.killpg(proc.pid, signal.SIGKILL)
@@ -169,7 +188,8 @@ class Sandboxes:
         status = proc.returncode if proc.returncode >= 0 else 128 - proc.returncode
         if stopped is None and status == 128 + signal.SIGXCPU:
             stopped = f"killed: cpu time limit of {limits.cpu_seconds} s"
-        return SandboxResult(status, bytes(output.stdout), bytes(output.stderr), stopped)
+        refused = tuple(egress.refused) if egress else ()
+        return SandboxResult(status, bytes(output.stdout), bytes(output.stderr), stopped, refused)
 
     @contextlib.contextmanager
     def scratch(self, *, sandboxed: bool = True) -> Iterator[Workdir]:
@@ -196,17 +216,87 @@ class Sandboxes:
             if user not in self._users:
                 return user
 
-    async def why_not(self) -> str | None:
-        """None when this machine can make a sandbox (one runs ``true``), else why not."""
+    async def why_not(self, *, hosts: bool = False) -> str | None:
+        """None when this machine can make a sandbox (one runs ``true``), with a proxy to
+        the network when ``hosts``; else why not."""
+        sandbox = Sandbox(wall_seconds=10, hosts=("localhost:1",) if hosts else ())
         with self.scratch() as workdir:
             try:
-                done = await self.run(["true"], workdir, Sandbox(wall_seconds=10))
+                done = await self.run(["true"], workdir, sandbox)
             except OSError as exc:
-                return f"{self.bwrap} cannot be run: {exc}"
+                return f"no sandbox can be made with {self.bwrap}: {exc}"
         if done.ok:
             return None
         said = done.stderr.decode(errors="replace").strip() or done.stopped
         return f"{self.bwrap} could not make a sandbox (exit status {done.status}): {said}"
+
+
+@dataclass
+class _Gate:
+    """The two pipes bubblewrap is given for a sandbox whose proxy must be open before its
+    command starts: it writes the sandbox's process id to one (``--info-fd``) and waits to
+    read from the other (``--block-fd``)."""
+
+    info_r: int
+    info_w: int
+    block_r: int
+    block_w: int
+
+    @property
+    def passed(self) -> tuple[int, int]:
+        """bubblewrap's ends."""
+        return (self.info_w, self.block_r)
+
+    @classmethod
+    @contextlib.contextmanager
+    def opened(cls, needed: bool) -> Iterator[_Gate | None]:
+        """A gate when ``needed``; bubblewrap's ends are closed here once it has them, ours
+        by ``_served``."""
+        if not needed:
+            yield None
+            return
+        gate = cls(*os.pipe(), *os.pipe())
+        try:
+            yield gate
+        except BaseException:
+            os.close(gate.info_r)
+            os.close(gate.block_w)
+            raise
+        finally:
+            os.close(gate.info_w)
+            os.close(gate.block_r)
+
+
+@contextlib.asynccontextmanager
+async def _served(egress: Egress | None, gate: _Gate | None) -> AsyncIterator[None]:
+    """With ``egress``: once bubblewrap has made the sandbox, serve its proxy in it, then
+    let its command start, and serve it until the block ends."""
+    if egress is None or gate is None:
+        yield
+        return
+    try:
+        pid = await _sandbox_pid(gate.info_r)
+        if pid is None:  # bubblewrap failed before it made the sandbox, and says why
+            yield
+            return
+        async with egress.serving(pid):
+            os.write(gate.block_w, b"go")
+            yield
+    finally:
+        os.close(gate.info_r)
+        os.close(gate.block_w)
+
+
+async def _sandbox_pid(info: int) -> int | None:
+    """The process id of the sandbox's init, from what bubblewrap writes to ``--info-fd``;
+    None when it closed the pipe without (it failed)."""
+    said = b""
+    loop = asyncio.get_running_loop()
+    while chunk := await loop.run_in_executor(None, os.read, info, 4096):
+        said += chunk
+        with contextlib.suppress(ValueError):
+            return int(json.loads(said)["child-pid"])
+    return None
 
 
 @dataclass(frozen=True)
@@ -242,10 +332,11 @@ async def refuse_unless_sandboxable(
     """Raise ``ConfigurationError`` when one of ``tools`` declares a sandbox and this
     machine cannot make one: such a tool is never served unsandboxed. ``setting`` names the
     variable that points at bubblewrap."""
-    sandboxed = sorted(t.name for t in tools if isinstance(t.sandbox, Sandbox))
-    if not sandboxed:
+    declared = {t.name: t.sandbox for t in tools if isinstance(t.sandbox, Sandbox)}
+    if not declared:
         return
-    why = await sandboxes.why_not()
+    sandboxed = sorted(declared)
+    why = await sandboxes.why_not(hosts=any(s.hosts for s in declared.values()))
     if why is not None:
         raise ConfigurationError(
             f"{', '.join(sandboxed)} run commands in a sandbox, and none can be made here: "

@@ -72,7 +72,9 @@ class Sandbox(BaseModel):
 
     Only the call's working directory is writable; the rest of the file system is the
     system's programs and libraries, read-only, and ``read_only`` adds paths to it (a
-    virtualenv, a toolchain). A command has no network. Each process of it may use
+    virtualenv, a toolchain). A command reaches no network but the ``hosts`` declared, each
+    through the sandbox's proxy (``hands.egress``): ``name`` (ports 443 and 80),
+    ``name:port``, or ``*.name`` for any name under it. Each process of it may use
     ``cpu_seconds`` of CPU and ``memory_bytes`` of address space; the sandbox holds at most
     ``processes`` processes; the command is stopped after ``wall_seconds`` or once it has
     printed more than ``output_bytes`` (stdout and stderr together).
@@ -87,8 +89,6 @@ class Sandbox(BaseModel):
     output_bytes: int = Field(default=1 << 20, ge=1)
     read_only: tuple[str, ...] = ()
     hosts: tuple[str, ...] = ()
-    """Hosts a command may reach. None yet: a sandbox has no network at all, and a
-    declaration that names hosts is refused rather than given more (or less) than it says."""
 
     @field_validator("read_only")
     @classmethod
@@ -100,13 +100,32 @@ class Sandbox(BaseModel):
 
     @field_validator("hosts")
     @classmethod
-    def _no_hosts(cls, hosts: tuple[str, ...]) -> tuple[str, ...]:
-        if hosts:
-            raise ValueError(
-                f"a sandbox cannot allow hosts yet ({', '.join(hosts)}): its commands have "
-                "no network; declare sandbox='none' for a trusted tool that needs one"
-            )
-        return hosts
+    def _hosts(cls, hosts: tuple[str, ...]) -> tuple[str, ...]:
+        for rule in hosts:
+            host_rule(rule)
+        return tuple(rule.lower() for rule in hosts)
+
+
+_LABEL = r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?"
+_HOST_NAME = re.compile(rf"(\*\.)?{_LABEL}(\.{_LABEL})*")
+
+
+def host_rule(rule: str) -> tuple[str, tuple[int, ...]]:
+    """A declared host (``name``, ``name:port`` or ``*.name``) as its name and its port;
+    no port: the ports are the proxy's default. ``ValueError`` says what is wrong."""
+    name, colon, port = rule.lower().rpartition(":")
+    if not colon:
+        name, port = rule.lower(), ""
+    if not _HOST_NAME.fullmatch(name) or len(name) > 253:
+        raise ValueError(
+            f"{rule!r} is not a host a sandbox may reach: a DNS name or IPv4 address, "
+            "'*.' before a domain for any name under it, ':port' after it for one port"
+        )
+    if not colon:
+        return name, ()
+    if not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"{rule!r} names port {port!r}: a port is a number from 1 to 65535")
+    return name, (int(port),)
 
 
 SandboxDeclaration = Sandbox | Literal["none"] | None
