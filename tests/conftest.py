@@ -10,6 +10,7 @@ import pytest
 from brainhands.shared.config import normalize_database_url
 from brainhands.shared.store import Store
 from tests.helpers.brains import BrainHarness, brain_deployment
+from tests.helpers.object_stores import BUCKET, s3_in_environment, s3_server
 from tests.helpers.rabbit import delete_leftovers
 from tests.helpers.services import ENV, service_url
 from tests.helpers.stores import StoreTarget, drop_pg_schema
@@ -101,3 +102,18 @@ async def other_brains(
         postgres_url, rabbitmq_url, redis_url, new_namespace(), logs
     ) as harness:
         yield harness
+
+
+@pytest.fixture(scope="session")
+def s3_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """An S3 server on loopback (``tests.helpers.object_stores``), with ``AWS_*`` set to
+    reach it for this process and the ones it starts."""
+    log = tmp_path_factory.mktemp("s3") / "server.log"
+    with s3_server(log) as endpoint, s3_in_environment(endpoint):
+        yield endpoint
+
+
+@pytest.fixture
+def s3_objects(s3_endpoint: str) -> str:
+    """A ``BRAINHANDS_WORKSPACE_OBJECTS`` URL of the test's own, in the S3 server's bucket."""
+    return f"s3://{BUCKET}/{uuid.uuid4().hex[:12]}"

@@ -30,10 +30,27 @@ pytestmark = [
 
 @pytest.fixture
 async def hands(
-    postgres_url: str, rabbitmq_url: str, redis_url: str, namespace: str, tmp_path: Path
+    request: pytest.FixtureRequest,
+    postgres_url: str,
+    rabbitmq_url: str,
+    redis_url: str,
+    namespace: str,
+    tmp_path: Path,
 ) -> AsyncIterator[HandsHarness]:
+    """A pool's Hands on PostgreSQL; with ``indirect`` "in an object store", the workspace
+    objects' bytes in an S3 object store (``BRAINHANDS_WORKSPACE_OBJECTS``)."""
+    outside = None
+    if getattr(request, "param", None) == "in an object store":
+        outside = request.getfixturevalue("s3_objects")
     async with pool_on_postgres(
-        postgres_url, rabbitmq_url, redis_url, namespace, tmp_path, pool="workspace", tools=TOOLS[1]
+        postgres_url,
+        rabbitmq_url,
+        redis_url,
+        namespace,
+        tmp_path,
+        pool="workspace",
+        tools=TOOLS[1],
+        workspace_objects=outside,
     ) as harness:
         yield harness
 
@@ -55,6 +72,7 @@ async def files(hands: HandsHarness, version: int | None = None) -> dict[str, by
     return {path: contents[e.hash] for path, e in manifest.items()}
 
 
+@pytest.mark.parametrize("hands", ["in rows", "in an object store"], indirect=True)
 async def test_each_success_is_the_next_version_and_another_hands_continues_from_it(
     hands: HandsHarness,
 ) -> None:

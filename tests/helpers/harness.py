@@ -22,6 +22,7 @@ from brainhands.shared.store import (
     OperationLedger,
     OperationRecord,
     Store,
+    object_store_at,
 )
 from brainhands.shared.topology import QueueType
 from tests.helpers.polling import eventually
@@ -63,6 +64,8 @@ class HandsHarness:
     """The pool the workers serve and the jobs go to."""
     tool_args: tuple[str, ...] = ("--tools", "tests.helpers.tools")
     """What tells the workers their tools (``brainhands hands`` options)."""
+    workspace_objects: str | None = None
+    """The object store of workspace objects' bytes, the workers' and the harness's store's."""
     workers: list[subprocess.Popen[bytes]] = field(default_factory=list)
     results: list[ToolResult] = field(default_factory=list)
 
@@ -85,6 +88,7 @@ class HandsHarness:
         await delivery.ack()
 
     def worker_env(self, **extra: str) -> dict[str, str]:
+        objects = self.workspace_objects
         return {
             **self.target.env(),
             "BRAINHANDS_RABBITMQ_URL": self.env.url,
@@ -95,6 +99,7 @@ class HandsHarness:
             "BRAINHANDS_QUEUE_TYPE": self.env.topology.queue_type,
             "BRAINHANDS_SHUTDOWN_GRACE": "5",
             "TEST_EMAIL_URL": self.email_url,
+            **({"BRAINHANDS_WORKSPACE_OBJECTS": objects} if objects else {}),
             **extra,
         }
 
@@ -172,16 +177,30 @@ async def hands_deployment(
     queue_type: QueueType = "quorum",
     pool: str = "email",
     tool_args: tuple[str, ...] = ("--tools", "tests.helpers.tools"),
+    workspace_objects: str | None = None,
 ) -> AsyncIterator[HandsHarness]:
     """A harness on ``target``'s store; every worker it started is killed on the way out.
     The store's schema or file is the caller's to drop."""
-    store = await Store.open(target.url, upgrade=True, db_schema=target.schema)
+    store = await Store.open(
+        target.url,
+        upgrade=True,
+        db_schema=target.schema,
+        workspace_objects=object_store_at(workspace_objects, "workspace_objects"),
+    )
     service, email_url = await start_email_service(tmp_path)
     async with broker_env(
         rabbitmq_url, namespace, delivery_limit=delivery_limit, queue_type=queue_type
     ) as env:
         harness = HandsHarness(
-            store, target, env, email_url, redis_url, tmp_path, pool=pool, tool_args=tool_args
+            store,
+            target,
+            env,
+            email_url,
+            redis_url,
+            tmp_path,
+            pool=pool,
+            tool_args=tool_args,
+            workspace_objects=workspace_objects,
         )
         await harness.start()
         try:
@@ -203,6 +222,7 @@ async def pool_on_postgres(
     *,
     pool: str,
     tools: str,
+    workspace_objects: str | None = None,
 ) -> AsyncIterator[HandsHarness]:
     """A harness for ``pool``, its workers serving the tools of the module ``tools``, on a
     PostgreSQL schema of its own, dropped on the way out."""
@@ -216,6 +236,7 @@ async def pool_on_postgres(
             tmp_path,
             pool=pool,
             tool_args=("--tools", tools),
+            workspace_objects=workspace_objects,
         ) as harness:
             yield harness
     finally:

@@ -109,6 +109,10 @@ def broker_node_urls(url: str) -> list[str]:
     return urls
 
 
+OBJECT_STORE_SCHEMES = ("s3", "s3a", "gs", "az", "abfs", "abfss", "file")
+"""The object stores ``workspace_objects`` may name."""
+
+
 class CommonSettings(BaseSettings):
     """What every process needs: where the store, the broker and Redis are."""
 
@@ -162,6 +166,11 @@ class CommonSettings(BaseSettings):
     startup_retry_max: float = Field(default=10.0, gt=0)
     """Longest pause, in seconds, between a starting process's attempts to reach a service
     (the pauses double from 0.1 s up to it)."""
+    workspace_objects: str | None = None
+    """The object store that holds workspace objects' bytes (``s3://bucket/prefix``,
+    ``gs://...``, ``az://...``, ``file:///path``), configured as that store's own settings
+    say (``AWS_ENDPOINT_URL``, ...); unset: the store's rows hold them. The same in every
+    process that reads or writes workspaces (Hands, API, sweeper, clients)."""
     identity: str = Field(default="operator", min_length=1, max_length=128)
     """Who the CLI's and ``Client.from_settings``'s acts are recorded as (a decision's
     principal, a submission's)."""
@@ -181,6 +190,14 @@ class CommonSettings(BaseSettings):
     def _rabbitmq_url(cls, value: str) -> str:
         broker_node_urls(value)
         return value
+
+    @field_validator("workspace_objects")
+    @classmethod
+    def _workspace_objects(cls, value: str | None) -> str | None:
+        if value and value.partition("://")[0].lower() not in OBJECT_STORE_SCHEMES:
+            schemes = ", ".join(f"{s}://" for s in OBJECT_STORE_SCHEMES)
+            raise ValueError(f"must be an object store's URL ({schemes}...)")
+        return value or None
 
     @field_validator("redis_url")
     @classmethod

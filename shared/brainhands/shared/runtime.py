@@ -62,7 +62,12 @@ async def open_services(settings: CommonSettings, *, name: str) -> AsyncIterator
             report=health.wait_for,
         )
         url = settings.database_url
-        store = await reach_store(startup, url, db_schema=settings.database_schema)
+        store = await reach_store(
+            startup,
+            url,
+            db_schema=settings.database_schema,
+            workspace_objects=settings.workspace_objects,
+        )
         opened.push_async_callback(store.close)
         await wait_for_schema(store, startup, url)
         topology = settings.topology()

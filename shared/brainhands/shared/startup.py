@@ -30,7 +30,7 @@ import redis.exceptions
 from brainhands.shared.broker import Broker
 from brainhands.shared.config import ENV_PREFIX, redacted_url
 from brainhands.shared.errors import BrainhandsError, StartupFailed
-from brainhands.shared.store import Store
+from brainhands.shared.store import Store, object_store_at
 from brainhands.shared.topology import Topology
 
 log = logging.getLogger("brainhands.startup")
@@ -38,6 +38,7 @@ log = logging.getLogger("brainhands.startup")
 T = TypeVar("T")
 
 DEADLINE_VARIABLE = f"{ENV_PREFIX}STARTUP_DEADLINE"
+WORKSPACE_OBJECTS_VARIABLE = f"{ENV_PREFIX}WORKSPACE_OBJECTS"
 FIRST_PAUSE = 0.1
 """Seconds before the second attempt; each later pause doubles, up to the settings' cap."""
 ATTEMPT_TIMEOUT = 10.0
@@ -216,15 +217,26 @@ class Startup:
 
 
 async def reach_store(
-    startup: Startup | None, url: str, *, db_schema: str | None, pool_size: int = 10
+    startup: Startup | None,
+    url: str,
+    *,
+    db_schema: str | None,
+    pool_size: int = 10,
+    workspace_objects: str | None = None,
 ) -> Store:
     """The store at ``url``, once it answers a query (``Startup.reach``); with no
-    ``startup``, opened at once, its errors raised as they come."""
+    ``startup``, opened at once, its errors raised as they come. ``workspace_objects``: the
+    URL of the object store for workspace objects' bytes (``WORKSPACE_OBJECTS_VARIABLE``)."""
+    objects = object_store_at(workspace_objects, WORKSPACE_OBJECTS_VARIABLE)
     if startup is None:
-        return await Store.open(url, db_schema=db_schema, pool_size=pool_size)
+        return await Store.open(
+            url, db_schema=db_schema, pool_size=pool_size, workspace_objects=objects
+        )
 
     async def attempt() -> Store:
-        store = await Store.open(url, db_schema=db_schema, pool_size=pool_size)
+        store = await Store.open(
+            url, db_schema=db_schema, pool_size=pool_size, workspace_objects=objects
+        )
         try:
             await store.ping()
         except BaseException:

@@ -121,6 +121,7 @@ class Client(OperatorActs, ScheduleActs, WorkspaceActs):
         tenant: str | None = DEFAULT_TENANT,
         principal: str = "client",
         startup: Startup | None = None,
+        workspace_objects: str | None = None,
     ) -> Client:
         """Connect to the deployment's store and broker.
 
@@ -132,9 +133,16 @@ class Client(OperatorActs, ScheduleActs, WorkspaceActs):
         it declares must match theirs). ``tenant``: see ``Client``. ``principal``: who its acts are
         recorded as. ``startup``: wait for a store or broker that does not answer yet, as a
         starting process does (``shared.startup``); by default a connection that fails
-        raises at once.
+        raises at once. ``workspace_objects``: the object store of the deployment's
+        workspace objects, when it has one (``BRAINHANDS_WORKSPACE_OBJECTS``).
         """
-        store = await reach_store(startup, database_url, db_schema=database_schema, pool_size=4)
+        store = await reach_store(
+            startup,
+            database_url,
+            db_schema=database_schema,
+            pool_size=4,
+            workspace_objects=workspace_objects,
+        )
         try:
             topology = Topology(namespace, delivery_limit=delivery_limit, queue_type=queue_type)
             broker = await reach_broker(startup, rabbitmq_url, topology, name="client")
@@ -173,6 +181,7 @@ class Client(OperatorActs, ScheduleActs, WorkspaceActs):
             tenant=None if operator else settings.tenant,
             principal=settings.identity,
             startup=startup,
+            workspace_objects=settings.workspace_objects,
         )
 
     async def __aenter__(self) -> Client:

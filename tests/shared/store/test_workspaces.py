@@ -6,12 +6,21 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import AsyncIterator
 
+import obstore
 import pytest
+from obstore.store import from_url
 from sqlalchemy import func, select
 
-from brainhands.shared.errors import ConflictError, NotFoundError, StaleLeaseError, WorkspaceMoved
-from brainhands.shared.store import OutboxMessage, Store, WorkspaceAdvance, schema
+from brainhands.shared.errors import (
+    ConfigurationError,
+    ConflictError,
+    NotFoundError,
+    StaleLeaseError,
+    WorkspaceMoved,
+)
+from brainhands.shared.store import ObjectBytes, OutboxMessage, Store, WorkspaceAdvance, schema
 from brainhands.shared.workspace_trees import (
     EMPTY_ROOT,
     FileEntry,
@@ -21,14 +30,43 @@ from brainhands.shared.workspace_trees import (
     read_manifest,
     to_tarball,
 )
+from tests.helpers.stores import StoreTarget
 
 pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(params=["in rows", "in an object store"])
+async def store(request: pytest.FixtureRequest, store_target: StoreTarget) -> AsyncIterator[Store]:
+    """A migrated, empty store on each backend, keeping objects' bytes in their rows, or in
+    an S3 object store (``BRAINHANDS_WORKSPACE_OBJECTS``)."""
+    outside = None
+    if request.param == "in an object store":
+        outside = ObjectBytes(request.getfixturevalue("s3_objects"))
+    opened = await Store.open(
+        store_target.url, upgrade=True, db_schema=store_target.schema, workspace_objects=outside
+    )
+    yield opened
+    await opened.close()
 
 
 async def count_objects(store: Store, tenant: str) -> int:
     query = select(func.count()).where(schema.workspace_object.c.tenant == tenant)
     async with store.backend.engine.connect() as conn:
         return int((await conn.execute(query)).scalar_one())
+
+
+async def uploaded(url: str) -> list[str]:
+    """The keys in the object store at ``url``, below its prefix."""
+    listed = obstore.list(from_url(url), return_arrow=False)
+    return sorted(item["path"] for page in listed for item in page)
+
+
+async def in_rows(store: Store) -> list[tuple[str, bool, str | None]]:
+    """Each object row: its hash, whether it holds the bytes, where they are otherwise."""
+    o = schema.workspace_object
+    async with store.backend.engine.connect() as conn:
+        rows = await conn.execute(select(o.c.hash, o.c.data.is_not(None), o.c.location))
+        return sorted((r[0], bool(r[1]), r[2]) for r in rows)
 
 
 def project() -> tuple[dict[str, FileEntry], dict[str, bytes]]:
@@ -168,3 +206,42 @@ async def test_a_forgotten_sessions_own_contents_are_collected_and_shared_ones_k
     await spaces.put("acme", {}, touch=[object_hash(shared["lib.py"])])
     assert await spaces.collect("acme", untouched_since=margin) == 2  # theirs.py, s2's root
     assert await spaces.objects("acme", [object_hash(shared["lib.py"])])
+
+
+@pytest.mark.parametrize("store", ["in an object store"], indirect=True)
+async def test_with_an_object_store_the_rows_say_where_the_bytes_are_and_hold_none(
+    store: Store, store_target: StoreTarget, s3_objects: str
+) -> None:
+    spaces = store.workspaces
+    manifest, contents = project()
+    first = await spaces.create("acme/s1", "repo", manifest, contents)
+
+    rows = await in_rows(store)
+    assert len(rows) == 5 and not any(holds for _, holds, _ in rows)
+    # One upload an object, under the tenant and its hash.
+    keys = await uploaded(s3_objects)
+    assert keys == sorted(str(where) for *_, where in rows)
+    assert all(where and where.startswith(f"acme/{h}/") for h, _, where in rows)
+    tree = await read_manifest(first.root, lambda h: spaces.objects("acme", h))
+    assert tree == manifest
+
+    # Two writers racing with the same new object: one row, one upload kept.
+    racing = b"written by two captures at once\n"
+    await asyncio.gather(*(spaces.put("acme", {object_hash(racing): racing}) for _ in range(4)))
+    assert len(await in_rows(store)) == 6
+    assert len(await uploaded(s3_objects)) == 6
+    assert await spaces.objects("acme", [object_hash(racing)]) == {object_hash(racing): racing}
+
+    # Collected: the rows and their uploads both.
+    assert await spaces.forget("acme/s1") == 1
+    assert await spaces.collect("acme", untouched_since=time.time()) == 6
+    assert await in_rows(store) == [] and await uploaded(s3_objects) == []
+
+    # A process of the deployment that was not told of the object store says what to set.
+    await spaces.create("acme/s2", "repo", manifest, contents)
+    blind = await Store.open(store_target.url, db_schema=store_target.schema)
+    try:
+        with pytest.raises(ConfigurationError, match="BRAINHANDS_WORKSPACE_OBJECTS"):
+            await blind.workspaces.objects("acme", contents)
+    finally:
+        await blind.close()

@@ -29,6 +29,7 @@ from brainhands.shared.store.listings import SessionFilter, SessionSummary
 from brainhands.shared.store.load import CHECKPOINT_KIND
 from brainhands.shared.store.migrate import behind_head, head_revision
 from brainhands.shared.store.notifications import NotificationFeed
+from brainhands.shared.store.object_bytes import ObjectBytes, object_store_at
 from brainhands.shared.store.queries import PendingCall, SessionRef
 from brainhands.shared.store.records import (
     FINAL_OPERATION_STATUSES,
@@ -82,6 +83,7 @@ __all__ = [
     "JoinPolicy",
     "NewTask",
     "NotificationFeed",
+    "ObjectBytes",
     "OperationClaim",
     "OperationLedger",
     "OperationRecord",
@@ -116,4 +118,5 @@ __all__ = [
     "behind_head",
     "head_revision",
     "new_id",
+    "object_store_at",
 ]

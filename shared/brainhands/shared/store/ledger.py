@@ -51,6 +51,7 @@ from brainhands.shared.store.group import GroupCommit
 from brainhands.shared.store.handoff import Handoff
 from brainhands.shared.store.hot import hot, run
 from brainhands.shared.store.load import operation_record
+from brainhands.shared.store.object_bytes import ObjectBytes
 from brainhands.shared.store.records import (
     FINAL_OPERATION_STATUSES,
     CommitReceipt,
@@ -151,12 +152,16 @@ class OperationLedger:
     """Reads and fenced writes of operation rows."""
 
     def __init__(
-        self, backend: Backend, handoff: Handoff, notify: Callable[[CommitReceipt], None]
+        self,
+        backend: Backend,
+        handoff: Handoff,
+        notify: Callable[[CommitReceipt], None],
+        workspace_objects: ObjectBytes | None = None,
     ) -> None:
         self._backend = backend
         self._notify = notify
         self._handoff = handoff
-        self.workspaces = Workspaces(backend)
+        self.workspaces = Workspaces(backend, workspace_objects)
         """The workspaces whose versions its outcomes commit (``record_outcome``)."""
         chained = backend.chains_writes
         self._outcomes: GroupCommit[_Outcome, tuple[OutboxRow, ...]] = GroupCommit(

@@ -271,14 +271,17 @@ workspace_version = Table(
 
 # The objects of a tenant's workspaces, by hash: files' contents and trees, each kept once
 # for all its sessions and versions, written before the version that names them commits.
-# ``touched_at``: when a writer last wrote it or found it there for a version to come; an
-# object no version names is collected once it is older than that version could take.
+# Their bytes are ``data``, or, with an object store configured, the object at ``location``
+# there (``object_bytes``). ``touched_at``: when a writer last wrote it or found it there
+# for a version to come; an object no version names is collected once it is older than
+# that version could take.
 workspace_object = Table(
     "workspace_object",
     metadata,
     Column("tenant", String(64), primary_key=True),
     Column("hash", String(64), primary_key=True),
-    Column("data", LargeBinary, nullable=False),
+    Column("data", LargeBinary, nullable=True),
+    Column("location", String(200), nullable=True),
     Column("touched_at", Float, nullable=False),
 )
 

@@ -38,6 +38,7 @@ from brainhands.shared.store.load import (
     tasks_by_ids_sync,
 )
 from brainhands.shared.store.notifications import NotificationFeed
+from brainhands.shared.store.object_bytes import ObjectBytes
 from brainhands.shared.store.outbox import Outbox
 from brainhands.shared.store.queries import Queries
 from brainhands.shared.store.records import (
@@ -74,7 +75,12 @@ class Store:
     ``tenant_budgets``, ``webhook_secrets``, ``schedules`` and ``workspaces``.
     """
 
-    def __init__(self, backend: Backend, handoff: Handoff | None = None) -> None:
+    def __init__(
+        self,
+        backend: Backend,
+        handoff: Handoff | None = None,
+        workspace_objects: ObjectBytes | None = None,
+    ) -> None:
         self.backend = backend
         """The one door to the database, PostgreSQL or SQLite."""
         self._listeners: list[CommitListener] = []
@@ -116,7 +122,7 @@ class Store:
         self.tenant_budgets = TenantBudgets(backend)
         self.webhook_secrets = WebhookSecrets(backend)
         self.schedules = Schedules(backend)
-        self.ledger = OperationLedger(backend, self._handoff, self.notify)
+        self.ledger = OperationLedger(backend, self._handoff, self.notify, workspace_objects)
         self.workspaces = self.ledger.workspaces
         """The operation ledger: what Hands claim and record (Brains only read it)."""
         self._rows: Batcher[
@@ -138,9 +144,11 @@ class Store:
         upgrade: bool | None = None,
         pool_size: int = 10,
         db_schema: str | None = None,
+        workspace_objects: ObjectBytes | None = None,
     ) -> Store:
         """Open the store at ``url``: any form ``normalize_database_url`` takes (a
-        ``ValueError`` saying which otherwise).
+        ``ValueError`` saying which otherwise). ``workspace_objects``: the object store
+        that holds workspace objects' bytes (None: the store's rows do).
 
         ``upgrade`` migrates the schema to head first; by default only the embedded SQLite
         store does so on first use (a server database is migrated by ``brainhands migrate``).
@@ -152,7 +160,7 @@ class Store:
         backend = await open_backend(url, pool_size=pool_size, db_schema=db_schema)
         if backend.embedded if upgrade is None else upgrade:
             await migrate.upgrade(backend)
-        return cls(backend)
+        return cls(backend, workspace_objects=workspace_objects)
 
     async def close(self) -> None:
         await self.backend.close()

@@ -16,9 +16,15 @@ from typing import Any
 from sqlalchemy import bindparam, delete, func, select, update
 from sqlalchemy.engine import Connection, Row
 
-from brainhands.shared.errors import ConflictError, NotFoundError, WorkspaceMoved
+from brainhands.shared.errors import (
+    ConfigurationError,
+    ConflictError,
+    NotFoundError,
+    WorkspaceMoved,
+)
 from brainhands.shared.store import schema
 from brainhands.shared.store.backends.base import Backend
+from brainhands.shared.store.object_bytes import ObjectBytes
 from brainhands.shared.tenancy import DEFAULT_TENANT, split_key
 from brainhands.shared.workspace_trees import (
     EMPTY_ROOT,
@@ -96,8 +102,10 @@ _LATEST = select(func.max(_v.c.version)).where(
 class Workspaces:
     """Workspaces' versions and objects, reached as ``store.workspaces``."""
 
-    def __init__(self, backend: Backend) -> None:
+    def __init__(self, backend: Backend, external: ObjectBytes | None = None) -> None:
         self._backend = backend
+        self._external = external
+        """Where objects' bytes go, when not in their rows (``object_bytes``)."""
 
     async def head(self, session_id: str, name: str) -> WorkspaceVersion:
         """The workspace's latest version: version 0, the empty tree, if it has none."""
@@ -145,12 +153,20 @@ class Workspaces:
         asked = set(hashes)
         wanted = sorted(asked - {EMPTY_ROOT})
         found: dict[str, bytes] = {EMPTY_ROOT: EMPTY_TREE} if EMPTY_ROOT in asked else {}
+        elsewhere: dict[str, str] = {}
         async with self._backend.snapshot() as conn:
             for i in range(0, len(wanted), _BATCH):
-                query = select(_o.c.hash, _o.c.data).where(
+                query = select(_o.c.hash, _o.c.data, _o.c.location).where(
                     _o.c.tenant == tenant, _o.c.hash.in_(wanted[i : i + _BATCH])
                 )
-                found.update((row.hash, bytes(row.data)) for row in await conn.execute(query))
+                for row in await conn.execute(query):
+                    if row.location is None:
+                        found[row.hash] = bytes(row.data)
+                    else:
+                        elsewhere[row.location] = row.hash
+        if elsewhere:
+            fetched = await self._outside().get(elsewhere)
+            found.update((elsewhere[key], data) for key, data in fetched.items())
         lost = [h for h in wanted if h not in found]
         if lost:
             raise NotFoundError(f"the workspace object {lost[0]} of tenant {tenant!r} is gone")
@@ -177,9 +193,22 @@ class Workspaces:
         if not objects and not touch:
             return
         now = time.time()
-        rows = [
-            {"tenant": tenant, "hash": h, "data": d, "touched_at": now} for h, d in objects.items()
-        ]
+        uploads: dict[str, str] = {}
+        if self._external is None:
+            rows = [
+                {"tenant": tenant, "hash": h, "data": d, "location": None, "touched_at": now}
+                for h, d in objects.items()
+            ]
+        else:  # only what the tenant lacks is uploaded, each under a key of its own
+            new = await self.missing(tenant, objects)
+            touch = {*touch, *(objects.keys() - new)}
+            uploads = {h: self._external.new_key(tenant, h) for h in new}
+            await self._external.put({uploads[h]: objects[h] for h in new})
+            objects = {h: objects[h] for h in new}
+            rows = [
+                {"tenant": tenant, "hash": h, "data": None, "location": key, "touched_at": now}
+                for h, key in uploads.items()
+            ]
         insert = self._backend.insert(_o)
         statement = insert.on_conflict_do_update(
             index_elements=[_o.c.tenant, _o.c.hash], set_={"touched_at": insert.excluded.touched_at}
@@ -195,6 +224,28 @@ class Workspaces:
                     .where(_o.c.tenant == tenant, _o.c.hash.in_(batch))
                     .values(touched_at=now)
                 )
+        if uploads:  # a writer that raced this one to a hash kept its own upload
+            await self._drop_unnamed(tenant, uploads)
+
+    async def _drop_unnamed(self, tenant: str, uploads: dict[str, str]) -> None:
+        """Delete the uploads (key by hash) that their rows do not name."""
+        named: set[str] = set()
+        hashes = sorted(uploads)
+        async with self._backend.snapshot() as conn:
+            for i in range(0, len(hashes), _BATCH):
+                query = select(_o.c.location).where(
+                    _o.c.tenant == tenant, _o.c.hash.in_(hashes[i : i + _BATCH])
+                )
+                named.update(row.location for row in await conn.execute(query))
+        await self._outside().delete(set(uploads.values()) - named)
+
+    def _outside(self) -> ObjectBytes:
+        if self._external is None:
+            raise ConfigurationError(
+                "workspace objects are kept in an object store, and this process has none: "
+                "set BRAINHANDS_WORKSPACE_OBJECTS as the deployment's workers have it"
+            )
+        return self._external
 
     async def forget(self, session_id: str) -> int:
         """Drop every version of the session's workspaces (the session is erased, or its
@@ -232,16 +283,22 @@ class Workspaces:
                             below.append(child)
             level = sorted(set(below))
         unnamed = sorted(candidates - reachable)
+        locations: list[str] = []
         async with self._backend.transaction() as conn:
             for i in range(0, len(unnamed), _BATCH):
                 batch = unnamed[i : i + _BATCH]
-                await conn.execute(
-                    delete(_o).where(
+                gone = await conn.execute(
+                    delete(_o)
+                    .where(
                         _o.c.tenant == tenant,
                         _o.c.hash.in_(batch),
                         _o.c.touched_at < untouched_since,
                     )
+                    .returning(_o.c.location)
                 )
+                locations += [row.location for row in gone if row.location is not None]
+        if locations:  # after the rows: a crash between leaves bytes no row names, not the reverse
+            await self._outside().delete(locations)
         return len(unnamed)
 
     async def tenants(self) -> list[str]:

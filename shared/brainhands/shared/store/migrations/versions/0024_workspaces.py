@@ -34,7 +34,8 @@ def upgrade() -> None:
         "workspace_object",
         sa.Column("tenant", sa.String(64), nullable=False),
         sa.Column("hash", sa.String(64), nullable=False),
-        sa.Column("data", sa.LargeBinary(), nullable=False),
+        sa.Column("data", sa.LargeBinary(), nullable=True),
+        sa.Column("location", sa.String(200), nullable=True),
         sa.Column("touched_at", sa.Float(), nullable=False),
         sa.PrimaryKeyConstraint("tenant", "hash", name=op.f("pk_workspace_object")),
     )
