@@ -3,6 +3,8 @@ broker's nodes, the Redis Sentinels."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from brainhands.shared.config import (
@@ -13,6 +15,7 @@ from brainhands.shared.config import (
     parse_addresses,
 )
 from brainhands.shared.errors import ConfigurationError
+from brainhands.shared.startup import reach_store
 
 
 @pytest.mark.parametrize(
@@ -102,3 +105,23 @@ def test_a_bad_webhook_allow_list_fails_at_start_up_naming_the_variable_and_the_
     allow = load_settings(CommonSettings).webhook_allow_list
     assert [str(n) for n in allow.networks] == ["10.0.0.0/8"]
     assert allow.endpoints == {("hooks.internal", 8443)}
+
+
+async def test_a_bad_object_store_fails_at_start_up_naming_the_variable(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("BRAINHANDS_WORKSPACE_OBJECTS", "ftp://files.example/objects")
+    with pytest.raises(ConfigurationError, match=r"BRAINHANDS_WORKSPACE_OBJECTS: .*s3://"):
+        load_settings(CommonSettings)
+    # A URL of a known kind that its store refuses fails as the process opens the store.
+    monkeypatch.setenv("BRAINHANDS_WORKSPACE_OBJECTS", "s3://")
+    settings = load_settings(CommonSettings)
+    with pytest.raises(ConfigurationError, match="BRAINHANDS_WORKSPACE_OBJECTS: "):
+        await reach_store(
+            None,
+            f"sqlite:///{tmp_path}/store.db",
+            db_schema=None,
+            workspace_objects=settings.workspace_objects,
+        )
+    monkeypatch.setenv("BRAINHANDS_WORKSPACE_OBJECTS", "")
+    assert load_settings(CommonSettings).workspace_objects is None
