@@ -92,4 +92,5 @@ def object_store_at(url: str | None, setting: str) -> ObjectBytes | None:
     try:
         return ObjectBytes(url)
     except Exception as exc:  # ours, or obstore's own (a bucket's name, an option)
-        raise ConfigurationError(f"{setting}: {exc}") from None
+        said = str(exc).strip().splitlines() or [type(exc).__name__]
+        raise ConfigurationError(f"{setting}: {said[0]}") from None  # not its debug dump
