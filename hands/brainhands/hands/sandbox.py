@@ -224,7 +224,7 @@ class Sandboxes:
             try:
                 done = await self.run(["true"], workdir, sandbox)
             except OSError as exc:
-                return f"no sandbox can be made with {self.bwrap}: {exc}"
+                return f"{self.bwrap} cannot be run: {exc}"
         if done.ok:
             return None
         said = done.stderr.decode(errors="replace").strip() or done.stopped
