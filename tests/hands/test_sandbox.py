@@ -174,6 +174,18 @@ async def test_a_fork_bomb_is_held_to_the_process_limit_and_the_host_goes_on(
     assert processes_with(token) == []  # the children went down with the sandbox
 
 
+async def test_the_shells_fork_bomb_meets_the_process_limit_and_leaves_nothing(
+    scratch: Workdir,
+) -> None:
+    token = uuid.uuid4().hex
+    bomb = f": {token}; bomb() {{ bomb | bomb & }}; bomb; wait"
+    done = await SANDBOXES.run(["sh", "-c", bomb], scratch, Sandbox(processes=20, wall_seconds=5))
+
+    # Each shell whose fork is refused gives up: the bomb burns out within its limit.
+    assert b"Cannot fork" in done.stderr and done.stopped is None
+    await eventually(lambda: processes_with(token) == [], within=5, what="the bomb's processes")
+
+
 @pytest.mark.skipif(os.geteuid() != 0, reason="sandboxes share their user's count unless root")
 async def test_sandboxes_running_at_once_each_have_the_whole_process_limit() -> None:
     code = (
