@@ -19,6 +19,7 @@ from redis.asyncio import Redis
 from sqlalchemy import insert, update
 
 from brainhands.brain.decide import TOOL_KIND
+from brainhands.brain.retention import Retention
 from brainhands.brain.sweeper import (
     MARK_MARGIN,
     MAX_BACKLOG_BACKOFF,
@@ -564,3 +565,56 @@ async def test_workspace_objects_no_version_names_are_collected_past_their_margi
         await store.workspaces.objects("acme", [object_hash(orphan)])
     head = await store.workspaces.head("acme/s1", "repo")
     assert len(await store.workspaces.objects("acme", [head.root, object_hash(named)])) == 2
+
+
+@pytest.mark.integration
+async def test_an_erased_sessions_redis_keys_go_and_finished_sessions_expire_by_tenant(
+    store: Store,
+    env: BrokerEnv,
+    leases: LeaseManager,
+    progress: QueueProgress,
+    redis_url: str,
+    namespace: str,
+) -> None:
+    # A session run and erased: its lease, fence and witness keys, and its call's, remain.
+    await store.create_session("acme/s1", compat="v1")
+    intent = {"session_id": "acme/s1", "task_id": "t1", "tool": "t", "pool": "p", "arguments": {}}
+    await store.ledger.claim("op-1", 1, intent=intent)
+    for resource in ("session:acme/s1", "operation:op-1"):
+        lease = await leases.acquire(resource)
+        assert lease is not None
+        await leases.release(lease, witness=1)
+    redis = Redis.from_url(redis_url)
+    left = [k async for k in redis.scan_iter(match=f"{namespace}:*")]
+    assert len([k for k in left if b"acme/s1" in k or b"op-1" in k]) == 4
+    await store.erasures.erase("acme/s1", principal="operator")
+    # Finished sessions last changed 3 days ago: acme keeps 2 days, globex 10 (default: 2).
+    for session_id in ("acme/old", "globex/old", "old"):
+        await store.create_session(session_id, compat="v1")
+    async with store.backend.transaction() as conn:
+        await conn.execute(update(schema.session).values(updated_at=time.time() - 3 * 86400))
+    sweeper = Sweeper(
+        store=store,
+        broker=env.broker,
+        leases=leases,
+        progress=progress,
+        retention=Retention(2, {"globex": 10}),
+    )
+
+    sent = await sweeper.sweep_once()
+
+    assert sent["erased_session_keys_deleted"] == 3  # acme/s1, then the two expired
+    assert sent["session_expired"] == 2
+    left = [k async for k in redis.scan_iter(match=f"{namespace}:*")]
+    assert not [k for k in left if b"acme/s1" in k or b"op-1" in k or b"old" in k], left
+    await redis.aclose()
+    [record] = await store.erasures.records("acme/old")
+    assert (record["principal"], record["reason"], record["resources"]) == (
+        "sweeper",
+        "expired",
+        None,
+    )
+    await store.load("globex/old")  # kept: its tenant keeps 10 days
+    with pytest.raises(NotFoundError):
+        await store.load("old")
+    assert "session_expired" not in await sweeper.sweep_once()

@@ -61,3 +61,12 @@ def test_a_purge_filter_matches_every_criterion_given() -> None:
     assert not PurgeFilter(settled=True).matches(parked, pending)
     assert PurgeFilter(settled=True, session_id="s1", message_type="wake").matches(parked, settled)
     assert not PurgeFilter(session_id="s2").matches(parked, settled)
+
+
+def test_the_work_of_an_erased_session_is_settled_and_of_an_unknown_one_unknown() -> None:
+    gone = {WAKE.session_id, RESULT.session_id}
+    assert parked_work(WAKE, {}, {}, {}, gone) == ParkedWork("settled", "its session was erased")
+    assert parked_work(RESULT, {}, {}, {}, gone) == ParkedWork("settled", "its session was erased")
+    assert parked_work(WAKE, {}, {}, {}, set()).state == "unknown"
+    # A session made again after its erasure is judged by its rows, as any other.
+    assert parked_work(WAKE, {}, {}, {WAKE.session_id: True}, gone).state == "pending"

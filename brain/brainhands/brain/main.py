@@ -116,6 +116,7 @@ def sweeper_of(services: Services, leases: LeaseManager, settings: BrainSettings
         progress=QueueProgress(services.redis, services.keys),
         callbacks=callbacks,
         schedule_late_after=settings.schedule_late_after,
+        retention=settings.retention,
     )
 
 

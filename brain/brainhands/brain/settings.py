@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
+from brainhands.brain.retention import Retention, tenant_days
 from brainhands.shared.config import CommonSettings
 
 
@@ -43,3 +44,20 @@ class BrainSettings(CommonSettings):
     """Seconds a schedule's tick may be late (the sweepers down, or behind) and still be
     submitted; a tick older than that was missed, and the schedule's ``missed`` policy
     decides: ``skip`` it, or ``run_one`` (the latest missed tick, once)."""
+    retention_days: float = Field(default=0.0, ge=0)
+    """Days a finished session (no task open, no submission queued or running) is kept
+    after its last change before the sweeper erases it, with all it owns; 0: for ever."""
+    retention_tenant_days: str = ""
+    """Tenants whose sessions are kept another number of days than ``retention_days``:
+    ``acme=7,globex=0`` (0: for ever)."""
+
+    @field_validator("retention_tenant_days")
+    @classmethod
+    def _retention_tenant_days(cls, value: str) -> str:
+        tenant_days(value)
+        return value
+
+    @property
+    def retention(self) -> Retention:
+        """How long the sweeper keeps finished sessions."""
+        return Retention(self.retention_days, tenant_days(self.retention_tenant_days))

@@ -47,6 +47,8 @@ from redis.exceptions import RedisError
 
 from brainhands.brain.callbacks import Callbacks
 from brainhands.brain.decide import TOOL_KIND
+from brainhands.brain.retention import BATCH as RETENTION_BATCH
+from brainhands.brain.retention import Retention, expire
 from brainhands.brain.schedules import LATE_AFTER, fire_schedules
 from brainhands.shared import metrics
 from brainhands.shared.broker import Broker
@@ -67,6 +69,9 @@ from brainhands.shared.store import PendingCall, SessionRef, Store
 log = logging.getLogger("brainhands.sweeper")
 
 MAX_BACKLOG_BACKOFF = 8
+RETENTION_EVERY = 60.0
+"""Seconds between looks for sessions past their retention (at once again after a full
+batch)."""
 """The longest hold of a wake-up, in backlog graces."""
 REPUBLISHED = {REPUBLISHED_HEADER: "sweeper"}
 """The headers of a job the sweeper publishes again."""
@@ -186,8 +191,12 @@ class Sweeper:
         schedule_late_after: float = LATE_AFTER,
         workspace_collect_every: float = 3600.0,
         workspace_margin: float = 3600.0,
+        retention: Retention | None = None,
     ) -> None:
         self.store = store
+        self.retention = retention or Retention()
+        """How long finished sessions are kept before this sweeper erases them."""
+        self._expired_at = 0.0
         self.workspace_collect_every = workspace_collect_every
         """Seconds between collections of the workspace objects no version names."""
         self.workspace_margin = workspace_margin
@@ -311,6 +320,18 @@ class Sweeper:
                 continue
             await self._republish(job)
             sent["job_redispatched"] += 1
+        sent.update(await self._keep_house(now))
+        if sent:
+            log.info("swept", extra={"event": "swept", **sent})
+        self.recoveries.update(sent)
+        for kind, count in sent.items():
+            metrics.SWEEPER_RECOVERIES.labels(kind).inc(count)
+        return sent
+
+    async def _keep_house(self, now: float) -> Counter[str]:
+        """What a pass does beside re-triggering work: schedules' ticks, workspace objects'
+        collection, sessions past their retention, erased sessions' Redis keys, webhooks."""
+        sent: Counter[str] = Counter()
         ticks = await fire_schedules(
             self.store, self.broker.topology, late_after=self.schedule_late_after, now=now
         )
@@ -323,16 +344,29 @@ class Sweeper:
                 gone = await spaces.collect(tenant, untouched_since=now - self.workspace_margin)
                 if gone:
                     sent["workspace_objects_collected"] += gone
+        if now - self._expired_at >= RETENTION_EVERY:
+            self._expired_at = now
+            expired = await expire(self.store, self.retention)
+            if expired:
+                sent["session_expired"] += expired
+            if expired == RETENTION_BATCH:
+                self._expired_at = 0.0  # more are due: the next pass goes on
+        forgotten = await self._forget_erased()
+        if forgotten:
+            sent["erased_session_keys_deleted"] += forgotten
         if self.callbacks is not None:
             delivered = await self.callbacks.deliver_due()
             if delivered:
                 sent["callback_delivered"] += delivered
-        if sent:
-            log.info("swept", extra={"event": "swept", **sent})
-        self.recoveries.update(sent)
-        for kind, count in sent.items():
-            metrics.SWEEPER_RECOVERIES.labels(kind).inc(count)
         return sent
+
+    async def _forget_erased(self) -> int:
+        """Delete the Redis keys of erased sessions and their calls; how many erasures."""
+        pending = await self.store.erasures.pending_resources(limit=100)
+        if pending:
+            await self.leases.forget([r for resources in pending.values() for r in resources])
+            await self.store.erasures.resources_deleted(list(pending))
+        return len(pending)
 
     async def _republish(self, job: ToolJob) -> None:
         """Send ``job`` to its pool again, flagged (``REPUBLISHED_HEADER``): its first copy may

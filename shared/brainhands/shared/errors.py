@@ -7,9 +7,11 @@
     ├── StoreError                  the session store failed (driver errors are wrapped here)
     │   ├── StoreUnavailable        connection-level failure; retryable
     │   ├── ConflictError           the session changed since the draft was read (stale version)
+    │   │   └── SessionRunning      a session with work open was to be erased uncancelled
     │   ├── StaleLeaseError         the committer's fencing token was superseded
     │   ├── CallCancelled           a tool call's cancellation is committed: it must not go out
     │   ├── NotFoundError           a row the caller named does not exist
+    │   ├── WorkspaceMoved          a call's workspace moved past the version it ran on
     │   └── StoreWentBack           the store lost commits it had acknowledged (a failover to
     │                               a standby that lacked them); work is held until an
     │                               operator accepts it
@@ -74,6 +76,14 @@ class StoreUnavailable(StoreError):
 
 class ConflictError(StoreError):
     """The session's version moved since the draft was read: another commit won."""
+
+
+class SessionRunning(ConflictError):
+    """A session with work open (a task not ended, a submission queued or running) was to be
+    erased without being cancelled too."""
+
+    title = "Session Running"
+    """The title of the API's problem (409) that says so, which the HTTP clients read."""
 
 
 class StaleLeaseError(StoreError):

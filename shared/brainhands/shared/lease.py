@@ -248,6 +248,26 @@ class LeaseManager:
             raise LeaseBackendError(f"Redis failed reading leases: {exc!r}") from exc
         return {r for r, v in zip(resources, values, strict=True) if v is not None}
 
+    async def forget(self, resources: list[str]) -> int:
+        """Delete every key of ``resources`` (lease, fence, witness, hand-over): resources of
+        a session erased, which nothing will take again. How many keys there were."""
+        keys = [
+            key
+            for r in resources
+            for key in (
+                self._keys.lease(r),
+                self._keys.fence(r),
+                self._keys.witness(r),
+                self._keys.handed(r),
+            )
+        ]
+        if not keys:
+            return 0
+        try:
+            return int(await self._redis.delete(*keys))
+        except (RedisError, OSError) as exc:
+            raise LeaseBackendError(f"Redis failed deleting keys: {exc!r}") from exc
+
     async def raise_floor(self, resource: str, floor: int) -> None:
         """Make every later token of ``resource`` greater than ``floor``."""
         await self._run(

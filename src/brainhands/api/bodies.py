@@ -210,6 +210,14 @@ class CancelOut(BaseModel):
     status: str
 
 
+class ErasedOut(BaseModel):
+    """What an erasure deleted: rows by table, none of their content."""
+
+    session_id: str
+    erased_at: float
+    rows: dict[str, int]
+
+
 class SessionPage(BaseModel):
     sessions: list[dict[str, Any]]
     next: str | None

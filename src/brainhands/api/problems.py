@@ -14,7 +14,12 @@ from pydantic import BaseModel
 from starlette.exceptions import HTTPException
 
 from brainhands.api.keys import Principal
-from brainhands.shared.errors import DecisionRefused, InvalidRequest, NotFoundError
+from brainhands.shared.errors import (
+    DecisionRefused,
+    InvalidRequest,
+    NotFoundError,
+    SessionRunning,
+)
 from brainhands.shared.storable import MAX_DEPTH
 
 log = logging.getLogger("brainhands.api")
@@ -47,7 +52,7 @@ PROBLEMS: dict[int | str, dict[str, Any]] = {
         (
             409,
             "the call was already decided otherwise, or is no longer pending; or no run of "
-            "the session is stopped at its budget",
+            "the session is stopped at its budget; or a session to erase has work open",
         ),
         (413, "the request body is larger than the configured limit"),
         (
@@ -106,6 +111,12 @@ def answer_problems(app: FastAPI) -> None:
         who: Principal | None = getattr(request.state, "principal", None)
         detail = str(exc) if who is None else str(exc).replace(f"{who.tenant}/", "")
         return problem(404, "Not Found", detail)
+
+    @app.exception_handler(SessionRunning)
+    async def running(request: Request, exc: SessionRunning) -> Response:
+        who: Principal | None = getattr(request.state, "principal", None)
+        detail = str(exc) if who is None else str(exc).replace(f"{who.tenant}/", "")
+        return problem(409, SessionRunning.title, detail)
 
     @app.exception_handler(DecisionRefused)
     async def refused(request: Request, exc: DecisionRefused) -> Response:

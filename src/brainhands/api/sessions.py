@@ -1,5 +1,5 @@
-"""The API's routes that read sessions: the tenant's sessions a page at a time, a session
-as it stands, and a session's document with its history."""
+"""The API's routes on sessions: the tenant's sessions a page at a time, a session as it
+stands, a session's document with its history, and a session's erasure."""
 
 from __future__ import annotations
 
@@ -12,11 +12,12 @@ from brainhands.api.bodies import (
     CURSOR,
     DocumentName,
     DocumentOut,
+    ErasedOut,
     IncrementOut,
     SessionId,
     SessionPage,
 )
-from brainhands.api.guard import Guarded, caller, needs
+from brainhands.api.guard import Guarded, acting, caller, needs
 from brainhands.api.known import KnownSessions
 from brainhands.api.views import list_sessions, session_document
 from brainhands.client.direct import Client
@@ -25,7 +26,8 @@ from brainhands.shared.tenancy import session_key
 
 
 def session_routes(client: Client, known: KnownSessions) -> APIRouter:
-    """``GET /sessions``, ``GET /sessions/{id}`` and ``GET /sessions/{id}/documents/{name}``."""
+    """``GET /sessions``, ``GET /sessions/{id}``, ``DELETE /sessions/{id}`` and
+    ``GET /sessions/{id}/documents/{name}``."""
     app = APIRouter(route_class=Guarded)
 
     @app.get("/sessions", tags=["sessions"], openapi_extra=needs("read"))
@@ -82,5 +84,16 @@ def session_routes(client: Client, known: KnownSessions) -> APIRouter:
             value=doc.body,
             history=[IncrementOut(**asdict(i)) for i in found.history],
         )
+
+    @app.delete("/sessions/{session_id}", tags=["sessions"], openapi_extra=needs("admin"))
+    async def erase(session_id: SessionId, request: Request, cancel: bool = False) -> ErasedOut:
+        """Erase the session and everything it owns: entries, documents and their history,
+        tasks, submissions, requests, tool calls with their blobs, workspace versions. The
+        erasure is recorded (who, when), not what it held. A session with work open is
+        refused (409) unless ``cancel`` is true: then it is erased as it stands."""
+        who = caller(request)
+        key = session_key(who.tenant, session_id)
+        erased = await client.erase(key, cancel=cancel, principal=acting(who))
+        return ErasedOut(session_id=session_id, erased_at=erased.erased_at, rows=erased.rows)
 
     return app

@@ -86,6 +86,16 @@ def build_parser() -> argparse.ArgumentParser:
     add_tenant(p)
     p.set_defaults(run="brainhands.cli.operate:cancel")
 
+    p = sub.add_parser("session", help="a session's erasure: it and all it owns, for good")
+    acts = p.add_subparsers(dest="action", required=True, metavar="ACTION")
+    q = acts.add_parser("delete", help="erase the session (recorded: who, when; not what)")
+    q.add_argument("session", help="the session's id")
+    q.add_argument(
+        "--cancel", action="store_true", help="erase it even with work open, cancelling it"
+    )
+    add_tenant(q)
+    q.set_defaults(run="brainhands.cli.acting:erase")
+
     p = sub.add_parser("signal", help="send a signal to a session (kept until a task waits)")
     p.add_argument("--session", required=True)
     p.add_argument("--name", required=True, help="what the waiting task waits for")

@@ -13,7 +13,12 @@ from typing import Any
 from brainhands.client.approvals import ALL, Decision
 from brainhands.client.direct import Client
 from brainhands.shared.config import CommonSettings, load_settings
-from brainhands.shared.errors import ConfigurationError, DecisionRefused, InvalidRequest
+from brainhands.shared.errors import (
+    ConfigurationError,
+    DecisionRefused,
+    InvalidRequest,
+    SessionRunning,
+)
 from brainhands.shared.tenancy import check_tenant
 from brainhands.shared.vocabulary import BUDGET_LIMITS, Verdict
 
@@ -27,6 +32,18 @@ def settings_for(args: argparse.Namespace) -> CommonSettings:
         return settings.model_copy(update={"tenant": check_tenant(args.tenant)})
     except ValueError as exc:
         raise ConfigurationError(f"--tenant: {exc}") from None
+
+
+async def erase(args: argparse.Namespace) -> int:
+    async with await Client.from_settings(settings_for(args)) as client:
+        try:
+            erased = await client.erase(args.session, cancel=args.cancel)
+        except SessionRunning as exc:
+            print(f"{exc}; nothing erased", file=sys.stderr)
+            return 1
+    rows = ", ".join(f"{n} {table}" for table, n in erased.rows.items() if n)
+    print(f"session {args.session} erased: {rows}")
+    return 0
 
 
 async def signal(args: argparse.Namespace) -> int:

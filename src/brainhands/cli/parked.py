@@ -11,7 +11,7 @@ that messaging (``shared.parking``) never reads the store.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -76,7 +76,10 @@ async def judge_parked(store: Store, parked: Sequence[ParkedMessage]) -> list[Pa
     sessions = await store.queries.sessions_with_open_work(
         [m.session_id for m in messages if isinstance(m, SessionWake)]
     )
-    return [parked_work(m, tasks, operations, sessions) for m in messages]
+    erased = await store.erasures.erased_among(
+        [m.session_id for m in messages if isinstance(m, SessionWake | ToolJob | ToolResult)]
+    )
+    return [parked_work(m, tasks, operations, sessions, erased) for m in messages]
 
 
 def parked_work(
@@ -84,16 +87,17 @@ def parked_work(
     tasks: Mapping[str, TaskRecord],
     operations: Mapping[str, OperationRecord],
     sessions: Mapping[str, bool],
+    erased: Collection[str] = frozenset(),
 ) -> ParkedWork:
     """The state of a parked ``message``'s work, from the store's rows (``sessions``: whether
-    each session has open work)."""
+    each session has open work; ``erased``: sessions erased, whose work is gone with them)."""
     if message is None:
         return ParkedWork("unknown", "not a message this build reads")
     if isinstance(message, LiveNote):
         return ParkedWork("settled", "a live note: nothing depends on it")
     if isinstance(message, SessionWake):
         if message.session_id not in sessions:
-            return ParkedWork("unknown", "session not in this store")
+            return _gone(message.session_id, erased, "session not in this store")
         if sessions[message.session_id]:
             return ParkedWork("pending", "the session has open work")
         return ParkedWork("settled", "the session has no open work")
@@ -105,12 +109,19 @@ def parked_work(
         return ParkedWork("pending", op_state)
     task = tasks.get(message.task_id)
     if task is None:
-        return ParkedWork("unknown", "task not in this store")
+        return _gone(message.session_id, erased, "task not in this store")
     if task.status == "terminal":
         return ParkedWork("settled", f"task {task.outcome}")
     if isinstance(message, ToolResult):
         return ParkedWork("pending", "outcome not applied yet")
     return ParkedWork("pending", op_state)
+
+
+def _gone(session_id: str, erased: Collection[str], otherwise: str) -> ParkedWork:
+    """Work the store does not have: settled if its session was erased, else unknown."""
+    if session_id in erased:
+        return ParkedWork("settled", "its session was erased")
+    return ParkedWork("unknown", otherwise)
 
 
 async def purge_parked(

@@ -48,6 +48,7 @@ from brainhands.shared.store import (
     ANSWER_CHANNEL,
     FINAL_SUBMISSION_STATUSES,
     DocumentHistory,
+    Erased,
     InboxReceipt,
     OutboxMessage,
     Store,
@@ -285,6 +286,17 @@ class Client(OperatorActs, ScheduleActs, WorkspaceActs):
         )
         await self._relay.flush()
         return "requested"
+
+    async def erase(
+        self, session_id: str, *, cancel: bool = False, principal: str | None = None
+    ) -> Erased:
+        """Erase the session and everything it owns (``store.erasures``), recorded as done by
+        ``principal`` (default: this client's) without its content. ``SessionRunning`` if
+        it has work open and not ``cancel``; ``NotFoundError`` for no such session. Its
+        Redis keys go at the sweeper's next pass."""
+        return await self.store.erasures.erase(
+            self.key(session_id), principal=principal or self.principal, cancel=cancel
+        )
 
     async def signal(
         self,

@@ -39,6 +39,7 @@ from brainhands.shared.errors import (
     DecisionRefused,
     InvalidRequest,
     NotFoundError,
+    SessionRunning,
 )
 from brainhands.shared.statuses import FINAL_SUBMISSION_STATUSES
 from brainhands.shared.storable import check_storable
@@ -154,6 +155,13 @@ class HttpClient:
         path = _path("sessions", session_id, "submissions", request_id, "cancel")
         said: str = (await self._call("POST", path))["status"]
         return said
+
+    async def erase(self, session_id: str, *, cancel: bool = False) -> dict[str, Any]:
+        """Erase the session and all it owns (``Client.erase``): what went, by table.
+        ``SessionRunning`` (409) if it has work open and not ``cancel``."""
+        path = _path("sessions", session_id)
+        erased: dict[str, Any] = await self._call("DELETE", path, params={"cancel": cancel})
+        return erased
 
     async def signal(
         self,
@@ -429,6 +437,8 @@ def _error(response: httpx.Response) -> BrainhandsError:
     detail = str(problem.get("detail", ""))
     if response.status_code == 404:
         return NotFoundError(detail)
+    if response.status_code == 409 and problem.get("title") == SessionRunning.title:
+        return SessionRunning(detail)
     if response.status_code == 409:
         return DecisionRefused(detail)
     if response.status_code == 422:
@@ -476,6 +486,9 @@ class SyncHttpClient:
 
     def cancel(self, session_id: str, request_id: str) -> str:
         return self._run(self._client.cancel(session_id, request_id))
+
+    def erase(self, session_id: str, *, cancel: bool = False) -> dict[str, Any]:
+        return self._run(self._client.erase(session_id, cancel=cancel))
 
     def signal(
         self, session_id: str, name: str, payload: Any = None, **options: Unpack[SignalOptions]

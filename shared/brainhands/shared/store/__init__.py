@@ -22,6 +22,7 @@ from brainhands.shared.store.draft import (
     TenantCharge,
     new_id,
 )
+from brainhands.shared.store.erasures import Erased, Erasures
 from brainhands.shared.store.guard import ANSWER_CHANNEL, SESSION_CHANNEL
 from brainhands.shared.store.inbox import InboxReceipt
 from brainhands.shared.store.ledger import OperationLedger
@@ -78,6 +79,8 @@ __all__ = [
     "DocumentRecord",
     "Draft",
     "EntryRecord",
+    "Erased",
+    "Erasures",
     "InboxReceipt",
     "InboxRecord",
     "JoinPolicy",

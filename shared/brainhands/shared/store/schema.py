@@ -421,3 +421,29 @@ schedule = Table(
     Column("updated_at", Float, nullable=False),
     Index("ix_schedule_state_next_tick_at", "state", "next_tick_at"),
 )
+
+erasure = Table(
+    "erasure",
+    metadata,
+    # A session erased (``erasures``): who asked and when, why (``erased`` by a request,
+    # ``expired`` at the end of its retention), and how many rows went -- none of its
+    # content. ``resources``: the lease resources (the session's, its calls') whose Redis
+    # keys the sweeper still has to delete; None once it has.
+    Column(
+        "id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True
+    ),
+    Column("session_id", SESSION_ID, nullable=False),
+    Column("tenant", String(64), nullable=False),
+    Column("principal", String(160), nullable=False),
+    Column("reason", String(16), nullable=False),
+    Column("rows", JSON, nullable=False),
+    Column("resources", JSON, nullable=True),
+    Column("erased_at", Float, nullable=False),
+    Index(None, "session_id"),
+    Index(
+        "ix_erasure_resources",
+        "id",
+        postgresql_where=text("resources IS NOT NULL"),
+        sqlite_where=text("resources IS NOT NULL"),
+    ),
+)

@@ -24,6 +24,7 @@ from brainhands.shared.store.details import (
 )
 from brainhands.shared.store.documents import history_sync
 from brainhands.shared.store.draft import Draft, new_id
+from brainhands.shared.store.erasures import Erasures
 from brainhands.shared.store.group import GroupCommit
 from brainhands.shared.store.handoff import Handoff
 from brainhands.shared.store.inbox import Inbox
@@ -72,7 +73,7 @@ class Store:
     store keeps is reached through its parts, one per kind of row: ``submissions``,
     ``inbox``, ``ledger`` (operations), ``outbox``, ``declarations``, ``api_keys``,
     ``queries`` (reads across sessions), ``listings`` (sessions as lists show them),
-    ``tenant_budgets``, ``webhook_secrets``, ``schedules`` and ``workspaces``.
+    ``tenant_budgets``, ``webhook_secrets``, ``schedules``, ``workspaces`` and ``erasures``.
     """
 
     def __init__(
@@ -122,6 +123,7 @@ class Store:
         self.tenant_budgets = TenantBudgets(backend)
         self.webhook_secrets = WebhookSecrets(backend)
         self.schedules = Schedules(backend)
+        self.erasures = Erasures(backend)
         self.ledger = OperationLedger(backend, self._handoff, self.notify, workspace_objects)
         self.workspaces = self.ledger.workspaces
         """The operation ledger: what Hands claim and record (Brains only read it)."""
