@@ -16,6 +16,12 @@ b. **Throughput.** Then on each schema in turn, 2 Brains and 2 Hands: B sessions
 c. **A sweep.** Once the workers have stopped: ``Sweeper.sweep_once()`` of this process,
    built like a Brain's (``brainhands.brain.main``), ``--sweeps`` times after one unmeasured.
 
+With ``--prune``, the filled schema's history expires while a and b run there: this process
+erases its sessions as the sweeper does (``brain.retention.expire``, a batch each sweeper
+period, each session in a transaction of its own, with a retention that spares the run's
+own sessions), and the report says how many it erased and how fast, beside the costs it ran
+under; run it again without ``--prune`` for the same costs with no prune.
+
 The rounds (``--rounds``) alternate which schema goes first (empty, filled; filled, empty;
 ...). Then ``EXPLAIN (ANALYZE, BUFFERS)`` of the sweeper's queries, a Brain's load and claim
 of a session and a relay's outbox reads on both schemas (``bench/history_plans.py``) -- on
@@ -29,6 +35,7 @@ at the end, even on error.
 
     .venv/bin/python -m bench.history [--sessions-history N] [--sessions S] [--burst B]
         [--rounds R] [--sweeps K] [--explain-without INDEX ...] [--plans] [--code REF]
+        [--prune]
 """
 
 from __future__ import annotations
@@ -78,6 +85,9 @@ from bench.roundtrip_sessions import (
     timelines,
 )
 from bench.roundtrip_tools import POOL
+from brainhands.brain.retention import BATCH as RETENTION_BATCH
+from brainhands.brain.retention import Retention, expire
+from brainhands.brain.settings import BrainSettings
 from brainhands.brain.sweeper import Sweeper
 from brainhands.shared.broker import Broker
 from brainhands.shared.keys import Keys
@@ -117,6 +127,8 @@ class Side:
     builds: dict[str, float] = field(default_factory=dict)
     """Seconds each of those indexes took to build again."""
     sizes: list[TableSize] = field(default_factory=list)
+    erased: list[tuple[int, float]] = field(default_factory=list)
+    """With ``--prune``: sessions erased, and the seconds it took, while each round ran."""
 
     @property
     def topology(self) -> Topology:
@@ -177,6 +189,11 @@ async def measure_round(
     await analyze_young(sides)
     stop = asyncio.Event()
     relays = [asyncio.create_task(c.relay.run(stop)) for _, c in sides]
+    pruning = [
+        asyncio.create_task(expire_history(side, c, stop))
+        for side, c in sides
+        if args.prune and not side.young
+    ]
     try:
         with contextlib.ExitStack() as stack:
             fleets = [
@@ -206,7 +223,7 @@ async def measure_round(
             await measure_burst(args, side, c, logs / f"{side.name}-{n}-burst", code)
     finally:
         stop.set()
-        await asyncio.gather(*relays)
+        await asyncio.gather(*relays, *pruning)
     await analyze_young(sides)
     for side, c in sides:
         await c.sweeper.sweep_once()
@@ -239,6 +256,24 @@ async def measure_burst(
         workers.stop()
     side.rates.append(len(burst) / seconds)
     side.burst += [t.latency for t in await timelines(c.db, burst, workers, side.topology)]
+
+
+async def expire_history(side: Side, c: Open, stop: asyncio.Event) -> None:
+    """Erase the history's sessions as the sweeper does, a batch a pass (a pass a
+    ``sweeper_period``), until ``stop`` (or none is left): a retention that ends a minute
+    before this round began, so the round's own sessions are spared."""
+    began = time.time()
+    erased = 0
+    period = BrainSettings.model_fields["sweeper_period"].default
+    while not stop.is_set():
+        days = (time.time() - began + 60) / 86400
+        done = await expire(c.store, Retention(days))
+        erased += done
+        if done < RETENTION_BATCH:
+            break
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), period)
+    side.erased.append((erased, time.time() - began))
 
 
 async def analyze_young(sides: Sequence[tuple[Side, Open]]) -> None:
@@ -383,6 +418,11 @@ def report(args: argparse.Namespace, run: Run) -> None:
         + "; filled "
         + ", ".join(f"{r:.1f}" for r in f.rates)
     )
+    for n, (erased, seconds) in enumerate(f.erased):
+        print(
+            f"round {n + 1}: the filled schema's history expiring meanwhile: {erased:,} sessions "
+            f"erased in {seconds:.1f} s ({erased / seconds:,.0f}/s), each with all it owns"
+        )
     report_plans(args, e, f)
     before, pruned, seconds = run.pruned
     print(
@@ -466,6 +506,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "--code", metavar="REF", help="run the workers from this commit (default: the working tree)"
     )
     parser.add_argument("--logs", help="keep the worker processes' logs in this directory")
+    parser.add_argument(
+        "--prune",
+        action="store_true",
+        help="erase the filled schema's history, as retention does, while the rounds run there",
+    )
     add_service_urls(parser, "postgres", "rabbitmq", "redis")
     args = parser.parse_args(argv)
     if min(args.sessions_history, args.sessions, args.burst, args.rounds, args.sweeps) < 1:

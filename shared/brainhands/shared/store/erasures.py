@@ -2,8 +2,9 @@
 retention, with a record of who asked and when -- never of what it held.
 
 What a session owns: its row, entries, documents and their history, tasks, submissions,
-inbox requests, operations with their blobs, outbox rows, and workspace versions (their
-objects go at the sweeper's next collection unless another version names them). All go in
+inbox requests, operations with their blobs, outbox rows (those the relays have not pruned
+yet), and workspace versions (their objects go at the sweeper's next collection unless
+another version names them). All go in
 one transaction. The session's and its calls' Redis keys (leases, fences, witnesses) are
 not the store's: the erasure record lists their resources until the sweeper, which holds
 Redis, has deleted them (``pending_resources``, ``resources_deleted``).
@@ -44,10 +45,14 @@ _OWNED: tuple[Table, ...] = (
     schema.task,
     schema.submission,
     schema.inbox,
-    schema.outbox,
     schema.workspace_version,
+    schema.operation,
 )
-"""The tables whose rows carry the session's id, besides its operations and its own row."""
+"""The tables whose rows carry the session's id, besides the outbox and its own row."""
+OUTBOX_KEPT = 86400.0
+"""Seconds the relays keep an outbox row after sending it, at most (an hour by default):
+sent rows older than that are gone already, so an erasure looks for the session's by the
+time they were sent (an index) rather than through the whole outbox (none by session)."""
 
 
 @dataclass(frozen=True)
@@ -169,10 +174,12 @@ def _erase(
     blobs = [b for c in calls for b in (c.blob_id, c.arguments_blob_id) if b is not None]
     rows: dict[str, int] = {}
     for table in _OWNED:
-        rows[table.name] = conn.execute(
-            delete(table).where(table.c.session_id == session_id)
-        ).rowcount
-    rows["operation"] = conn.execute(delete(_o).where(_o.c.session_id == session_id)).rowcount
+        gone = conn.execute(delete(table).where(table.c.session_id == session_id))
+        rows[table.name] = gone.rowcount
+    out = schema.outbox
+    recent = or_(out.c.sent_at.is_(None), out.c.sent_at >= now - OUTBOX_KEPT)
+    gone = conn.execute(delete(out).where(out.c.session_id == session_id, recent))
+    rows[out.name] = gone.rowcount
     rows["blob"] = conn.execute(delete(schema.blob).where(schema.blob.c.id.in_(blobs))).rowcount
     rows["session"] = conn.execute(delete(_s).where(_s.c.id == session_id)).rowcount
     resources = [session_resource(session_id), *(operation_resource(c.operation_id) for c in calls)]
