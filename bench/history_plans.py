@@ -21,7 +21,6 @@ from sqlalchemy import event
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from brainhands.shared.store import Store
-from brainhands.shared.store.outbox import claim_unsent
 
 EXPLAIN_RUNS = 3
 """Each statement is explained this many times; the fastest run is kept (a warm cache)."""
@@ -78,8 +77,8 @@ async def hot_statements(
     now = time.time()
 
     async def claim_rows() -> None:
-        async with store.backend.transaction() as conn:
-            await claim_unsent(store.backend, conn, 100)
+        async with store.outbox.claim(100):
+            pass
 
     def attention() -> Awaitable[object]:
         return store.queries.sessions_needing_attention(now=now, grace=1.0)
@@ -96,7 +95,7 @@ async def hot_statements(
         ("sweeper: calls_without_outcome", without_outcome),
         ("Brain load", lambda: store.load(probe)),
         ("Brain claim", lambda: store.claim_session(probe, fence + 1)),
-        ("relay: claim_unsent", claim_rows),
+        ("relay: claim", claim_rows),
         ("relay: outbox_backlog", lambda: store.outbox.backlog()),
     ]
     found: list[Statement] = []

@@ -93,8 +93,15 @@ async def test_an_erasure_takes_every_row_of_the_session_and_nothing_of_another(
     theirs = await fill(store, "acme/s2")
     assert all([await count(store, t, "acme/s1") for t in NAMING_A_SESSION])
 
+    sent = a_row(schema.outbox, "acme/s1", 2) | {"sent_at": time.time() - 60}
+    async with store.backend.transaction() as conn:
+        await conn.execute(schema.outbox.insert().values(**sent))
+
     erased = await store.erasures.erase("acme/s1", principal="key:k1")
 
+    # What it has sent already is the relays' to prune, an hour after it went.
+    assert await count(store, schema.outbox, "acme/s1") == 1
+    assert await store.outbox.prune(older_than=30) == 1
     for table in NAMING_A_SESSION:
         assert await count(store, table, "acme/s1") == 0, table.name
         assert await count(store, table, "acme/s2") == 1, table.name

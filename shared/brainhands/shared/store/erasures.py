@@ -2,9 +2,10 @@
 retention, with a record of who asked and when -- never of what it held.
 
 What a session owns: its row, entries, documents and their history, tasks, submissions,
-inbox requests, operations with their blobs, outbox rows (those the relays have not pruned
-yet), and workspace versions (their objects go at the sweeper's next collection unless
-another version names them). All go in
+inbox requests, operations with their blobs, unsent outbox rows, and workspace versions
+(their objects go at the sweeper's next collection unless another version names them).
+The messages it has sent already stay in the outbox until the relays prune them (an hour
+after they were sent): a session past its retention has none left. All go in
 one transaction. The session's and its calls' Redis keys (leases, fences, witnesses) are
 not the store's: the erasure record lists their resources until the sweeper, which holds
 Redis, has deleted them (``pending_resources``, ``resources_deleted``).
@@ -49,10 +50,6 @@ _OWNED: tuple[Table, ...] = (
     schema.operation,
 )
 """The tables whose rows carry the session's id, besides the outbox and its own row."""
-OUTBOX_KEPT = 86400.0
-"""Seconds the relays keep an outbox row after sending it, at most (an hour by default):
-sent rows older than that are gone already, so an erasure looks for the session's by the
-time they were sent (an index) rather than through the whole outbox (none by session)."""
 
 
 @dataclass(frozen=True)
@@ -176,10 +173,13 @@ def _erase(
     for table in _OWNED:
         gone = conn.execute(delete(table).where(table.c.session_id == session_id))
         rows[table.name] = gone.rowcount
+    # Unsent rows, by the outbox's small index of them: what the session would send next.
+    # No index finds its sent ones among every session's; the relays' prune takes them.
     out = schema.outbox
-    recent = or_(out.c.sent_at.is_(None), out.c.sent_at >= now - OUTBOX_KEPT)
-    gone = conn.execute(delete(out).where(out.c.session_id == session_id, recent))
-    rows[out.name] = gone.rowcount
+    unsent = out.c.sent_at.is_(None)
+    rows[out.name] = conn.execute(
+        delete(out).where(unsent, out.c.session_id == session_id)
+    ).rowcount
     rows["blob"] = conn.execute(delete(schema.blob).where(schema.blob.c.id.in_(blobs))).rowcount
     rows["session"] = conn.execute(delete(_s).where(_s.c.id == session_id)).rowcount
     resources = [session_resource(session_id), *(operation_resource(c.operation_id) for c in calls)]
