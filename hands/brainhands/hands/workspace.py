@@ -136,7 +136,10 @@ class WorkspaceFiles:
         tenant, _ = split_key(base.session_id)
         absent = await self.workspaces.missing(tenant, new)
         # Those it has already are touched: no collection takes them before the commit.
-        await self.workspaces.put(tenant, {h: new[h] for h in absent}, touch=new)
+        gone = await self.workspaces.put(tenant, {h: new[h] for h in absent}, touch=new)
+        if gone:  # collected since ``missing`` looked: written after all
+            await self.workspaces.put(tenant, {h: new[h] for h in gone})
+            absent |= gone
         for h in new:
             self.cache.put(tenant, h, new[h])
         log.info(

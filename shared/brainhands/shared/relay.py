@@ -180,14 +180,17 @@ class OutboxRelay:
         return len(confirmed)
 
     async def _publish(self, rows: list[OutboxRow]) -> list[int]:
-        """Publish ``rows``; return the ids of those the broker confirmed."""
-        outcomes = await self.broker.publish_many(
-            [Outgoing(row.body, row.routing_key, row.headers) for row in rows]
-        )
-        confirmed = [row.id for row, error in zip(rows, outcomes, strict=True) if error is None]
-        for row, error in zip(rows, outcomes, strict=True):
-            if isinstance(error, UnroutableMessage):
-                await self._declare_route(row.routing_key)
+        """Publish ``rows``; return the ids of those the broker confirmed. A row routed to a
+        queue nobody declared yet (a new session's Brain build, a pool before its first
+        worker) has its queue declared and goes again at once, not at the next pass."""
+        outcomes = await self._publish_each(rows)
+        unroutable = [row for row in rows if isinstance(outcomes[row.id], UnroutableMessage)]
+        routes = {row.routing_key for row in unroutable}
+        declared = {key for key in sorted(routes) if await self._declare_route(key)}
+        again = [row for row in unroutable if row.routing_key in declared]
+        if again:
+            outcomes.update(await self._publish_each(again))
+        confirmed = [row.id for row in rows if outcomes[row.id] is None]
         self.published += len(confirmed)
         metrics.OUTBOX_PUBLISHED.inc(len(confirmed))
         if len(confirmed) < len(rows):
@@ -199,15 +202,24 @@ class OutboxRelay:
             )
         return confirmed
 
-    async def _declare_route(self, routing_key: str) -> None:
-        # A row routed to a pool or Brain build whose queue nobody declared yet: declare it
-        # so the row is delivered once a worker starts, instead of being stuck.
-        if not await self.broker.declare_route(routing_key):
-            log.error(
-                "outbox row routed to %s, which names no queue",
-                routing_key,
-                extra={"event": "relay_unroutable"},
-            )
+    async def _publish_each(self, rows: list[OutboxRow]) -> dict[int, BaseException | None]:
+        """Publish ``rows`` at once: each row's id and what went wrong (None: confirmed)."""
+        outcomes = await self.broker.publish_many(
+            [Outgoing(row.body, row.routing_key, row.headers) for row in rows]
+        )
+        return {row.id: error for row, error in zip(rows, outcomes, strict=True)}
+
+    async def _declare_route(self, routing_key: str) -> bool:
+        """Declare the queue of a pool or Brain build that nobody declared yet, so that its
+        rows wait there for a worker instead of being stuck; False if the key names none."""
+        if await self.broker.declare_route(routing_key):
+            return True
+        log.error(
+            "outbox row routed to %s, which names no queue",
+            routing_key,
+            extra={"event": "relay_unroutable"},
+        )
+        return False
 
     async def _housekeeping(self) -> None:
         now = time.monotonic()

@@ -245,3 +245,18 @@ async def test_with_an_object_store_the_rows_say_where_the_bytes_are_and_hold_no
             await blind.workspaces.objects("acme", contents)
     finally:
         await blind.close()
+
+
+async def test_a_touch_that_finds_its_object_collected_meanwhile_says_so(store: Store) -> None:
+    spaces = store.workspaces
+    data = b"found there by a writer, then collected before its touch\n"
+    await spaces.put("acme", {object_hash(data): data})
+    assert await spaces.missing("acme", [object_hash(data)]) == set()  # the writer looks
+    assert await spaces.collect("acme", untouched_since=time.time()) == 1  # a sweeper collects
+
+    other = b"another object of the same capture\n"
+    gone = await spaces.put("acme", {object_hash(other): other}, touch=[object_hash(data)])
+
+    assert gone == {object_hash(data)}  # not there to touch: the writer must give it again
+    assert await spaces.put("acme", {object_hash(data): data}) == set()
+    assert await spaces.objects("acme", [object_hash(data), object_hash(other)])

@@ -186,13 +186,16 @@ class Workspaces:
 
     async def put(
         self, tenant: str, objects: dict[str, bytes], *, touch: Iterable[str] = ()
-    ) -> None:
+    ) -> set[str]:
         """Keep ``objects`` (by hash) for the tenant, and mark them, and the ones of ``touch``
         it has already, as wanted now: a version about to commit names them, and no
-        collection takes them for a while (``collect``)."""
+        collection takes them for a while (``collect``). Returns those of ``touch`` it
+        found gone (a collection took them since the caller looked): the caller gives them
+        again, or its version cannot name them."""
         if not objects and not touch:
-            return
+            return set()
         now = time.time()
+        given = objects
         uploads: dict[str, str] = {}
         if self._external is None:
             rows = [
@@ -214,18 +217,26 @@ class Workspaces:
             index_elements=[_o.c.tenant, _o.c.hash], set_={"touched_at": insert.excluded.touched_at}
         )
         touched = sorted(set(touch) - objects.keys() - {EMPTY_ROOT})
+        found: set[str] = set()
         async with self._backend.transaction() as conn:
             for i in range(0, len(rows), _BATCH):
                 await conn.execute(statement, rows[i : i + _BATCH])
             for i in range(0, len(touched), _BATCH):
                 batch = touched[i : i + _BATCH]
-                await conn.execute(
+                marked = await conn.execute(
                     update(_o)
                     .where(_o.c.tenant == tenant, _o.c.hash.in_(batch))
                     .values(touched_at=now)
+                    .returning(_o.c.hash)
                 )
+                found.update(row.hash for row in marked)
         if uploads:  # a writer that raced this one to a hash kept its own upload
             await self._drop_unnamed(tenant, uploads)
+        gone = set(touched) - found
+        again = {h: given[h] for h in gone if h in given}
+        if again:  # collected since it was looked for: kept anew, fresh past any margin
+            await self.put(tenant, again)
+        return gone - again.keys()
 
     async def _drop_unnamed(self, tenant: str, uploads: dict[str, str]) -> None:
         """Delete the uploads (key by hash) that their rows do not name."""
@@ -320,7 +331,9 @@ class Workspaces:
         lost = await self.missing(tenant, needed)
         if lost:
             raise NotFoundError(f"the content {min(lost)} is neither given nor kept")
-        await self.put(tenant, {**contents, **trees}, touch=needed)
+        gone = await self.put(tenant, {**contents, **trees}, touch=needed)
+        if gone:
+            raise NotFoundError(f"the content {min(gone)} is neither given nor kept")
         first = WorkspaceAdvance(
             session_id, name, 0, root, len(manifest), sum(e.size for e in manifest.values())
         )
